@@ -1,0 +1,18 @@
+//! The data model of msgbench: what to measure ([`scenario`]), how a scenario file expands into
+//! runs ([`sweep`]), and what one run produced ([`result`], [`metrics`]).
+//!
+//! This crate knows nothing about how load is generated. The engine turns a [`scenario::Scenario`]
+//! into a [`result::RunResult`]; reports read `RunResult`s and nothing else. Keeping both sides on
+//! this crate alone makes "reports never re-run load" a compile-time fact.
+#![deny(missing_docs)]
+
+pub mod duration;
+pub mod histogram;
+pub mod metrics;
+pub mod result;
+pub mod scenario;
+pub mod sweep;
+
+pub use result::RunResult;
+pub use scenario::{Scenario, ScenarioError};
+pub use sweep::Experiment;

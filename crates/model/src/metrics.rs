@@ -1,0 +1,116 @@
+//! `metrics.csv`: one row per run, one column per sweep parameter (`param_<axis>`) and metric.
+//! Units are in the column names. Every column is documented in `docs/metrics.md`.
+use crate::result::RunResult;
+
+/// Metric columns after `run_id`, `replicate` and the `param_*` columns, in order.
+pub const METRIC_COLUMNS: &[&str] = &[
+    "duration_s",
+    "target_per_sec",
+    "attempted",
+    "sent",
+    "delivered",
+    "dropped",
+    "skipped",
+    "failed",
+    "in_flight_end",
+    "delivered_per_sec",
+    "success_rate",
+    "drop_rate",
+    "latency_p50_ns",
+    "latency_p90_ns",
+    "latency_p95_ns",
+    "latency_p99_ns",
+    "latency_p999_ns",
+    "latency_p9999_ns",
+    "latency_max_ns",
+    "latency_mean_ns",
+    "service_p50_ns",
+    "service_p99_ns",
+    "send_lag_p99_ns",
+    "driver_cpu_s",
+    "delivered_per_cpu_s",
+    "ctx_switches_voluntary",
+    "ctx_switches_involuntary",
+    "migrations",
+    "sequence_errors",
+    "interrupted",
+];
+
+/// Column name of a sweep axis: `queue.capacity` → `param_queue_capacity`.
+pub fn param_column(axis: &str) -> String {
+    let clean: String = axis.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
+    format!("param_{clean}")
+}
+
+/// The header row for an experiment with these sweep axes.
+pub fn header(axes: &[String]) -> Vec<String> {
+    let mut row = vec!["run_id".to_string(), "replicate".to_string()];
+    row.extend(axes.iter().map(|a| param_column(a)));
+    row.extend(METRIC_COLUMNS.iter().map(|c| c.to_string()));
+    row
+}
+
+/// One row, aligned with [`header`].
+pub fn row(r: &RunResult, axes: &[String]) -> Vec<String> {
+    let c = &r.counters;
+    let threads = r.cpu.threads.iter().map(|t| t.cpu);
+    let voluntary: u64 = threads.clone().map(|t| t.ctx_switches_voluntary).sum();
+    let involuntary: u64 = threads.clone().map(|t| t.ctx_switches_involuntary).sum();
+    let migrations: Option<u64> = threads.map(|t| t.migrations).sum();
+    let mut out = vec![r.run_id.clone(), r.replicate.to_string()];
+    out.extend(axes.iter().map(|a| r.params.get(a).cloned().unwrap_or_default()));
+    let metrics: Vec<String> = vec![
+        format!("{:.6}", r.duration_s),
+        r.target_per_sec.map(|t| format!("{t:.3}")).unwrap_or_default(),
+        c.attempted.to_string(),
+        c.sent.to_string(),
+        c.delivered.to_string(),
+        c.dropped.to_string(),
+        c.skipped.to_string(),
+        c.failed.to_string(),
+        c.in_flight_end.to_string(),
+        format!("{:.3}", r.delivered_per_sec()),
+        format!("{:.6}", c.success_rate()),
+        format!("{:.6}", c.drop_rate()),
+        r.latency.p50_ns.to_string(),
+        r.latency.p90_ns.to_string(),
+        r.latency.p95_ns.to_string(),
+        r.latency.p99_ns.to_string(),
+        r.latency.p999_ns.to_string(),
+        r.latency.p9999_ns.to_string(),
+        r.latency.max_ns.to_string(),
+        format!("{:.1}", r.latency.mean_ns),
+        r.service.p50_ns.to_string(),
+        r.service.p99_ns.to_string(),
+        r.send_lag.p99_ns.to_string(),
+        format!("{:.6}", r.cpu.driver_cpu_s),
+        format!("{:.1}", r.cpu.delivered_per_cpu_s),
+        voluntary.to_string(),
+        involuntary.to_string(),
+        migrations.map(|m| m.to_string()).unwrap_or_default(),
+        r.sequence.total().to_string(),
+        r.interrupted.to_string(),
+    ];
+    debug_assert_eq!(metrics.len(), METRIC_COLUMNS.len());
+    out.extend(metrics);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn param_columns_are_snake_case() {
+        assert_eq!(param_column("queue.capacity"), "param_queue_capacity");
+        assert_eq!(param_column("queue.pin"), "param_queue_pin");
+    }
+
+    #[test]
+    fn header_has_the_required_columns() {
+        let h = header(&["pacing.every".into()]);
+        for c in ["run_id", "replicate", "param_pacing_every", "delivered_per_sec", "latency_p9999_ns", "send_lag_p99_ns", "ctx_switches_involuntary"] {
+            assert!(h.iter().any(|x| x == c), "missing {c}");
+        }
+    }
+}

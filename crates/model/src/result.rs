@@ -1,0 +1,253 @@
+//! The result of one run: the contract between the engine and every report.
+//!
+//! Versioned ([`SCHEMA_VERSION`]) and published as a JSON schema (`docs/schema/run.schema.json`,
+//! checked by a test). It carries the full histograms, so any percentile can be recomputed later.
+use crate::histogram::Percentiles;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Version of the run JSON format. Bump on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One run: one sweep point, one replicate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunResult {
+    /// Format version ([`SCHEMA_VERSION`]).
+    pub schema_version: u32,
+    /// Unique within the experiment, also the file name: `003-capacity=8-r2`.
+    pub run_id: String,
+    /// Experiment name.
+    pub experiment: String,
+    /// Index of the sweep point.
+    pub point: usize,
+    /// Replicate number, from 1.
+    pub replicate: u32,
+    /// Sweep parameters of this point, axis → value.
+    pub params: BTreeMap<String, String>,
+    /// System under test (`queue`, …).
+    pub system: String,
+    /// Human description of the configuration, e.g. `queue cap=64 ring=msgbench drop`.
+    pub config: String,
+    /// Wall-clock start (Unix ms).
+    pub started_unix_ms: u64,
+    /// Length of the measured window in seconds (after warm-up, before drain).
+    pub duration_s: f64,
+    /// Warm-up discarded before it, seconds.
+    pub warmup_s: f64,
+    /// Rate the pacing aimed at, if any.
+    pub target_per_sec: Option<f64>,
+    /// True when Ctrl-C or a stop request cut the run short.
+    pub interrupted: bool,
+    /// Message accounting.
+    pub counters: Counters,
+    /// Sequence checking on the receiving side.
+    pub sequence: SequenceErrors,
+    /// Latency (completion − intended send), all classes.
+    pub latency: Percentiles,
+    /// Service time (completion − actual send), all classes.
+    pub service: Percentiles,
+    /// Send lag (actual − scheduled send).
+    pub send_lag: Percentiles,
+    /// Per operation class.
+    pub classes: Vec<ClassResult>,
+    /// CPU used by the driver (and the system under test, when in-process).
+    pub cpu: CpuUsage,
+    /// One-second interval samples of the measured window.
+    pub intervals: Vec<IntervalSample>,
+    /// Full histograms, HdrHistogram base64 compressed V2.
+    pub histograms: Histograms,
+    /// Problems noticed during the run (e.g. "target rate not reached").
+    pub warnings: Vec<String>,
+}
+
+/// Accounting of every message. Invariants (checked by [`Counters::check`]):
+/// `attempted = sent + skipped` and `sent = delivered + dropped + failed + in_flight_end`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Counters {
+    /// Messages the schedule called for.
+    pub attempted: u64,
+    /// Messages handed to the system under test.
+    pub sent: u64,
+    /// Messages the driver did not send (window full, `skip`).
+    pub skipped: u64,
+    /// Messages that completed.
+    pub delivered: u64,
+    /// Messages the system rejected or lost (queue full under `drop`).
+    pub dropped: u64,
+    /// Messages that failed (errors, timeouts).
+    pub failed: u64,
+    /// Messages still in flight when the drain timeout ended.
+    pub in_flight_end: u64,
+}
+
+impl Counters {
+    /// Checks both accounting invariants; the error says which one broke and by how much.
+    pub fn check(&self) -> Result<(), String> {
+        if self.attempted != self.sent + self.skipped {
+            return Err(format!("attempted {} != sent {} + skipped {}", self.attempted, self.sent, self.skipped));
+        }
+        let accounted = self.delivered + self.dropped + self.failed + self.in_flight_end;
+        if self.sent != accounted {
+            return Err(format!(
+                "sent {} != delivered {} + dropped {} + failed {} + in_flight_end {}",
+                self.sent, self.delivered, self.dropped, self.failed, self.in_flight_end
+            ));
+        }
+        Ok(())
+    }
+
+    /// delivered / attempted (1.0 when nothing was attempted).
+    pub fn success_rate(&self) -> f64 {
+        ratio(self.delivered, self.attempted)
+    }
+
+    /// (dropped + skipped) / attempted: the share the system or driver shed.
+    pub fn drop_rate(&self) -> f64 {
+        if self.attempted == 0 {
+            0.0
+        } else {
+            (self.dropped + self.skipped) as f64 / self.attempted as f64
+        }
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        1.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// Sequence errors seen by the receiver (each one is a bug in the system under test).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SequenceErrors {
+    /// Sequence numbers skipped.
+    pub gaps: u64,
+    /// Sequence numbers seen twice.
+    pub duplicates: u64,
+    /// Sequence numbers that arrived after a later one.
+    pub reordered: u64,
+}
+
+impl SequenceErrors {
+    /// Total of all kinds.
+    pub fn total(&self) -> u64 {
+        self.gaps + self.duplicates + self.reordered
+    }
+}
+
+/// One operation class (the queue has one: `item`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClassResult {
+    /// Class name.
+    pub name: String,
+    /// Latency of this class.
+    pub latency: Percentiles,
+    /// Service time of this class.
+    pub service: Percentiles,
+    /// Encoded latency histogram of this class.
+    pub latency_histogram: String,
+}
+
+/// Full histograms of the run, encoded.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Histograms {
+    /// Latency, all classes.
+    pub latency: String,
+    /// Service time, all classes.
+    pub service: String,
+    /// Send lag.
+    pub send_lag: String,
+}
+
+/// CPU time and scheduling of one thread or process over the measured window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CpuTimes {
+    /// User-mode CPU seconds.
+    pub user_s: f64,
+    /// Kernel-mode CPU seconds.
+    pub sys_s: f64,
+    /// Voluntary context switches (the thread slept).
+    pub ctx_switches_voluntary: u64,
+    /// Involuntary context switches (the thread was preempted).
+    pub ctx_switches_involuntary: u64,
+    /// CPU migrations, where the OS exposes them (`/proc/<pid>/task/<tid>/sched`).
+    pub migrations: Option<u64>,
+}
+
+impl CpuTimes {
+    /// user + sys.
+    pub fn total_s(&self) -> f64 {
+        self.user_s + self.sys_s
+    }
+}
+
+/// One thread's CPU use.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ThreadCpu {
+    /// Role: `producer`, `consumer`, …
+    pub role: String,
+    /// CPU it was pinned to.
+    pub pinned_cpu: Option<usize>,
+    /// Its CPU use.
+    pub cpu: CpuTimes,
+}
+
+/// CPU use of the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CpuUsage {
+    /// The whole msgbench process over the run (includes warm-up and drain).
+    pub process: CpuTimes,
+    /// Each worker thread over the measured window.
+    pub threads: Vec<ThreadCpu>,
+    /// CPU seconds of the driver's worker threads (the measured window).
+    pub driver_cpu_s: f64,
+    /// CPU seconds of the system under test, when it is measured apart.
+    pub sut_cpu_s: Option<f64>,
+    /// Delivered messages per CPU-second of all worker threads.
+    pub delivered_per_cpu_s: f64,
+}
+
+/// One second of the measured window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IntervalSample {
+    /// Start of the interval, seconds since the measured window began.
+    pub start_s: f64,
+    /// Length, seconds.
+    pub length_s: f64,
+    /// Messages sent in it.
+    pub sent: u64,
+    /// Messages delivered in it.
+    pub delivered: u64,
+    /// Messages dropped or skipped in it.
+    pub dropped: u64,
+    /// Median latency of messages completed in it.
+    pub latency_p50_ns: u64,
+    /// p99 latency of messages completed in it.
+    pub latency_p99_ns: u64,
+    /// Max latency of messages completed in it.
+    pub latency_max_ns: u64,
+    /// Sent − delivered − dropped, cumulative, at its end (messages waiting in the system).
+    pub backlog: i64,
+}
+
+impl RunResult {
+    /// Delivered messages per second of the measured window.
+    pub fn delivered_per_sec(&self) -> f64 {
+        if self.duration_s > 0.0 {
+            self.counters.delivered as f64 / self.duration_s
+        } else {
+            0.0
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! An experiment: a scenario file with sweep axes and replicates, expanded into sweep points.
+//!
+//! Expansion works on the TOML document itself: each point is the base document with the axis
+//! values written in at their dotted paths, then deserialized and validated like any scenario.
+//! So every field can be swept and every swept value is checked before anything runs.
+use crate::scenario::{MachineLimits, Scenario, ScenarioError, ScenarioSpec};
+use serde::Deserialize;
+
+/// The embedded default experiment, run by `msgbench run` without a file.
+pub const DEFAULT_SCENARIO: &str = include_str!("default.toml");
+
+/// One `--set path=value` override.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Override {
+    /// Dotted path, e.g. `queue.capacity` or `sweep.queue.capacity`.
+    pub path: String,
+    /// The value (TOML syntax; bare words are strings).
+    pub value: toml::Value,
+}
+
+impl Override {
+    /// Parses `path=value`; the value is TOML (`8`, `"2ms"`, `[64, 8]`) or a bare word.
+    pub fn parse(text: &str) -> Result<Override, String> {
+        let (path, value) = text
+            .split_once('=')
+            .ok_or_else(|| format!("--set {text:?}: expected PATH=VALUE, e.g. --set queue.capacity=8"))?;
+        let path = path.trim();
+        if path.is_empty() {
+            return Err(format!("--set {text:?}: the path before '=' is empty"));
+        }
+        let value = value.trim();
+        let value = toml::from_str::<toml::Table>(&format!("v = {value}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(value.to_string()));
+        Ok(Override { path: path.to_string(), value })
+    }
+}
+
+/// One point of the sweep: its parameter values and the scenario to run.
+#[derive(Debug, Clone)]
+pub struct SweepPoint {
+    /// Position in the sweep (0-based).
+    pub index: usize,
+    /// `(axis, value)` for every sweep axis, in file order.
+    pub params: Vec<(String, String)>,
+    /// The validated scenario.
+    pub scenario: Scenario,
+}
+
+/// An expanded experiment.
+#[derive(Debug, Clone)]
+pub struct Experiment {
+    /// Experiment name.
+    pub name: String,
+    /// Where it came from (file name, or `<embedded default>`).
+    pub source_name: String,
+    /// The resolved document (overrides applied), saved as `experiment.toml`.
+    pub resolved_toml: String,
+    /// Sweep axes in file order.
+    pub axes: Vec<String>,
+    /// Replicates per point.
+    pub replicates: u32,
+    /// The points, cartesian product of the axes (last axis varies fastest).
+    pub points: Vec<SweepPoint>,
+}
+
+impl Experiment {
+    /// Parses, applies overrides, expands the sweep and validates every point.
+    pub fn load(text: &str, source_name: &str, overrides: &[Override], limits: &MachineLimits) -> Result<Experiment, ScenarioError> {
+        let syntax = |message: String| ScenarioError::Syntax { source_name: source_name.into(), message };
+        // Parse into the typed spec first: toml then reports line, column and the valid keys.
+        toml::from_str::<ScenarioSpec>(text).map_err(|e| syntax(e.to_string().trim_end().to_string()))?;
+        let mut doc: toml::Table = text.parse().map_err(|e: toml::de::Error| syntax(e.to_string()))?;
+        for o in overrides {
+            set_path(&mut doc, &o.path, o.value.clone()).map_err(|m| override_error(o, m))?;
+            spec_of(&doc).map_err(|m| override_error(o, m))?;
+        }
+        let base = spec_of(&doc).map_err(syntax)?;
+        let axes = axes_of(&base, source_name)?;
+        let mut base_doc = doc.clone();
+        base_doc.remove("sweep");
+        let mut points = Vec::new();
+        for (index, combination) in cartesian(&axes).into_iter().enumerate() {
+            let mut point_doc = base_doc.clone();
+            let mut params = Vec::new();
+            for (axis, value) in axes.iter().map(|(a, _)| a).zip(combination) {
+                let where_ = format!("sweep axis `{axis}` = {value}");
+                set_path(&mut point_doc, axis, value.clone()).map_err(|m| syntax(format!("{where_}: {m}")))?;
+                params.push((axis.clone(), display_value(&value)));
+            }
+            let spec = spec_of(&point_doc).map_err(|m| syntax(format!("sweep point {params:?}: {m}")))?;
+            let scenario = spec.validate(source_name, limits).map_err(|e| match (e, params.is_empty()) {
+                (ScenarioError::Invalid { source_name, field, problem, fix }, false) => ScenarioError::Invalid {
+                    source_name,
+                    field,
+                    problem: format!("{problem} (at sweep point {})", render_params(&params)),
+                    fix,
+                },
+                (e, _) => e,
+            })?;
+            points.push(SweepPoint { index, params, scenario });
+        }
+        Ok(Experiment {
+            name: base.name.clone(),
+            source_name: source_name.into(),
+            resolved_toml: toml::to_string(&doc).unwrap_or_else(|_| text.to_string()),
+            axes: axes.into_iter().map(|(a, _)| a).collect(),
+            replicates: base.run.replicates,
+            points,
+        })
+    }
+
+    /// Number of runs (points × replicates).
+    pub fn run_count(&self) -> usize {
+        self.points.len() * self.replicates as usize
+    }
+}
+
+fn override_error(o: &Override, message: String) -> ScenarioError {
+    ScenarioError::Syntax { source_name: format!("--set {}", o.path), message }
+}
+
+fn spec_of(doc: &toml::Table) -> Result<ScenarioSpec, String> {
+    ScenarioSpec::deserialize(toml::Value::Table(doc.clone())).map_err(|e| e.to_string().trim_end().to_string())
+}
+
+fn axes_of(spec: &ScenarioSpec, source_name: &str) -> Result<Vec<(String, Vec<toml::Value>)>, ScenarioError> {
+    let mut axes = Vec::new();
+    for (axis, values) in &spec.sweep {
+        let problem = match values {
+            toml::Value::Array(v) if !v.is_empty() => {
+                axes.push((axis.clone(), v.clone()));
+                continue;
+            }
+            toml::Value::Array(_) => "is an empty list".to_string(),
+            other => format!("is a {} rather than a list", other.type_str()),
+        };
+        return Err(ScenarioError::Invalid {
+            source_name: source_name.into(),
+            field: format!("sweep.\"{axis}\""),
+            problem,
+            fix: format!("give the values to sweep, e.g. \"{axis}\" = [1, 2]"),
+        });
+    }
+    Ok(axes)
+}
+
+/// Cartesian product; the last axis varies fastest. No axes = one empty combination.
+fn cartesian(axes: &[(String, Vec<toml::Value>)]) -> Vec<Vec<toml::Value>> {
+    let mut out = vec![Vec::new()];
+    for (_, values) in axes {
+        out = out
+            .into_iter()
+            .flat_map(|prefix| {
+                values.iter().map(move |v| {
+                    let mut c = prefix.clone();
+                    c.push(v.clone());
+                    c
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+/// Writes `value` at a dotted path, creating tables on the way. `sweep.<rest>` keeps `<rest>`
+/// as a single key, since sweep axis names contain dots themselves.
+fn set_path(doc: &mut toml::Table, path: &str, value: toml::Value) -> Result<(), String> {
+    if let Some(axis) = path.strip_prefix("sweep.") {
+        let sweep = doc.entry("sweep").or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let table = sweep.as_table_mut().ok_or("`sweep` is not a table")?;
+        table.insert(axis.trim_matches('"').to_string(), value);
+        return Ok(());
+    }
+    let mut keys: Vec<&str> = path.split('.').collect();
+    let last = keys.pop().ok_or("empty path")?;
+    let mut table = doc;
+    for key in keys {
+        let entry = table.entry(key).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        table = entry.as_table_mut().ok_or_else(|| format!("`{key}` in `{path}` is not a table"))?;
+    }
+    table.insert(last.to_string(), value);
+    Ok(())
+}
+
+/// Renders a parameter value compactly: `64`, `2ms`, `producer=0 consumer=1`, `none`.
+pub fn display_value(value: &toml::Value) -> String {
+    match value {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Table(t) if t.is_empty() => "none".into(),
+        toml::Value::Table(t) => t.iter().map(|(k, v)| format!("{k}={}", display_value(v))).collect::<Vec<_>>().join(" "),
+        toml::Value::Array(a) => a.iter().map(display_value).collect::<Vec<_>>().join(","),
+        other => other.to_string(),
+    }
+}
+
+/// `capacity=8, every=1ms` — the short form used in run ids and tables.
+pub fn render_params(params: &[(String, String)]) -> String {
+    params.iter().map(|(k, v)| format!("{}={v}", short_axis(k))).collect::<Vec<_>>().join(", ")
+}
+
+/// The last segment of an axis path: `queue.capacity` → `capacity`.
+pub fn short_axis(axis: &str) -> &str {
+    axis.rsplit('.').next().unwrap_or(axis)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> MachineLimits {
+        MachineLimits { cpus: vec![0, 1] }
+    }
+
+    #[test]
+    fn default_scenario_is_valid() {
+        let e = Experiment::load(DEFAULT_SCENARIO, "default", &[], &limits()).unwrap();
+        assert!(e.run_count() >= 1);
+    }
+
+    #[test]
+    fn sweep_is_a_cartesian_product_in_file_order() {
+        let text = "[sweep]\n\"queue.capacity\" = [64, 8]\n\"queue.pin\" = [{}, {producer = 0, consumer = 1}]\n";
+        let e = Experiment::load(text, "t.toml", &[], &limits()).unwrap();
+        let params: Vec<_> = e.points.iter().map(|p| render_params(&p.params)).collect();
+        assert_eq!(
+            params,
+            ["capacity=64, pin=none", "capacity=64, pin=producer=0 consumer=1", "capacity=8, pin=none", "capacity=8, pin=producer=0 consumer=1"]
+        );
+    }
+
+    #[test]
+    fn unknown_key_names_line_and_valid_keys() {
+        let err = Experiment::load("[queue]\ncapacity = 8\ncapacty = 9\n", "q.toml", &[], &limits()).unwrap_err().to_string();
+        assert!(err.starts_with("q.toml: "), "{err}");
+        assert!(err.contains("line 3"), "{err}");
+        assert!(err.contains("unknown field `capacty`") && err.contains("`capacity`"), "{err}");
+    }
+
+    #[test]
+    fn bad_sweep_value_names_the_point() {
+        let text = "[sweep]\n\"queue.capacity\" = [8, 0]\n";
+        let err = Experiment::load(text, "q.toml", &[], &limits()).unwrap_err().to_string();
+        assert!(err.contains("`queue.capacity` is 0") && err.contains("capacity=0"), "{err}");
+    }
+
+    #[test]
+    fn overrides_set_fields_and_sweeps() {
+        let o = [Override::parse("queue.capacity=8").unwrap(), Override::parse("sweep.pacing.every=[\"1ms\", \"0\"]").unwrap(), Override::parse("pacing.mode=interval").unwrap()];
+        let e = Experiment::load("", "t", &o, &limits()).unwrap();
+        assert_eq!(e.points.len(), 2);
+        let crate::scenario::System::Queue(q) = &e.points[0].scenario.system;
+        assert_eq!(q.capacity, 8);
+        assert_eq!(e.points[1].scenario.pacing, crate::scenario::Pacing::Immediate);
+    }
+
+    #[test]
+    fn override_with_unknown_path_is_an_error() {
+        let o = [Override::parse("queue.size=8").unwrap()];
+        let err = Experiment::load("", "t", &o, &limits()).unwrap_err().to_string();
+        assert!(err.contains("--set queue.size") && err.contains("unknown field `size`"), "{err}");
+    }
+
+    #[test]
+    fn pinning_to_a_missing_cpu_is_an_error() {
+        let err = Experiment::load("[queue.pin]\nproducer = 7\n", "p.toml", &[], &limits()).unwrap_err().to_string();
+        assert!(err.contains("queue.pin.producer") && err.contains("CPU 7") && err.contains("[0, 1]"), "{err}");
+    }
+}
