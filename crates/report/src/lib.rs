@@ -1,1 +1,6 @@
+//! Reports computed from results alone. This crate depends on `msgbench-model` and never on the
+//! engine: a report can always be regenerated from `results/` without re-running load.
+#![deny(missing_docs)]
 
+pub mod format;
+pub mod summary;

@@ -1,0 +1,85 @@
+//! Command-line definition (clap derive; the doc comments are the `--help` text).
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Measure latency and throughput of message-passing systems, honestly: latency counted from the
+/// intended send time, every message accounted for, results written as each run ends.
+#[derive(Debug, Parser)]
+#[command(name = "msgbench", version, propagate_version = true, arg_required_else_help = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run an experiment (a scenario file, or the embedded default) and write its results.
+    ///
+    /// Example: msgbench run examples/queue-capacity.toml --duration 2s --out results
+    Run(RunArgs),
+    /// Check a scenario file and list the runs it expands to, without running anything.
+    ///
+    /// Example: msgbench check examples/queue-capacity.toml --set run.replicates=1
+    Check(ScenarioArgs),
+    /// Print the embedded default scenario (a starting point for your own file).
+    ///
+    /// Example: msgbench default-scenario > my.toml
+    DefaultScenario,
+}
+
+/// Where the scenario comes from and what to change in it.
+#[derive(Debug, Args)]
+pub struct ScenarioArgs {
+    /// Scenario file (TOML). Without it, the embedded default experiment is used.
+    pub scenario: Option<PathBuf>,
+    /// Set any scenario field: PATH=VALUE in TOML syntax, repeatable.
+    /// Examples: --set queue.capacity=8  --set pacing.mode=rate --set pacing.per_sec=1e5
+    /// --set 'sweep."queue.capacity"=[64,8]'
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    pub set: Vec<String>,
+    /// Measured time per run, overriding run.duration (e.g. 500ms, 5s, 1m).
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
+    /// Discarded warm-up per run, overriding run.warmup (e.g. 0, 500ms).
+    #[arg(long, value_name = "DURATION")]
+    pub warmup: Option<String>,
+    /// Stop each run after this many measured operations (run.operations).
+    #[arg(long, value_name = "COUNT")]
+    pub operations: Option<u64>,
+    /// Runs per sweep point, overriding run.replicates.
+    #[arg(long, value_name = "N")]
+    pub replicates: Option<u32>,
+    /// Keep up to N raw per-message latencies per run in runs/<id>.latencies.csv.
+    #[arg(long, value_name = "N")]
+    pub emit_latencies: Option<u64>,
+}
+
+/// `msgbench run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The scenario and overrides.
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    /// Root directory of results; each invocation writes DIR/<experiment>/<YYYYmmdd-HHMMSS>/.
+    #[arg(long, short, value_name = "DIR", default_value = "results")]
+    pub out: PathBuf,
+    /// No progress line and no summary table (errors are still printed).
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Print the results as JSON on stdout instead of the summary table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

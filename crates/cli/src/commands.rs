@@ -1,0 +1,122 @@
+//! One function per subcommand; each turns flags into a validated experiment first, so bad
+//! input fails before anything is measured or written.
+use crate::args::{Cli, Command, RunArgs, ScenarioArgs};
+use crate::terminal::Terminal;
+use crate::{EXIT_BAD_INPUT, EXIT_INTERRUPTED};
+use msgbench_engine::affinity::allowed_cpus;
+use msgbench_engine::environment::Environment;
+use msgbench_engine::runner::run_experiment;
+use msgbench_model::scenario::MachineLimits;
+use msgbench_model::sweep::{render_params, Override, DEFAULT_SCENARIO};
+use msgbench_model::Experiment;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+pub fn dispatch(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::Run(args) => run(args),
+        Command::Check(args) => check(args),
+        Command::DefaultScenario => {
+            print!("{DEFAULT_SCENARIO}");
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("msgbench: error: {message}");
+    ExitCode::from(code)
+}
+
+/// Reads the scenario, applies the flags, expands and validates every run.
+fn load(args: &ScenarioArgs) -> Result<Experiment, String> {
+    let (text, source) = match &args.scenario {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read scenario {}: {e}", path.display()))?;
+            (text, path.display().to_string())
+        }
+        None => (DEFAULT_SCENARIO.to_string(), "<embedded default>".to_string()),
+    };
+    let mut overrides = Vec::new();
+    for set in &args.set {
+        overrides.push(Override::parse(set)?);
+    }
+    let flag = |path: &str, value: toml::Value| Override { path: path.into(), value };
+    if let Some(d) = &args.duration {
+        check_duration("--duration", d)?;
+        overrides.push(flag("run.duration", toml::Value::String(d.clone())));
+    }
+    if let Some(d) = &args.warmup {
+        check_duration("--warmup", d)?;
+        overrides.push(flag("run.warmup", toml::Value::String(d.clone())));
+    }
+    if let Some(n) = args.operations {
+        overrides.push(flag("run.operations", toml::Value::Integer(n.min(i64::MAX as u64) as i64)));
+    }
+    if let Some(n) = args.replicates {
+        overrides.push(flag("run.replicates", toml::Value::Integer(n as i64)));
+    }
+    if let Some(n) = args.emit_latencies {
+        overrides.push(flag("run.emit_latencies", toml::Value::Integer(n.min(i64::MAX as u64) as i64)));
+    }
+    let limits = MachineLimits { cpus: allowed_cpus() };
+    Experiment::load(&text, &source, &overrides, &limits).map_err(|e| e.to_string())
+}
+
+fn check_duration(flag: &str, text: &str) -> Result<(), String> {
+    msgbench_model::duration::parse(text).map(|_| ()).map_err(|e| format!("{flag}: {e}"))
+}
+
+fn check(args: ScenarioArgs) -> ExitCode {
+    let experiment = match load(&args) {
+        Ok(e) => e,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    println!("{}: experiment `{}`, {} point(s) × {} replicate(s) = {} run(s)", experiment.source_name, experiment.name, experiment.points.len(), experiment.replicates, experiment.run_count());
+    for p in &experiment.points {
+        let s = &p.scenario;
+        let params = if p.params.is_empty() { "(no sweep)".to_string() } else { render_params(&p.params) };
+        println!("  {:3}  {params}  [{:?}, {:?} + {:?} warm-up]", p.index, s.pacing, s.run.duration, s.run.warmup);
+    }
+    ExitCode::SUCCESS
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    let experiment = match load(&args.scenario) {
+        Ok(e) => e,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    install_ctrl_c(stop.clone());
+    let terminal = Arc::new(Terminal::new(args.quiet || args.json));
+    let env = Environment::capture(std::env::args().collect());
+    let outcome = run_experiment(&experiment, &args.out, env, stop.clone(), terminal.clone());
+    terminal.clear_line();
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => return fail(1, e),
+    };
+    if args.json {
+        let doc = serde_json::json!({ "dir": outcome.dir, "interrupted": outcome.interrupted, "runs": outcome.results });
+        println!("{}", serde_json::to_string_pretty(&doc).expect("serializable"));
+    } else if !args.quiet {
+        print!("{}", msgbench_report::summary::table(&outcome.results));
+        println!("\nresults: {}", outcome.dir.display());
+    }
+    if outcome.interrupted {
+        eprintln!("msgbench: interrupted; {} finished run(s) are in {}", outcome.results.len(), outcome.dir.display());
+        return ExitCode::from(EXIT_INTERRUPTED);
+    }
+    ExitCode::SUCCESS
+}
+
+/// First Ctrl-C: finish the current run early, write it, start no other. Second: exit now.
+fn install_ctrl_c(stop: Arc<AtomicBool>) {
+    let _ = ctrlc::set_handler(move || {
+        if stop.swap(true, Ordering::SeqCst) {
+            std::process::exit(EXIT_INTERRUPTED as i32);
+        }
+        eprintln!("\nmsgbench: stopping after the current run (Ctrl-C again to quit at once)");
+    });
+}

@@ -1,0 +1,27 @@
+//! The `msgbench` command line: parse flags, load the scenario, hand it to the engine, show the
+//! results. Exit codes: 0 success, 1 a run or a write failed, 2 bad input, 130 Ctrl-C.
+mod args;
+mod commands;
+mod terminal;
+
+pub use args::Cli;
+use clap::Parser;
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+/// Exit code of a run stopped by Ctrl-C (128 + SIGINT), as shells expect.
+pub const EXIT_INTERRUPTED: u8 = 130;
+/// Exit code of bad input (flags, scenario files).
+pub const EXIT_BAD_INPUT: u8 = 2;
+
+/// Runs msgbench with `args` (the first is the program name).
+pub fn main_with_args(args: Vec<OsString>) -> ExitCode {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { EXIT_BAD_INPUT } else { 0 });
+        }
+    };
+    commands::dispatch(cli)
+}

@@ -1,0 +1,534 @@
+//! The recorder: what each worker thread measures, and the collector that merges it.
+//!
+//! Each worker owns a [`Recorder`]: counters, and for the current one-second interval a
+//! [`HistogramSet`] (latency and service time per operation class, send lag). Recording a message
+//! is a few integer increments and histogram `saturating_record`s: no allocation, no lock, no
+//! syscall. When a message falls past the interval boundary, the worker swaps in a spare
+//! histogram set (pre-allocated, O(1)) and ships the full one to the [`Collector`] thread over a
+//! channel; merging, percentiles and encoding happen there, off the hot path.
+use crate::runner::LiveStatus;
+use hdrhistogram::Histogram;
+use msgbench_model::histogram::{new_latency_histogram, Percentiles};
+use msgbench_model::result::{Counters, IntervalSample, SequenceErrors};
+use std::collections::BTreeMap;
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Arc;
+
+/// Length of one interval sample.
+pub const INTERVAL_NS: u64 = 1_000_000_000;
+
+/// Histograms of one interval of one worker.
+#[derive(Debug, Clone)]
+pub struct HistogramSet {
+    /// Latency per class (completion − intended send).
+    pub latency: Vec<Histogram<u64>>,
+    /// Service time per class (completion − actual send).
+    pub service: Vec<Histogram<u64>>,
+    /// Send lag (actual − scheduled send).
+    pub send_lag: Histogram<u64>,
+}
+
+impl HistogramSet {
+    fn new(classes: usize) -> Self {
+        HistogramSet {
+            latency: (0..classes).map(|_| new_latency_histogram()).collect(),
+            service: (0..classes).map(|_| new_latency_histogram()).collect(),
+            send_lag: new_latency_histogram(),
+        }
+    }
+
+    fn reset(&mut self) {
+        self.latency.iter_mut().chain(self.service.iter_mut()).for_each(|h| h.reset());
+        self.send_lag.reset();
+    }
+}
+
+/// What a worker ships to the collector.
+enum Report {
+    /// One interval's counters and histograms (`None` for an interval the worker slept through).
+    Interval { worker: usize, index: u64, end_ns: u64, counters: Counters, histograms: Option<HistogramSet> },
+    /// The worker is done: its totals.
+    Final { counters: Counters, sequence: SequenceErrors, raw_latencies: Vec<u64> },
+}
+
+/// Checks sequence numbers of one stream: gaps, duplicates and reordering.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SequenceChecker {
+    expected: u64,
+    missing: u64,
+    /// Errors seen so far.
+    pub errors: SequenceErrors,
+}
+
+impl SequenceChecker {
+    /// Checks `seq` against the next expected number. A number above it opens a gap; a number
+    /// below it is counted as reordered while gaps are open (it may fill one), else as duplicate.
+    #[inline]
+    pub fn check(&mut self, seq: u64) {
+        if seq == self.expected {
+            self.expected += 1;
+        } else {
+            self.check_slow(seq);
+        }
+    }
+
+    #[cold]
+    fn check_slow(&mut self, seq: u64) {
+        if seq > self.expected {
+            self.errors.gaps += seq - self.expected;
+            self.missing += seq - self.expected;
+            self.expected = seq + 1;
+        } else if self.missing > 0 {
+            self.missing -= 1;
+            self.errors.gaps -= 1;
+            self.errors.reordered += 1;
+        } else {
+            self.errors.duplicates += 1;
+        }
+    }
+}
+
+/// One worker's recorder. Create with [`Collector::recorder`]; end with [`Recorder::finish`].
+pub struct Recorder {
+    worker: usize,
+    measure_start_ns: u64,
+    next_boundary_ns: u64,
+    index: u64,
+    counters: Counters,
+    interval: Counters,
+    current: HistogramSet,
+    classes: usize,
+    spares: Receiver<HistogramSet>,
+    to_collector: Sender<Report>,
+    /// Sequence checking of what this worker receives.
+    pub sequence: SequenceChecker,
+    raw_latencies: Vec<u64>,
+    zero_lags: u64,
+}
+
+impl Recorder {
+    /// Counts a message the schedule called for.
+    #[inline]
+    pub fn attempted(&mut self) {
+        self.counters.attempted += 1;
+        self.interval.attempted += 1;
+    }
+
+    /// Counts a message handed to the system at `actual_ns`, `scheduled_ns` being its slot.
+    #[inline]
+    pub fn sent(&mut self, scheduled_ns: u64, actual_ns: u64) {
+        self.roll_if_due(actual_ns);
+        self.counters.sent += 1;
+        self.interval.sent += 1;
+        // Unpaced senders are never late: count zero lags and record them once per interval.
+        match actual_ns.saturating_sub(scheduled_ns) {
+            0 => self.zero_lags += 1,
+            lag => self.current.send_lag.saturating_record(lag),
+        }
+    }
+
+    /// Counts a message the driver chose not to send.
+    #[inline]
+    pub fn skipped(&mut self) {
+        self.counters.skipped += 1;
+        self.interval.skipped += 1;
+    }
+
+    /// Counts a message the system rejected.
+    #[inline]
+    pub fn dropped(&mut self) {
+        self.counters.dropped += 1;
+        self.interval.dropped += 1;
+    }
+
+    /// Counts a failed message.
+    #[inline]
+    pub fn failed(&mut self) {
+        self.counters.failed += 1;
+        self.interval.failed += 1;
+    }
+
+    /// Counts messages found in flight when the run ended.
+    pub fn in_flight_at_end(&mut self, n: u64) {
+        self.counters.in_flight_end += n;
+    }
+
+    /// Records a completed message of `class`.
+    #[inline]
+    pub fn delivered(&mut self, class: usize, intended_ns: u64, sent_ns: u64, completed_ns: u64) {
+        self.roll_if_due(completed_ns);
+        self.counters.delivered += 1;
+        self.interval.delivered += 1;
+        let latency = completed_ns.saturating_sub(intended_ns);
+        self.current.latency[class].saturating_record(latency);
+        self.current.service[class].saturating_record(completed_ns.saturating_sub(sent_ns));
+        if self.raw_latencies.len() < self.raw_latencies.capacity() {
+            self.raw_latencies.push(latency);
+        }
+    }
+
+    /// Ends the interval if `now_ns` passed its boundary. Idle loops call it too, so a quiet
+    /// worker still reports its seconds.
+    #[inline]
+    pub fn roll_if_due(&mut self, now_ns: u64) {
+        if now_ns >= self.next_boundary_ns {
+            self.roll(now_ns);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn roll(&mut self, now_ns: u64) {
+        let fresh = self.spares.try_recv().unwrap_or_else(|_| HistogramSet::new(self.classes));
+        let full = std::mem::replace(&mut self.current, fresh);
+        self.ship(self.next_boundary_ns, Some(full));
+        let passed = (now_ns - self.measure_start_ns) / INTERVAL_NS;
+        while self.index + 1 < passed {
+            self.index += 1;
+            self.ship(self.measure_start_ns + (self.index + 1) * INTERVAL_NS, None);
+        }
+        self.index = passed;
+        self.next_boundary_ns = self.measure_start_ns + (passed + 1) * INTERVAL_NS;
+    }
+
+    fn ship(&mut self, end_ns: u64, mut histograms: Option<HistogramSet>) {
+        if let Some(h) = histograms.as_mut() {
+            h.send_lag.saturating_record_n(0, std::mem::take(&mut self.zero_lags));
+        }
+        let counters = std::mem::take(&mut self.interval);
+        // A send error means the collector is gone (it panicked); the run then fails at join.
+        let _ = self.to_collector.send(Report::Interval { worker: self.worker, index: self.index, end_ns, counters, histograms });
+    }
+
+    /// Ships the last, partial interval and the worker's totals.
+    pub fn finish(mut self, now_ns: u64) {
+        let last = std::mem::replace(&mut self.current, HistogramSet::new(0));
+        self.ship(now_ns.max(self.measure_start_ns), Some(last));
+        let raw_latencies = std::mem::take(&mut self.raw_latencies);
+        let _ = self.to_collector.send(Report::Final { counters: self.counters, sequence: self.sequence.errors, raw_latencies });
+    }
+}
+
+/// One line of the HdrHistogram interval log.
+#[derive(Debug, Clone)]
+pub struct IntervalLatency {
+    /// Start, seconds since the measured window began.
+    pub start_s: f64,
+    /// Length in seconds.
+    pub length_s: f64,
+    /// Latency of all classes in that interval.
+    pub histogram: Histogram<u64>,
+}
+
+/// Everything measured in one run, merged over workers.
+#[derive(Debug)]
+pub struct Recording {
+    /// Summed counters.
+    pub counters: Counters,
+    /// Summed sequence errors.
+    pub sequence: SequenceErrors,
+    /// Latency per class.
+    pub latency: Vec<Histogram<u64>>,
+    /// Service time per class.
+    pub service: Vec<Histogram<u64>>,
+    /// Send lag.
+    pub send_lag: Histogram<u64>,
+    /// One sample per second.
+    pub intervals: Vec<IntervalSample>,
+    /// Latency histogram per interval, for the `.hlog`.
+    pub interval_latency: Vec<IntervalLatency>,
+    /// Raw latencies, when asked for.
+    pub raw_latencies: Vec<u64>,
+}
+
+impl Recording {
+    /// Latency of all classes together.
+    pub fn latency_all(&self) -> Histogram<u64> {
+        merged(&self.latency)
+    }
+    /// Service time of all classes together.
+    pub fn service_all(&self) -> Histogram<u64> {
+        merged(&self.service)
+    }
+}
+
+fn merged(hs: &[Histogram<u64>]) -> Histogram<u64> {
+    let mut all = new_latency_histogram();
+    for h in hs {
+        all.add(h).expect("same bounds");
+    }
+    all
+}
+
+/// Called with live figures about once per interval (for a progress line).
+pub type LiveCallback = Arc<dyn Fn(LiveStatus) + Send + Sync>;
+
+/// Builds recorders for the workers of one run, then merges what they report in its own thread.
+pub struct Collector {
+    classes: usize,
+    measure_start_ns: u64,
+    raw_latency_cap: usize,
+    reports_tx: Sender<Report>,
+    reports_rx: Receiver<Report>,
+    spare_txs: Vec<Sender<HistogramSet>>,
+}
+
+impl Collector {
+    /// A collector for `classes` operation classes whose window starts at `measure_start_ns`.
+    /// Each receiving worker keeps up to `raw_latency_cap` raw latencies.
+    pub fn new(classes: usize, measure_start_ns: u64, raw_latency_cap: usize) -> Collector {
+        let (reports_tx, reports_rx) = channel();
+        Collector { classes, measure_start_ns, raw_latency_cap, reports_tx, reports_rx, spare_txs: Vec::new() }
+    }
+
+    /// A recorder for one more worker. All allocation happens here, before the run.
+    pub fn recorder(&mut self, keeps_raw_latencies: bool) -> Recorder {
+        let (spare_tx, spares) = channel();
+        spare_tx.send(HistogramSet::new(self.classes)).expect("receiver is alive");
+        self.spare_txs.push(spare_tx);
+        Recorder {
+            worker: self.spare_txs.len() - 1,
+            measure_start_ns: self.measure_start_ns,
+            next_boundary_ns: self.measure_start_ns + INTERVAL_NS,
+            index: 0,
+            counters: Counters::default(),
+            interval: Counters::default(),
+            current: HistogramSet::new(self.classes),
+            classes: self.classes,
+            spares,
+            to_collector: self.reports_tx.clone(),
+            sequence: SequenceChecker::default(),
+            raw_latencies: Vec::with_capacity(if keeps_raw_latencies { self.raw_latency_cap } else { 0 }),
+            zero_lags: 0,
+        }
+    }
+
+    /// Starts merging in a thread; join it after every recorder has finished.
+    pub fn start(self, live: Option<LiveCallback>) -> std::thread::JoinHandle<Recording> {
+        std::thread::Builder::new().name("msgbench-collector".into()).spawn(move || self.collect(live)).expect("spawning a thread")
+    }
+
+    fn collect(self, live: Option<LiveCallback>) -> Recording {
+        let Collector { classes, measure_start_ns, reports_tx, reports_rx, spare_txs, .. } = self;
+        drop(reports_tx);
+        let workers = spare_txs.len();
+        let mut merge = Merge::new(classes, measure_start_ns, workers);
+        let mut finished = 0;
+        while finished < workers {
+            let Ok(report) = reports_rx.recv() else { break };
+            match report {
+                Report::Interval { worker, index, end_ns, counters, histograms } => {
+                    if let Some(mut set) = histograms {
+                        merge.add_interval(index, end_ns, &counters, &set);
+                        set.reset();
+                        let _ = spare_txs[worker].send(set);
+                    } else {
+                        merge.add_counters(index, end_ns, &counters);
+                    }
+                    if let (Some(cb), Some(status)) = (&live, merge.live_status()) {
+                        cb(status);
+                    }
+                }
+                Report::Final { counters, sequence, raw_latencies } => {
+                    merge.add_final(&counters, &sequence, raw_latencies);
+                    finished += 1;
+                }
+            }
+        }
+        merge.into_recording()
+    }
+}
+
+/// Accumulation state of the collector thread.
+struct Merge {
+    measure_start_ns: u64,
+    workers: usize,
+    totals: HistogramSet,
+    counters: Counters,
+    sequence: SequenceErrors,
+    raw_latencies: Vec<u64>,
+    open: BTreeMap<u64, OpenInterval>,
+    closed: Vec<(IntervalSample, IntervalLatency)>,
+    running: Counters,
+}
+
+struct OpenInterval {
+    reports: usize,
+    end_ns: u64,
+    counters: Counters,
+    latency: Histogram<u64>,
+}
+
+impl Merge {
+    fn new(classes: usize, measure_start_ns: u64, workers: usize) -> Merge {
+        Merge {
+            measure_start_ns,
+            workers,
+            totals: HistogramSet::new(classes),
+            counters: Counters::default(),
+            sequence: SequenceErrors::default(),
+            raw_latencies: Vec::new(),
+            open: BTreeMap::new(),
+            closed: Vec::new(),
+            running: Counters::default(),
+        }
+    }
+
+    fn add_interval(&mut self, index: u64, end_ns: u64, counters: &Counters, set: &HistogramSet) {
+        for (total, h) in self.totals.latency.iter_mut().zip(&set.latency) {
+            total.add(h).expect("same bounds");
+        }
+        for (total, h) in self.totals.service.iter_mut().zip(&set.service) {
+            total.add(h).expect("same bounds");
+        }
+        self.totals.send_lag.add(&set.send_lag).expect("same bounds");
+        let open = self.open_interval(index);
+        for h in &set.latency {
+            open.latency.add(h).expect("same bounds");
+        }
+        self.add_counters(index, end_ns, counters);
+    }
+
+    fn add_counters(&mut self, index: u64, end_ns: u64, counters: &Counters) {
+        let open = self.open_interval(index);
+        open.reports += 1;
+        open.end_ns = open.end_ns.max(end_ns);
+        add_counters(&mut open.counters, counters);
+        if open.reports == self.workers {
+            let done = self.open.remove(&index).expect("just used");
+            self.close(index, done);
+        }
+    }
+
+    fn open_interval(&mut self, index: u64) -> &mut OpenInterval {
+        self.open.entry(index).or_insert_with(|| OpenInterval { reports: 0, end_ns: 0, counters: Counters::default(), latency: new_latency_histogram() })
+    }
+
+    fn close(&mut self, index: u64, done: OpenInterval) {
+        let start_ns = self.measure_start_ns + index * INTERVAL_NS;
+        let length_s = done.end_ns.saturating_sub(start_ns) as f64 / 1e9;
+        add_counters(&mut self.running, &done.counters);
+        let r = &self.running;
+        let p = Percentiles::of(&done.latency);
+        let sample = IntervalSample {
+            start_s: (index * INTERVAL_NS) as f64 / 1e9,
+            length_s,
+            sent: done.counters.sent,
+            delivered: done.counters.delivered,
+            dropped: done.counters.dropped + done.counters.skipped,
+            latency_p50_ns: p.p50_ns,
+            latency_p99_ns: p.p99_ns,
+            latency_max_ns: p.max_ns,
+            backlog: r.sent as i64 - (r.delivered + r.dropped + r.failed) as i64,
+        };
+        let log = IntervalLatency { start_s: sample.start_s, length_s, histogram: done.latency };
+        self.closed.push((sample, log));
+    }
+
+    fn add_final(&mut self, counters: &Counters, sequence: &SequenceErrors, raw: Vec<u64>) {
+        add_counters(&mut self.counters, counters);
+        self.counters.in_flight_end += counters.in_flight_end;
+        self.sequence.gaps += sequence.gaps;
+        self.sequence.duplicates += sequence.duplicates;
+        self.sequence.reordered += sequence.reordered;
+        self.raw_latencies.extend(raw);
+    }
+
+    fn live_status(&self) -> Option<LiveStatus> {
+        let (sample, _) = self.closed.last()?;
+        Some(LiveStatus {
+            elapsed_s: sample.start_s + sample.length_s,
+            sent: self.running.sent,
+            delivered: self.running.delivered,
+            dropped: self.running.dropped + self.running.skipped,
+            delivered_per_sec: sample.delivered as f64 / sample.length_s.max(1e-9),
+            p99_ns: sample.latency_p99_ns,
+        })
+    }
+
+    fn into_recording(mut self) -> Recording {
+        // Intervals some worker never closed (the run ended): close them as they are.
+        for (index, open) in std::mem::take(&mut self.open) {
+            self.close(index, open);
+        }
+        self.closed.sort_by(|a, b| a.0.start_s.total_cmp(&b.0.start_s));
+        let (intervals, interval_latency) = self.closed.into_iter().unzip();
+        Recording {
+            counters: self.counters,
+            sequence: self.sequence,
+            latency: self.totals.latency,
+            service: self.totals.service,
+            send_lag: self.totals.send_lag,
+            intervals,
+            interval_latency,
+            raw_latencies: self.raw_latencies,
+        }
+    }
+}
+
+/// Adds the flow counters (everything but `in_flight_end`, which is only known at the end).
+fn add_counters(total: &mut Counters, c: &Counters) {
+    total.attempted += c.attempted;
+    total.sent += c.sent;
+    total.skipped += c.skipped;
+    total.delivered += c.delivered;
+    total.dropped += c.dropped;
+    total.failed += c.failed;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequence_checker_classifies_errors() {
+        let mut s = SequenceChecker::default();
+        for seq in [0, 1, 3, 2, 4, 4, 7] {
+            s.check(seq);
+        }
+        assert_eq!(s.errors, SequenceErrors { gaps: 2, duplicates: 1, reordered: 1 });
+    }
+
+    #[test]
+    fn two_workers_merge_into_one_recording_with_intervals() {
+        let start = 10 * INTERVAL_NS;
+        let mut collector = Collector::new(1, start, 4);
+        let mut producer = collector.recorder(false);
+        let mut consumer = collector.recorder(true);
+        let handle = collector.start(None);
+        for i in 0..30u64 {
+            let t = start + i * INTERVAL_NS / 10; // 3 seconds, 10 messages per second
+            producer.attempted();
+            producer.sent(t, t + 5);
+            consumer.delivered(0, t, t + 5, t + 1_000);
+            consumer.sequence.check(i);
+        }
+        producer.finish(start + 3 * INTERVAL_NS);
+        consumer.finish(start + 3 * INTERVAL_NS);
+        let r = handle.join().unwrap();
+        assert_eq!((r.counters.attempted, r.counters.sent, r.counters.delivered), (30, 30, 30));
+        assert_eq!(r.latency_all().len(), 30);
+        assert_eq!(r.latency_all().max(), 1_000);
+        assert_eq!(r.service_all().value_at_quantile(0.5), 995);
+        assert_eq!(r.send_lag.max(), 5);
+        assert_eq!(r.raw_latencies, vec![1_000; 4]);
+        assert_eq!(r.sequence.total(), 0);
+        let per_second: Vec<u64> = r.intervals.iter().map(|i| i.delivered).collect();
+        assert_eq!(per_second[..3], [10, 10, 10]);
+        assert!(r.intervals.iter().all(|i| i.backlog == 0));
+    }
+
+    #[test]
+    fn an_idle_worker_still_reports_its_seconds() {
+        let start = INTERVAL_NS;
+        let mut collector = Collector::new(1, start, 0);
+        let mut w = collector.recorder(false);
+        let handle = collector.start(None);
+        w.delivered(0, start, start, start + 10);
+        w.delivered(0, start, start, start + 3 * INTERVAL_NS + 10); // slept through seconds 1 and 2
+        w.finish(start + 4 * INTERVAL_NS);
+        let r = handle.join().unwrap();
+        let delivered: Vec<u64> = r.intervals.iter().map(|i| i.delivered).collect();
+        assert_eq!(delivered, [1, 0, 0, 1]);
+    }
+}

@@ -1,0 +1,191 @@
+//! Runs an experiment: every sweep point × replicate, in order, each result written to disk the
+//! moment its run ends. Ctrl-C (the `stop` flag) ends the current run early — it is still
+//! measured, marked `interrupted` and written — and no further run starts.
+use crate::environment::{unix_ms, Environment};
+use crate::store::{ResultStore, StoreError};
+use crate::systems::{self, EngineError, Measured, RunContext};
+use msgbench_model::histogram::{encode, Percentiles};
+use msgbench_model::result::{ClassResult, CpuUsage, Histograms, RunResult, SCHEMA_VERSION};
+use msgbench_model::sweep::{short_axis, SweepPoint};
+use msgbench_model::Experiment;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Live figures of the running run, about once a second.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LiveStatus {
+    /// Seconds into the measured window.
+    pub elapsed_s: f64,
+    /// Sent so far.
+    pub sent: u64,
+    /// Delivered so far.
+    pub delivered: u64,
+    /// Dropped or skipped so far.
+    pub dropped: u64,
+    /// Delivered per second in the last interval.
+    pub delivered_per_sec: f64,
+    /// p99 latency of the last interval.
+    pub p99_ns: u64,
+}
+
+/// Hears about progress (the terminal's progress line and summary; tests).
+pub trait Observer: Send + Sync {
+    /// The result directory exists and runs are about to start.
+    fn experiment_started(&self, _experiment: &Experiment, _dir: &Path) {}
+    /// Run `number` of `total` starts.
+    fn run_started(&self, _run_id: &str, _number: usize, _total: usize) {}
+    /// Live figures of the current run.
+    fn live(&self, _status: LiveStatus) {}
+    /// A run ended and its files are written.
+    fn run_finished(&self, _result: &RunResult) {}
+}
+
+/// An observer that hears nothing.
+pub struct Silent;
+impl Observer for Silent {}
+
+/// What an experiment produced.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The result directory.
+    pub dir: PathBuf,
+    /// Every finished run.
+    pub results: Vec<RunResult>,
+    /// True when Ctrl-C stopped the sweep.
+    pub interrupted: bool,
+}
+
+/// Why an experiment stopped before its end.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A result file could not be written.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A run failed; earlier runs are on disk in `dir`.
+    #[error("run {run_id} failed: {source} (results of earlier runs are in {})", dir.display())]
+    Engine {
+        /// The failing run.
+        run_id: String,
+        /// Where earlier results are.
+        dir: PathBuf,
+        /// The cause.
+        source: EngineError,
+    },
+}
+
+/// Runs every point and replicate of `experiment`, writing results under `out_root`.
+pub fn run_experiment(experiment: &Experiment, out_root: &Path, env: Environment, stop: Arc<AtomicBool>, observer: Arc<dyn Observer>) -> Result<Outcome, RunError> {
+    crate::clock::calibrate();
+    let mut store = ResultStore::create(out_root, experiment, &env)?;
+    observer.experiment_started(experiment, store.dir());
+    let live_observer = observer.clone();
+    let ctx = RunContext { stop: stop.clone(), live: Some(Arc::new(move |s| live_observer.live(s))) };
+    let total = experiment.run_count();
+    let mut results = Vec::new();
+    'sweep: for point in &experiment.points {
+        for replicate in 1..=experiment.replicates {
+            if stop.load(Ordering::Relaxed) {
+                break 'sweep;
+            }
+            let run_id = run_id(point, replicate, experiment.replicates);
+            observer.run_started(&run_id, results.len() + 1, total);
+            let started_unix_ms = unix_ms();
+            let measured = systems::run(&point.scenario, &ctx).map_err(|source| RunError::Engine { run_id: run_id.clone(), dir: store.dir().to_path_buf(), source })?;
+            let result = assemble(experiment, point, replicate, run_id, started_unix_ms, &measured);
+            store.write_run(&result, &measured.recording.interval_latency, &measured.recording.raw_latencies)?;
+            observer.run_finished(&result);
+            results.push(result);
+        }
+    }
+    Ok(Outcome { dir: store.dir().to_path_buf(), results, interrupted: stop.load(Ordering::Relaxed) })
+}
+
+/// `003-capacity=8-every=1ms-r2`: sortable, readable, safe as a file name.
+fn run_id(point: &SweepPoint, replicate: u32, replicates: u32) -> String {
+    let mut id = format!("{:03}", point.index);
+    for (axis, value) in &point.params {
+        id.push('-');
+        id.push_str(&crate::store::sanitize(&format!("{}={value}", short_axis(axis))));
+    }
+    if replicates > 1 {
+        id.push_str(&format!("-r{replicate}"));
+    }
+    id
+}
+
+/// Turns what a system measured into the result record, with its warnings.
+fn assemble(experiment: &Experiment, point: &SweepPoint, replicate: u32, run_id: String, started_unix_ms: u64, m: &Measured) -> RunResult {
+    let rec = &m.recording;
+    let scenario = &point.scenario;
+    let duration_s = m.window_ns as f64 / 1e9;
+    let latency_all = rec.latency_all();
+    let service_all = rec.service_all();
+    let driver_cpu_s: f64 = m.threads.iter().map(|t| t.cpu.total_s()).sum();
+    let mut result = RunResult {
+        schema_version: SCHEMA_VERSION,
+        run_id,
+        experiment: experiment.name.clone(),
+        point: point.index,
+        replicate,
+        params: point.params.iter().cloned().collect(),
+        system: "queue".into(),
+        config: m.config.clone(),
+        started_unix_ms,
+        duration_s,
+        warmup_s: scenario.run.warmup.as_secs_f64(),
+        target_per_sec: scenario.pacing.target_per_sec(),
+        interrupted: m.interrupted,
+        counters: rec.counters,
+        sequence: rec.sequence,
+        latency: Percentiles::of(&latency_all),
+        service: Percentiles::of(&service_all),
+        send_lag: Percentiles::of(&rec.send_lag),
+        classes: m
+            .classes
+            .iter()
+            .zip(rec.latency.iter().zip(&rec.service))
+            .map(|(name, (l, s))| ClassResult { name: name.clone(), latency: Percentiles::of(l), service: Percentiles::of(s), latency_histogram: encode(l) })
+            .collect(),
+        cpu: CpuUsage {
+            process: m.process_cpu,
+            threads: m.threads.clone(),
+            driver_cpu_s,
+            sut_cpu_s: None,
+            delivered_per_cpu_s: if driver_cpu_s > 0.0 { rec.counters.delivered as f64 / driver_cpu_s } else { 0.0 },
+        },
+        intervals: rec.intervals.clone(),
+        histograms: Histograms { latency: encode(&latency_all), service: encode(&service_all), send_lag: encode(&rec.send_lag) },
+        warnings: Vec::new(),
+    };
+    result.warnings = warnings(&result);
+    result
+}
+
+/// What a reader must know before trusting the numbers of a run.
+fn warnings(r: &RunResult) -> Vec<String> {
+    let mut w = Vec::new();
+    if let Err(broken) = r.counters.check() {
+        w.push(format!("accounting invariant broken ({broken}): a bug in msgbench, please report it"));
+    }
+    if r.sequence.total() > 0 {
+        let s = r.sequence;
+        w.push(format!("sequence errors: {} gaps, {} duplicates, {} reordered: the system under test lost or reordered messages", s.gaps, s.duplicates, s.reordered));
+    }
+    if let Some(target) = r.target_per_sec {
+        let achieved = if r.duration_s > 0.0 { r.counters.attempted as f64 / r.duration_s } else { 0.0 };
+        if !r.interrupted && achieved < 0.995 * target {
+            w.push(format!("target rate not reached: {achieved:.0}/s attempted of {target:.0}/s ({:.1} %)", 100.0 * achieved / target));
+        }
+    }
+    if r.send_lag.p99_ns > 1_000_000 {
+        w.push(format!("send lag p99 is {:.2} ms: the driver could not keep its schedule", r.send_lag.p99_ns as f64 / 1e6));
+    }
+    if r.counters.in_flight_end > 0 {
+        w.push(format!("{} messages still in flight when the drain timeout ended", r.counters.in_flight_end));
+    }
+    if r.interrupted {
+        w.push("interrupted: the measured window was cut short".into());
+    }
+    w
+}

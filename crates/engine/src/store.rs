@@ -1,0 +1,121 @@
+//! Writes results the moment each run ends: `runs/<id>.json`, `runs/<id>.hlog`, optional
+//! `runs/<id>.latencies.csv`, and `metrics.csv` rewritten whole. Every file is written to a
+//! temporary name and renamed, so a crash or Ctrl-C never leaves a half-written file, and
+//! nothing measured before is lost.
+use crate::environment::{stamp, Environment};
+use crate::recorder::IntervalLatency;
+use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
+use hdrhistogram::serialization::V2DeflateSerializer;
+use msgbench_model::metrics;
+use msgbench_model::result::RunResult;
+use msgbench_model::Experiment;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// A file that could not be written, and what to do about it.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write {}: {source}; pass --out with a directory you can write to", path.display())]
+pub struct StoreError {
+    /// The file or directory.
+    pub path: PathBuf,
+    /// The OS error.
+    pub source: std::io::Error,
+}
+
+/// The result directory of one experiment invocation.
+pub struct ResultStore {
+    dir: PathBuf,
+    axes: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl ResultStore {
+    /// Creates `<root>/<experiment>/<stamp>/` and writes `experiment.toml` and `environment.json`.
+    pub fn create(root: &Path, experiment: &Experiment, env: &Environment) -> Result<ResultStore, StoreError> {
+        let base = root.join(sanitize(&experiment.name)).join(stamp(env.created_unix_ms / 1000));
+        let mut dir = base.clone();
+        let mut n = 2;
+        while dir.exists() {
+            dir = PathBuf::from(format!("{}-{n}", base.display()));
+            n += 1;
+        }
+        let runs = dir.join("runs");
+        std::fs::create_dir_all(&runs).map_err(|source| StoreError { path: runs.clone(), source })?;
+        let store = ResultStore { dir, axes: experiment.axes.clone(), rows: Vec::new() };
+        let header = format!("# Resolved experiment ({}), as run by msgbench {}.\n", experiment.source_name, env.msgbench_version);
+        store.write_atomic("experiment.toml", format!("{header}{}", experiment.resolved_toml).as_bytes())?;
+        store.write_atomic("environment.json", &serde_json::to_vec_pretty(env).expect("serializable"))?;
+        store.write_metrics()?;
+        Ok(store)
+    }
+
+    /// The directory results go to.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Writes one run's files and its `metrics.csv` row.
+    pub fn write_run(&mut self, result: &RunResult, intervals: &[IntervalLatency], raw_latencies: &[u64]) -> Result<(), StoreError> {
+        let id = &result.run_id;
+        self.write_atomic(&format!("runs/{id}.json"), &serde_json::to_vec_pretty(result).expect("serializable"))?;
+        self.write_atomic(&format!("runs/{id}.hlog"), &hlog(result, intervals))?;
+        if !raw_latencies.is_empty() {
+            let mut text = String::with_capacity(raw_latencies.len() * 8 + 16);
+            text.push_str("latency_ns\n");
+            for v in raw_latencies {
+                text.push_str(&v.to_string());
+                text.push('\n');
+            }
+            self.write_atomic(&format!("runs/{id}.latencies.csv"), text.as_bytes())?;
+        }
+        self.rows.push(metrics::row(result, &self.axes));
+        self.write_metrics()
+    }
+
+    fn write_metrics(&self) -> Result<(), StoreError> {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.write_record(metrics::header(&self.axes)).expect("in memory");
+        for row in &self.rows {
+            w.write_record(row).expect("in memory");
+        }
+        self.write_atomic("metrics.csv", &w.into_inner().expect("in memory"))
+    }
+
+    fn write_atomic(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        let path = self.dir.join(name);
+        let tmp = self.dir.join(format!("{name}.tmp"));
+        let err = |source| StoreError { path: path.clone(), source };
+        let mut f = std::fs::File::create(&tmp).map_err(err)?;
+        f.write_all(bytes).and_then(|_| f.sync_data()).map_err(err)?;
+        std::fs::rename(&tmp, &path).map_err(err)
+    }
+}
+
+/// The HdrHistogram interval log of a run: one latency histogram per second.
+fn hlog(result: &RunResult, intervals: &[IntervalLatency]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut serializer = V2DeflateSerializer::new();
+    let start = std::time::UNIX_EPOCH + std::time::Duration::from_millis(result.started_unix_ms);
+    let mut writer = IntervalLogWriterBuilder::new()
+        .add_comment(&format!("msgbench run {} ({}): latency in ns, completion - intended send", result.run_id, result.config))
+        .with_start_time(start)
+        .with_base_time(start)
+        .begin_log_with(&mut out, &mut serializer)
+        .expect("writing to memory");
+    for i in intervals {
+        writer
+            .write_histogram(&i.histogram, std::time::Duration::from_secs_f64(i.start_s), std::time::Duration::from_secs_f64(i.length_s), None)
+            .expect("writing to memory");
+    }
+    out
+}
+
+/// Keeps names safe as path components.
+pub fn sanitize(name: &str) -> String {
+    let s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.=".contains(c) { c } else { '_' }).collect();
+    if s.is_empty() || s.starts_with('.') {
+        format!("_{s}")
+    } else {
+        s
+    }
+}

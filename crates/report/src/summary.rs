@@ -1,0 +1,61 @@
+//! The end-of-run summary table, in the style of the reports msgbench grew from: per run its
+//! parameters, delivered rate, success and drop rate, latency percentiles (from the intended send
+//! time), send lag and CPU, then every warning.
+use crate::format::{count, duration_ns, percent};
+use msgbench_model::result::RunResult;
+use msgbench_model::sweep::short_axis;
+
+/// Renders the summary of `results` as a fixed-width text table.
+pub fn table(results: &[RunResult]) -> String {
+    let axes: Vec<String> = results.first().map(|r| r.params.keys().cloned().collect()).unwrap_or_default();
+    let mut header: Vec<String> = vec!["run".into()];
+    header.extend(axes.iter().map(|a| short_axis(a).to_string()));
+    header.extend(["delivered/s", "success", "drop", "p50", "p95", "p99", "p99.99", "max", "send lag p99", "CPU s", "msg/CPU-s"].map(String::from));
+    let mut rows = vec![header];
+    for r in results {
+        let mut row = vec![format!("{}{}", r.point, if r.replicate > 1 || results.iter().any(|o| o.replicate > 1) { format!(".r{}", r.replicate) } else { String::new() })];
+        row.extend(axes.iter().map(|a| r.params.get(a).cloned().unwrap_or_default()));
+        let l = &r.latency;
+        row.extend([
+            count(r.delivered_per_sec()),
+            percent(r.counters.success_rate()),
+            percent(r.counters.drop_rate()),
+            duration_ns(l.p50_ns),
+            duration_ns(l.p95_ns),
+            duration_ns(l.p99_ns),
+            duration_ns(l.p9999_ns),
+            duration_ns(l.max_ns),
+            duration_ns(r.send_lag.p99_ns),
+            format!("{:.2}", r.cpu.driver_cpu_s),
+            count(r.cpu.delivered_per_cpu_s),
+        ]);
+        rows.push(row);
+    }
+    let mut out = render(&rows);
+    let warned: Vec<&RunResult> = results.iter().filter(|r| !r.warnings.is_empty()).collect();
+    if !warned.is_empty() {
+        out.push_str("\nwarnings:\n");
+        for r in warned {
+            for w in &r.warnings {
+                out.push_str(&format!("  {}: {w}\n", r.run_id));
+            }
+        }
+    }
+    out
+}
+
+fn render(rows: &[Vec<String>]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns).map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for (i, row) in rows.iter().enumerate() {
+        let line: Vec<String> = row.iter().enumerate().map(|(c, cell)| format!("{:>w$}", cell, w = widths[c])).collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+        if i == 0 {
+            out.push_str(&widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>().join("  "));
+            out.push('\n');
+        }
+    }
+    out
+}
