@@ -5,7 +5,12 @@ use std::path::PathBuf;
 /// Measure latency and throughput of message-passing systems, honestly: latency counted from the
 /// intended send time, every message accounted for, results written as each run ends.
 #[derive(Debug, Parser)]
-#[command(name = "msgbench", version, propagate_version = true, arg_required_else_help = true)]
+#[command(
+    name = "msgbench",
+    version,
+    propagate_version = true,
+    arg_required_else_help = true
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]

@@ -33,16 +33,23 @@ fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
 fn load(args: &ScenarioArgs) -> Result<Experiment, String> {
     let (text, source) = match &args.scenario {
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read scenario {}: {e}", path.display()))?;
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read scenario {}: {e}", path.display()))?;
             (text, path.display().to_string())
         }
-        None => (DEFAULT_SCENARIO.to_string(), "<embedded default>".to_string()),
+        None => (
+            DEFAULT_SCENARIO.to_string(),
+            "<embedded default>".to_string(),
+        ),
     };
     let mut overrides = Vec::new();
     for set in &args.set {
         overrides.push(Override::parse(set)?);
     }
-    let flag = |path: &str, value: toml::Value| Override { path: path.into(), value };
+    let flag = |path: &str, value: toml::Value| Override {
+        path: path.into(),
+        value,
+    };
     if let Some(d) = &args.duration {
         check_duration("--duration", d)?;
         overrides.push(flag("run.duration", toml::Value::String(d.clone())));
@@ -52,20 +59,30 @@ fn load(args: &ScenarioArgs) -> Result<Experiment, String> {
         overrides.push(flag("run.warmup", toml::Value::String(d.clone())));
     }
     if let Some(n) = args.operations {
-        overrides.push(flag("run.operations", toml::Value::Integer(n.min(i64::MAX as u64) as i64)));
+        overrides.push(flag(
+            "run.operations",
+            toml::Value::Integer(n.min(i64::MAX as u64) as i64),
+        ));
     }
     if let Some(n) = args.replicates {
         overrides.push(flag("run.replicates", toml::Value::Integer(n as i64)));
     }
     if let Some(n) = args.emit_latencies {
-        overrides.push(flag("run.emit_latencies", toml::Value::Integer(n.min(i64::MAX as u64) as i64)));
+        overrides.push(flag(
+            "run.emit_latencies",
+            toml::Value::Integer(n.min(i64::MAX as u64) as i64),
+        ));
     }
-    let limits = MachineLimits { cpus: allowed_cpus() };
+    let limits = MachineLimits {
+        cpus: allowed_cpus(),
+    };
     Experiment::load(&text, &source, &overrides, &limits).map_err(|e| e.to_string())
 }
 
 fn check_duration(flag: &str, text: &str) -> Result<(), String> {
-    msgbench_model::duration::parse(text).map(|_| ()).map_err(|e| format!("{flag}: {e}"))
+    msgbench_model::duration::parse(text)
+        .map(|_| ())
+        .map_err(|e| format!("{flag}: {e}"))
 }
 
 fn check(args: ScenarioArgs) -> ExitCode {
@@ -73,11 +90,25 @@ fn check(args: ScenarioArgs) -> ExitCode {
         Ok(e) => e,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
-    println!("{}: experiment `{}`, {} point(s) × {} replicate(s) = {} run(s)", experiment.source_name, experiment.name, experiment.points.len(), experiment.replicates, experiment.run_count());
+    println!(
+        "{}: experiment `{}`, {} point(s) × {} replicate(s) = {} run(s)",
+        experiment.source_name,
+        experiment.name,
+        experiment.points.len(),
+        experiment.replicates,
+        experiment.run_count()
+    );
     for p in &experiment.points {
         let s = &p.scenario;
-        let params = if p.params.is_empty() { "(no sweep)".to_string() } else { render_params(&p.params) };
-        println!("  {:3}  {params}  [{:?}, {:?} + {:?} warm-up]", p.index, s.pacing, s.run.duration, s.run.warmup);
+        let params = if p.params.is_empty() {
+            "(no sweep)".to_string()
+        } else {
+            render_params(&p.params)
+        };
+        println!(
+            "  {:3}  {params}  [{:?}, {:?} + {:?} warm-up]",
+            p.index, s.pacing, s.run.duration, s.run.warmup
+        );
     }
     ExitCode::SUCCESS
 }
@@ -99,13 +130,20 @@ fn run(args: RunArgs) -> ExitCode {
     };
     if args.json {
         let doc = serde_json::json!({ "dir": outcome.dir, "interrupted": outcome.interrupted, "runs": outcome.results });
-        println!("{}", serde_json::to_string_pretty(&doc).expect("serializable"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).expect("serializable")
+        );
     } else if !args.quiet {
         print!("{}", msgbench_report::summary::table(&outcome.results));
         println!("\nresults: {}", outcome.dir.display());
     }
     if outcome.interrupted {
-        eprintln!("msgbench: interrupted; {} finished run(s) are in {}", outcome.results.len(), outcome.dir.display());
+        eprintln!(
+            "msgbench: interrupted; {} finished run(s) are in {}",
+            outcome.results.len(),
+            outcome.dir.display()
+        );
         return ExitCode::from(EXIT_INTERRUPTED);
     }
     ExitCode::SUCCESS

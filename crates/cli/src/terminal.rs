@@ -17,7 +17,11 @@ pub struct Terminal {
 
 impl Terminal {
     pub fn new(quiet: bool) -> Terminal {
-        Terminal { quiet, live_line: !quiet && std::io::stderr().is_terminal(), current: Mutex::new(String::new()) }
+        Terminal {
+            quiet,
+            live_line: !quiet && std::io::stderr().is_terminal(),
+            current: Mutex::new(String::new()),
+        }
     }
 
     pub fn clear_line(&self) {
@@ -30,7 +34,12 @@ impl Terminal {
 impl Observer for Terminal {
     fn experiment_started(&self, e: &Experiment, dir: &Path) {
         if !self.quiet {
-            eprintln!("msgbench: experiment `{}`: {} run(s), results in {}", e.name, e.run_count(), dir.display());
+            eprintln!(
+                "msgbench: experiment `{}`: {} run(s), results in {}",
+                e.name,
+                e.run_count(),
+                dir.display()
+            );
         }
     }
 
@@ -44,7 +53,13 @@ impl Observer for Terminal {
     fn live(&self, s: LiveStatus) {
         if self.live_line {
             let head = self.current.lock().unwrap().clone();
-            eprint!("\r\x1b[2K{head}  {:.0}s  {}/s  p99 {}  dropped {}", s.elapsed_s, count(s.delivered_per_sec), duration_ns(s.p99_ns), count(s.dropped as f64));
+            eprint!(
+                "\r\x1b[2K{head}  {:.0}s  {}/s  p99 {}  dropped {}",
+                s.elapsed_s,
+                count(s.delivered_per_sec),
+                duration_ns(s.p99_ns),
+                count(s.dropped as f64)
+            );
             let _ = std::io::stderr().flush();
         }
     }
@@ -52,7 +67,12 @@ impl Observer for Terminal {
     fn run_finished(&self, r: &RunResult) {
         if self.live_line {
             let head = self.current.lock().unwrap().clone();
-            eprintln!("\r\x1b[2K{head}  {}/s  p99 {}  success {}", count(r.delivered_per_sec()), duration_ns(r.latency.p99_ns), percent(r.counters.success_rate()));
+            eprintln!(
+                "\r\x1b[2K{head}  {}/s  p99 {}  success {}",
+                count(r.delivered_per_sec()),
+                duration_ns(r.latency.p99_ns),
+                percent(r.counters.success_rate())
+            );
         }
     }
 }

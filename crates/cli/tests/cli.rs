@@ -12,7 +12,10 @@ fn turn() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn msgbench(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_msgbench")).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_msgbench"))
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn stderr(o: &Output) -> String {
@@ -26,8 +29,18 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
 }
 
 fn only_result_dir(out: &Path) -> std::path::PathBuf {
-    let experiment = std::fs::read_dir(out).unwrap().next().unwrap().unwrap().path();
-    std::fs::read_dir(experiment).unwrap().next().unwrap().unwrap().path()
+    let experiment = std::fs::read_dir(out)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::read_dir(experiment)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
 }
 
 #[test]
@@ -35,23 +48,50 @@ fn a_one_second_run_writes_results_and_a_summary() {
     let _turn = turn();
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("results");
-    let o = msgbench(&["run", "--duration", "1s", "--warmup", "100ms", "--set", "sweep={}", "--set", "pacing.mode=rate", "--set", "pacing.per_sec=10000", "--out", out.to_str().unwrap()]);
+    let o = msgbench(&[
+        "run",
+        "--duration",
+        "1s",
+        "--warmup",
+        "100ms",
+        "--set",
+        "sweep={}",
+        "--set",
+        "pacing.mode=rate",
+        "--set",
+        "pacing.per_sec=10000",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let table = String::from_utf8(o.stdout).unwrap();
-    assert!(table.contains("delivered/s") && table.contains("p99.99") && table.contains("results:"), "{table}");
+    assert!(
+        table.contains("delivered/s") && table.contains("p99.99") && table.contains("results:"),
+        "{table}"
+    );
     let dir = only_result_dir(&out);
     let mut csv = csv::Reader::from_path(dir.join("metrics.csv")).unwrap();
     let header = csv.headers().unwrap().clone();
     let required = "run_id, replicate, duration_s, attempted, sent, delivered, dropped, skipped, failed, in_flight_end, delivered_per_sec, success_rate, drop_rate, latency_p50_ns, latency_p90_ns, latency_p95_ns, latency_p99_ns, latency_p999_ns, latency_p9999_ns, latency_max_ns, latency_mean_ns, service_p50_ns, service_p99_ns, send_lag_p99_ns, driver_cpu_s, ctx_switches_voluntary, ctx_switches_involuntary";
     for column in required.split(", ") {
-        assert!(header.iter().any(|h| h == column), "metrics.csv lacks {column}");
+        assert!(
+            header.iter().any(|h| h == column),
+            "metrics.csv lacks {column}"
+        );
     }
     let rows: Vec<csv::StringRecord> = csv.records().map(|r| r.unwrap()).collect();
     assert_eq!(rows.len(), 1);
-    let get = |name: &str| -> f64 { rows[0][header.iter().position(|h| h == name).unwrap()].parse().unwrap() };
+    let get = |name: &str| -> f64 {
+        rows[0][header.iter().position(|h| h == name).unwrap()]
+            .parse()
+            .unwrap()
+    };
     assert_eq!(get("attempted"), 10_000.0);
     assert_eq!(get("attempted"), get("sent") + get("skipped"));
-    assert_eq!(get("sent"), get("delivered") + get("dropped") + get("failed") + get("in_flight_end"));
+    assert_eq!(
+        get("sent"),
+        get("delivered") + get("dropped") + get("failed") + get("in_flight_end")
+    );
     assert!(get("latency_p50_ns") > 0.0 && get("driver_cpu_s") > 0.0);
 }
 
@@ -59,12 +99,27 @@ fn a_one_second_run_writes_results_and_a_summary() {
 fn json_output_is_the_run_results() {
     let _turn = turn();
     let tmp = tempfile::tempdir().unwrap();
-    let o = msgbench(&["run", "--json", "--duration", "200ms", "--warmup", "0", "--set", "sweep={}", "--out", tmp.path().to_str().unwrap()]);
+    let o = msgbench(&[
+        "run",
+        "--json",
+        "--duration",
+        "200ms",
+        "--warmup",
+        "0",
+        "--set",
+        "sweep={}",
+        "--out",
+        tmp.path().to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let run: msgbench_model::RunResult = serde_json::from_value(doc["runs"][0].clone()).unwrap();
     run.counters.check().unwrap();
-    assert!(stderr(&o).is_empty(), "--json keeps stderr quiet: {}", stderr(&o));
+    assert!(
+        stderr(&o).is_empty(),
+        "--json keeps stderr quiet: {}",
+        stderr(&o)
+    );
 }
 
 /// Bad input: exit code 2, one message naming the problem and the fix, and no result directory.
@@ -94,50 +149,102 @@ fn malformed_toml_names_file_and_line() {
 fn unknown_key_names_the_valid_ones() {
     let tmp = tempfile::tempdir().unwrap();
     let f = write(tmp.path(), "typo.toml", "[queue]\ncapacty = 3\n");
-    assert_rejected(&["run", &f], &["typo.toml", "line 2", "unknown field `capacty`", "`capacity`"]);
+    assert_rejected(
+        &["run", &f],
+        &[
+            "typo.toml",
+            "line 2",
+            "unknown field `capacty`",
+            "`capacity`",
+        ],
+    );
 }
 
 #[test]
 fn zero_capacity_is_rejected() {
-    assert_rejected(&["run", "--set", "queue.capacity=0"], &["queue.capacity", "is 0", "at least 1 slot"]);
+    assert_rejected(
+        &["run", "--set", "queue.capacity=0"],
+        &["queue.capacity", "is 0", "at least 1 slot"],
+    );
 }
 
 #[test]
 fn zero_and_negative_rates_are_rejected() {
-    assert_rejected(&["run", "--set", "pacing.mode=rate", "--set", "pacing.per_sec=0"], &["pacing.per_sec", "positive rate"]);
-    assert_rejected(&["run", "--set", "pacing.mode=rate", "--set", "pacing.per_sec=-5"], &["pacing.per_sec", "is -5"]);
+    assert_rejected(
+        &[
+            "run",
+            "--set",
+            "pacing.mode=rate",
+            "--set",
+            "pacing.per_sec=0",
+        ],
+        &["pacing.per_sec", "positive rate"],
+    );
+    assert_rejected(
+        &[
+            "run",
+            "--set",
+            "pacing.mode=rate",
+            "--set",
+            "pacing.per_sec=-5",
+        ],
+        &["pacing.per_sec", "is -5"],
+    );
 }
 
 #[test]
 fn unparseable_durations_are_rejected() {
     assert_rejected(&["run", "--duration", "fast"], &["--duration", "\"500us\""]);
-    assert_rejected(&["run", "--set", "pacing.every=10"], &["pacing.every", "no unit"]);
+    assert_rejected(
+        &["run", "--set", "pacing.every=10"],
+        &["pacing.every", "no unit"],
+    );
 }
 
 #[test]
 fn pinning_to_a_missing_cpu_is_rejected() {
-    assert_rejected(&["run", "--set", "queue.pin.consumer=4096"], &["queue.pin.consumer", "CPU 4096", "pick one of the CPUs"]);
+    assert_rejected(
+        &["run", "--set", "queue.pin.consumer=4096"],
+        &["queue.pin.consumer", "CPU 4096", "pick one of the CPUs"],
+    );
 }
 
 #[test]
 fn a_missing_scenario_file_is_rejected() {
-    assert_rejected(&["run", "/nonexistent/scenario.toml"], &["cannot read scenario /nonexistent/scenario.toml"]);
+    assert_rejected(
+        &["run", "/nonexistent/scenario.toml"],
+        &["cannot read scenario /nonexistent/scenario.toml"],
+    );
 }
 
 #[test]
 fn an_unknown_flag_is_rejected() {
     let o = msgbench(&["run", "--durration", "1s"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("--duration"), "clap suggests the right flag: {}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--duration"),
+        "clap suggests the right flag: {}",
+        stderr(&o)
+    );
 }
 
 #[test]
 fn an_unwritable_output_directory_fails_cleanly() {
     let tmp = tempfile::tempdir().unwrap();
     let file = write(tmp.path(), "not-a-dir", "");
-    let o = msgbench(&["run", "--duration", "100ms", "--out", &format!("{file}/results")]);
+    let o = msgbench(&[
+        "run",
+        "--duration",
+        "100ms",
+        "--out",
+        &format!("{file}/results"),
+    ]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("cannot write") && stderr(&o).contains("--out"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cannot write") && stderr(&o).contains("--out"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -145,12 +252,20 @@ fn check_lists_the_runs_without_running() {
     let o = msgbench(&["check", "--set", "run.replicates=3"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = String::from_utf8(o.stdout).unwrap();
-    assert!(text.contains("4 point(s) × 3 replicate(s) = 12 run(s)"), "{text}");
+    assert!(
+        text.contains("4 point(s) × 3 replicate(s) = 12 run(s)"),
+        "{text}"
+    );
 }
 
 #[test]
 fn every_command_has_help() {
-    for args in [vec!["--help"], vec!["run", "--help"], vec!["check", "--help"], vec!["default-scenario", "--help"]] {
+    for args in [
+        vec!["--help"],
+        vec!["run", "--help"],
+        vec!["check", "--help"],
+        vec!["default-scenario", "--help"],
+    ] {
         let o = msgbench(&args);
         assert!(o.status.success() && !o.stdout.is_empty(), "{args:?}");
     }
@@ -162,32 +277,99 @@ fn ctrl_c_writes_what_was_measured_and_exits_130() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("results");
     let child = Command::new(env!("CARGO_BIN_EXE_msgbench"))
-        .args(["run", "--duration", "30s", "--warmup", "0", "--set", "pacing.mode=rate", "--set", "pacing.per_sec=1000", "--out", out.to_str().unwrap()])
+        .args([
+            "run",
+            "--duration",
+            "30s",
+            "--warmup",
+            "0",
+            "--set",
+            "pacing.mode=rate",
+            "--set",
+            "pacing.per_sec=1000",
+            "--out",
+            out.to_str().unwrap(),
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    assert!(Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     let dir = only_result_dir(&out);
-    let runs: Vec<_> = std::fs::read_dir(dir.join("runs")).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "json")).collect();
-    assert_eq!(runs.len(), 1, "the interrupted run is written, no other starts");
-    let run: msgbench_model::RunResult = serde_json::from_str(&std::fs::read_to_string(&runs[0]).unwrap()).unwrap();
-    assert!(run.interrupted && run.duration_s < 5.0, "{}", run.duration_s);
+    let runs: Vec<_> = std::fs::read_dir(dir.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    assert_eq!(
+        runs.len(),
+        1,
+        "the interrupted run is written, no other starts"
+    );
+    let run: msgbench_model::RunResult =
+        serde_json::from_str(&std::fs::read_to_string(&runs[0]).unwrap()).unwrap();
+    assert!(
+        run.interrupted && run.duration_s < 5.0,
+        "{}",
+        run.duration_s
+    );
     run.counters.check().unwrap();
     assert!(run.counters.delivered > 100);
-    assert!(std::fs::read_to_string(dir.join("metrics.csv")).unwrap().lines().count() == 2);
+    assert!(
+        std::fs::read_to_string(dir.join("metrics.csv"))
+            .unwrap()
+            .lines()
+            .count()
+            == 2
+    );
 }
 
 #[test]
 fn the_published_json_schema_is_current() {
-    let schema = serde_json::to_string_pretty(&schemars::schema_for!(msgbench_model::RunResult)).unwrap() + "\n";
+    let schema = serde_json::to_string_pretty(&schemars::schema_for!(msgbench_model::RunResult))
+        .unwrap()
+        + "\n";
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/schema/run.schema.json");
     if std::env::var_os("UPDATE_SCHEMA").is_some() {
         std::fs::write(&path, &schema).unwrap();
     }
     let published = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(published == schema, "docs/schema/run.schema.json is stale: run `UPDATE_SCHEMA=1 cargo test --test cli the_published_json_schema_is_current`");
+}
+
+#[test]
+fn every_example_runs_shortened() {
+    let _turn = turn();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut count = 0;
+    for entry in std::fs::read_dir(examples).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let o = msgbench(&[
+            "run",
+            path.to_str().unwrap(),
+            "--duration",
+            "100ms",
+            "--warmup",
+            "0",
+            "--replicates",
+            "1",
+            "--quiet",
+            "--out",
+            tmp.path().to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}: {}", path.display(), stderr(&o));
+        count += 1;
+    }
+    assert!(count >= 2);
 }

@@ -6,12 +6,19 @@ pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: an all-zero cpu_set_t is the empty set; sched_getaffinity only writes into it.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: pid 0 is the calling thread; the size matches the set we pass.
-    let ok = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } == 0;
+    let ok =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) }
+            == 0;
     if !ok {
-        return (0..std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).collect();
+        return (0..std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1))
+            .collect();
     }
     // SAFETY: CPU_ISSET reads a bit of a valid set for an index below CPU_SETSIZE.
-    (0..libc::CPU_SETSIZE as usize).filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) }).collect()
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect()
 }
 
 /// Pins the calling thread to `cpu`.
@@ -36,6 +43,8 @@ mod tests {
         let cpus = allowed_cpus();
         assert!(!cpus.is_empty());
         let first = cpus[0];
-        std::thread::spawn(move || pin_current_thread(first).unwrap()).join().unwrap();
+        std::thread::spawn(move || pin_current_thread(first).unwrap())
+            .join()
+            .unwrap();
     }
 }

@@ -33,7 +33,11 @@ static TIMEBASE: OnceLock<Timebase> = OnceLock::new();
 fn timebase() -> &'static Timebase {
     TIMEBASE.get_or_init(|| {
         let clock = quanta::Clock::new();
-        Timebase { raw_at_start: clock.raw(), monotonic_at_start_ns: monotonic_ns(), clock }
+        Timebase {
+            raw_at_start: clock.raw(),
+            monotonic_at_start_ns: monotonic_ns(),
+            clock,
+        }
     })
 }
 
@@ -51,14 +55,17 @@ pub fn calibrate() {
 
 /// Reads CLOCK_MONOTONIC itself (vDSO, ~20 ns).
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC is always supported on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// The real clock. Sleeps with `clock_nanosleep(TIMER_ABSTIME)` until `spin_ns` before the
-/// deadline, then spins: kernel wake-ups are late by tens of µs (see the `timer_accuracy` floor),
+/// The real clock. Sleeps (relative `clock_nanosleep`) until `spin_ns` before the deadline,
+/// then spins: kernel wake-ups are late by tens of µs (see the `timer_accuracy` floor),
 /// so sleeping alone cannot hold a sub-millisecond schedule.
 #[derive(Debug, Clone, Copy)]
 pub struct MonotonicClock {
@@ -104,7 +111,10 @@ impl Clock for MonotonicClock {
 }
 
 fn sleep_relative_ns(ns: u64) {
-    let ts = libc::timespec { tv_sec: (ns / 1_000_000_000) as libc::time_t, tv_nsec: (ns % 1_000_000_000) as libc::c_long };
+    let ts = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    };
     // SAFETY: valid timespec; a null remainder is allowed. EINTR just returns early, and the
     // caller spins to the deadline anyway.
     unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, 0, &ts, std::ptr::null_mut()) };
@@ -127,7 +137,10 @@ pub struct ManualClock {
 impl ManualClock {
     /// A clock starting at `start_ns`.
     pub fn starting_at(start_ns: u64) -> Self {
-        ManualClock { now: Cell::new(start_ns), relative_oversleep_ns: 0 }
+        ManualClock {
+            now: Cell::new(start_ns),
+            relative_oversleep_ns: 0,
+        }
     }
     /// Moves time forward.
     pub fn advance(&self, ns: u64) {
@@ -170,8 +183,14 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(20));
         let (b, m1) = (now_ns(), monotonic_ns());
         let (tsc, mono) = ((b - a) as f64, (m1 - m0) as f64);
-        assert!((tsc - mono).abs() < 0.01 * mono + 200_000.0, "tsc {tsc} vs monotonic {mono}");
-        assert!(a.abs_diff(m0) < 50_000_000, "time bases differ: {a} vs {m0}");
+        assert!(
+            (tsc - mono).abs() < 0.01 * mono + 200_000.0,
+            "tsc {tsc} vs monotonic {mono}"
+        );
+        assert!(
+            a.abs_diff(m0) < 50_000_000,
+            "time bases differ: {a} vs {m0}"
+        );
     }
 
     #[test]

@@ -58,7 +58,10 @@ fn read(who: libc::c_int) -> CpuSnapshot {
 /// `se.nr_migrations` from a `/proc/.../sched` file (absent on kernels without CONFIG_SCHED_DEBUG).
 fn read_migrations(path: &str) -> Option<u64> {
     let text = std::fs::read_to_string(path).ok()?;
-    text.lines().find(|l| l.starts_with("se.nr_migrations")).and_then(|l| l.split(':').nth(1)).and_then(|v| v.trim().parse().ok())
+    text.lines()
+        .find(|l| l.starts_with("se.nr_migrations"))
+        .and_then(|l| l.split(':').nth(1))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 #[cfg(test)]

@@ -28,15 +28,30 @@ pub struct Environment {
 impl Environment {
     /// Reads the environment of this process.
     pub fn capture(command_line: Vec<String>) -> Environment {
-        let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string()).unwrap_or_else(|_| "unknown".into());
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "unknown".into())
+        };
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let cpu_model = cpuinfo.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|s| s.trim().to_string()).unwrap_or_else(|| "unknown".into());
+        let cpu_model = cpuinfo
+            .lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split(':').nth(1))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|| "unknown".into());
         Environment {
             msgbench_version: env!("CARGO_PKG_VERSION").into(),
             hostname: read("/proc/sys/kernel/hostname"),
-            kernel: format!("{} {}", read("/proc/sys/kernel/ostype"), read("/proc/sys/kernel/osrelease")),
+            kernel: format!(
+                "{} {}",
+                read("/proc/sys/kernel/ostype"),
+                read("/proc/sys/kernel/osrelease")
+            ),
             cpu_model,
-            cpus_online: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            cpus_online: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
             cpus_allowed: crate::affinity::allowed_cpus(),
             clocksource: read("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
             command_line,
@@ -47,7 +62,10 @@ impl Environment {
 
 /// Milliseconds since the Unix epoch.
 pub fn unix_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// `YYYYmmdd-HHMMSS` (UTC) of a Unix time in seconds, for result directory names.
@@ -63,7 +81,12 @@ pub fn stamp(unix_s: u64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + (month <= 2) as i64;
-    format!("{year:04}{month:02}{day:02}-{:02}{:02}{:02}", rest / 3600, rest / 60 % 60, rest % 60)
+    format!(
+        "{year:04}{month:02}{day:02}-{:02}{:02}{:02}",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    )
 }
 
 #[cfg(test)]

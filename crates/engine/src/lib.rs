@@ -13,6 +13,7 @@ pub mod affinity;
 pub mod clock;
 pub mod cpu;
 pub mod environment;
+pub mod hot_histogram;
 pub mod pacer;
 pub mod recorder;
 pub mod ring;

@@ -39,7 +39,16 @@ pub struct Pacer {
 impl Pacer {
     /// A pacer whose schedule starts at `start_ns`; `seed` fixes Poisson arrivals.
     pub fn new(pacing: Pacing, start_ns: u64, seed: u64) -> Pacer {
-        Pacer { pacing, start_ns, sent: 0, tick: 0, batch_left: 0, tick_ns: start_ns, poisson_offset_ns: 0.0, rng: SmallRng::seed_from_u64(seed) }
+        Pacer {
+            pacing,
+            start_ns,
+            sent: 0,
+            tick: 0,
+            batch_left: 0,
+            tick_ns: start_ns,
+            poisson_offset_ns: 0.0,
+            rng: SmallRng::seed_from_u64(seed),
+        }
     }
 
     /// The scheduled time of the next message when the schedule fixes it in advance
@@ -47,8 +56,14 @@ impl Pacer {
     pub fn upcoming_ns(&mut self) -> Option<u64> {
         match self.pacing {
             Pacing::Immediate | Pacing::Relative { .. } => None,
-            Pacing::Interval { every_ns, .. } => Some(if self.batch_left > 0 { self.tick_ns } else { self.start_ns + self.tick * every_ns }),
-            Pacing::Rate { per_sec, arrivals } => Some(self.start_ns + self.rate_offset_ns(per_sec, arrivals) as u64),
+            Pacing::Interval { every_ns, .. } => Some(if self.batch_left > 0 {
+                self.tick_ns
+            } else {
+                self.start_ns + self.tick * every_ns
+            }),
+            Pacing::Rate { per_sec, arrivals } => {
+                Some(self.start_ns + self.rate_offset_ns(per_sec, arrivals) as u64)
+            }
         }
     }
 
@@ -58,7 +73,11 @@ impl Pacer {
         let slot = match self.pacing {
             Pacing::Immediate => {
                 let now = clock.now_ns();
-                Slot { intended_ns: now, scheduled_ns: now, actual_ns: now }
+                Slot {
+                    intended_ns: now,
+                    scheduled_ns: now,
+                    actual_ns: now,
+                }
             }
             Pacing::Interval { every_ns, batch } => {
                 if self.batch_left == 0 {
@@ -68,7 +87,11 @@ impl Pacer {
                 }
                 self.batch_left -= 1;
                 let actual = clock.sleep_until(self.tick_ns);
-                Slot { intended_ns: self.tick_ns, scheduled_ns: self.tick_ns, actual_ns: actual }
+                Slot {
+                    intended_ns: self.tick_ns,
+                    scheduled_ns: self.tick_ns,
+                    actual_ns: actual,
+                }
             }
             Pacing::Rate { per_sec, arrivals } => {
                 let scheduled = self.start_ns + self.rate_offset_ns(per_sec, arrivals) as u64;
@@ -76,18 +99,30 @@ impl Pacer {
                     self.poisson_offset_ns += self.exponential_gap_ns(per_sec);
                 }
                 let actual = clock.sleep_until(scheduled);
-                Slot { intended_ns: scheduled, scheduled_ns: scheduled, actual_ns: actual }
+                Slot {
+                    intended_ns: scheduled,
+                    scheduled_ns: scheduled,
+                    actual_ns: actual,
+                }
             }
             Pacing::Relative { every_ns, batch } => {
                 if self.batch_left == 0 {
-                    self.tick_ns = if self.tick == 0 { clock.sleep_until(self.start_ns) } else { clock.sleep_relative(every_ns) };
+                    self.tick_ns = if self.tick == 0 {
+                        clock.sleep_until(self.start_ns)
+                    } else {
+                        clock.sleep_relative(every_ns)
+                    };
                     self.tick += 1;
                     self.batch_left = batch;
                 }
                 self.batch_left -= 1;
                 let nominal = self.start_ns + (self.tick - 1) * every_ns;
                 let actual = clock.now_ns();
-                Slot { intended_ns: self.tick_ns, scheduled_ns: nominal, actual_ns: actual }
+                Slot {
+                    intended_ns: self.tick_ns,
+                    scheduled_ns: nominal,
+                    actual_ns: actual,
+                }
             }
         };
         self.sent += 1;
@@ -120,7 +155,14 @@ mod tests {
     #[test]
     fn interval_sends_batches_on_an_absolute_grid() {
         let clock = ManualClock::starting_at(1_000);
-        let s = slots(Pacing::Interval { every_ns: 100, batch: 2 }, &clock, 6);
+        let s = slots(
+            Pacing::Interval {
+                every_ns: 100,
+                batch: 2,
+            },
+            &clock,
+            6,
+        );
         let intended: Vec<u64> = s.iter().map(|s| s.intended_ns).collect();
         assert_eq!(intended, [1_000, 1_000, 1_100, 1_100, 1_200, 1_200]);
         assert!(s.iter().all(|s| s.actual_ns == s.intended_ns));
@@ -129,7 +171,14 @@ mod tests {
     #[test]
     fn a_late_sender_keeps_the_schedule_and_shows_the_lag() {
         let clock = ManualClock::starting_at(1_000);
-        let mut p = Pacer::new(Pacing::Rate { per_sec: 1e7, arrivals: Arrivals::Uniform }, 1_000, 1);
+        let mut p = Pacer::new(
+            Pacing::Rate {
+                per_sec: 1e7,
+                arrivals: Arrivals::Uniform,
+            },
+            1_000,
+            1,
+        );
         assert_eq!(p.next(&clock).intended_ns, 1_000);
         clock.advance(1_000); // the sender stalls for 1 µs: ten slots are due
         let late = p.next(&clock);
@@ -142,7 +191,14 @@ mod tests {
     #[test]
     fn rate_counts_are_exact() {
         let clock = ManualClock::starting_at(0);
-        let mut p = Pacer::new(Pacing::Rate { per_sec: 1_000.0, arrivals: Arrivals::Uniform }, 0, 1);
+        let mut p = Pacer::new(
+            Pacing::Rate {
+                per_sec: 1_000.0,
+                arrivals: Arrivals::Uniform,
+            },
+            0,
+            1,
+        );
         let mut count = 0;
         while p.upcoming_ns().unwrap() < 1_000_000_000 {
             p.next(&clock);
@@ -155,9 +211,23 @@ mod tests {
     #[test]
     fn poisson_has_the_right_mean_and_is_seeded() {
         let clock = ManualClock::starting_at(0);
-        let a = slots(Pacing::Rate { per_sec: 1e6, arrivals: Arrivals::Poisson }, &clock, 20_000);
+        let a = slots(
+            Pacing::Rate {
+                per_sec: 1e6,
+                arrivals: Arrivals::Poisson,
+            },
+            &clock,
+            20_000,
+        );
         let clock = ManualClock::starting_at(0);
-        let b = slots(Pacing::Rate { per_sec: 1e6, arrivals: Arrivals::Poisson }, &clock, 20_000);
+        let b = slots(
+            Pacing::Rate {
+                per_sec: 1e6,
+                arrivals: Arrivals::Poisson,
+            },
+            &clock,
+            20_000,
+        );
         assert_eq!(a, b);
         let mean_gap = (a.last().unwrap().intended_ns - a[0].intended_ns) as f64 / 19_999.0;
         assert!((mean_gap - 1_000.0).abs() < 30.0, "mean gap {mean_gap}");
@@ -167,9 +237,19 @@ mod tests {
     fn relative_sleeping_drifts_and_the_lag_shows_it() {
         let mut clock = ManualClock::starting_at(0);
         clock.relative_oversleep_ns = 50; // every wake-up is 50 ns late
-        let s = slots(Pacing::Relative { every_ns: 1_000, batch: 1 }, &clock, 11);
+        let s = slots(
+            Pacing::Relative {
+                every_ns: 1_000,
+                batch: 1,
+            },
+            &clock,
+            11,
+        );
         assert_eq!(s[10].scheduled_ns, 11_000);
         assert_eq!(s[10].actual_ns - s[10].scheduled_ns, 10 * 50);
-        assert_eq!(s[10].intended_ns, s[10].actual_ns, "latency counts from the wake-up, as the naive loop did");
+        assert_eq!(
+            s[10].intended_ns, s[10].actual_ns,
+            "latency counts from the wake-up, as the naive loop did"
+        );
     }
 }

@@ -2,10 +2,11 @@
 //!
 //! Each worker owns a [`Recorder`]: counters, and for the current one-second interval a
 //! [`HistogramSet`] (latency and service time per operation class, send lag). Recording a message
-//! is a few integer increments and histogram `saturating_record`s: no allocation, no lock, no
+//! is a few integer increments and [`HotHistogram`] increments: no allocation, no lock, no
 //! syscall. When a message falls past the interval boundary, the worker swaps in a spare
 //! histogram set (pre-allocated, O(1)) and ships the full one to the [`Collector`] thread over a
 //! channel; merging, percentiles and encoding happen there, off the hot path.
+use crate::hot_histogram::HotHistogram;
 use crate::runner::LiveStatus;
 use hdrhistogram::Histogram;
 use msgbench_model::histogram::{new_latency_histogram, Percentiles};
@@ -21,24 +22,27 @@ pub const INTERVAL_NS: u64 = 1_000_000_000;
 #[derive(Debug, Clone)]
 pub struct HistogramSet {
     /// Latency per class (completion − intended send).
-    pub latency: Vec<Histogram<u64>>,
+    pub latency: Vec<HotHistogram>,
     /// Service time per class (completion − actual send).
-    pub service: Vec<Histogram<u64>>,
+    pub service: Vec<HotHistogram>,
     /// Send lag (actual − scheduled send).
-    pub send_lag: Histogram<u64>,
+    pub send_lag: HotHistogram,
 }
 
 impl HistogramSet {
     fn new(classes: usize) -> Self {
         HistogramSet {
-            latency: (0..classes).map(|_| new_latency_histogram()).collect(),
-            service: (0..classes).map(|_| new_latency_histogram()).collect(),
-            send_lag: new_latency_histogram(),
+            latency: (0..classes).map(|_| HotHistogram::new()).collect(),
+            service: (0..classes).map(|_| HotHistogram::new()).collect(),
+            send_lag: HotHistogram::new(),
         }
     }
 
     fn reset(&mut self) {
-        self.latency.iter_mut().chain(self.service.iter_mut()).for_each(|h| h.reset());
+        self.latency
+            .iter_mut()
+            .chain(self.service.iter_mut())
+            .for_each(|h| h.reset());
         self.send_lag.reset();
     }
 }
@@ -46,9 +50,19 @@ impl HistogramSet {
 /// What a worker ships to the collector.
 enum Report {
     /// One interval's counters and histograms (`None` for an interval the worker slept through).
-    Interval { worker: usize, index: u64, end_ns: u64, counters: Counters, histograms: Option<HistogramSet> },
+    Interval {
+        worker: usize,
+        index: u64,
+        end_ns: u64,
+        counters: Counters,
+        histograms: Option<HistogramSet>,
+    },
     /// The worker is done: its totals.
-    Final { counters: Counters, sequence: SequenceErrors, raw_latencies: Vec<u64> },
+    Final {
+        counters: Counters,
+        sequence: SequenceErrors,
+        raw_latencies: Vec<u64>,
+    },
 }
 
 /// Checks sequence numbers of one stream: gaps, duplicates and reordering.
@@ -123,7 +137,7 @@ impl Recorder {
         // Unpaced senders are never late: count zero lags and record them once per interval.
         match actual_ns.saturating_sub(scheduled_ns) {
             0 => self.zero_lags += 1,
-            lag => self.current.send_lag.saturating_record(lag),
+            lag => self.current.send_lag.record(lag),
         }
     }
 
@@ -160,8 +174,8 @@ impl Recorder {
         self.counters.delivered += 1;
         self.interval.delivered += 1;
         let latency = completed_ns.saturating_sub(intended_ns);
-        self.current.latency[class].saturating_record(latency);
-        self.current.service[class].saturating_record(completed_ns.saturating_sub(sent_ns));
+        self.current.latency[class].record(latency);
+        self.current.service[class].record(completed_ns.saturating_sub(sent_ns));
         if self.raw_latencies.len() < self.raw_latencies.capacity() {
             self.raw_latencies.push(latency);
         }
@@ -179,7 +193,10 @@ impl Recorder {
     #[cold]
     #[inline(never)]
     fn roll(&mut self, now_ns: u64) {
-        let fresh = self.spares.try_recv().unwrap_or_else(|_| HistogramSet::new(self.classes));
+        let fresh = self
+            .spares
+            .try_recv()
+            .unwrap_or_else(|_| HistogramSet::new(self.classes));
         let full = std::mem::replace(&mut self.current, fresh);
         self.ship(self.next_boundary_ns, Some(full));
         let passed = (now_ns - self.measure_start_ns) / INTERVAL_NS;
@@ -193,11 +210,17 @@ impl Recorder {
 
     fn ship(&mut self, end_ns: u64, mut histograms: Option<HistogramSet>) {
         if let Some(h) = histograms.as_mut() {
-            h.send_lag.saturating_record_n(0, std::mem::take(&mut self.zero_lags));
+            h.send_lag.record_n(0, std::mem::take(&mut self.zero_lags));
         }
         let counters = std::mem::take(&mut self.interval);
         // A send error means the collector is gone (it panicked); the run then fails at join.
-        let _ = self.to_collector.send(Report::Interval { worker: self.worker, index: self.index, end_ns, counters, histograms });
+        let _ = self.to_collector.send(Report::Interval {
+            worker: self.worker,
+            index: self.index,
+            end_ns,
+            counters,
+            histograms,
+        });
     }
 
     /// Ships the last, partial interval and the worker's totals.
@@ -205,7 +228,11 @@ impl Recorder {
         let last = std::mem::replace(&mut self.current, HistogramSet::new(0));
         self.ship(now_ns.max(self.measure_start_ns), Some(last));
         let raw_latencies = std::mem::take(&mut self.raw_latencies);
-        let _ = self.to_collector.send(Report::Final { counters: self.counters, sequence: self.sequence.errors, raw_latencies });
+        let _ = self.to_collector.send(Report::Final {
+            counters: self.counters,
+            sequence: self.sequence.errors,
+            raw_latencies,
+        });
     }
 }
 
@@ -216,8 +243,9 @@ pub struct IntervalLatency {
     pub start_s: f64,
     /// Length in seconds.
     pub length_s: f64,
-    /// Latency of all classes in that interval.
-    pub histogram: Histogram<u64>,
+    /// Latency of all classes in that interval, encoded ([`msgbench_model::histogram::encode`]):
+    /// a few hundred bytes instead of the ~270 KB a live histogram holds, so long runs stay small.
+    pub encoded: String,
 }
 
 /// Everything measured in one run, merged over workers.
@@ -278,13 +306,22 @@ impl Collector {
     /// Each receiving worker keeps up to `raw_latency_cap` raw latencies.
     pub fn new(classes: usize, measure_start_ns: u64, raw_latency_cap: usize) -> Collector {
         let (reports_tx, reports_rx) = channel();
-        Collector { classes, measure_start_ns, raw_latency_cap, reports_tx, reports_rx, spare_txs: Vec::new() }
+        Collector {
+            classes,
+            measure_start_ns,
+            raw_latency_cap,
+            reports_tx,
+            reports_rx,
+            spare_txs: Vec::new(),
+        }
     }
 
     /// A recorder for one more worker. All allocation happens here, before the run.
     pub fn recorder(&mut self, keeps_raw_latencies: bool) -> Recorder {
         let (spare_tx, spares) = channel();
-        spare_tx.send(HistogramSet::new(self.classes)).expect("receiver is alive");
+        spare_tx
+            .send(HistogramSet::new(self.classes))
+            .expect("receiver is alive");
         self.spare_txs.push(spare_tx);
         Recorder {
             worker: self.spare_txs.len() - 1,
@@ -298,18 +335,32 @@ impl Collector {
             spares,
             to_collector: self.reports_tx.clone(),
             sequence: SequenceChecker::default(),
-            raw_latencies: Vec::with_capacity(if keeps_raw_latencies { self.raw_latency_cap } else { 0 }),
+            raw_latencies: Vec::with_capacity(if keeps_raw_latencies {
+                self.raw_latency_cap
+            } else {
+                0
+            }),
             zero_lags: 0,
         }
     }
 
     /// Starts merging in a thread; join it after every recorder has finished.
     pub fn start(self, live: Option<LiveCallback>) -> std::thread::JoinHandle<Recording> {
-        std::thread::Builder::new().name("msgbench-collector".into()).spawn(move || self.collect(live)).expect("spawning a thread")
+        std::thread::Builder::new()
+            .name("msgbench-collector".into())
+            .spawn(move || self.collect(live))
+            .expect("spawning a thread")
     }
 
     fn collect(self, live: Option<LiveCallback>) -> Recording {
-        let Collector { classes, measure_start_ns, reports_tx, reports_rx, spare_txs, .. } = self;
+        let Collector {
+            classes,
+            measure_start_ns,
+            reports_tx,
+            reports_rx,
+            spare_txs,
+            ..
+        } = self;
         drop(reports_tx);
         let workers = spare_txs.len();
         let mut merge = Merge::new(classes, measure_start_ns, workers);
@@ -317,7 +368,13 @@ impl Collector {
         while finished < workers {
             let Ok(report) = reports_rx.recv() else { break };
             match report {
-                Report::Interval { worker, index, end_ns, counters, histograms } => {
+                Report::Interval {
+                    worker,
+                    index,
+                    end_ns,
+                    counters,
+                    histograms,
+                } => {
                     if let Some(mut set) = histograms {
                         merge.add_interval(index, end_ns, &counters, &set);
                         set.reset();
@@ -329,7 +386,11 @@ impl Collector {
                         cb(status);
                     }
                 }
-                Report::Final { counters, sequence, raw_latencies } => {
+                Report::Final {
+                    counters,
+                    sequence,
+                    raw_latencies,
+                } => {
                     merge.add_final(&counters, &sequence, raw_latencies);
                     finished += 1;
                 }
@@ -339,11 +400,18 @@ impl Collector {
     }
 }
 
+/// Whole-run histograms, in `hdrhistogram` form (built off the hot path).
+struct TotalHistograms {
+    latency: Vec<Histogram<u64>>,
+    service: Vec<Histogram<u64>>,
+    send_lag: Histogram<u64>,
+}
+
 /// Accumulation state of the collector thread.
 struct Merge {
     measure_start_ns: u64,
     workers: usize,
-    totals: HistogramSet,
+    totals: TotalHistograms,
     counters: Counters,
     sequence: SequenceErrors,
     raw_latencies: Vec<u64>,
@@ -364,7 +432,11 @@ impl Merge {
         Merge {
             measure_start_ns,
             workers,
-            totals: HistogramSet::new(classes),
+            totals: TotalHistograms {
+                latency: (0..classes).map(|_| new_latency_histogram()).collect(),
+                service: (0..classes).map(|_| new_latency_histogram()).collect(),
+                send_lag: new_latency_histogram(),
+            },
             counters: Counters::default(),
             sequence: SequenceErrors::default(),
             raw_latencies: Vec::new(),
@@ -376,15 +448,15 @@ impl Merge {
 
     fn add_interval(&mut self, index: u64, end_ns: u64, counters: &Counters, set: &HistogramSet) {
         for (total, h) in self.totals.latency.iter_mut().zip(&set.latency) {
-            total.add(h).expect("same bounds");
+            h.add_to(total);
         }
         for (total, h) in self.totals.service.iter_mut().zip(&set.service) {
-            total.add(h).expect("same bounds");
+            h.add_to(total);
         }
-        self.totals.send_lag.add(&set.send_lag).expect("same bounds");
+        set.send_lag.add_to(&mut self.totals.send_lag);
         let open = self.open_interval(index);
         for h in &set.latency {
-            open.latency.add(h).expect("same bounds");
+            h.add_to(&mut open.latency);
         }
         self.add_counters(index, end_ns, counters);
     }
@@ -401,7 +473,12 @@ impl Merge {
     }
 
     fn open_interval(&mut self, index: u64) -> &mut OpenInterval {
-        self.open.entry(index).or_insert_with(|| OpenInterval { reports: 0, end_ns: 0, counters: Counters::default(), latency: new_latency_histogram() })
+        self.open.entry(index).or_insert_with(|| OpenInterval {
+            reports: 0,
+            end_ns: 0,
+            counters: Counters::default(),
+            latency: new_latency_histogram(),
+        })
     }
 
     fn close(&mut self, index: u64, done: OpenInterval) {
@@ -421,7 +498,11 @@ impl Merge {
             latency_max_ns: p.max_ns,
             backlog: r.sent as i64 - (r.delivered + r.dropped + r.failed) as i64,
         };
-        let log = IntervalLatency { start_s: sample.start_s, length_s, histogram: done.latency };
+        let log = IntervalLatency {
+            start_s: sample.start_s,
+            length_s,
+            encoded: msgbench_model::histogram::encode(&done.latency),
+        };
         self.closed.push((sample, log));
     }
 
@@ -451,7 +532,8 @@ impl Merge {
         for (index, open) in std::mem::take(&mut self.open) {
             self.close(index, open);
         }
-        self.closed.sort_by(|a, b| a.0.start_s.total_cmp(&b.0.start_s));
+        self.closed
+            .sort_by(|a, b| a.0.start_s.total_cmp(&b.0.start_s));
         let (intervals, interval_latency) = self.closed.into_iter().unzip();
         Recording {
             counters: self.counters,
@@ -486,7 +568,14 @@ mod tests {
         for seq in [0, 1, 3, 2, 4, 4, 7] {
             s.check(seq);
         }
-        assert_eq!(s.errors, SequenceErrors { gaps: 2, duplicates: 1, reordered: 1 });
+        assert_eq!(
+            s.errors,
+            SequenceErrors {
+                gaps: 2,
+                duplicates: 1,
+                reordered: 1
+            }
+        );
     }
 
     #[test]
@@ -506,7 +595,10 @@ mod tests {
         producer.finish(start + 3 * INTERVAL_NS);
         consumer.finish(start + 3 * INTERVAL_NS);
         let r = handle.join().unwrap();
-        assert_eq!((r.counters.attempted, r.counters.sent, r.counters.delivered), (30, 30, 30));
+        assert_eq!(
+            (r.counters.attempted, r.counters.sent, r.counters.delivered),
+            (30, 30, 30)
+        );
         assert_eq!(r.latency_all().len(), 30);
         assert_eq!(r.latency_all().max(), 1_000);
         assert_eq!(r.service_all().value_at_quantile(0.5), 995);

@@ -45,11 +45,28 @@ pub struct Consumer<T> {
 /// A ring of `capacity` slots (> 0). Items are `Copy`, so nothing needs dropping.
 pub fn channel<T: Copy + Send>(capacity: usize) -> (Producer<T>, Consumer<T>) {
     assert!(capacity > 0, "ring capacity must be positive");
-    let slots = (0..capacity).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect();
-    let shared = Arc::new(Shared { head: CachePadded::new(AtomicU64::new(0)), tail: CachePadded::new(AtomicU64::new(0)), slots });
+    let slots = (0..capacity)
+        .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
+        .collect();
+    let shared = Arc::new(Shared {
+        head: CachePadded::new(AtomicU64::new(0)),
+        tail: CachePadded::new(AtomicU64::new(0)),
+        slots,
+    });
     (
-        Producer { shared: shared.clone(), tail: 0, index: 0, cached_head: 0, capacity: capacity as u64 },
-        Consumer { shared, head: 0, index: 0, cached_tail: 0 },
+        Producer {
+            shared: shared.clone(),
+            tail: 0,
+            index: 0,
+            cached_head: 0,
+            capacity: capacity as u64,
+        },
+        Consumer {
+            shared,
+            head: 0,
+            index: 0,
+            cached_tail: 0,
+        },
     )
 }
 

@@ -31,8 +31,14 @@ pub struct ResultStore {
 
 impl ResultStore {
     /// Creates `<root>/<experiment>/<stamp>/` and writes `experiment.toml` and `environment.json`.
-    pub fn create(root: &Path, experiment: &Experiment, env: &Environment) -> Result<ResultStore, StoreError> {
-        let base = root.join(sanitize(&experiment.name)).join(stamp(env.created_unix_ms / 1000));
+    pub fn create(
+        root: &Path,
+        experiment: &Experiment,
+        env: &Environment,
+    ) -> Result<ResultStore, StoreError> {
+        let base = root
+            .join(sanitize(&experiment.name))
+            .join(stamp(env.created_unix_ms / 1000));
         let mut dir = base.clone();
         let mut n = 2;
         while dir.exists() {
@@ -40,11 +46,27 @@ impl ResultStore {
             n += 1;
         }
         let runs = dir.join("runs");
-        std::fs::create_dir_all(&runs).map_err(|source| StoreError { path: runs.clone(), source })?;
-        let store = ResultStore { dir, axes: experiment.axes.clone(), rows: Vec::new() };
-        let header = format!("# Resolved experiment ({}), as run by msgbench {}.\n", experiment.source_name, env.msgbench_version);
-        store.write_atomic("experiment.toml", format!("{header}{}", experiment.resolved_toml).as_bytes())?;
-        store.write_atomic("environment.json", &serde_json::to_vec_pretty(env).expect("serializable"))?;
+        std::fs::create_dir_all(&runs).map_err(|source| StoreError {
+            path: runs.clone(),
+            source,
+        })?;
+        let store = ResultStore {
+            dir,
+            axes: experiment.axes.clone(),
+            rows: Vec::new(),
+        };
+        let header = format!(
+            "# Resolved experiment ({}), as run by msgbench {}.\n",
+            experiment.source_name, env.msgbench_version
+        );
+        store.write_atomic(
+            "experiment.toml",
+            format!("{header}{}", experiment.resolved_toml).as_bytes(),
+        )?;
+        store.write_atomic(
+            "environment.json",
+            &serde_json::to_vec_pretty(env).expect("serializable"),
+        )?;
         store.write_metrics()?;
         Ok(store)
     }
@@ -55,9 +77,17 @@ impl ResultStore {
     }
 
     /// Writes one run's files and its `metrics.csv` row.
-    pub fn write_run(&mut self, result: &RunResult, intervals: &[IntervalLatency], raw_latencies: &[u64]) -> Result<(), StoreError> {
+    pub fn write_run(
+        &mut self,
+        result: &RunResult,
+        intervals: &[IntervalLatency],
+        raw_latencies: &[u64],
+    ) -> Result<(), StoreError> {
         let id = &result.run_id;
-        self.write_atomic(&format!("runs/{id}.json"), &serde_json::to_vec_pretty(result).expect("serializable"))?;
+        self.write_atomic(
+            &format!("runs/{id}.json"),
+            &serde_json::to_vec_pretty(result).expect("serializable"),
+        )?;
         self.write_atomic(&format!("runs/{id}.hlog"), &hlog(result, intervals))?;
         if !raw_latencies.is_empty() {
             let mut text = String::with_capacity(raw_latencies.len() * 8 + 16);
@@ -74,7 +104,8 @@ impl ResultStore {
 
     fn write_metrics(&self) -> Result<(), StoreError> {
         let mut w = csv::Writer::from_writer(Vec::new());
-        w.write_record(metrics::header(&self.axes)).expect("in memory");
+        w.write_record(metrics::header(&self.axes))
+            .expect("in memory");
         for row in &self.rows {
             w.write_record(row).expect("in memory");
         }
@@ -84,9 +115,14 @@ impl ResultStore {
     fn write_atomic(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
         let path = self.dir.join(name);
         let tmp = self.dir.join(format!("{name}.tmp"));
-        let err = |source| StoreError { path: path.clone(), source };
+        let err = |source| StoreError {
+            path: path.clone(),
+            source,
+        };
         let mut f = std::fs::File::create(&tmp).map_err(err)?;
-        f.write_all(bytes).and_then(|_| f.sync_data()).map_err(err)?;
+        f.write_all(bytes)
+            .and_then(|_| f.sync_data())
+            .map_err(err)?;
         std::fs::rename(&tmp, &path).map_err(err)
     }
 }
@@ -97,14 +133,24 @@ fn hlog(result: &RunResult, intervals: &[IntervalLatency]) -> Vec<u8> {
     let mut serializer = V2DeflateSerializer::new();
     let start = std::time::UNIX_EPOCH + std::time::Duration::from_millis(result.started_unix_ms);
     let mut writer = IntervalLogWriterBuilder::new()
-        .add_comment(&format!("msgbench run {} ({}): latency in ns, completion - intended send", result.run_id, result.config))
+        .add_comment(&format!(
+            "msgbench run {} ({}): latency in ns, completion - intended send",
+            result.run_id, result.config
+        ))
         .with_start_time(start)
         .with_base_time(start)
         .begin_log_with(&mut out, &mut serializer)
         .expect("writing to memory");
     for i in intervals {
+        let histogram =
+            msgbench_model::histogram::decode(&i.encoded).expect("encoded by the collector");
         writer
-            .write_histogram(&i.histogram, std::time::Duration::from_secs_f64(i.start_s), std::time::Duration::from_secs_f64(i.length_s), None)
+            .write_histogram(
+                &histogram,
+                std::time::Duration::from_secs_f64(i.start_s),
+                std::time::Duration::from_secs_f64(i.length_s),
+                None,
+            )
             .expect("writing to memory");
     }
     out
@@ -112,7 +158,16 @@ fn hlog(result: &RunResult, intervals: &[IntervalLatency]) -> Vec<u8> {
 
 /// Keeps names safe as path components.
 pub fn sanitize(name: &str) -> String {
-    let s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.=".contains(c) { c } else { '_' }).collect();
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.=".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
     if s.is_empty() || s.starts_with('.') {
         format!("_{s}")
     } else {

@@ -27,7 +27,10 @@ pub struct Sleeper {
 impl Sleeper {
     /// The calling thread as a sleeper.
     pub fn current() -> Arc<Sleeper> {
-        Arc::new(Sleeper { sleeping: AtomicBool::new(false), thread: std::thread::current() })
+        Arc::new(Sleeper {
+            sleeping: AtomicBool::new(false),
+            thread: std::thread::current(),
+        })
     }
 
     /// Wakes the sleeper if it sleeps. Call after making progress it may wait for.
@@ -51,7 +54,11 @@ pub struct Waiter {
 impl Waiter {
     /// A waiter for the calling thread.
     pub fn new(strategy: WaitStrategy) -> Waiter {
-        Waiter { strategy, idle_rounds: 0, me: Sleeper::current() }
+        Waiter {
+            strategy,
+            idle_rounds: 0,
+            me: Sleeper::current(),
+        }
     }
 
     /// The handle the other side uses to wake this thread.
@@ -79,7 +86,9 @@ impl Waiter {
             WaitStrategy::Yield => std::thread::yield_now(),
             WaitStrategy::Park => self.park(ready),
             WaitStrategy::Backoff if self.idle_rounds <= BACKOFF_SPINS => std::hint::spin_loop(),
-            WaitStrategy::Backoff if self.idle_rounds <= BACKOFF_SPINS + BACKOFF_YIELDS => std::thread::yield_now(),
+            WaitStrategy::Backoff if self.idle_rounds <= BACKOFF_SPINS + BACKOFF_YIELDS => {
+                std::thread::yield_now()
+            }
             WaitStrategy::Backoff => self.park(ready),
         }
     }
@@ -87,6 +96,8 @@ impl Waiter {
     #[cold]
     fn park(&mut self, ready: impl FnOnce() -> bool) {
         self.me.sleeping.store(true, Ordering::SeqCst);
+        // Pairs with the waker's fence: either it sees our flag or we see its progress.
+        fence(Ordering::SeqCst);
         if !ready() {
             std::thread::park_timeout(PARK_TIMEOUT);
         }

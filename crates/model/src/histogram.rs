@@ -13,20 +13,27 @@ pub const SIGNIFICANT_DIGITS: u8 = 3;
 
 /// A new latency histogram with msgbench's bounds (1 ns .. 1 h, 3 digits).
 pub fn new_latency_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, HIGHEST_TRACKABLE_NS, SIGNIFICANT_DIGITS).expect("constant bounds are valid")
+    Histogram::new_with_bounds(1, HIGHEST_TRACKABLE_NS, SIGNIFICANT_DIGITS)
+        .expect("constant bounds are valid")
 }
 
 /// Encodes a histogram as base64 compressed V2 (HdrHistogram's interchange format).
 pub fn encode(h: &Histogram<u64>) -> String {
     let mut bytes = Vec::new();
-    V2DeflateSerializer::new().serialize(h, &mut bytes).expect("serializing into memory cannot fail");
+    V2DeflateSerializer::new()
+        .serialize(h, &mut bytes)
+        .expect("serializing into memory cannot fail");
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// Decodes what [`encode`] wrote.
 pub fn decode(text: &str) -> Result<Histogram<u64>, String> {
-    let bytes = base64::engine::general_purpose::STANDARD.decode(text.trim()).map_err(|e| format!("histogram is not base64: {e}"))?;
-    Deserializer::new().deserialize(&mut bytes.as_slice()).map_err(|e| format!("histogram does not decode: {e:?}"))
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text.trim())
+        .map_err(|e| format!("histogram is not base64: {e}"))?;
+    Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .map_err(|e| format!("histogram does not decode: {e:?}"))
 }
 
 /// Percentile summary of a latency-like histogram, in nanoseconds.

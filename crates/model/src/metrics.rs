@@ -38,7 +38,16 @@ pub const METRIC_COLUMNS: &[&str] = &[
 
 /// Column name of a sweep axis: `queue.capacity` → `param_queue_capacity`.
 pub fn param_column(axis: &str) -> String {
-    let clean: String = axis.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
+    let clean: String = axis
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
     format!("param_{clean}")
 }
 
@@ -58,10 +67,15 @@ pub fn row(r: &RunResult, axes: &[String]) -> Vec<String> {
     let involuntary: u64 = threads.clone().map(|t| t.ctx_switches_involuntary).sum();
     let migrations: Option<u64> = threads.map(|t| t.migrations).sum();
     let mut out = vec![r.run_id.clone(), r.replicate.to_string()];
-    out.extend(axes.iter().map(|a| r.params.get(a).cloned().unwrap_or_default()));
+    out.extend(
+        axes.iter()
+            .map(|a| r.params.get(a).cloned().unwrap_or_default()),
+    );
     let metrics: Vec<String> = vec![
         format!("{:.6}", r.duration_s),
-        r.target_per_sec.map(|t| format!("{t:.3}")).unwrap_or_default(),
+        r.target_per_sec
+            .map(|t| format!("{t:.3}"))
+            .unwrap_or_default(),
         c.attempted.to_string(),
         c.sent.to_string(),
         c.delivered.to_string(),
@@ -109,7 +123,15 @@ mod tests {
     #[test]
     fn header_has_the_required_columns() {
         let h = header(&["pacing.every".into()]);
-        for c in ["run_id", "replicate", "param_pacing_every", "delivered_per_sec", "latency_p9999_ns", "send_lag_p99_ns", "ctx_switches_involuntary"] {
+        for c in [
+            "run_id",
+            "replicate",
+            "param_pacing_every",
+            "delivered_per_sec",
+            "latency_p9999_ns",
+            "send_lag_p99_ns",
+            "ctx_switches_involuntary",
+        ] {
             assert!(h.iter().any(|x| x == c), "missing {c}");
         }
     }

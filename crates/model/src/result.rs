@@ -29,7 +29,7 @@ pub struct RunResult {
     pub system: String,
     /// Human description of the configuration, e.g. `queue cap=64 ring=msgbench drop`.
     pub config: String,
-    /// Wall-clock start (Unix ms).
+    /// Wall-clock time (Unix ms) at which the measured window began (after warm-up).
     pub started_unix_ms: u64,
     /// Length of the measured window in seconds (after warm-up, before drain).
     pub duration_s: f64,
@@ -63,7 +63,9 @@ pub struct RunResult {
 
 /// Accounting of every message. Invariants (checked by [`Counters::check`]):
 /// `attempted = sent + skipped` and `sent = delivered + dropped + failed + in_flight_end`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(deny_unknown_fields)]
 pub struct Counters {
     /// Messages the schedule called for.
@@ -86,7 +88,10 @@ impl Counters {
     /// Checks both accounting invariants; the error says which one broke and by how much.
     pub fn check(&self) -> Result<(), String> {
         if self.attempted != self.sent + self.skipped {
-            return Err(format!("attempted {} != sent {} + skipped {}", self.attempted, self.sent, self.skipped));
+            return Err(format!(
+                "attempted {} != sent {} + skipped {}",
+                self.attempted, self.sent, self.skipped
+            ));
         }
         let accounted = self.delivered + self.dropped + self.failed + self.in_flight_end;
         if self.sent != accounted {
@@ -122,7 +127,9 @@ fn ratio(a: u64, b: u64) -> f64 {
 }
 
 /// Sequence errors seen by the receiver (each one is a bug in the system under test).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(deny_unknown_fields)]
 pub struct SequenceErrors {
     /// Sequence numbers skipped.
@@ -178,7 +185,7 @@ pub struct CpuTimes {
     pub ctx_switches_voluntary: u64,
     /// Involuntary context switches (the thread was preempted).
     pub ctx_switches_involuntary: u64,
-    /// CPU migrations, where the OS exposes them (`/proc/<pid>/task/<tid>/sched`).
+    /// CPU migrations, where the OS exposes them (`/proc/thread-self/sched`).
     pub migrations: Option<u64>,
 }
 

@@ -370,7 +370,11 @@ pub struct MachineLimits {
 
 impl ScenarioSpec {
     /// Checks every value and converts to the model the engine runs.
-    pub fn validate(&self, source_name: &str, limits: &MachineLimits) -> Result<Scenario, ScenarioError> {
+    pub fn validate(
+        &self,
+        source_name: &str,
+        limits: &MachineLimits,
+    ) -> Result<Scenario, ScenarioError> {
         let invalid = |field: &str, problem: String, fix: &str| ScenarioError::Invalid {
             source_name: source_name.into(),
             field: field.into(),
@@ -379,20 +383,34 @@ impl ScenarioSpec {
         };
         let run = &self.run;
         if run.duration.is_zero() && run.operations.is_none() {
-            return Err(invalid("run.duration", "is 0 and no `run.operations` is set".into(), "give a duration such as \"5s\" or an operation count"));
+            return Err(invalid(
+                "run.duration",
+                "is 0 and no `run.operations` is set".into(),
+                "give a duration such as \"5s\" or an operation count",
+            ));
         }
         if run.operations == Some(0) {
-            return Err(invalid("run.operations", "is 0".into(), "give a positive count or remove the key"));
+            return Err(invalid(
+                "run.operations",
+                "is 0".into(),
+                "give a positive count or remove the key",
+            ));
         }
         if run.replicates == 0 {
             return Err(invalid("run.replicates", "is 0".into(), "use 1 or more"));
         }
         if run.emit_latencies == Some(0) {
-            return Err(invalid("run.emit_latencies", "is 0".into(), "give the number of latencies to keep, e.g. 1000000, or remove the key"));
+            return Err(invalid(
+                "run.emit_latencies",
+                "is 0".into(),
+                "give the number of latencies to keep, e.g. 1000000, or remove the key",
+            ));
         }
         let pacing = self.pacing.validate(&invalid)?;
         let system = match self.system {
-            SystemKind::Queue => System::Queue(self.queue.validate(&self.pacing, limits, &invalid)?),
+            SystemKind::Queue => {
+                System::Queue(self.queue.validate(&self.pacing, limits, &invalid)?)
+            }
         };
         Ok(Scenario {
             name: self.name.clone(),
@@ -415,53 +433,106 @@ type Invalid<'a> = dyn Fn(&str, String, &str) -> ScenarioError + 'a;
 impl PacingSpec {
     fn validate(&self, invalid: &Invalid) -> Result<Pacing, ScenarioError> {
         if self.batch == 0 {
-            return Err(invalid("pacing.batch", "is 0".into(), "send at least 1 message per tick"));
+            return Err(invalid(
+                "pacing.batch",
+                "is 0".into(),
+                "send at least 1 message per tick",
+            ));
         }
         let every = |mode: &str| {
             self.every.ok_or_else(|| {
-                invalid("pacing.every", format!("is missing for mode `{mode}`"), "set e.g. every = \"1ms\"")
+                invalid(
+                    "pacing.every",
+                    format!("is missing for mode `{mode}`"),
+                    "set e.g. every = \"1ms\"",
+                )
             })
         };
         Ok(match self.mode {
             PacingMode::Immediate => Pacing::Immediate,
             PacingMode::Interval => match every("interval")? {
                 d if d.is_zero() => Pacing::Immediate,
-                d => Pacing::Interval { every_ns: d.as_nanos() as u64, batch: self.batch },
+                d => Pacing::Interval {
+                    every_ns: d.as_nanos() as u64,
+                    batch: self.batch,
+                },
             },
             PacingMode::Relative => match every("relative")? {
                 d if d.is_zero() => {
-                    return Err(invalid("pacing.every", "is 0 for mode `relative`".into(), "use mode = \"immediate\" to send without sleeping"))
+                    return Err(invalid(
+                        "pacing.every",
+                        "is 0 for mode `relative`".into(),
+                        "use mode = \"immediate\" to send without sleeping",
+                    ))
                 }
-                d => Pacing::Relative { every_ns: d.as_nanos() as u64, batch: self.batch },
+                d => Pacing::Relative {
+                    every_ns: d.as_nanos() as u64,
+                    batch: self.batch,
+                },
             },
             PacingMode::Rate => {
                 let per_sec = self.per_sec.ok_or_else(|| {
-                    invalid("pacing.per_sec", "is missing for mode `rate`".into(), "set e.g. per_sec = 10000")
+                    invalid(
+                        "pacing.per_sec",
+                        "is missing for mode `rate`".into(),
+                        "set e.g. per_sec = 10000",
+                    )
                 })?;
                 if !(per_sec.is_finite() && per_sec > 0.0) {
-                    return Err(invalid("pacing.per_sec", format!("is {per_sec}"), "give a positive rate in messages per second, e.g. 10000"));
+                    return Err(invalid(
+                        "pacing.per_sec",
+                        format!("is {per_sec}"),
+                        "give a positive rate in messages per second, e.g. 10000",
+                    ));
                 }
-                Pacing::Rate { per_sec, arrivals: self.arrivals }
+                Pacing::Rate {
+                    per_sec,
+                    arrivals: self.arrivals,
+                }
             }
         })
     }
 }
 
 impl QueueSpec {
-    fn validate(&self, pacing: &PacingSpec, limits: &MachineLimits, invalid: &Invalid) -> Result<QueueConfig, ScenarioError> {
+    fn validate(
+        &self,
+        pacing: &PacingSpec,
+        limits: &MachineLimits,
+        invalid: &Invalid,
+    ) -> Result<QueueConfig, ScenarioError> {
         if self.capacity == 0 {
-            return Err(invalid("queue.capacity", "is 0".into(), "a ring needs at least 1 slot, e.g. capacity = 64"));
+            return Err(invalid(
+                "queue.capacity",
+                "is 0".into(),
+                "a ring needs at least 1 slot, e.g. capacity = 64",
+            ));
         }
         if self.capacity > (1 << 30) {
-            return Err(invalid("queue.capacity", format!("is {}", self.capacity), "use at most 1073741824 slots"));
+            return Err(invalid(
+                "queue.capacity",
+                format!("is {}", self.capacity),
+                "use at most 1073741824 slots",
+            ));
         }
         if self.work_bytes > (1 << 30) {
-            return Err(invalid("queue.work_bytes", format!("is {}", self.work_bytes), "touch at most 1 GiB per item"));
+            return Err(invalid(
+                "queue.work_bytes",
+                format!("is {}", self.work_bytes),
+                "touch at most 1 GiB per item",
+            ));
         }
-        for (field, cpu) in [("queue.pin.producer", self.pin.producer), ("queue.pin.consumer", self.pin.consumer)] {
+        for (field, cpu) in [
+            ("queue.pin.producer", self.pin.producer),
+            ("queue.pin.consumer", self.pin.consumer),
+        ] {
             if let Some(cpu) = cpu {
                 if !limits.cpus.contains(&cpu) {
-                    return Err(invalid(field, format!("is CPU {cpu}, which this process cannot run on"), &format!("pick one of the CPUs {:?}", limits.cpus)));
+                    return Err(invalid(
+                        field,
+                        format!("is CPU {cpu}, which this process cannot run on"),
+                        &format!("pick one of the CPUs {:?}", limits.cpus),
+                    ));
                 }
             }
         }

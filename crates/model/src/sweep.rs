@@ -21,9 +21,9 @@ pub struct Override {
 impl Override {
     /// Parses `path=value`; the value is TOML (`8`, `"2ms"`, `[64, 8]`) or a bare word.
     pub fn parse(text: &str) -> Result<Override, String> {
-        let (path, value) = text
-            .split_once('=')
-            .ok_or_else(|| format!("--set {text:?}: expected PATH=VALUE, e.g. --set queue.capacity=8"))?;
+        let (path, value) = text.split_once('=').ok_or_else(|| {
+            format!("--set {text:?}: expected PATH=VALUE, e.g. --set queue.capacity=8")
+        })?;
         let path = path.trim();
         if path.is_empty() {
             return Err(format!("--set {text:?}: the path before '=' is empty"));
@@ -33,7 +33,10 @@ impl Override {
             .ok()
             .and_then(|mut t| t.remove("v"))
             .unwrap_or_else(|| toml::Value::String(value.to_string()));
-        Ok(Override { path: path.to_string(), value })
+        Ok(Override {
+            path: path.to_string(),
+            value,
+        })
     }
 }
 
@@ -67,11 +70,22 @@ pub struct Experiment {
 
 impl Experiment {
     /// Parses, applies overrides, expands the sweep and validates every point.
-    pub fn load(text: &str, source_name: &str, overrides: &[Override], limits: &MachineLimits) -> Result<Experiment, ScenarioError> {
-        let syntax = |message: String| ScenarioError::Syntax { source_name: source_name.into(), message };
+    pub fn load(
+        text: &str,
+        source_name: &str,
+        overrides: &[Override],
+        limits: &MachineLimits,
+    ) -> Result<Experiment, ScenarioError> {
+        let syntax = |message: String| ScenarioError::Syntax {
+            source_name: source_name.into(),
+            message,
+        };
         // Parse into the typed spec first: toml then reports line, column and the valid keys.
-        toml::from_str::<ScenarioSpec>(text).map_err(|e| syntax(e.to_string().trim_end().to_string()))?;
-        let mut doc: toml::Table = text.parse().map_err(|e: toml::de::Error| syntax(e.to_string()))?;
+        toml::from_str::<ScenarioSpec>(text)
+            .map_err(|e| syntax(e.to_string().trim_end().to_string()))?;
+        let mut doc: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| syntax(e.to_string()))?;
         for o in overrides {
             set_path(&mut doc, &o.path, o.value.clone()).map_err(|m| override_error(o, m))?;
             spec_of(&doc).map_err(|m| override_error(o, m))?;
@@ -86,20 +100,39 @@ impl Experiment {
             let mut params = Vec::new();
             for (axis, value) in axes.iter().map(|(a, _)| a).zip(combination) {
                 let where_ = format!("sweep axis `{axis}` = {value}");
-                set_path(&mut point_doc, axis, value.clone()).map_err(|m| syntax(format!("{where_}: {m}")))?;
+                set_path(&mut point_doc, axis, value.clone())
+                    .map_err(|m| syntax(format!("{where_}: {m}")))?;
                 params.push((axis.clone(), display_value(&value)));
             }
-            let spec = spec_of(&point_doc).map_err(|m| syntax(format!("sweep point {params:?}: {m}")))?;
-            let scenario = spec.validate(source_name, limits).map_err(|e| match (e, params.is_empty()) {
-                (ScenarioError::Invalid { source_name, field, problem, fix }, false) => ScenarioError::Invalid {
-                    source_name,
-                    field,
-                    problem: format!("{problem} (at sweep point {})", render_params(&params)),
-                    fix,
-                },
-                (e, _) => e,
-            })?;
-            points.push(SweepPoint { index, params, scenario });
+            let spec =
+                spec_of(&point_doc).map_err(|m| syntax(format!("sweep point {params:?}: {m}")))?;
+            let scenario =
+                spec.validate(source_name, limits)
+                    .map_err(|e| match (e, params.is_empty()) {
+                        (
+                            ScenarioError::Invalid {
+                                source_name,
+                                field,
+                                problem,
+                                fix,
+                            },
+                            false,
+                        ) => ScenarioError::Invalid {
+                            source_name,
+                            field,
+                            problem: format!(
+                                "{problem} (at sweep point {})",
+                                render_params(&params)
+                            ),
+                            fix,
+                        },
+                        (e, _) => e,
+                    })?;
+            points.push(SweepPoint {
+                index,
+                params,
+                scenario,
+            });
         }
         Ok(Experiment {
             name: base.name.clone(),
@@ -118,14 +151,21 @@ impl Experiment {
 }
 
 fn override_error(o: &Override, message: String) -> ScenarioError {
-    ScenarioError::Syntax { source_name: format!("--set {}", o.path), message }
+    ScenarioError::Syntax {
+        source_name: format!("--set {}", o.path),
+        message,
+    }
 }
 
 fn spec_of(doc: &toml::Table) -> Result<ScenarioSpec, String> {
-    ScenarioSpec::deserialize(toml::Value::Table(doc.clone())).map_err(|e| e.to_string().trim_end().to_string())
+    ScenarioSpec::deserialize(toml::Value::Table(doc.clone()))
+        .map_err(|e| e.to_string().trim_end().to_string())
 }
 
-fn axes_of(spec: &ScenarioSpec, source_name: &str) -> Result<Vec<(String, Vec<toml::Value>)>, ScenarioError> {
+fn axes_of(
+    spec: &ScenarioSpec,
+    source_name: &str,
+) -> Result<Vec<(String, Vec<toml::Value>)>, ScenarioError> {
     let mut axes = Vec::new();
     for (axis, values) in &spec.sweep {
         let problem = match values {
@@ -168,7 +208,9 @@ fn cartesian(axes: &[(String, Vec<toml::Value>)]) -> Vec<Vec<toml::Value>> {
 /// as a single key, since sweep axis names contain dots themselves.
 fn set_path(doc: &mut toml::Table, path: &str, value: toml::Value) -> Result<(), String> {
     if let Some(axis) = path.strip_prefix("sweep.") {
-        let sweep = doc.entry("sweep").or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let sweep = doc
+            .entry("sweep")
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
         let table = sweep.as_table_mut().ok_or("`sweep` is not a table")?;
         table.insert(axis.trim_matches('"').to_string(), value);
         return Ok(());
@@ -177,8 +219,12 @@ fn set_path(doc: &mut toml::Table, path: &str, value: toml::Value) -> Result<(),
     let last = keys.pop().ok_or("empty path")?;
     let mut table = doc;
     for key in keys {
-        let entry = table.entry(key).or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        table = entry.as_table_mut().ok_or_else(|| format!("`{key}` in `{path}` is not a table"))?;
+        let entry = table
+            .entry(key)
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        table = entry
+            .as_table_mut()
+            .ok_or_else(|| format!("`{key}` in `{path}` is not a table"))?;
     }
     table.insert(last.to_string(), value);
     Ok(())
@@ -189,7 +235,11 @@ pub fn display_value(value: &toml::Value) -> String {
     match value {
         toml::Value::String(s) => s.clone(),
         toml::Value::Table(t) if t.is_empty() => "none".into(),
-        toml::Value::Table(t) => t.iter().map(|(k, v)| format!("{k}={}", display_value(v))).collect::<Vec<_>>().join(" "),
+        toml::Value::Table(t) => t
+            .iter()
+            .map(|(k, v)| format!("{k}={}", display_value(v)))
+            .collect::<Vec<_>>()
+            .join(" "),
         toml::Value::Array(a) => a.iter().map(display_value).collect::<Vec<_>>().join(","),
         other => other.to_string(),
     }
@@ -197,7 +247,11 @@ pub fn display_value(value: &toml::Value) -> String {
 
 /// `capacity=8, every=1ms` — the short form used in run ids and tables.
 pub fn render_params(params: &[(String, String)]) -> String {
-    params.iter().map(|(k, v)| format!("{}={v}", short_axis(k))).collect::<Vec<_>>().join(", ")
+    params
+        .iter()
+        .map(|(k, v)| format!("{}={v}", short_axis(k)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The last segment of an axis path: `queue.capacity` → `capacity`.
@@ -226,45 +280,82 @@ mod tests {
         let params: Vec<_> = e.points.iter().map(|p| render_params(&p.params)).collect();
         assert_eq!(
             params,
-            ["capacity=64, pin=none", "capacity=64, pin=producer=0 consumer=1", "capacity=8, pin=none", "capacity=8, pin=producer=0 consumer=1"]
+            [
+                "capacity=64, pin=none",
+                "capacity=64, pin=producer=0 consumer=1",
+                "capacity=8, pin=none",
+                "capacity=8, pin=producer=0 consumer=1"
+            ]
         );
     }
 
     #[test]
     fn unknown_key_names_line_and_valid_keys() {
-        let err = Experiment::load("[queue]\ncapacity = 8\ncapacty = 9\n", "q.toml", &[], &limits()).unwrap_err().to_string();
+        let err = Experiment::load(
+            "[queue]\ncapacity = 8\ncapacty = 9\n",
+            "q.toml",
+            &[],
+            &limits(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.starts_with("q.toml: "), "{err}");
         assert!(err.contains("line 3"), "{err}");
-        assert!(err.contains("unknown field `capacty`") && err.contains("`capacity`"), "{err}");
+        assert!(
+            err.contains("unknown field `capacty`") && err.contains("`capacity`"),
+            "{err}"
+        );
     }
 
     #[test]
     fn bad_sweep_value_names_the_point() {
         let text = "[sweep]\n\"queue.capacity\" = [8, 0]\n";
-        let err = Experiment::load(text, "q.toml", &[], &limits()).unwrap_err().to_string();
-        assert!(err.contains("`queue.capacity` is 0") && err.contains("capacity=0"), "{err}");
+        let err = Experiment::load(text, "q.toml", &[], &limits())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`queue.capacity` is 0") && err.contains("capacity=0"),
+            "{err}"
+        );
     }
 
     #[test]
     fn overrides_set_fields_and_sweeps() {
-        let o = [Override::parse("queue.capacity=8").unwrap(), Override::parse("sweep.pacing.every=[\"1ms\", \"0\"]").unwrap(), Override::parse("pacing.mode=interval").unwrap()];
+        let o = [
+            Override::parse("queue.capacity=8").unwrap(),
+            Override::parse("sweep.pacing.every=[\"1ms\", \"0\"]").unwrap(),
+            Override::parse("pacing.mode=interval").unwrap(),
+        ];
         let e = Experiment::load("", "t", &o, &limits()).unwrap();
         assert_eq!(e.points.len(), 2);
         let crate::scenario::System::Queue(q) = &e.points[0].scenario.system;
         assert_eq!(q.capacity, 8);
-        assert_eq!(e.points[1].scenario.pacing, crate::scenario::Pacing::Immediate);
+        assert_eq!(
+            e.points[1].scenario.pacing,
+            crate::scenario::Pacing::Immediate
+        );
     }
 
     #[test]
     fn override_with_unknown_path_is_an_error() {
         let o = [Override::parse("queue.size=8").unwrap()];
-        let err = Experiment::load("", "t", &o, &limits()).unwrap_err().to_string();
-        assert!(err.contains("--set queue.size") && err.contains("unknown field `size`"), "{err}");
+        let err = Experiment::load("", "t", &o, &limits())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--set queue.size") && err.contains("unknown field `size`"),
+            "{err}"
+        );
     }
 
     #[test]
     fn pinning_to_a_missing_cpu_is_an_error() {
-        let err = Experiment::load("[queue.pin]\nproducer = 7\n", "p.toml", &[], &limits()).unwrap_err().to_string();
-        assert!(err.contains("queue.pin.producer") && err.contains("CPU 7") && err.contains("[0, 1]"), "{err}");
+        let err = Experiment::load("[queue.pin]\nproducer = 7\n", "p.toml", &[], &limits())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("queue.pin.producer") && err.contains("CPU 7") && err.contains("[0, 1]"),
+            "{err}"
+        );
     }
 }

@@ -7,14 +7,43 @@ use msgbench_model::sweep::short_axis;
 
 /// Renders the summary of `results` as a fixed-width text table.
 pub fn table(results: &[RunResult]) -> String {
-    let axes: Vec<String> = results.first().map(|r| r.params.keys().cloned().collect()).unwrap_or_default();
+    let axes: Vec<String> = results
+        .first()
+        .map(|r| r.params.keys().cloned().collect())
+        .unwrap_or_default();
     let mut header: Vec<String> = vec!["run".into()];
     header.extend(axes.iter().map(|a| short_axis(a).to_string()));
-    header.extend(["delivered/s", "success", "drop", "p50", "p95", "p99", "p99.99", "max", "send lag p99", "CPU s", "msg/CPU-s"].map(String::from));
+    header.extend(
+        [
+            "delivered/s",
+            "success",
+            "drop",
+            "p50",
+            "p95",
+            "p99",
+            "p99.99",
+            "max",
+            "send lag p99",
+            "CPU s",
+            "msg/CPU-s",
+        ]
+        .map(String::from),
+    );
     let mut rows = vec![header];
     for r in results {
-        let mut row = vec![format!("{}{}", r.point, if r.replicate > 1 || results.iter().any(|o| o.replicate > 1) { format!(".r{}", r.replicate) } else { String::new() })];
-        row.extend(axes.iter().map(|a| r.params.get(a).cloned().unwrap_or_default()));
+        let mut row = vec![format!(
+            "{}{}",
+            r.point,
+            if r.replicate > 1 || results.iter().any(|o| o.replicate > 1) {
+                format!(".r{}", r.replicate)
+            } else {
+                String::new()
+            }
+        )];
+        row.extend(
+            axes.iter()
+                .map(|a| r.params.get(a).cloned().unwrap_or_default()),
+        );
         let l = &r.latency;
         row.extend([
             count(r.delivered_per_sec()),
@@ -46,14 +75,32 @@ pub fn table(results: &[RunResult]) -> String {
 
 fn render(rows: &[Vec<String>]) -> String {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..columns).map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
     let mut out = String::new();
     for (i, row) in rows.iter().enumerate() {
-        let line: Vec<String> = row.iter().enumerate().map(|(c, cell)| format!("{:>w$}", cell, w = widths[c])).collect();
+        let line: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(c, cell)| format!("{:>w$}", cell, w = widths[c]))
+            .collect();
         out.push_str(line.join("  ").trim_end());
         out.push('\n');
         if i == 0 {
-            out.push_str(&widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>().join("  "));
+            out.push_str(
+                &widths
+                    .iter()
+                    .map(|w| "-".repeat(*w))
+                    .collect::<Vec<_>>()
+                    .join("  "),
+            );
             out.push('\n');
         }
     }

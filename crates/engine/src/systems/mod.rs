@@ -26,6 +26,8 @@ pub struct Measured {
     pub classes: Vec<String>,
     /// Length of the measured window, ns (shorter than configured when stopped early).
     pub window_ns: u64,
+    /// Wall-clock time (Unix ms) at which the measured window began.
+    pub window_start_unix_ms: u64,
     /// Process CPU over the whole run.
     pub process_cpu: CpuTimes,
     /// CPU of each worker thread over the measured window.
@@ -50,7 +52,9 @@ pub enum EngineError {
         source: std::io::Error,
     },
     /// A worker thread panicked (a bug in msgbench).
-    #[error("the {0} thread panicked; this is a bug in msgbench, please report it with the scenario")]
+    #[error(
+        "the {0} thread panicked; this is a bug in msgbench, please report it with the scenario"
+    )]
     WorkerPanicked(&'static str),
 }
 

@@ -16,7 +16,7 @@ use crate::recorder::{Collector, Recorder};
 use crate::ring::{self, RingConsumer, RingProducer};
 use crate::wait::{Sleeper, Waiter};
 use msgbench_model::result::ThreadCpu;
-use msgbench_model::scenario::{QueueConfig, RingKind, Scenario, WhenFull};
+use msgbench_model::scenario::{Pacing, QueueConfig, RingKind, Scenario, WhenFull};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 
@@ -49,7 +49,11 @@ struct Shared {
 }
 
 /// Runs the queue lab once.
-pub fn run(scenario: &Scenario, q: &QueueConfig, ctx: &RunContext) -> Result<Measured, EngineError> {
+pub fn run(
+    scenario: &Scenario,
+    q: &QueueConfig,
+    ctx: &RunContext,
+) -> Result<Measured, EngineError> {
     match q.ring {
         RingKind::Msgbench => {
             let (p, c) = ring::channel::<Item>(q.capacity);
@@ -62,10 +66,20 @@ pub fn run(scenario: &Scenario, q: &QueueConfig, ctx: &RunContext) -> Result<Mea
     }
 }
 
-fn run_with<P: RingProducer<Item>, C: RingConsumer<Item>>(scenario: &Scenario, q: &QueueConfig, ctx: &RunContext, producer: P, consumer: C) -> Result<Measured, EngineError> {
+fn run_with<P: RingProducer<Item>, C: RingConsumer<Item>>(
+    scenario: &Scenario,
+    q: &QueueConfig,
+    ctx: &RunContext,
+    producer: P,
+    consumer: C,
+) -> Result<Measured, EngineError> {
     let process_before = CpuSnapshot::process();
-    let t0 = crate::clock::now_ns() + START_LEAD_NS;
+    let setup_ns = crate::clock::now_ns();
+    let t0 = setup_ns + START_LEAD_NS;
     let measure_start_ns = t0 + scenario.run.warmup.as_nanos() as u64;
+    let window_start_unix_ms =
+        crate::environment::unix_ms() + (measure_start_ns - setup_ns) / 1_000_000;
+    let exact_sleeps = !matches!(scenario.pacing, Pacing::Relative { .. });
     let shared = Shared {
         measure_start_ns,
         end_ns: measure_start_ns + scenario.run.duration.as_nanos() as u64,
@@ -91,13 +105,23 @@ fn run_with<P: RingProducer<Item>, C: RingConsumer<Item>>(scenario: &Scenario, q
             .spawn_scoped(s, move || {
                 let waiter = Waiter::new(q.producer_wait);
                 let _ = producer_sleeper_tx.send(waiter.sleeper());
-                let prepared = prepare_thread("producer", q.pin_producer);
+                let prepared = prepare_thread("producer", q.pin_producer, exact_sleeps);
                 shared.barrier.wait();
                 let consumer_sleeper = sleeper_rx.recv().expect("consumer started");
                 let prepared = prepared?;
                 let pacer = Pacer::new(scenario.pacing, t0, scenario.run.seed);
-                let mut p = ProducerLoop { q, shared, ring: producer, rec: producer_rec, pacer, clock: MonotonicClock::new(q.spin_ns), waiter, consumer_sleeper, next_seq: 0 };
-                Ok::<_, EngineError>(p.run(prepared))
+                let mut p = ProducerLoop {
+                    q,
+                    shared,
+                    ring: producer,
+                    rec: producer_rec,
+                    pacer,
+                    clock: MonotonicClock::new(q.spin_ns),
+                    waiter,
+                    consumer_sleeper,
+                    next_seq: 0,
+                };
+                Ok::<_, EngineError>(p.run(prepared, t0))
             })
             .expect("spawning a thread");
         let c = std::thread::Builder::new()
@@ -105,11 +129,19 @@ fn run_with<P: RingProducer<Item>, C: RingConsumer<Item>>(scenario: &Scenario, q
             .spawn_scoped(s, move || {
                 let waiter = Waiter::new(q.consumer_wait);
                 let _ = sleeper_tx.send(waiter.sleeper());
-                let prepared = prepare_thread("consumer", q.pin_consumer);
+                let prepared = prepare_thread("consumer", q.pin_consumer, true);
                 shared.barrier.wait();
                 let producer_sleeper = producer_sleeper_rx.recv().expect("producer started");
                 let prepared = prepared?;
-                let mut c = ConsumerLoop { q, shared, ring: consumer, rec: consumer_rec, waiter, producer_sleeper, work: vec![0u8; q.work_bytes] };
+                let mut c = ConsumerLoop {
+                    q,
+                    shared,
+                    ring: consumer,
+                    rec: consumer_rec,
+                    waiter,
+                    producer_sleeper,
+                    work: vec![0u8; q.work_bytes],
+                };
                 Ok::<_, EngineError>(c.run(prepared))
             })
             .expect("spawning a thread");
@@ -117,12 +149,15 @@ fn run_with<P: RingProducer<Item>, C: RingConsumer<Item>>(scenario: &Scenario, q
     });
     let producer_cpu = producer_out.map_err(|_| EngineError::WorkerPanicked("producer"))??;
     let consumer_cpu = consumer_out.map_err(|_| EngineError::WorkerPanicked("consumer"))??;
-    let recording = collecting.join().map_err(|_| EngineError::WorkerPanicked("collector"))?;
+    let recording = collecting
+        .join()
+        .map_err(|_| EngineError::WorkerPanicked("collector"))?;
     let done = shared.producer_done_ns.load(Ordering::Acquire);
     Ok(Measured {
         recording,
         classes: vec!["item".into()],
         window_ns: done.saturating_sub(measure_start_ns),
+        window_start_unix_ms,
         process_cpu: CpuSnapshot::process().since(&process_before),
         threads: vec![producer_cpu, consumer_cpu],
         interrupted: shared.interrupted.load(Ordering::Relaxed),
@@ -139,12 +174,29 @@ fn describe(q: &QueueConfig) -> String {
         WhenFull::Drop => "drop",
         WhenFull::Block => "block",
     };
-    format!("queue capacity={} ring={ring} when_full={full} consumer_wait={:?} pin={:?}/{:?}", q.capacity, q.consumer_wait, q.pin_producer, q.pin_consumer)
+    let pin = |cpu: Option<usize>| cpu.map(|c| c.to_string()).unwrap_or_else(|| "-".into());
+    format!(
+        "queue capacity={} ring={ring} when_full={full} producer_wait={:?} consumer_wait={:?} pin={}/{} work_bytes={} work={}ns",
+        q.capacity,
+        q.producer_wait,
+        q.consumer_wait,
+        pin(q.pin_producer),
+        pin(q.pin_consumer),
+        q.work_bytes,
+        q.work_ns
+    )
 }
 
-/// Pins and lowers timer slack; returns the role and CPU for the thread's CPU record.
-fn prepare_thread(role: &'static str, cpu: Option<usize>) -> Result<(&'static str, Option<usize>), EngineError> {
-    lower_timer_slack();
+/// Pins and lowers timer slack (except for `relative` pacing, which reproduces a plain `usleep`
+/// loop, default slack included); returns the role and CPU for the thread's CPU record.
+fn prepare_thread(
+    role: &'static str,
+    cpu: Option<usize>,
+    exact_sleeps: bool,
+) -> Result<(&'static str, Option<usize>), EngineError> {
+    if exact_sleeps {
+        lower_timer_slack();
+    }
     if let Some(cpu) = cpu {
         pin_current_thread(cpu).map_err(|source| EngineError::Pin { role, cpu, source })?;
     }
@@ -164,39 +216,65 @@ struct ProducerLoop<'a, P> {
 }
 
 impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
-    fn run(&mut self, (role, cpu): (&'static str, Option<usize>)) -> ThreadCpu {
+    fn run(&mut self, (role, cpu): (&'static str, Option<usize>), t0: u64) -> ThreadCpu {
+        self.clock.sleep_until(t0);
         self.send_until(self.shared.measure_start_ns, false);
         let before = CpuSnapshot::thread();
-        self.send_until(self.shared.end_ns, true);
+        let ended = self.send_until(self.shared.end_ns, true);
         let cpu_used = CpuSnapshot::thread().since(&before);
         let now = self.clock.now_ns();
-        self.shared.producer_done_ns.store(now.max(self.shared.measure_start_ns), Ordering::Release);
+        // A window that ran its course lasts its full duration, even if the last paced send was
+        // earlier; a late producer stretches it to its last send. Budget or Ctrl-C: until now.
+        let window_end = if ended == PhaseEnd::Schedule {
+            now.max(self.shared.end_ns)
+        } else {
+            now
+        };
+        self.shared.producer_done_ns.store(
+            window_end.max(self.shared.measure_start_ns),
+            Ordering::Release,
+        );
         let rec = std::mem::replace(&mut self.rec, placeholder_recorder());
         rec.finish(now);
         self.consumer_sleeper.wake();
-        ThreadCpu { role: role.into(), pinned_cpu: cpu, cpu: cpu_used }
+        ThreadCpu {
+            role: role.into(),
+            pinned_cpu: cpu,
+            cpu: cpu_used,
+        }
     }
 
     /// Sends every message scheduled before `phase_end_ns`; counts them when `measured`.
-    fn send_until(&mut self, phase_end_ns: u64, measured: bool) {
+    fn send_until(&mut self, phase_end_ns: u64, measured: bool) -> PhaseEnd {
         let wake_consumer = Waiter::may_park(self.q.consumer_wait);
         let mut last_actual = self.clock.now_ns();
         let mut attempts = 0u64;
-        let budget = if measured { self.shared.operations.unwrap_or(u64::MAX) } else { u64::MAX };
+        let budget = if measured {
+            self.shared.operations.unwrap_or(u64::MAX)
+        } else {
+            u64::MAX
+        };
         loop {
             if self.shared.stop.load(Ordering::Relaxed) {
                 self.shared.interrupted.store(true, Ordering::Relaxed);
-                return;
+                return PhaseEnd::Stopped;
             }
             let next = self.pacer.upcoming_ns().unwrap_or(last_actual);
-            if next >= phase_end_ns || attempts >= budget {
-                return;
+            if next >= phase_end_ns {
+                return PhaseEnd::Schedule;
+            }
+            if attempts >= budget {
+                return PhaseEnd::Budget;
             }
             let slot = self.pacer.next(&self.clock);
             last_actual = slot.actual_ns;
             attempts += 1;
             let flag = if measured { MEASURED } else { 0 };
-            let item = Item { seq: self.next_seq | flag, intended_ns: slot.intended_ns, sent_ns: slot.actual_ns };
+            let item = Item {
+                seq: self.next_seq | flag,
+                intended_ns: slot.intended_ns,
+                sent_ns: slot.actual_ns,
+            };
             if measured {
                 self.rec.attempted();
             }
@@ -246,6 +324,17 @@ impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
     }
 }
 
+/// Why a sending phase ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PhaseEnd {
+    /// The schedule reached the end of the phase.
+    Schedule,
+    /// The operation budget was used up.
+    Budget,
+    /// Ctrl-C.
+    Stopped,
+}
+
 fn placeholder_recorder() -> Recorder {
     Collector::new(0, 0, 0).recorder(false)
 }
@@ -262,7 +351,8 @@ struct ConsumerLoop<'a, C> {
 
 impl<C: RingConsumer<Item>> ConsumerLoop<'_, C> {
     fn run(&mut self, (role, cpu): (&'static str, Option<usize>)) -> ThreadCpu {
-        let wake_producer = self.q.when_full == WhenFull::Block && Waiter::may_park(self.q.producer_wait);
+        let wake_producer =
+            self.q.when_full == WhenFull::Block && Waiter::may_park(self.q.producer_wait);
         let mut before: Option<CpuSnapshot> = None;
         loop {
             match self.ring.pop() {
@@ -301,7 +391,11 @@ impl<C: RingConsumer<Item>> ConsumerLoop<'_, C> {
         self.rec.in_flight_at_end(left);
         let rec = std::mem::replace(&mut self.rec, placeholder_recorder());
         rec.finish(crate::clock::now_ns());
-        ThreadCpu { role: role.into(), pinned_cpu: cpu, cpu: cpu_used }
+        ThreadCpu {
+            role: role.into(),
+            pinned_cpu: cpu,
+            cpu: cpu_used,
+        }
     }
 
     /// The simulated work per item: touch `work_bytes`, then spin `work_ns`.
