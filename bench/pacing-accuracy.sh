@@ -16,3 +16,7 @@ for rate in 1000 10000 100000 1000000; do
   row "rate $rate/s" --set pacing.mode=rate --set pacing.per_sec=$rate
 done
 row "relative every 1ms" --set pacing.mode=relative --set pacing.every=1ms
+echo
+echo "floor: what this host lets any sleeper do right now (absolute 1 ms deadlines, timer slack 1 ns, CPU 0):"
+"$FLOORS/timer_accuracy" -m abs -p 1000000 -d 3 -s 1 -c 0 | tail -1
+echo "(compare with msgbench's send lag: lag above the floor's is msgbench's own; the rest is the host)"

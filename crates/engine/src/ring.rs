@@ -32,6 +32,8 @@ unsafe impl<T: Send> Sync for Shared<T> {}
 #[repr(align(128))]
 pub struct Producer<T> {
     shared: Arc<Shared<T>>,
+    /// `shared.slots` base, kept here so a push reads one line less.
+    slots: *const UnsafeCell<MaybeUninit<T>>,
     tail: u64,
     index: usize,
     cached_head: u64,
@@ -42,10 +44,18 @@ pub struct Producer<T> {
 #[repr(align(128))]
 pub struct Consumer<T> {
     shared: Arc<Shared<T>>,
+    slots: *const UnsafeCell<MaybeUninit<T>>,
     head: u64,
     index: usize,
     cached_tail: u64,
+    capacity: usize,
 }
+
+// SAFETY: `slots` points into the allocation `shared` keeps alive; each end is used by one thread
+// at a time, and the ring's protocol (see `Shared`) orders every access to a slot.
+unsafe impl<T: Send> Send for Producer<T> {}
+// SAFETY: as for `Producer`.
+unsafe impl<T: Send> Send for Consumer<T> {}
 
 /// A ring of `capacity` slots (> 0). Items are `Copy`, so nothing needs dropping.
 pub fn channel<T: Copy + Send>(capacity: usize) -> (Producer<T>, Consumer<T>) {
@@ -58,9 +68,11 @@ pub fn channel<T: Copy + Send>(capacity: usize) -> (Producer<T>, Consumer<T>) {
         tail: CachePadded::new(AtomicU64::new(0)),
         slots,
     });
+    let slots = shared.slots.as_ptr();
     (
         Producer {
             shared: shared.clone(),
+            slots,
             tail: 0,
             index: 0,
             cached_head: 0,
@@ -68,9 +80,11 @@ pub fn channel<T: Copy + Send>(capacity: usize) -> (Producer<T>, Consumer<T>) {
         },
         Consumer {
             shared,
+            slots,
             head: 0,
             index: 0,
             cached_tail: 0,
+            capacity,
         },
     )
 }
@@ -87,11 +101,12 @@ impl<T: Copy + Send> Producer<T> {
         }
         // SAFETY: tail - head < capacity, so slot `index` is outside [head, tail): the consumer
         // does not touch it until the Release store below publishes it.
-        unsafe { (*self.shared.slots.get_unchecked(self.index).get()).write(value) };
-        self.index += 1;
-        if self.index == self.shared.slots.len() {
-            self.index = 0;
-        }
+        unsafe { (*(*self.slots.add(self.index)).get()).write(value) };
+        self.index = if self.index + 1 == self.capacity as usize {
+            0
+        } else {
+            self.index + 1
+        };
         self.tail += 1;
         self.shared.tail.store(self.tail, Ordering::Release);
         Ok(())
@@ -119,11 +134,12 @@ impl<T: Copy + Send> Consumer<T> {
             }
         }
         // SAFETY: head < tail (Acquire-loaded), so slot `index` was written and published.
-        let value = unsafe { (*self.shared.slots.get_unchecked(self.index).get()).assume_init() };
-        self.index += 1;
-        if self.index == self.shared.slots.len() {
-            self.index = 0;
-        }
+        let value = unsafe { (*(*self.slots.add(self.index)).get()).assume_init() };
+        self.index = if self.index + 1 == self.capacity {
+            0
+        } else {
+            self.index + 1
+        };
         self.head += 1;
         self.shared.head.store(self.head, Ordering::Release);
         Some(value)
