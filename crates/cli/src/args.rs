@@ -27,7 +27,7 @@ pub enum Command {
     /// Check a scenario file and list the runs it expands to, without running anything.
     ///
     /// Example: msgbench check examples/queue-capacity.toml --set run.replicates=1
-    Check(ScenarioArgs),
+    Check(RunArgs),
     /// Print the embedded default scenario (a starting point for your own file).
     ///
     /// Example: msgbench default-scenario > my.toml
@@ -39,9 +39,10 @@ pub enum Command {
 pub struct ScenarioArgs {
     /// Scenario file (TOML). Without it, the embedded default experiment is used.
     pub scenario: Option<PathBuf>,
-    /// Set any scenario field: PATH=VALUE in TOML syntax, repeatable.
+    /// Set any scenario field: PATH=VALUE in TOML syntax, repeatable. Setting a field the file
+    /// sweeps replaces that sweep axis. The shortcut flags below are applied after --set.
     /// Examples: --set queue.capacity=8  --set pacing.mode=rate --set pacing.per_sec=1e5
-    /// --set 'sweep."queue.capacity"=[64,8]'
+    /// --set 'sweep."queue.capacity"=[64,8]'  --set 'sweep={}' (no sweep at all)
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
     /// Measured time per run, overriding run.duration (e.g. 500ms, 5s, 1m).
@@ -70,7 +71,8 @@ pub struct RunArgs {
     /// Root directory of results; each invocation writes DIR/<experiment>/<YYYYmmdd-HHMMSS>/.
     #[arg(long, short, value_name = "DIR", default_value = "results")]
     pub out: PathBuf,
-    /// No progress line and no summary table (errors are still printed).
+    /// Print nothing but errors: no progress, no summary table, no warnings (they are in the
+    /// result files).
     #[arg(long, short)]
     pub quiet: bool,
     /// Print the results as JSON on stdout instead of the summary table.

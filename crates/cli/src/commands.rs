@@ -6,7 +6,8 @@ use crate::{EXIT_BAD_INPUT, EXIT_INTERRUPTED};
 use msgbench_engine::affinity::allowed_cpus;
 use msgbench_engine::environment::Environment;
 use msgbench_engine::runner::run_experiment;
-use msgbench_model::scenario::MachineLimits;
+use msgbench_model::duration;
+use msgbench_model::scenario::{MachineLimits, System};
 use msgbench_model::sweep::{render_params, Override, DEFAULT_SCENARIO};
 use msgbench_model::Experiment;
 use std::process::ExitCode;
@@ -16,7 +17,7 @@ use std::sync::Arc;
 pub fn dispatch(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Run(args) => run(args),
-        Command::Check(args) => check(args),
+        Command::Check(args) => check(args.scenario),
         Command::DefaultScenario => {
             print!("{DEFAULT_SCENARIO}");
             ExitCode::SUCCESS
@@ -105,10 +106,20 @@ fn check(args: ScenarioArgs) -> ExitCode {
         } else {
             render_params(&p.params)
         };
+        let System::Queue(q) = &s.system;
+        let budget = s
+            .run
+            .operations
+            .map(|n| format!(" or {n} operations"))
+            .unwrap_or_default();
+        println!("  {:3}  {params}", p.index);
         println!(
-            "  {:3}  {params}  [{:?}, {:?} + {:?} warm-up]",
-            p.index, s.pacing, s.run.duration, s.run.warmup
+            "       pacing {}; {} measured{budget} after {} warm-up",
+            s.pacing,
+            duration::format(s.run.duration),
+            duration::format(s.run.warmup)
         );
+        println!("       {}", q.describe());
     }
     ExitCode::SUCCESS
 }
@@ -155,6 +166,6 @@ fn install_ctrl_c(stop: Arc<AtomicBool>) {
         if stop.swap(true, Ordering::SeqCst) {
             std::process::exit(EXIT_INTERRUPTED as i32);
         }
-        eprintln!("\nmsgbench: stopping after the current run (Ctrl-C again to quit at once)");
+        eprintln!("\nmsgbench: stopping: the current run ends now and is written; no further run starts (Ctrl-C again to quit at once)");
     });
 }

@@ -54,7 +54,7 @@ impl Observer for Terminal {
         if self.live_line {
             let head = self.current.lock().unwrap().clone();
             eprint!(
-                "\r\x1b[2K{head}  {:.0}s  {}/s  p99 {}  dropped {}",
+                "\r\x1b[2K{head}  {:.1}s  {}/s  p99 {}  dropped {}",
                 s.elapsed_s,
                 count(s.delivered_per_sec),
                 duration_ns(s.p99_ns),

@@ -373,3 +373,65 @@ fn every_example_runs_shortened() {
     }
     assert!(count >= 2);
 }
+
+#[test]
+fn ctrl_c_during_warm_up_writes_an_empty_but_sane_run() {
+    let _turn = turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("results");
+    let child = Command::new(env!("CARGO_BIN_EXE_msgbench"))
+        .args([
+            "run",
+            "--duration",
+            "5s",
+            "--warmup",
+            "60s",
+            "--set",
+            "sweep={}",
+            "--set",
+            "pacing.mode=rate",
+            "--set",
+            "pacing.per_sec=1000",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    assert!(Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    let dir = only_result_dir(&out);
+    let json = std::fs::read_dir(dir.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    let run: msgbench_model::RunResult =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert!(run.interrupted && run.counters.attempted == 0 && run.duration_s == 0.0);
+    assert!(
+        run.cpu.driver_cpu_s >= 0.0
+            && run
+                .cpu
+                .threads
+                .iter()
+                .all(|t| t.cpu.user_s >= 0.0 && t.cpu.sys_s >= 0.0),
+        "{:?}",
+        run.cpu
+    );
+    assert!(
+        run.started_unix_ms <= now_ms,
+        "the window never began, so it cannot start in the future"
+    );
+}

@@ -5,7 +5,7 @@ use crate::environment::Environment;
 use crate::store::{ResultStore, StoreError};
 use crate::systems::{self, EngineError, Measured, RunContext};
 use msgbench_model::histogram::{encode, Percentiles};
-use msgbench_model::result::{ClassResult, CpuUsage, Histograms, RunResult, SCHEMA_VERSION};
+use msgbench_model::result::{ClassResult, CpuUsage, Histograms, Param, RunResult, SCHEMA_VERSION};
 use msgbench_model::sweep::{short_axis, SweepPoint};
 use msgbench_model::Experiment;
 use std::path::{Path, PathBuf};
@@ -171,7 +171,14 @@ fn assemble(
         experiment: experiment.name.clone(),
         point: point.index,
         replicate,
-        params: point.params.iter().cloned().collect(),
+        params: point
+            .params
+            .iter()
+            .map(|(axis, value)| Param {
+                axis: axis.clone(),
+                value: value.clone(),
+            })
+            .collect(),
         system: "queue".into(),
         config: m.config.clone(),
         started_unix_ms,

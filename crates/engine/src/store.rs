@@ -63,10 +63,9 @@ impl ResultStore {
             "experiment.toml",
             format!("{header}{}", experiment.resolved_toml).as_bytes(),
         )?;
-        store.write_atomic(
-            "environment.json",
-            &serde_json::to_vec_pretty(env).expect("serializable"),
-        )?;
+        let mut env_json = serde_json::to_vec_pretty(env).expect("serializable");
+        env_json.push(b'\n');
+        store.write_atomic("environment.json", &env_json)?;
         store.write_metrics()?;
         Ok(store)
     }

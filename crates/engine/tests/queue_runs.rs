@@ -64,7 +64,7 @@ capacity = 16
         assert_accounted(r);
         assert!(r.counters.delivered > 0, "{}", r.run_id);
         assert_eq!(r.counters.skipped, 0);
-        if r.params["queue.when_full"] == "block" {
+        if r.param("queue.when_full") == Some("block") {
             assert_eq!(r.counters.dropped, 0, "{}", r.run_id);
         }
     }

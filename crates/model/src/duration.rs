@@ -13,8 +13,18 @@ pub fn parse(text: &str) -> Result<Duration, String> {
             return Ok(Duration::from_secs_f64(seconds));
         }
     }
-    humantime::parse_duration(text).map_err(|e| {
-        format!("cannot parse duration {text:?} ({e}); write a number with a unit, e.g. \"500us\", \"2ms\", \"1.5s\", \"1m\"")
+    if text.starts_with('-') {
+        return Err(format!(
+            "duration {text:?} is negative; durations are 0 or more"
+        ));
+    }
+    if !text.is_empty() && text.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(format!(
+            "duration {text:?} has no unit; write e.g. \"{text}ms\" or \"{text}s\""
+        ));
+    }
+    humantime::parse_duration(text).map_err(|_| {
+        format!("cannot parse duration {text:?}; write a number with a unit, e.g. \"500us\", \"2ms\", \"1.5s\", \"1m\"")
     })
 }
 

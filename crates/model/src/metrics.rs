@@ -69,7 +69,7 @@ pub fn row(r: &RunResult, axes: &[String]) -> Vec<String> {
     let mut out = vec![r.run_id.clone(), r.replicate.to_string()];
     out.extend(
         axes.iter()
-            .map(|a| r.params.get(a).cloned().unwrap_or_default()),
+            .map(|a| r.param(a).unwrap_or_default().to_string()),
     );
     let metrics: Vec<String> = vec![
         format!("{:.6}", r.duration_s),

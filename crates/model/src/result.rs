@@ -4,7 +4,6 @@
 //! checked by a test). It carries the full histograms, so any percentile can be recomputed later.
 use crate::histogram::Percentiles;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 /// Version of the run JSON format. Bump on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -23,8 +22,8 @@ pub struct RunResult {
     pub point: usize,
     /// Replicate number, from 1.
     pub replicate: u32,
-    /// Sweep parameters of this point, axis → value.
-    pub params: BTreeMap<String, String>,
+    /// Sweep parameters of this point, in the order of the sweep axes.
+    pub params: Vec<Param>,
     /// System under test (`queue`, …).
     pub system: String,
     /// Human description of the configuration, e.g. `queue cap=64 ring=msgbench drop`.
@@ -248,7 +247,25 @@ pub struct IntervalSample {
     pub backlog: i64,
 }
 
+/// One sweep parameter of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Param {
+    /// Axis: the dotted path of the swept field, e.g. `queue.capacity`.
+    pub axis: String,
+    /// The value of this run, rendered compactly (`64`, `2ms`, `producer=0 consumer=1`).
+    pub value: String,
+}
+
 impl RunResult {
+    /// The value of a sweep axis in this run.
+    pub fn param(&self, axis: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|p| p.axis == axis)
+            .map(|p| p.value.as_str())
+    }
+
     /// Delivered messages per second of the measured window.
     pub fn delivered_per_sec(&self) -> f64 {
         if self.duration_s > 0.0 {

@@ -8,6 +8,9 @@ use crate::duration::{serde_text, serde_text_opt};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
+/// Most raw latencies a run keeps (`run.emit_latencies`): 800 MB of memory.
+pub const MAX_RAW_LATENCIES: u64 = 100_000_000;
+
 /// The raw scenario file. Every section has defaults, so an empty file is a valid scenario.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
@@ -336,6 +339,64 @@ pub struct QueueConfig {
     pub spin_ns: u64,
 }
 
+impl std::fmt::Display for Pacing {
+    /// `immediate`, `interval 1ms x 10`, `rate 100000/s uniform`, `relative 1ms x 1`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let d = |ns: u64| crate::duration::format(Duration::from_nanos(ns));
+        match *self {
+            Pacing::Immediate => write!(f, "immediate"),
+            Pacing::Interval { every_ns, batch } => write!(f, "interval {} x {batch}", d(every_ns)),
+            Pacing::Rate { per_sec, arrivals } => write!(
+                f,
+                "rate {per_sec}/s {}",
+                if arrivals == Arrivals::Poisson {
+                    "poisson"
+                } else {
+                    "uniform"
+                }
+            ),
+            Pacing::Relative { every_ns, batch } => write!(f, "relative {} x {batch}", d(every_ns)),
+        }
+    }
+}
+
+impl QueueConfig {
+    /// One line with every setting, in scenario-file spelling.
+    pub fn describe(&self) -> String {
+        let name = |v: &dyn erased::Spelled| v.spelled();
+        let pin = |cpu: Option<usize>| cpu.map(|c| c.to_string()).unwrap_or_else(|| "-".into());
+        format!(
+            "queue capacity={} ring={} when_full={} producer_wait={} consumer_wait={} pin={}/{} work_bytes={} work={}",
+            self.capacity,
+            name(&self.ring),
+            name(&self.when_full),
+            name(&self.producer_wait),
+            name(&self.consumer_wait),
+            pin(self.pin_producer),
+            pin(self.pin_consumer),
+            self.work_bytes,
+            crate::duration::format(Duration::from_nanos(self.work_ns))
+        )
+    }
+}
+
+/// The spelling of enum values in scenario files (`busy-spin`), for descriptions.
+mod erased {
+    /// A value with a scenario-file spelling.
+    pub trait Spelled {
+        /// How a scenario file writes it.
+        fn spelled(&self) -> String;
+    }
+    impl<T: serde::Serialize> Spelled for T {
+        fn spelled(&self) -> String {
+            match serde_json::to_value(self) {
+                Ok(serde_json::Value::String(s)) => s,
+                other => format!("{other:?}"),
+            }
+        }
+    }
+}
+
 /// Why a scenario is not valid. Every message names the field and how to fix it.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ScenarioError {
@@ -399,6 +460,9 @@ impl ScenarioSpec {
         if run.replicates == 0 {
             return Err(invalid("run.replicates", "is 0".into(), "use 1 or more"));
         }
+        if run.emit_latencies.is_some_and(|n| n > MAX_RAW_LATENCIES) {
+            return Err(invalid("run.emit_latencies", format!("is {}", run.emit_latencies.unwrap_or_default()), &format!("keep at most {MAX_RAW_LATENCIES} (8 bytes each, allocated before the run); the histograms hold every message anyway")));
+        }
         if run.emit_latencies == Some(0) {
             return Err(invalid(
                 "run.emit_latencies",
@@ -444,7 +508,7 @@ impl PacingSpec {
                 invalid(
                     "pacing.every",
                     format!("is missing for mode `{mode}`"),
-                    "set e.g. every = \"1ms\"",
+                    "set it, e.g. \"1ms\"",
                 )
             })
         };
@@ -475,7 +539,7 @@ impl PacingSpec {
                     invalid(
                         "pacing.per_sec",
                         "is missing for mode `rate`".into(),
-                        "set e.g. per_sec = 10000",
+                        "set it, e.g. 10000",
                     )
                 })?;
                 if !(per_sec.is_finite() && per_sec > 0.0) {
@@ -505,14 +569,14 @@ impl QueueSpec {
             return Err(invalid(
                 "queue.capacity",
                 "is 0".into(),
-                "a ring needs at least 1 slot, e.g. capacity = 64",
+                "a ring needs at least 1 slot, e.g. 64",
             ));
         }
-        if self.capacity > (1 << 30) {
+        if self.capacity > (1 << 26) {
             return Err(invalid(
                 "queue.capacity",
                 format!("is {}", self.capacity),
-                "use at most 1073741824 slots",
+                "use at most 67108864 slots (each holds a 24-byte item)",
             ));
         }
         if self.work_bytes > (1 << 30) {

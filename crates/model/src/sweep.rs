@@ -87,6 +87,12 @@ impl Experiment {
             .parse()
             .map_err(|e: toml::de::Error| syntax(e.to_string()))?;
         for o in overrides {
+            // The command line wins: a --set on a swept field replaces that sweep axis.
+            if !o.path.starts_with("sweep.") {
+                if let Some(sweep) = doc.get_mut("sweep").and_then(|s| s.as_table_mut()) {
+                    sweep.remove(&o.path);
+                }
+            }
             set_path(&mut doc, &o.path, o.value.clone()).map_err(|m| override_error(o, m))?;
             spec_of(&doc).map_err(|m| override_error(o, m))?;
         }
@@ -99,35 +105,15 @@ impl Experiment {
             let mut point_doc = base_doc.clone();
             let mut params = Vec::new();
             for (axis, value) in axes.iter().map(|(a, _)| a).zip(combination) {
-                let where_ = format!("sweep axis `{axis}` = {value}");
                 set_path(&mut point_doc, axis, value.clone())
-                    .map_err(|m| syntax(format!("{where_}: {m}")))?;
+                    .map_err(|m| syntax(format!("sweep axis `{axis}` = {value}: {m}")))?;
                 params.push((axis.clone(), display_value(&value)));
             }
-            let spec =
-                spec_of(&point_doc).map_err(|m| syntax(format!("sweep point {params:?}: {m}")))?;
-            let scenario =
-                spec.validate(source_name, limits)
-                    .map_err(|e| match (e, params.is_empty()) {
-                        (
-                            ScenarioError::Invalid {
-                                source_name,
-                                field,
-                                problem,
-                                fix,
-                            },
-                            false,
-                        ) => ScenarioError::Invalid {
-                            source_name,
-                            field,
-                            problem: format!(
-                                "{problem} (at sweep point {})",
-                                render_params(&params)
-                            ),
-                            fix,
-                        },
-                        (e, _) => e,
-                    })?;
+            let spec = spec_of(&point_doc)
+                .map_err(|m| syntax(format!("sweep point {}: {m}", render_params(&params))))?;
+            let scenario = spec
+                .validate(source_name, limits)
+                .map_err(|e| attribute(e, &params, overrides))?;
             points.push(SweepPoint {
                 index,
                 params,
@@ -137,7 +123,7 @@ impl Experiment {
         Ok(Experiment {
             name: base.name.clone(),
             source_name: source_name.into(),
-            resolved_toml: toml::to_string(&doc).unwrap_or_else(|_| text.to_string()),
+            resolved_toml: toml::to_string(&base).unwrap_or_else(|_| text.to_string()),
             axes: axes.into_iter().map(|(a, _)| a).collect(),
             replicates: base.run.replicates,
             points,
@@ -150,6 +136,43 @@ impl Experiment {
     }
 }
 
+/// Says where an invalid value came from: a `--set` flag, or a sweep point of the file.
+fn attribute(
+    e: ScenarioError,
+    params: &[(String, String)],
+    overrides: &[Override],
+) -> ScenarioError {
+    let ScenarioError::Invalid {
+        source_name,
+        field,
+        problem,
+        fix,
+    } = e
+    else {
+        return e;
+    };
+    let from_flag = overrides
+        .iter()
+        .any(|o| field == o.path || field.starts_with(&format!("{}.", o.path)));
+    let swept = params
+        .iter()
+        .any(|(axis, _)| field == *axis || field.starts_with(&format!("{axis}.")));
+    ScenarioError::Invalid {
+        source_name: if from_flag {
+            format!("--set {field}")
+        } else {
+            source_name
+        },
+        problem: if swept {
+            format!("{problem} (at sweep point {})", render_params(params))
+        } else {
+            problem
+        },
+        field,
+        fix,
+    }
+}
+
 fn override_error(o: &Override, message: String) -> ScenarioError {
     ScenarioError::Syntax {
         source_name: format!("--set {}", o.path),
@@ -158,8 +181,21 @@ fn override_error(o: &Override, message: String) -> ScenarioError {
 }
 
 fn spec_of(doc: &toml::Table) -> Result<ScenarioSpec, String> {
-    ScenarioSpec::deserialize(toml::Value::Table(doc.clone()))
-        .map_err(|e| e.to_string().trim_end().to_string())
+    ScenarioSpec::deserialize(toml::Value::Table(doc.clone())).map_err(|e| readable(&e.to_string()))
+}
+
+/// toml's errors for a document built in memory end with lines such as "in `queue`": fold them
+/// into one line, and say how values are written when the type was wrong.
+fn readable(message: &str) -> String {
+    let mut lines = message.trim_end().lines();
+    let mut out = lines.next().unwrap_or_default().to_string();
+    for line in lines {
+        out.push_str(&format!(" ({})", line.trim()));
+    }
+    if out.contains("invalid type") {
+        out.push_str("; numbers are written bare (8, 1e5), durations and names in quotes (\"2ms\", \"rate\")");
+    }
+    out
 }
 
 fn axes_of(
@@ -174,7 +210,7 @@ fn axes_of(
                 continue;
             }
             toml::Value::Array(_) => "is an empty list".to_string(),
-            other => format!("is a {} rather than a list", other.type_str()),
+            other => format!("is {} rather than a list", with_article(other.type_str())),
         };
         return Err(ScenarioError::Invalid {
             source_name: source_name.into(),
@@ -184,6 +220,13 @@ fn axes_of(
         });
     }
     Ok(axes)
+}
+
+fn with_article(noun: &str) -> String {
+    match noun.chars().next() {
+        Some('a' | 'e' | 'i' | 'o' | 'u') => format!("an {noun}"),
+        _ => format!("a {noun}"),
+    }
 }
 
 /// Cartesian product; the last axis varies fastest. No axes = one empty combination.
@@ -334,6 +377,48 @@ mod tests {
             e.points[1].scenario.pacing,
             crate::scenario::Pacing::Immediate
         );
+    }
+
+    #[test]
+    fn a_set_on_a_swept_field_replaces_the_axis() {
+        let text =
+            "[sweep]\n\"queue.capacity\" = [64, 8]\n\"queue.ring\" = [\"msgbench\", \"rtrb\"]\n";
+        let o = [Override::parse("queue.capacity=16").unwrap()];
+        let e = Experiment::load(text, "t", &o, &limits()).unwrap();
+        assert_eq!(e.axes, ["queue.ring"]);
+        assert!(e.points.iter().all(
+            |p| matches!(&p.scenario.system, crate::scenario::System::Queue(q) if q.capacity == 16)
+        ));
+    }
+
+    #[test]
+    fn an_invalid_value_from_the_command_line_is_blamed_on_the_flag() {
+        let o = [Override::parse("queue.capacity=0").unwrap()];
+        let err = Experiment::load(DEFAULT_SCENARIO, "d.toml", &o, &limits())
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("--set queue.capacity: "), "{err}");
+        assert!(!err.contains("sweep point"), "{err}");
+    }
+
+    #[test]
+    fn the_resolved_document_reproduces_the_experiment() {
+        let o = [Override::parse("queue.capacity=16").unwrap()];
+        let e = Experiment::load(DEFAULT_SCENARIO, "d", &o, &limits()).unwrap();
+        assert!(
+            e.resolved_toml.contains("when_full"),
+            "defaults are written out: {}",
+            e.resolved_toml
+        );
+        let again = Experiment::load(&e.resolved_toml, "experiment.toml", &[], &limits()).unwrap();
+        assert_eq!(again.axes, e.axes);
+        let scenarios = |x: &Experiment| {
+            x.points
+                .iter()
+                .map(|p| p.scenario.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(scenarios(&again), scenarios(&e));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use msgbench_model::sweep::short_axis;
 pub fn table(results: &[RunResult]) -> String {
     let axes: Vec<String> = results
         .first()
-        .map(|r| r.params.keys().cloned().collect())
+        .map(|r| r.params.iter().map(|p| p.axis.clone()).collect())
         .unwrap_or_default();
     let mut header: Vec<String> = vec!["run".into()];
     header.extend(axes.iter().map(|a| short_axis(a).to_string()));
@@ -42,7 +42,7 @@ pub fn table(results: &[RunResult]) -> String {
         )];
         row.extend(
             axes.iter()
-                .map(|a| r.params.get(a).cloned().unwrap_or_default()),
+                .map(|a| r.param(a).unwrap_or_default().to_string()),
         );
         let l = &r.latency;
         row.extend([

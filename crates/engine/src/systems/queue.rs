@@ -74,11 +74,8 @@ fn run_with<P: RingProducer<Item>, C: RingConsumer<Item>>(
     consumer: C,
 ) -> Result<Measured, EngineError> {
     let process_before = CpuSnapshot::process();
-    let setup_ns = crate::clock::now_ns();
-    let t0 = setup_ns + START_LEAD_NS;
+    let t0 = crate::clock::now_ns() + START_LEAD_NS;
     let measure_start_ns = t0 + scenario.run.warmup.as_nanos() as u64;
-    let window_start_unix_ms =
-        crate::environment::unix_ms() + (measure_start_ns - setup_ns) / 1_000_000;
     let exact_sleeps = !matches!(scenario.pacing, Pacing::Relative { .. });
     let shared = Shared {
         measure_start_ns,
@@ -153,6 +150,10 @@ fn run_with<P: RingProducer<Item>, C: RingConsumer<Item>>(
         .join()
         .map_err(|_| EngineError::WorkerPanicked("collector"))?;
     let done = shared.producer_done_ns.load(Ordering::Acquire);
+    // Wall-clock start of the window, from how long ago it began (now, if it never began).
+    let now_ns = crate::clock::now_ns();
+    let window_start_unix_ms =
+        crate::environment::unix_ms() - now_ns.saturating_sub(measure_start_ns) / 1_000_000;
     Ok(Measured {
         recording,
         classes: vec!["item".into()],
@@ -161,30 +162,8 @@ fn run_with<P: RingProducer<Item>, C: RingConsumer<Item>>(
         process_cpu: CpuSnapshot::process().since(&process_before),
         threads: vec![producer_cpu, consumer_cpu],
         interrupted: shared.interrupted.load(Ordering::Relaxed),
-        config: describe(q),
+        config: q.describe(),
     })
-}
-
-fn describe(q: &QueueConfig) -> String {
-    let ring = match q.ring {
-        RingKind::Msgbench => "msgbench",
-        RingKind::Rtrb => "rtrb",
-    };
-    let full = match q.when_full {
-        WhenFull::Drop => "drop",
-        WhenFull::Block => "block",
-    };
-    let pin = |cpu: Option<usize>| cpu.map(|c| c.to_string()).unwrap_or_else(|| "-".into());
-    format!(
-        "queue capacity={} ring={ring} when_full={full} producer_wait={:?} consumer_wait={:?} pin={}/{} work_bytes={} work={}ns",
-        q.capacity,
-        q.producer_wait,
-        q.consumer_wait,
-        pin(q.pin_producer),
-        pin(q.pin_consumer),
-        q.work_bytes,
-        q.work_ns
-    )
 }
 
 /// Pins and lowers timer slack (except for `relative` pacing, which reproduces a plain `usleep`
@@ -383,7 +362,10 @@ impl<C: RingConsumer<Item>> ConsumerLoop<'_, C> {
                 }
             }
         }
-        let cpu_used = CpuSnapshot::thread().since(&before.unwrap_or_else(CpuSnapshot::thread));
+        // No measured delivery (Ctrl-C during warm-up): nothing of the window was used.
+        let cpu_used = before
+            .map(|b| CpuSnapshot::thread().since(&b))
+            .unwrap_or_default();
         let mut left = 0;
         while let Some(item) = self.ring.pop() {
             left += (item.seq & MEASURED != 0) as u64;
