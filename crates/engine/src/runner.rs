@@ -62,6 +62,21 @@ pub enum RunError {
     /// A result file could not be written.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The system under test lost, duplicated or reordered messages: a bug in it, so the
+    /// experiment stops. The run itself is on disk.
+    #[error("run {run_id} failed: {gaps} gaps, {duplicates} duplicates, {reordered} reordered messages; the system under test broke FIFO delivery (the run is written to {})", dir.display())]
+    SequenceBroken {
+        /// The failing run.
+        run_id: String,
+        /// Where its result is.
+        dir: PathBuf,
+        /// Missing sequence numbers.
+        gaps: u64,
+        /// Repeated sequence numbers.
+        duplicates: u64,
+        /// Late sequence numbers.
+        reordered: u64,
+    },
     /// A run failed; earlier runs are on disk in `dir`.
     #[error("run {run_id} failed: {source} (results of earlier runs are in {})", dir.display())]
     Engine {
@@ -124,6 +139,17 @@ pub fn run_experiment(
                 &measured.recording.raw_latencies,
             )?;
             observer.run_finished(&result);
+            let s = result.sequence;
+            if s.total() > 0 {
+                let run_id = result.run_id.clone();
+                return Err(RunError::SequenceBroken {
+                    run_id,
+                    dir: store.dir().to_path_buf(),
+                    gaps: s.gaps,
+                    duplicates: s.duplicates,
+                    reordered: s.reordered,
+                });
+            }
             results.push(result);
         }
     }
