@@ -272,66 +272,6 @@ fn every_command_has_help() {
 }
 
 #[test]
-fn ctrl_c_writes_what_was_measured_and_exits_130() {
-    let _turn = turn();
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("results");
-    let child = Command::new(env!("CARGO_BIN_EXE_msgbench"))
-        .args([
-            "run",
-            "--duration",
-            "30s",
-            "--warmup",
-            "0",
-            "--set",
-            "pacing.mode=rate",
-            "--set",
-            "pacing.per_sec=1000",
-            "--out",
-            out.to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    assert!(Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
-    let o = child.wait_with_output().unwrap();
-    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
-    let dir = only_result_dir(&out);
-    let runs: Vec<_> = std::fs::read_dir(dir.join("runs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    assert_eq!(
-        runs.len(),
-        1,
-        "the interrupted run is written, no other starts"
-    );
-    let run: msgbench_model::RunResult =
-        serde_json::from_str(&std::fs::read_to_string(&runs[0]).unwrap()).unwrap();
-    assert!(
-        run.interrupted && run.duration_s < 5.0,
-        "{}",
-        run.duration_s
-    );
-    run.counters.check().unwrap();
-    assert!(run.counters.delivered > 100);
-    assert!(
-        std::fs::read_to_string(dir.join("metrics.csv"))
-            .unwrap()
-            .lines()
-            .count()
-            == 2
-    );
-}
-
-#[test]
 fn the_published_json_schema_is_current() {
     let schema = serde_json::to_string_pretty(&schemars::schema_for!(msgbench_model::RunResult))
         .unwrap()
@@ -374,47 +314,97 @@ fn every_example_runs_shortened() {
     assert!(count >= 2);
 }
 
-#[test]
-fn ctrl_c_during_warm_up_writes_an_empty_but_sane_run() {
-    let _turn = turn();
+/// Starts `msgbench run ARGS --out OUT`, sends it SIGINT after `after`, returns its output and
+/// the one run JSON it wrote.
+fn interrupt_run(
+    args: &[&str],
+    after: std::time::Duration,
+) -> (
+    Output,
+    msgbench_model::RunResult,
+    std::path::PathBuf,
+    tempfile::TempDir,
+) {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("results");
     let child = Command::new(env!("CARGO_BIN_EXE_msgbench"))
-        .args([
-            "run",
-            "--duration",
-            "5s",
-            "--warmup",
-            "60s",
-            "--set",
-            "sweep={}",
-            "--set",
-            "pacing.mode=rate",
-            "--set",
-            "pacing.per_sec=1000",
-            "--out",
-            out.to_str().unwrap(),
-        ])
+        .arg("run")
+        .args(args)
+        .args(["--out", out.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1000));
+    std::thread::sleep(after);
     assert!(Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
         .unwrap()
         .success());
     let o = child.wait_with_output().unwrap();
-    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     let dir = only_result_dir(&out);
-    let json = std::fs::read_dir(dir.join("runs"))
+    let runs: Vec<_> = std::fs::read_dir(dir.join("runs"))
         .unwrap()
         .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "json"))
-        .unwrap();
-    let run: msgbench_model::RunResult =
-        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    assert_eq!(
+        runs.len(),
+        1,
+        "the interrupted run is written, no other starts"
+    );
+    let run = serde_json::from_str(&std::fs::read_to_string(&runs[0]).unwrap()).unwrap();
+    (o, run, dir, tmp)
+}
+
+#[test]
+fn ctrl_c_writes_what_was_measured_and_exits_130() {
+    let _turn = turn();
+    let args = [
+        "--duration",
+        "30s",
+        "--warmup",
+        "0",
+        "--set",
+        "pacing.mode=rate",
+        "--set",
+        "pacing.per_sec=1000",
+    ];
+    let (o, run, dir, _tmp) = interrupt_run(&args, std::time::Duration::from_millis(1500));
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(
+        run.interrupted && run.duration_s < 5.0,
+        "{}",
+        run.duration_s
+    );
+    run.counters.check().unwrap();
+    assert!(run.counters.delivered > 100);
+    assert!(
+        std::fs::read_to_string(dir.join("metrics.csv"))
+            .unwrap()
+            .lines()
+            .count()
+            == 2
+    );
+}
+
+#[test]
+fn ctrl_c_during_warm_up_writes_an_empty_but_sane_run() {
+    let _turn = turn();
+    let args = [
+        "--duration",
+        "5s",
+        "--warmup",
+        "60s",
+        "--set",
+        "sweep={}",
+        "--set",
+        "pacing.mode=rate",
+        "--set",
+        "pacing.per_sec=1000",
+    ];
+    let (o, run, _dir, _tmp) = interrupt_run(&args, std::time::Duration::from_millis(1000));
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
