@@ -25,10 +25,9 @@ struct Shared<T> {
 // Acquire load of it (before the read) order the two, and symmetrically for `head`.
 unsafe impl<T: Send> Sync for Shared<T> {}
 
-/// The writing end. Aligned to its own cache lines: each end's private positions are written on
-/// every operation, and when both ends live side by side in memory (two thread closures allocated
-/// one after the other, say) unaligned ends share a line and run at a fraction of their speed
-/// (measured with `cargo bench --bench ring`: 0.6x rtrb unaligned, see `docs/architecture.md`).
+/// The writing end. Aligned to its own cache lines: each end writes its private positions on
+/// every operation, and two ends placed side by side in memory (in one struct, say) must not share
+/// a line.
 #[repr(align(128))]
 pub struct Producer<T> {
     shared: Arc<Shared<T>>,
