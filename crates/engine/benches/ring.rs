@@ -63,6 +63,27 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// Not a criterion loop on purpose: this host moves its vCPUs around, so a ring measured minutes
 /// after its peer can look 5x faster or slower. Alternating the two rings round by round and
 /// comparing medians keeps both under the same conditions.
+#[derive(Clone, Copy)]
+enum Contestant {
+    Ours,
+    Rtrb,
+    /// rtrb again: the A/A control that shows how far two identical rings differ here.
+    RtrbAgain,
+}
+
+fn run(who: Contestant) -> f64 {
+    match who {
+        Contestant::Ours => {
+            let (p, c) = msgbench_engine::ring::channel::<u64>(CAPACITY);
+            rate(transfer(p, c))
+        }
+        Contestant::Rtrb | Contestant::RtrbAgain => {
+            let (p, c) = rtrb::RingBuffer::<u64>::new(CAPACITY);
+            rate(transfer(p, c))
+        }
+    }
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
@@ -71,31 +92,25 @@ fn main() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(21);
-    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let order = [Contestant::Ours, Contestant::Rtrb, Contestant::RtrbAgain];
+    let mut rates = [Vec::new(), Vec::new(), Vec::new()];
     for round in 0..rounds {
-        // Alternate which ring goes first, so neither always gets the warmer start.
-        let mut run_ours = || {
-            let (p, c) = msgbench_engine::ring::channel::<u64>(CAPACITY);
-            ours.push(rate(transfer(p, c)))
-        };
-        let mut run_theirs = || {
-            let (p, c) = rtrb::RingBuffer::<u64>::new(CAPACITY);
-            theirs.push(rate(transfer(p, c)))
-        };
-        if round % 2 == 0 {
-            run_ours();
-            run_theirs();
-        } else {
-            run_theirs();
-            run_ours();
+        // Rotate who goes first, so no one always gets the warmer start.
+        for k in 0..3 {
+            let who = order[(round + k) % 3];
+            rates[who as usize].push(run(who));
         }
     }
-    // Each round's two transfers ran back to back under the same host conditions: the median of
-    // the per-round ratios is the steadiest comparison on a noisy machine.
-    let paired = median(ours.iter().zip(&theirs).map(|(a, b)| a / b).collect());
-    let (m_ours, m_theirs) = (median(ours), median(theirs));
-    println!("spsc-ring: {ITEMS} u64 items through {CAPACITY} slots, producer/consumer pinned to the first two CPUs, {rounds} alternating rounds");
-    println!("  msgbench ring  median {:.1} M items/s", m_ours / 1e6);
-    println!("  rtrb           median {:.1} M items/s", m_theirs / 1e6);
-    println!("  msgbench / rtrb = {:.2} as ratio of medians, {paired:.2} as median of per-round ratios (target >= 0.90)", m_ours / m_theirs);
+    // Each round's transfers ran back to back under the same host conditions: the median of the
+    // per-round ratios is the steadiest comparison on a noisy machine, and the A/A ratio (rtrb
+    // against itself) shows how much of any difference is this machine rather than the ring.
+    let paired = |a: &[f64], b: &[f64]| median(a.iter().zip(b).map(|(x, y)| x / y).collect());
+    let ours_vs_rtrb = paired(&rates[0], &rates[1]);
+    let control = paired(&rates[2], &rates[1]);
+    let [ours, rtrb, again] = rates.map(median);
+    println!("spsc-ring: {ITEMS} u64 items through {CAPACITY} slots, producer/consumer pinned to the first two CPUs, {rounds} rotating rounds");
+    println!("  msgbench ring    median {:.1} M items/s", ours / 1e6);
+    println!("  rtrb             median {:.1} M items/s", rtrb / 1e6);
+    println!("  rtrb (again)     median {:.1} M items/s", again / 1e6);
+    println!("  msgbench / rtrb = {ours_vs_rtrb:.2} (median of per-round ratios; target >= 0.90); A/A control rtrb / rtrb = {control:.2}");
 }
