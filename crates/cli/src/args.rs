@@ -28,6 +28,11 @@ pub enum Command {
     ///
     /// Example: msgbench check examples/queue-capacity.toml --set run.replicates=1
     Check(RunArgs),
+    /// Write DIR/report.md from the results in DIR (a pure function of the files: nothing is
+    /// re-run). `msgbench run` writes it too; use this after editing or copying results.
+    ///
+    /// Example: msgbench report results/queue-capacity/20261122-010955
+    Report(ReportArgs),
     /// Print the embedded default scenario (a starting point for your own file).
     ///
     /// Example: msgbench default-scenario > my.toml
@@ -60,6 +65,14 @@ pub struct ScenarioArgs {
     /// Keep up to N raw per-message latencies per run in runs/<id>.latencies.csv.
     #[arg(long, value_name = "N")]
     pub emit_latencies: Option<u64>,
+}
+
+/// `msgbench report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A result directory written by `msgbench run` (it holds runs/*.json).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
 }
 
 /// `msgbench run`.

@@ -10,6 +10,7 @@ use msgbench_model::duration;
 use msgbench_model::scenario::{MachineLimits, System};
 use msgbench_model::sweep::{render_params, Override, DEFAULT_SCENARIO};
 use msgbench_model::Experiment;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -18,6 +19,13 @@ pub fn dispatch(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Run(args) => run(args),
         Command::Check(args) => check(args.scenario),
+        Command::Report(args) => match write_report(&args.dir) {
+            Ok(path) => {
+                println!("{}", path.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(EXIT_BAD_INPUT, e),
+        },
         Command::DefaultScenario => {
             print!("{DEFAULT_SCENARIO}");
             ExitCode::SUCCESS
@@ -139,6 +147,11 @@ fn run(args: RunArgs) -> ExitCode {
         Ok(o) => o,
         Err(e) => return fail(1, e),
     };
+    if !outcome.results.is_empty() {
+        if let Err(e) = write_report(&outcome.dir) {
+            eprintln!("msgbench: warning: {e}");
+        }
+    }
     if args.json {
         let doc = serde_json::json!({ "dir": outcome.dir, "interrupted": outcome.interrupted, "runs": outcome.results });
         println!(
@@ -158,6 +171,15 @@ fn run(args: RunArgs) -> ExitCode {
         return ExitCode::from(EXIT_INTERRUPTED);
     }
     ExitCode::SUCCESS
+}
+
+/// Writes `dir/report.md` from the results in `dir`.
+fn write_report(dir: &Path) -> Result<PathBuf, String> {
+    let runs = msgbench_report::load::load_dir(dir).map_err(|e| e.to_string())?;
+    let path = dir.join("report.md");
+    std::fs::write(&path, msgbench_report::markdown::render(&runs))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(path)
 }
 
 /// First Ctrl-C: finish the current run early, write it, start no other. Second: exit now.

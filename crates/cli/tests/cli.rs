@@ -265,6 +265,7 @@ fn every_command_has_help() {
         vec!["run", "--help"],
         vec!["check", "--help"],
         vec!["default-scenario", "--help"],
+        vec!["report", "--help"],
     ] {
         let o = msgbench(&args);
         assert!(o.status.success() && !o.stdout.is_empty(), "{args:?}");
@@ -424,4 +425,50 @@ fn ctrl_c_during_warm_up_writes_an_empty_but_sane_run() {
         run.started_unix_ms <= now_ms,
         "the window never began, so it cannot start in the future"
     );
+}
+
+#[test]
+fn report_regenerates_report_md_from_the_results_alone() {
+    let _turn = turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("results");
+    let o = msgbench(&[
+        "run",
+        "--quiet",
+        "--duration",
+        "300ms",
+        "--warmup",
+        "0",
+        "--replicates",
+        "2",
+        "--set",
+        "sweep={}",
+        "--set",
+        "sweep.queue.ring=[\"msgbench\",\"rtrb\"]",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dir = only_result_dir(&out);
+    let written = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        written.contains("| point | ring | runs | delivered/s |"),
+        "{written}"
+    );
+    assert!(
+        written.contains("| 0 | msgbench | 2 |") && written.contains("| 1 | rtrb | 2 |"),
+        "{written}"
+    );
+    assert!(written.contains("## Validity"));
+    std::fs::remove_file(dir.join("report.md")).unwrap();
+    let o = msgbench(&["report", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("report.md")).unwrap(),
+        written,
+        "a pure function of the results"
+    );
+    let o = msgbench(&["report", tmp.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("holds no results"), "{}", stderr(&o));
 }

@@ -3,4 +3,7 @@
 #![deny(missing_docs)]
 
 pub mod format;
+pub mod load;
+pub mod markdown;
 pub mod summary;
+pub mod validity;

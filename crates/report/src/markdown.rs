@@ -1,0 +1,148 @@
+//! `report.md`: one table for the sweep in the style of the reports msgbench grew from, replicates
+//! shown as median with their spread (min–max), then every run's validity verdict.
+use crate::format::{count, duration_ns, percent};
+use crate::validity::judge;
+use msgbench_model::result::RunResult;
+use msgbench_model::sweep::short_axis;
+use std::collections::BTreeMap;
+
+/// Renders the report of one experiment's runs.
+pub fn render(runs: &[RunResult]) -> String {
+    let mut out = String::new();
+    let name = runs.first().map(|r| r.experiment.as_str()).unwrap_or("?");
+    let points = group(runs);
+    let replicates = points.values().map(Vec::len).max().unwrap_or(0);
+    out.push_str(&format!("# Experiment `{name}`\n\n"));
+    out.push_str(&format!(
+        "{} run(s): {} point(s), up to {replicates} replicate(s) each. Latency is measured from each message's intended send time; \
+         with replicates, cells read `median (min–max)`.\n\n",
+        runs.len(),
+        points.len()
+    ));
+    out.push_str(&table(&points));
+    out.push_str("\n## Validity\n\n");
+    let mut all_valid = true;
+    for r in runs {
+        let v = judge(r);
+        if !v.is_valid() {
+            all_valid = false;
+            out.push_str(&format!(
+                "- **{}** invalid: {}\n",
+                r.run_id,
+                v.reasons.join("; ")
+            ));
+        }
+    }
+    if all_valid {
+        out.push_str("Every run is valid: targets reached, driver on schedule, no sequence errors, steady.\n");
+    }
+    out
+}
+
+/// Runs by sweep point, in point order.
+fn group(runs: &[RunResult]) -> BTreeMap<usize, Vec<&RunResult>> {
+    let mut points: BTreeMap<usize, Vec<&RunResult>> = BTreeMap::new();
+    for r in runs {
+        points.entry(r.point).or_default().push(r);
+    }
+    points
+}
+
+/// The metric columns: header and how to read the number from a run.
+type Column = (&'static str, fn(&RunResult) -> f64, fn(f64) -> String);
+
+fn columns() -> Vec<Column> {
+    let ns = |v: f64| duration_ns(v as u64);
+    vec![
+        ("delivered/s", |r| r.delivered_per_sec(), |v| count(v)),
+        ("success", |r| r.counters.success_rate(), percent),
+        ("drop", |r| r.counters.drop_rate(), percent),
+        ("p50", |r| r.latency.p50_ns as f64, ns),
+        ("p90", |r| r.latency.p90_ns as f64, ns),
+        ("p95", |r| r.latency.p95_ns as f64, ns),
+        ("p99", |r| r.latency.p99_ns as f64, ns),
+        ("p99.9", |r| r.latency.p999_ns as f64, ns),
+        ("p99.99", |r| r.latency.p9999_ns as f64, ns),
+        ("max", |r| r.latency.max_ns as f64, ns),
+        ("CPU/msg", cpu_per_message_ns, ns),
+    ]
+}
+
+fn cpu_per_message_ns(r: &RunResult) -> f64 {
+    if r.counters.delivered == 0 {
+        0.0
+    } else {
+        r.cpu.driver_cpu_s * 1e9 / r.counters.delivered as f64
+    }
+}
+
+fn table(points: &BTreeMap<usize, Vec<&RunResult>>) -> String {
+    let axes: Vec<String> = points
+        .values()
+        .next()
+        .and_then(|rs| rs.first())
+        .map(|r| r.params.iter().map(|p| p.axis.clone()).collect())
+        .unwrap_or_default();
+    let columns = columns();
+    let mut header: Vec<String> = vec!["point".into()];
+    header.extend(axes.iter().map(|a| short_axis(a).to_string()));
+    header.push("runs".into());
+    header.extend(columns.iter().map(|c| c.0.to_string()));
+    header.push("valid".into());
+    let mut out = format!(
+        "| {} |\n|{}|\n",
+        header.join(" | "),
+        header.iter().map(|_| "---").collect::<Vec<_>>().join("|")
+    );
+    for (point, runs) in points {
+        let mut row = vec![point.to_string()];
+        row.extend(
+            axes.iter()
+                .map(|a| runs[0].param(a).unwrap_or_default().to_string()),
+        );
+        row.push(runs.len().to_string());
+        for (_, read, show) in &columns {
+            row.push(spread(runs.iter().map(|r| read(r)).collect(), *show));
+        }
+        let valid = runs.iter().filter(|r| judge(r).is_valid()).count();
+        row.push(format!("{valid}/{}", runs.len()));
+        out.push_str(&format!("| {} |\n", row.join(" | ")));
+    }
+    out
+}
+
+/// `median` alone for one value, `median (min–max)` for several.
+fn spread(mut values: Vec<f64>, show: fn(f64) -> String) -> String {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    let median = if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    };
+    if n == 1 {
+        show(median)
+    } else {
+        format!(
+            "{} ({}–{})",
+            show(median),
+            show(values[0]),
+            show(values[n - 1])
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_shows_median_and_range() {
+        assert_eq!(spread(vec![3.0], |v| format!("{v}")), "3");
+        assert_eq!(spread(vec![5.0, 1.0, 3.0], |v| format!("{v}")), "3 (1–5)");
+        assert_eq!(
+            spread(vec![4.0, 1.0, 3.0, 2.0], |v| format!("{v}")),
+            "2.5 (1–4)"
+        );
+    }
+}
