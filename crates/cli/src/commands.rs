@@ -145,7 +145,13 @@ fn run(args: RunArgs) -> ExitCode {
     terminal.clear_line();
     let outcome = match outcome {
         Ok(o) => o,
-        Err(e) => return fail(1, e),
+        Err(e) => {
+            // What was measured before the failure still gets its report.
+            if let Some(dir) = e.dir() {
+                let _ = write_report(dir);
+            }
+            return fail(1, e);
+        }
     };
     if !outcome.results.is_empty() {
         if let Err(e) = write_report(&outcome.dir) {

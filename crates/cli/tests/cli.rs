@@ -178,7 +178,7 @@ fn zero_and_negative_rates_are_rejected() {
             "--set",
             "pacing.per_sec=0",
         ],
-        &["pacing.per_sec", "positive rate"],
+        &["pacing.per_sec", "at least 0.001"],
     );
     assert_rejected(
         &[
@@ -471,4 +471,34 @@ fn report_regenerates_report_md_from_the_results_alone() {
     let o = msgbench(&["report", tmp.path().to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("holds no results"), "{}", stderr(&o));
+}
+
+#[test]
+fn ctrl_c_is_heard_during_a_long_gap_between_sends() {
+    let _turn = turn();
+    let started = std::time::Instant::now();
+    let args = [
+        "--duration",
+        "60s",
+        "--warmup",
+        "0",
+        "--set",
+        "sweep={}",
+        "--set",
+        "pacing.mode=rate",
+        "--set",
+        "pacing.per_sec=0.1",
+    ];
+    let (o, run, _dir, _tmp) = interrupt_run(&args, std::time::Duration::from_millis(1000));
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        run.interrupted && run.counters.attempted == 1,
+        "{:?}",
+        run.counters
+    );
 }

@@ -51,11 +51,15 @@ impl Pacer {
         }
     }
 
-    /// The scheduled time of the next message when the schedule fixes it in advance
-    /// (`None` for `immediate` and `relative`, which depend on when the sender gets there).
+    /// The scheduled time of the next message when the schedule fixes it in advance (`None` for
+    /// `immediate`, which depends on when the sender gets there; for `relative`, the earliest
+    /// time the next batch can go, since its sleep starts after the previous batch).
     pub fn upcoming_ns(&mut self) -> Option<u64> {
         match self.pacing {
-            Pacing::Immediate | Pacing::Relative { .. } => None,
+            Pacing::Immediate => None,
+            Pacing::Relative { .. } if self.batch_left > 0 => Some(self.tick_ns),
+            Pacing::Relative { .. } if self.tick == 0 => Some(self.start_ns),
+            Pacing::Relative { every_ns, .. } => Some(self.tick_ns.saturating_add(every_ns)),
             Pacing::Interval { every_ns, .. } => Some(if self.batch_left > 0 {
                 self.tick_ns
             } else {

@@ -89,6 +89,16 @@ pub enum RunError {
     },
 }
 
+impl RunError {
+    /// The result directory, when it was created before the error.
+    pub fn dir(&self) -> Option<&Path> {
+        match self {
+            RunError::Store(_) => None,
+            RunError::SequenceBroken { dir, .. } | RunError::Engine { dir, .. } => Some(dir),
+        }
+    }
+}
+
 /// Runs every point and replicate of `experiment`, writing results under `out_root`.
 pub fn run_experiment(
     experiment: &Experiment,

@@ -89,13 +89,14 @@ impl ResultStore {
         )?;
         self.write_atomic(&format!("runs/{id}.hlog"), &hlog(result, intervals))?;
         if !raw_latencies.is_empty() {
-            let mut text = String::with_capacity(raw_latencies.len() * 8 + 16);
-            text.push_str("latency_ns\n");
-            for v in raw_latencies {
-                text.push_str(&v.to_string());
-                text.push('\n');
-            }
-            self.write_atomic(&format!("runs/{id}.latencies.csv"), text.as_bytes())?;
+            // Streamed: up to 100 M lines must not become one string in memory.
+            self.write_atomic_with(&format!("runs/{id}.latencies.csv"), |w| {
+                w.write_all(b"latency_ns\n")?;
+                for v in raw_latencies {
+                    writeln!(w, "{v}")?;
+                }
+                Ok(())
+            })?;
         }
         self.rows.push(metrics::row(result, &self.axes));
         self.write_metrics()
@@ -112,16 +113,25 @@ impl ResultStore {
     }
 
     fn write_atomic(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        self.write_atomic_with(name, |w| w.write_all(bytes))
+    }
+
+    /// Writes `name` through `fill` into a temporary file, then renames it into place.
+    fn write_atomic_with(
+        &self,
+        name: &str,
+        fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+    ) -> Result<(), StoreError> {
         let path = self.dir.join(name);
         let tmp = self.dir.join(format!("{name}.tmp"));
         let err = |source| StoreError {
             path: path.clone(),
             source,
         };
-        let mut f = std::fs::File::create(&tmp).map_err(err)?;
-        f.write_all(bytes)
-            .and_then(|_| f.sync_data())
-            .map_err(err)?;
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(err)?);
+        fill(&mut w).map_err(err)?;
+        let f = w.into_inner().map_err(|e| err(e.into_error()))?;
+        f.sync_data().map_err(err)?;
         std::fs::rename(&tmp, &path).map_err(err)
     }
 }

@@ -234,3 +234,27 @@ fn files_are_written_for_every_run() {
         .to_string_lossy()
         .ends_with(".tmp")));
 }
+
+#[test]
+fn an_operation_budget_alone_ends_the_window() {
+    let (outcome, _dir) = run(
+        "[run]\nduration = \"0\"\noperations = 20000\nwarmup = \"0\"\n",
+        &[],
+    );
+    let r = &outcome.results[0];
+    assert_accounted(r);
+    assert_eq!(r.counters.attempted, 20_000);
+}
+
+#[test]
+fn relative_sleeping_sends_nothing_after_the_window() {
+    let (outcome, _dir) = run("[run]\nduration = \"1s\"\nwarmup = \"0\"\n[pacing]\nmode = \"relative\"\nevery = \"100ms\"\n", &[]);
+    let r = &outcome.results[0];
+    assert_accounted(r);
+    // Wake-ups at 0, ~100, ~200 ms …: at most 10 start before 1 s, never an 11th after it.
+    assert!(
+        (8..=10).contains(&r.counters.attempted),
+        "{}",
+        r.counters.attempted
+    );
+}

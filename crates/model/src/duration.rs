@@ -10,7 +10,8 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     }
     if let Some(seconds) = text.strip_suffix('s').and_then(|n| n.parse::<f64>().ok()) {
         if seconds.is_finite() && seconds >= 0.0 {
-            return Ok(Duration::from_secs_f64(seconds));
+            return Duration::try_from_secs_f64(seconds)
+                .map_err(|_| format!("duration {text:?} is too long"));
         }
     }
     if text.starts_with('-') {

@@ -8,6 +8,9 @@ use crate::duration::{serde_text, serde_text_opt};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
+/// Longest duration any field accepts (one year): keeps every timestamp sum far from overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// Most raw latencies a run keeps (`run.emit_latencies`): 800 MB of memory.
 pub const MAX_RAW_LATENCIES: u64 = 100_000_000;
 
@@ -443,6 +446,22 @@ impl ScenarioSpec {
             fix: fix.into(),
         };
         let run = &self.run;
+        for (field, d) in [
+            ("run.duration", run.duration),
+            ("run.warmup", run.warmup),
+            ("run.drain_timeout", run.drain_timeout),
+            ("pacing.every", self.pacing.every.unwrap_or_default()),
+            ("pacing.spin", self.pacing.spin),
+            ("queue.work", self.queue.work),
+        ] {
+            if d > MAX_DURATION {
+                return Err(invalid(
+                    field,
+                    format!("is {}", crate::duration::format(d)),
+                    "use at most 365 days",
+                ));
+            }
+        }
         if run.duration.is_zero() && run.operations.is_none() {
             return Err(invalid(
                 "run.duration",
@@ -542,11 +561,11 @@ impl PacingSpec {
                         "set it, e.g. 10000",
                     )
                 })?;
-                if !(per_sec.is_finite() && per_sec > 0.0) {
+                if !(per_sec.is_finite() && per_sec >= 0.001) {
                     return Err(invalid(
                         "pacing.per_sec",
                         format!("is {per_sec}"),
-                        "give a positive rate in messages per second, e.g. 10000",
+                        "give a rate of at least 0.001 messages per second, e.g. 10000",
                     ));
                 }
                 Pacing::Rate {

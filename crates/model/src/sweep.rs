@@ -90,7 +90,13 @@ impl Experiment {
             // The command line wins: a --set on a swept field replaces that sweep axis.
             if !o.path.starts_with("sweep.") {
                 if let Some(sweep) = doc.get_mut("sweep").and_then(|s| s.as_table_mut()) {
-                    sweep.remove(&o.path);
+                    // The axis itself, a field inside it, or a table around it.
+                    sweep.retain(|axis, _| {
+                        let axis: &str = axis;
+                        !(axis == o.path
+                            || axis.starts_with(&format!("{}.", o.path))
+                            || o.path.starts_with(&format!("{axis}.")))
+                    });
                 }
             }
             set_path(&mut doc, &o.path, o.value.clone()).map_err(|m| override_error(o, m))?;
@@ -204,6 +210,17 @@ fn axes_of(
 ) -> Result<Vec<(String, Vec<toml::Value>)>, ScenarioError> {
     let mut axes = Vec::new();
     for (axis, values) in &spec.sweep {
+        if ["name", "run.replicates", "sweep"]
+            .iter()
+            .any(|fixed| axis == fixed || axis.starts_with(&format!("{fixed}.")))
+        {
+            return Err(ScenarioError::Invalid {
+                source_name: source_name.into(),
+                field: format!("sweep.\"{axis}\""),
+                problem: "cannot be swept (it applies to the whole experiment)".into(),
+                fix: "set it once instead, e.g. in [run] or with --replicates".into(),
+            });
+        }
         let problem = match values {
             toml::Value::Array(v) if !v.is_empty() => {
                 axes.push((axis.clone(), v.clone()));
@@ -419,6 +436,39 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(scenarios(&again), scenarios(&e));
+    }
+
+    #[test]
+    fn a_set_inside_or_around_a_swept_table_replaces_the_axis() {
+        let text = "[sweep]\n\"queue.pin\" = [{}, {producer = 0, consumer = 1}]\n";
+        let e = Experiment::load(
+            text,
+            "t",
+            &[Override::parse("queue.pin.producer=1").unwrap()],
+            &limits(),
+        )
+        .unwrap();
+        assert!(e.axes.is_empty() && e.points.len() == 1);
+        let text = "[sweep]\n\"queue.pin.producer\" = [0, 1]\n";
+        let e = Experiment::load(
+            text,
+            "t",
+            &[Override::parse("queue.pin={}").unwrap()],
+            &limits(),
+        )
+        .unwrap();
+        assert!(e.axes.is_empty());
+    }
+
+    #[test]
+    fn experiment_wide_fields_cannot_be_swept() {
+        for axis in ["run.replicates", "name"] {
+            let text = format!("[sweep]\n\"{axis}\" = [1, 2]\n");
+            let err = Experiment::load(&text, "t", &[], &limits())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("cannot be swept"), "{err}");
+        }
     }
 
     #[test]

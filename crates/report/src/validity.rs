@@ -26,7 +26,14 @@ pub const P99_TREND: f64 = 2.0;
 /// Judges one run.
 pub fn judge(run: &RunResult) -> Verdict {
     let mut reasons = run.warnings.clone();
-    reasons.extend(trend(&run.intervals));
+    // Only seconds inside the measured window: the drain after it is not the steady state.
+    let window: Vec<IntervalSample> = run
+        .intervals
+        .iter()
+        .filter(|i| i.start_s + i.length_s <= run.duration_s + 0.01)
+        .cloned()
+        .collect();
+    reasons.extend(trend(&window));
     Verdict { reasons }
 }
 

@@ -32,6 +32,8 @@ pub struct Item {
 }
 
 const MEASURED: u64 = 1 << 63;
+/// Longest sleep between checks of the stop flag while the producer waits for a far-off send.
+const STOP_CHECK_NS: u64 = 20_000_000;
 /// Lead time for both threads to be pinned and waiting before the schedule starts.
 const START_LEAD_NS: u64 = 5_000_000;
 
@@ -45,7 +47,33 @@ struct Shared {
     producer_done_ns: AtomicU64,
     stop: Arc<AtomicBool>,
     interrupted: AtomicBool,
+    /// Raised when the other thread failed (pinning refused, panic): stop at once.
+    abort: AtomicBool,
     barrier: Barrier,
+}
+
+/// Raises `abort` (and, for the producer, `producer_done_ns`) if its thread leaves early: on a
+/// start-up error or a panic, the other thread must not wait forever for it.
+struct AbortGuard<'a> {
+    shared: &'a Shared,
+    producer: bool,
+    armed: bool,
+}
+
+impl Drop for AbortGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.shared.abort.store(true, Ordering::SeqCst);
+            if self.producer {
+                let _ = self.shared.producer_done_ns.compare_exchange(
+                    0,
+                    self.shared.measure_start_ns.max(1),
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                );
+            }
+        }
+    }
 }
 
 /// Runs the queue lab once.
@@ -79,12 +107,17 @@ fn run_with<P: RingProducer<Item>, C: RingConsumer<Item>>(
     let exact_sleeps = !matches!(scenario.pacing, Pacing::Relative { .. });
     let shared = Shared {
         measure_start_ns,
-        end_ns: measure_start_ns + scenario.run.duration.as_nanos() as u64,
+        // No duration but an operation budget: the budget alone ends the window.
+        end_ns: match (scenario.run.duration.is_zero(), scenario.run.operations) {
+            (true, Some(_)) => u64::MAX,
+            _ => measure_start_ns.saturating_add(scenario.run.duration.as_nanos() as u64),
+        },
         operations: scenario.run.operations,
         drain_timeout_ns: scenario.run.drain_timeout.as_nanos() as u64,
         producer_done_ns: AtomicU64::new(0),
         stop: ctx.stop.clone(),
         interrupted: AtomicBool::new(false),
+        abort: AtomicBool::new(false),
         barrier: Barrier::new(2),
     };
     let raw_cap = scenario.run.emit_latencies.unwrap_or(0).min(100_000_000) as usize;
@@ -102,6 +135,11 @@ fn run_with<P: RingProducer<Item>, C: RingConsumer<Item>>(
             .spawn_scoped(s, move || {
                 let waiter = Waiter::new(q.producer_wait);
                 let _ = producer_sleeper_tx.send(waiter.sleeper());
+                let mut guard = AbortGuard {
+                    shared,
+                    producer: true,
+                    armed: true,
+                };
                 let prepared = prepare_thread("producer", q.pin_producer, exact_sleeps);
                 shared.barrier.wait();
                 let consumer_sleeper = sleeper_rx.recv().expect("consumer started");
@@ -117,8 +155,11 @@ fn run_with<P: RingProducer<Item>, C: RingConsumer<Item>>(
                     waiter,
                     consumer_sleeper,
                     next_seq: 0,
+                    pacing: scenario.pacing,
                 };
-                Ok::<_, EngineError>(p.run(prepared, t0))
+                let cpu = p.run(prepared, t0);
+                guard.armed = false;
+                Ok::<_, EngineError>(cpu)
             })
             .expect("spawning a thread");
         let c = std::thread::Builder::new()
@@ -126,6 +167,11 @@ fn run_with<P: RingProducer<Item>, C: RingConsumer<Item>>(
             .spawn_scoped(s, move || {
                 let waiter = Waiter::new(q.consumer_wait);
                 let _ = sleeper_tx.send(waiter.sleeper());
+                let mut guard = AbortGuard {
+                    shared,
+                    producer: false,
+                    armed: true,
+                };
                 let prepared = prepare_thread("consumer", q.pin_consumer, true);
                 shared.barrier.wait();
                 let producer_sleeper = producer_sleeper_rx.recv().expect("producer started");
@@ -139,7 +185,9 @@ fn run_with<P: RingProducer<Item>, C: RingConsumer<Item>>(
                     producer_sleeper,
                     work: vec![0u8; q.work_bytes],
                 };
-                Ok::<_, EngineError>(c.run(prepared))
+                let cpu = c.run(prepared);
+                guard.armed = false;
+                Ok::<_, EngineError>(cpu)
             })
             .expect("spawning a thread");
         (p.join(), c.join())
@@ -192,6 +240,7 @@ struct ProducerLoop<'a, P> {
     waiter: Waiter,
     consumer_sleeper: Arc<Sleeper>,
     next_seq: u64,
+    pacing: Pacing,
 }
 
 impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
@@ -234,7 +283,8 @@ impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
             u64::MAX
         };
         loop {
-            if self.shared.stop.load(Ordering::Relaxed) {
+            if self.shared.stop.load(Ordering::Relaxed) || self.shared.abort.load(Ordering::Relaxed)
+            {
                 self.shared.interrupted.store(true, Ordering::Relaxed);
                 return PhaseEnd::Stopped;
             }
@@ -244,6 +294,10 @@ impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
             }
             if attempts >= budget {
                 return PhaseEnd::Budget;
+            }
+            // Relative sleeping must stay one plain sleep per batch (it reproduces `usleep`).
+            if !matches!(self.pacing, Pacing::Relative { .. }) && !self.wait_interruptibly(next) {
+                continue;
             }
             let slot = self.pacer.next(&self.clock);
             last_actual = slot.actual_ns;
@@ -284,16 +338,38 @@ impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
         }
     }
 
+    /// Sleeps in slices of at most `STOP_CHECK_NS` until shortly before `next_ns`, so Ctrl-C is
+    /// heard during long gaps between sends; the pacer then sleeps the precise rest. Returns false
+    /// when a stop or abort arrived meanwhile.
+    fn wait_interruptibly(&self, next_ns: u64) -> bool {
+        loop {
+            let now = self.clock.now_ns();
+            if next_ns <= now.saturating_add(2 * STOP_CHECK_NS) {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_nanos(STOP_CHECK_NS));
+            if self.shared.stop.load(Ordering::Relaxed) || self.shared.abort.load(Ordering::Relaxed)
+            {
+                return false;
+            }
+        }
+    }
+
     /// Waits for space; the item's send time is the moment it got in. `None` when stopped.
     #[cold]
     fn push_blocking(&mut self, mut item: Item) -> Option<u64> {
         self.waiter.progressed();
         loop {
-            if self.shared.stop.load(Ordering::Relaxed) {
+            if self.shared.stop.load(Ordering::Relaxed) || self.shared.abort.load(Ordering::Relaxed)
+            {
                 return None;
             }
-            let ring = &self.ring;
-            self.waiter.idle(|| !ring.is_full());
+            let (ring, shared) = (&self.ring, self.shared);
+            self.waiter.idle(|| {
+                !ring.is_full()
+                    || shared.stop.load(Ordering::Relaxed)
+                    || shared.abort.load(Ordering::Relaxed)
+            });
             item.sent_ns = self.clock.now_ns();
             match self.ring.push(item) {
                 Ok(()) => return Some(item.sent_ns),
@@ -358,7 +434,12 @@ impl<C: RingConsumer<Item>> ConsumerLoop<'_, C> {
                         break;
                     }
                     let ring = &self.ring;
-                    self.waiter.idle(|| ring.waiting() > 0);
+                    let shared = self.shared;
+                    self.waiter.idle(|| {
+                        ring.waiting() > 0
+                            || shared.producer_done_ns.load(Ordering::Relaxed) != 0
+                            || shared.abort.load(Ordering::Relaxed)
+                    });
                 }
             }
         }
@@ -401,9 +482,14 @@ impl<C: RingConsumer<Item>> ConsumerLoop<'_, C> {
     fn drained_or_timed_out(&mut self) -> bool {
         let now = crate::clock::now_ns();
         self.rec.roll_if_due(now);
+        if self.shared.abort.load(Ordering::Relaxed) {
+            return true;
+        }
         match self.shared.producer_done_ns.load(Ordering::Acquire) {
             0 => false,
-            done => self.ring.waiting() == 0 || now > done + self.shared.drain_timeout_ns,
+            done => {
+                self.ring.waiting() == 0 || now > done.saturating_add(self.shared.drain_timeout_ns)
+            }
         }
     }
 
@@ -411,6 +497,6 @@ impl<C: RingConsumer<Item>> ConsumerLoop<'_, C> {
     #[inline]
     fn drain_expired(&self, now: u64) -> bool {
         let done = self.shared.producer_done_ns.load(Ordering::Relaxed);
-        done != 0 && now > done + self.shared.drain_timeout_ns
+        done != 0 && now > done.saturating_add(self.shared.drain_timeout_ns)
     }
 }
