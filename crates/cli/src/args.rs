@@ -33,6 +33,12 @@ pub enum Command {
     ///
     /// Example: msgbench report results/queue-capacity/20261122-010955
     Report(ReportArgs),
+    /// Compare two result directories: per metric the change from A to B, a 95 % bootstrap
+    /// interval and a verdict (improved, regressed, no significant change). Sweep points are
+    /// matched by their parameters; two single-point directories are compared directly.
+    ///
+    /// Example: msgbench compare results/x/20261122-010955 results/x/20261122-020955 --noise 3
+    Compare(CompareArgs),
     /// Print the embedded default scenario (a starting point for your own file).
     ///
     /// Example: msgbench default-scenario > my.toml
@@ -65,6 +71,20 @@ pub struct ScenarioArgs {
     /// Keep up to N raw per-message latencies per run in runs/<id>.latencies.csv.
     #[arg(long, value_name = "N")]
     pub emit_latencies: Option<u64>,
+}
+
+/// `msgbench compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The baseline result directory.
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+    /// The result directory compared with it.
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+    /// Smallest change, in percent, reported as significant.
+    #[arg(long, value_name = "PERCENT", default_value_t = 5.0)]
+    pub noise: f64,
 }
 
 /// `msgbench report`.

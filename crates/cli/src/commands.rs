@@ -26,6 +26,13 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             }
             Err(e) => fail(EXIT_BAD_INPUT, e),
         },
+        Command::Compare(args) => match compare(&args.a, &args.b, args.noise / 100.0) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(EXIT_BAD_INPUT, e),
+        },
         Command::DefaultScenario => {
             print!("{DEFAULT_SCENARIO}");
             ExitCode::SUCCESS
@@ -177,6 +184,93 @@ fn run(args: RunArgs) -> ExitCode {
         return ExitCode::from(EXIT_INTERRUPTED);
     }
     ExitCode::SUCCESS
+}
+
+/// The comparison of two result directories, point by matching point, as Markdown.
+fn compare(a: &Path, b: &Path, noise: f64) -> Result<String, String> {
+    use msgbench_model::sweep::render_params;
+    use msgbench_report::compare;
+    if !(noise.is_finite() && noise >= 0.0) {
+        return Err(format!(
+            "--noise {}: give a percentage of 0 or more, e.g. 5",
+            noise * 100.0
+        ));
+    }
+    let (runs_a, runs_b) = (
+        msgbench_report::load::load_dir(a).map_err(|e| e.to_string())?,
+        msgbench_report::load::load_dir(b).map_err(|e| e.to_string())?,
+    );
+    let key = |r: &msgbench_model::RunResult| {
+        render_params(
+            &r.params
+                .iter()
+                .map(|p| (p.axis.clone(), p.value.clone()))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let group = |runs: Vec<msgbench_model::RunResult>| {
+        let mut g: Vec<(String, Vec<msgbench_model::RunResult>)> = Vec::new();
+        for r in runs {
+            match g.iter_mut().find(|(k, _)| *k == key(&r)) {
+                Some((_, v)) => v.push(r),
+                None => g.push((key(&r), vec![r])),
+            }
+        }
+        g
+    };
+    let (ga, gb) = (group(runs_a), group(runs_b));
+    let pairs: Vec<(
+        String,
+        &[msgbench_model::RunResult],
+        &[msgbench_model::RunResult],
+    )> = if ga.len() == 1 && gb.len() == 1 {
+        vec![(
+            format!("A: {} vs B: {}", or_none(&ga[0].0), or_none(&gb[0].0)),
+            &ga[0].1[..],
+            &gb[0].1[..],
+        )]
+    } else {
+        ga.iter()
+            .filter_map(|(k, va)| {
+                gb.iter()
+                    .find(|(kb, _)| kb == k)
+                    .map(|(_, vb)| (or_none(k), &va[..], &vb[..]))
+            })
+            .collect()
+    };
+    if pairs.is_empty() {
+        return Err(format!("no sweep point of {} has the parameters of a point of {}; compare directories of the same experiment, or two single-point directories", a.display(), b.display()));
+    }
+    let mut out = format!(
+        "# Comparison
+
+A = {}
+B = {}
+",
+        a.display(),
+        b.display()
+    );
+    for (title, va, vb) in pairs {
+        let changes = compare::compare(va, vb, noise).map_err(|e| format!("{title}: {e}"))?;
+        out.push_str(&format!(
+            "
+## {title} ({} vs {} run(s))
+
+{}",
+            va.len(),
+            vb.len(),
+            compare::table(&changes, noise)
+        ));
+    }
+    Ok(out)
+}
+
+fn or_none(params: &str) -> String {
+    if params.is_empty() {
+        "(no sweep)".into()
+    } else {
+        params.to_string()
+    }
 }
 
 /// Writes `dir/report.md` from the results in `dir`.

@@ -502,3 +502,76 @@ fn ctrl_c_is_heard_during_a_long_gap_between_sends() {
         run.counters
     );
 }
+
+#[test]
+fn compare_finds_a_doubled_service_time_and_no_change_between_equal_runs() {
+    let _turn = turn();
+    let tmp = tempfile::tempdir().unwrap();
+    // 500/s with 200 or 400 us of work per item: the consumer is busy 10 or 20 % of the time, so
+    // the host's ms-scale stalls delay a message or two, never the median.
+    let pin: Vec<&str> = if std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        >= 2
+    {
+        vec![
+            "--set",
+            "queue.pin.producer=0",
+            "--set",
+            "queue.pin.consumer=1",
+        ]
+    } else {
+        vec![]
+    };
+    let run_with_work = |work: &str, name: &str| {
+        let out = tmp.path().join(name);
+        let work = format!("queue.work=\"{work}\"");
+        let mut args = vec![
+            "run",
+            "--quiet",
+            "--duration",
+            "600ms",
+            "--warmup",
+            "100ms",
+            "--replicates",
+            "5",
+            "--set",
+            "sweep={}",
+            "--set",
+            "pacing.mode=rate",
+            "--set",
+            "pacing.per_sec=500",
+            "--set",
+            &work,
+        ];
+        args.extend(&pin);
+        args.extend(["--out", out.to_str().unwrap()]);
+        let o = msgbench(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        only_result_dir(&out)
+    };
+    let (a, same, doubled) = (
+        run_with_work("20us", "a"),
+        run_with_work("20us", "same"),
+        run_with_work("40us", "doubled"),
+    );
+    let p50_row = |text: &str| {
+        text.lines()
+            .find(|l| l.starts_with("| p50 |"))
+            .unwrap()
+            .to_string()
+    };
+    let o = msgbench(&["compare", a.to_str().unwrap(), same.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        p50_row(&text).ends_with("| no significant change |"),
+        "{text}"
+    );
+    let o = msgbench(&["compare", a.to_str().unwrap(), doubled.to_str().unwrap()]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(p50_row(&text).ends_with("| regressed |"), "{text}");
+    let o = msgbench(&["compare", a.to_str().unwrap(), tmp.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("holds no results"), "{}", stderr(&o));
+}

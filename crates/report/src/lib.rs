@@ -2,6 +2,7 @@
 //! engine: a report can always be regenerated from `results/` without re-running load.
 #![deny(missing_docs)]
 
+pub mod compare;
 pub mod format;
 pub mod load;
 pub mod markdown;
