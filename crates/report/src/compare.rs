@@ -196,7 +196,8 @@ fn resample(xs: &[f64], rng: &mut SmallRng) -> Vec<f64> {
         .collect()
 }
 
-fn median(xs: &[f64]) -> f64 {
+/// The median (mean of the middle two for an even count; 0 for none).
+pub(crate) fn median(xs: &[f64]) -> f64 {
     let mut v = xs.to_vec();
     v.sort_by(f64::total_cmp);
     let n = v.len();

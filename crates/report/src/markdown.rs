@@ -112,23 +112,17 @@ fn table(points: &BTreeMap<usize, Vec<&RunResult>>) -> String {
 }
 
 /// `median` alone for one value, `median (min–max)` for several.
-fn spread(mut values: Vec<f64>, show: fn(f64) -> String) -> String {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    let median = if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    };
-    if n == 1 {
+fn spread(values: Vec<f64>, show: fn(f64) -> String) -> String {
+    let median = crate::compare::median(&values);
+    let (min, max) = values
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
+            (lo.min(v), hi.max(v))
+        });
+    if values.len() == 1 {
         show(median)
     } else {
-        format!(
-            "{} ({}–{})",
-            show(median),
-            show(values[0]),
-            show(values[n - 1])
-        )
+        format!("{} ({}–{})", show(median), show(min), show(max))
     }
 }
 

@@ -145,7 +145,7 @@ fn run_with<P: RingProducer<Item>, C: RingConsumer<Item>>(
                 let consumer_sleeper = sleeper_rx.recv().expect("consumer started");
                 let prepared = prepared?;
                 let pacer = Pacer::new(scenario.pacing, t0, scenario.run.seed);
-                let mut p = ProducerLoop {
+                let p = ProducerLoop {
                     q,
                     shared,
                     ring: producer,
@@ -176,7 +176,7 @@ fn run_with<P: RingProducer<Item>, C: RingConsumer<Item>>(
                 shared.barrier.wait();
                 let producer_sleeper = producer_sleeper_rx.recv().expect("producer started");
                 let prepared = prepared?;
-                let mut c = ConsumerLoop {
+                let c = ConsumerLoop {
                     q,
                     shared,
                     ring: consumer,
@@ -244,7 +244,7 @@ struct ProducerLoop<'a, P> {
 }
 
 impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
-    fn run(&mut self, (role, cpu): (&'static str, Option<usize>), t0: u64) -> ThreadCpu {
+    fn run(mut self, (role, cpu): (&'static str, Option<usize>), t0: u64) -> ThreadCpu {
         self.clock.sleep_until(t0);
         self.send_until(self.shared.measure_start_ns, false);
         let before = CpuSnapshot::thread();
@@ -262,8 +262,7 @@ impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
             window_end.max(self.shared.measure_start_ns),
             Ordering::Release,
         );
-        let rec = std::mem::replace(&mut self.rec, placeholder_recorder());
-        rec.finish(now);
+        self.rec.finish(now);
         self.consumer_sleeper.wake();
         ThreadCpu {
             role: role.into(),
@@ -390,10 +389,6 @@ enum PhaseEnd {
     Stopped,
 }
 
-fn placeholder_recorder() -> Recorder {
-    Collector::new(0, 0, 0).recorder(false)
-}
-
 struct ConsumerLoop<'a, C> {
     q: &'a QueueConfig,
     shared: &'a Shared,
@@ -405,7 +400,7 @@ struct ConsumerLoop<'a, C> {
 }
 
 impl<C: RingConsumer<Item>> ConsumerLoop<'_, C> {
-    fn run(&mut self, (role, cpu): (&'static str, Option<usize>)) -> ThreadCpu {
+    fn run(mut self, (role, cpu): (&'static str, Option<usize>)) -> ThreadCpu {
         let wake_producer =
             self.q.when_full == WhenFull::Block && Waiter::may_park(self.q.producer_wait);
         let mut before: Option<CpuSnapshot> = None;
@@ -452,8 +447,7 @@ impl<C: RingConsumer<Item>> ConsumerLoop<'_, C> {
             left += (item.seq & MEASURED != 0) as u64;
         }
         self.rec.in_flight_at_end(left);
-        let rec = std::mem::replace(&mut self.rec, placeholder_recorder());
-        rec.finish(crate::clock::now_ns());
+        self.rec.finish(crate::clock::now_ns());
         ThreadCpu {
             role: role.into(),
             pinned_cpu: cpu,
