@@ -43,6 +43,50 @@ pub enum Command {
     ///
     /// Example: msgbench default-scenario > my.toml
     DefaultScenario,
+    /// Run one of msgbench's built-in servers in the foreground until Ctrl-C (or --for), so
+    /// other clients, or msgbench on another machine, can be measured against it.
+    ///
+    /// Example: msgbench serve rpc --listen 127.0.0.1:7000 --threads 2
+    #[command(subcommand)]
+    Serve(ServeCommand),
+}
+
+/// Built-in servers.
+#[derive(Debug, Subcommand)]
+pub enum ServeCommand {
+    /// The RPC server: msgbench's framed request/response protocol over TCP (docs/protocol.md).
+    /// Each request carries the service time to simulate; `busy` requests occupy a server
+    /// thread for it, `sleep` requests are answered by a timer.
+    Rpc(ServeRpcArgs),
+}
+
+/// `msgbench serve rpc`.
+#[derive(Debug, Args)]
+pub struct ServeRpcArgs {
+    /// Address to listen on (port 0: any free port; the chosen one is printed).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:7000")]
+    pub listen: String,
+    /// Server threads; connections are dealt to them round-robin.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub threads: u32,
+    /// Largest request frame accepted, bytes; a client sending a larger one is disconnected.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
+    pub max_frame: u32,
+    /// Most connections open at once; more are closed on accept.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub max_connections: u32,
+    /// Fault injection: stall every server thread this often (e.g. 1s) ...
+    #[arg(long, value_name = "DURATION")]
+    pub stall_every: Option<String>,
+    /// ... for this long each time (e.g. 100ms).
+    #[arg(long, value_name = "DURATION", default_value = "100ms")]
+    pub stall_for: String,
+    /// CPUs of the server threads, comma-separated, one per thread.
+    #[arg(long, value_name = "CPUS", value_delimiter = ',')]
+    pub pin: Vec<usize>,
+    /// Stop by itself after this long (e.g. 30s); without it, serve until Ctrl-C.
+    #[arg(long = "for", value_name = "DURATION")]
+    pub run_for: Option<String>,
 }
 
 /// Where the scenario comes from and what to change in it.

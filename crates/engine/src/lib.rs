@@ -5,7 +5,9 @@
 //! * [`ring`], [`wait`]: the SPSC ring and the ways threads wait on it.
 //! * [`recorder`]: per-worker histograms and counters, one-second intervals, no per-message cost
 //!   beyond a clock read and a few histogram increments.
-//! * [`systems`]: the systems under test (the in-process `queue`).
+//! * [`systems`]: the systems under test (`queue`, `rpc`, `redis`) and their drivers.
+//! * [`server`]: built-in servers (the RPC server); [`net`]: wire formats; [`sut`]: external
+//!   server processes started for a run.
 //! * [`runner`]: runs an experiment's sweep, hands each finished run to [`store`] at once.
 #![deny(missing_docs)]
 
@@ -14,10 +16,13 @@ pub mod clock;
 pub mod cpu;
 pub mod environment;
 pub mod hot_histogram;
+pub mod net;
 pub mod pacer;
 pub mod recorder;
 pub mod ring;
 pub mod runner;
+pub mod server;
 pub mod store;
+pub mod sut;
 pub mod systems;
 pub mod wait;

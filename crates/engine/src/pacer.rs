@@ -56,7 +56,7 @@ impl Pacer {
     /// time the next batch can go, since its sleep starts after the previous batch).
     pub fn upcoming_ns(&mut self) -> Option<u64> {
         match self.pacing {
-            Pacing::Immediate => None,
+            Pacing::Immediate | Pacing::ClosedLoop => None,
             Pacing::Relative { .. } if self.batch_left > 0 => Some(self.tick_ns),
             Pacing::Relative { .. } if self.tick == 0 => Some(self.start_ns),
             Pacing::Relative { every_ns, .. } => Some(self.tick_ns.saturating_add(every_ns)),
@@ -75,7 +75,7 @@ impl Pacer {
     #[inline]
     pub fn next<C: Clock>(&mut self, clock: &C) -> Slot {
         let slot = match self.pacing {
-            Pacing::Immediate => {
+            Pacing::Immediate | Pacing::ClosedLoop => {
                 let now = clock.now_ns();
                 Slot {
                     intended_ns: now,

@@ -215,15 +215,16 @@ fn assemble(
                 value: value.clone(),
             })
             .collect(),
-        system: "queue".into(),
+        system: scenario.system.kind().into(),
         config: m.config.clone(),
         started_unix_ms,
         duration_s,
         warmup_s: scenario.run.warmup.as_secs_f64(),
-        target_per_sec: scenario.pacing.target_per_sec(),
+        target_per_sec: scenario.target_per_sec(),
         interrupted: m.interrupted,
         counters: rec.counters,
         sequence: rec.sequence,
+        faults: m.faults,
         latency: Percentiles::of(&latency_all),
         service: Percentiles::of(&service_all),
         send_lag: Percentiles::of(&rec.send_lag),
@@ -242,7 +243,7 @@ fn assemble(
             process: m.process_cpu,
             threads: m.threads.clone(),
             driver_cpu_s,
-            sut_cpu_s: None,
+            sut_cpu_s: m.sut_cpu_s,
             delivered_per_cpu_s: if driver_cpu_s > 0.0 {
                 rec.counters.delivered as f64 / driver_cpu_s
             } else {
@@ -257,7 +258,8 @@ fn assemble(
         },
         warnings: Vec::new(),
     };
-    result.warnings = warnings(&result);
+    result.warnings = m.notes.clone();
+    result.warnings.extend(warnings(&result));
     result
 }
 

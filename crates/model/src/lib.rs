@@ -6,10 +6,12 @@
 //! this crate alone makes "reports never re-run load" a compile-time fact.
 #![deny(missing_docs)]
 
+pub mod client;
 pub mod duration;
 pub mod histogram;
 pub mod metrics;
 pub mod result;
+pub mod rpc;
 pub mod scenario;
 pub mod sweep;
 

@@ -42,6 +42,9 @@ pub struct RunResult {
     pub counters: Counters,
     /// Sequence checking on the receiving side.
     pub sequence: SequenceErrors,
+    /// Faults of request/response systems, by kind (all zero for the queue).
+    #[serde(default)]
+    pub faults: Faults,
     /// Latency (completion − intended send), all classes.
     pub latency: Percentiles,
     /// Service time (completion − actual send), all classes.
@@ -58,6 +61,45 @@ pub struct RunResult {
     pub histograms: Histograms,
     /// Problems noticed during the run (e.g. "target rate not reached").
     pub warnings: Vec<String>,
+}
+
+/// What went wrong on the connections of a request/response run, by kind. Failed requests are
+/// also in `counters.failed`; these count the events behind them.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields, default)]
+pub struct Faults {
+    /// Requests that got no response within `client.timeout`.
+    pub timeouts: u64,
+    /// Connections the server closed or reset.
+    pub disconnects: u64,
+    /// Connection attempts that failed (refused, unreachable) during the run.
+    pub connect_failures: u64,
+    /// Responses that broke the protocol (garbage, oversized or unknown frames).
+    pub protocol_errors: u64,
+    /// Error replies from the server (e.g. Redis `-ERR`).
+    pub server_errors: u64,
+}
+
+impl Faults {
+    /// Adds another worker's faults.
+    pub fn add(&mut self, o: &Faults) {
+        self.timeouts += o.timeouts;
+        self.disconnects += o.disconnects;
+        self.connect_failures += o.connect_failures;
+        self.protocol_errors += o.protocol_errors;
+        self.server_errors += o.server_errors;
+    }
+
+    /// Total events.
+    pub fn total(&self) -> u64 {
+        self.timeouts
+            + self.disconnects
+            + self.connect_failures
+            + self.protocol_errors
+            + self.server_errors
+    }
 }
 
 /// Accounting of every message. Invariants (checked by [`Counters::check`]):

@@ -28,6 +28,14 @@ pub struct ScenarioSpec {
     pub pacing: PacingSpec,
     /// Settings of the `queue` system under test.
     pub queue: QueueSpec,
+    /// Connections, window and policies of the request/response drivers (`rpc`, `redis`).
+    pub client: crate::client::ClientSpec,
+    /// Settings of the `rpc` system under test.
+    pub rpc: crate::rpc::RpcSpec,
+    /// Settings of the `redis` system under test.
+    pub redis: crate::rpc::RedisSpec,
+    /// An external server process to start for each run (`rpc`, `redis`).
+    pub sut: crate::rpc::SutSpec,
     /// Sweep axes: `"queue.capacity" = [64, 8]`; runs are their cartesian product.
     #[schemars(with = "std::collections::BTreeMap<String, Vec<serde_json::Value>>")]
     pub sweep: toml::Table,
@@ -41,6 +49,10 @@ impl Default for ScenarioSpec {
             run: RunSpec::default(),
             pacing: PacingSpec::default(),
             queue: QueueSpec::default(),
+            client: Default::default(),
+            rpc: Default::default(),
+            redis: Default::default(),
+            sut: Default::default(),
             sweep: toml::Table::new(),
         }
     }
@@ -52,6 +64,11 @@ impl Default for ScenarioSpec {
 pub enum SystemKind {
     /// In-process bounded single-producer/single-consumer ring.
     Queue,
+    /// Framed request/response over TCP: the built-in server or any address speaking the
+    /// protocol of `docs/protocol.md`.
+    Rpc,
+    /// A Redis server (RESP: PING, GET, SET).
+    Redis,
 }
 
 /// Measurement settings of every run.
@@ -98,7 +115,7 @@ impl Default for RunSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct PacingSpec {
-    /// `immediate`, `interval`, `rate` or `relative`.
+    /// `immediate`, `interval`, `rate`, `relative` or `closed-loop`.
     pub mode: PacingMode,
     /// Period of `interval` and `relative` pacing (`"1ms"`); `"0"` means immediate.
     #[serde(with = "serde_text_opt", skip_serializing_if = "Option::is_none")]
@@ -142,6 +159,9 @@ pub enum PacingMode {
     Rate,
     /// Sleep `every` after each batch (relative sleeping: drifts on purpose).
     Relative,
+    /// Request/response systems: send the next request when a response frees a window slot
+    /// (latency then counts from the actual send: there is no schedule).
+    ClosedLoop,
 }
 
 /// Arrival processes for `rate` pacing.
@@ -295,13 +315,15 @@ pub enum Pacing {
         /// Messages per wake-up.
         batch: u32,
     },
+    /// Request/response only: a new request whenever a response frees a window slot.
+    ClosedLoop,
 }
 
 impl Pacing {
     /// The rate this pacing aims at, if it aims at one.
     pub fn target_per_sec(&self) -> Option<f64> {
         match *self {
-            Pacing::Immediate => None,
+            Pacing::Immediate | Pacing::ClosedLoop => None,
             Pacing::Interval { every_ns, batch } | Pacing::Relative { every_ns, batch } => {
                 Some(batch as f64 * 1e9 / every_ns as f64)
             }
@@ -315,6 +337,93 @@ impl Pacing {
 pub enum System {
     /// The in-process queue.
     Queue(QueueConfig),
+    /// Request/response over TCP with msgbench's framing.
+    Rpc {
+        /// Connections and window.
+        client: crate::client::ClientConfig,
+        /// Protocol, mix and built-in server.
+        rpc: crate::rpc::RpcConfig,
+        /// External server to start, if any.
+        sut: Option<crate::rpc::SutConfig>,
+    },
+    /// A Redis server.
+    Redis {
+        /// Connections and window.
+        client: crate::client::ClientConfig,
+        /// Address, keys and mix.
+        redis: crate::rpc::RedisConfig,
+        /// External server to start, if any.
+        sut: Option<crate::rpc::SutConfig>,
+    },
+}
+
+impl System {
+    /// The name results carry (`queue`, `rpc`, `redis`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            System::Queue(_) => "queue",
+            System::Rpc { .. } => "rpc",
+            System::Redis { .. } => "redis",
+        }
+    }
+
+    /// One line with every setting, in scenario-file spelling.
+    pub fn describe(&self) -> String {
+        match self {
+            System::Queue(q) => q.describe(),
+            System::Rpc { client, rpc, sut } => format!(
+                "rpc {} {} request_bytes={} response_bytes={} ops={}{}",
+                rpc.address.as_deref().unwrap_or("built-in"),
+                client.describe(),
+                rpc.request_bytes,
+                rpc.response_bytes,
+                rpc.ops
+                    .iter()
+                    .map(|o| format!(
+                        "{}:{:.0}%:{}",
+                        o.name,
+                        o.share * 100.0,
+                        crate::duration::format(Duration::from_nanos(o.service_ns))
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(","),
+                sut.as_ref()
+                    .map(|s| format!(" sut=`{}`", s.command))
+                    .unwrap_or_default()
+            ),
+            System::Redis { client, redis, sut } => format!(
+                "redis {} {} keys={} value_bytes={} ops={}{}",
+                redis.address,
+                client.describe(),
+                redis.keys,
+                redis.value_bytes,
+                redis
+                    .ops
+                    .iter()
+                    .map(|(n, share, _)| format!("{n}:{:.0}%", share * 100.0))
+                    .collect::<Vec<_>>()
+                    .join(","),
+                sut.as_ref()
+                    .map(|s| format!(" sut=`{}`", s.command))
+                    .unwrap_or_default()
+            ),
+        }
+    }
+}
+
+impl Scenario {
+    /// The total rate the schedule aims at. Request/response drivers pace each connection:
+    /// `interval` sends `batch` per connection per tick; `rate` is split over the connections.
+    pub fn target_per_sec(&self) -> Option<f64> {
+        let per_schedule = self.pacing.target_per_sec()?;
+        Some(match (&self.system, self.pacing) {
+            (
+                System::Rpc { client, .. } | System::Redis { client, .. },
+                Pacing::Interval { .. } | Pacing::Relative { .. },
+            ) => per_schedule * client.total_connections() as f64,
+            _ => per_schedule,
+        })
+    }
 }
 
 /// Validated queue settings.
@@ -348,6 +457,7 @@ impl std::fmt::Display for Pacing {
         let d = |ns: u64| crate::duration::format(Duration::from_nanos(ns));
         match *self {
             Pacing::Immediate => write!(f, "immediate"),
+            Pacing::ClosedLoop => write!(f, "closed-loop"),
             Pacing::Interval { every_ns, batch } => write!(f, "interval {} x {batch}", d(every_ns)),
             Pacing::Rate { per_sec, arrivals } => write!(
                 f,
@@ -492,7 +602,33 @@ impl ScenarioSpec {
         let pacing = self.pacing.validate(&invalid)?;
         let system = match self.system {
             SystemKind::Queue => {
+                if pacing == Pacing::ClosedLoop {
+                    return Err(invalid(
+                        "pacing.mode",
+                        "is `closed-loop`, which needs a request/response system".into(),
+                        "for the queue use `immediate` with `queue.when_full = \"block\"`",
+                    ));
+                }
                 System::Queue(self.queue.validate(&self.pacing, limits, &invalid)?)
+            }
+            SystemKind::Rpc => {
+                let client = self.client.validate(&self.pacing, limits, &invalid)?;
+                let rpc = self.rpc.validate(limits, &invalid)?;
+                let sut = self.sut.validate(rpc.address.as_deref(), &invalid)?;
+                if sut.is_some() && rpc.address.is_none() {
+                    return Err(invalid(
+                        "rpc.address",
+                        "is missing while [sut] starts a server".into(),
+                        "set it to the address the started server listens on",
+                    ));
+                }
+                System::Rpc { client, rpc, sut }
+            }
+            SystemKind::Redis => {
+                let client = self.client.validate(&self.pacing, limits, &invalid)?;
+                let redis = self.redis.validate(&invalid)?;
+                let sut = self.sut.validate(Some(&redis.address), &invalid)?;
+                System::Redis { client, redis, sut }
             }
         };
         Ok(Scenario {
@@ -511,7 +647,8 @@ impl ScenarioSpec {
     }
 }
 
-type Invalid<'a> = dyn Fn(&str, String, &str) -> ScenarioError + 'a;
+/// Builds the error for an invalid field: `(field, problem, fix)`.
+pub type Invalid<'a> = dyn Fn(&str, String, &str) -> ScenarioError + 'a;
 
 impl PacingSpec {
     fn validate(&self, invalid: &Invalid) -> Result<Pacing, ScenarioError> {
@@ -533,6 +670,7 @@ impl PacingSpec {
         };
         Ok(match self.mode {
             PacingMode::Immediate => Pacing::Immediate,
+            PacingMode::ClosedLoop => Pacing::ClosedLoop,
             PacingMode::Interval => match every("interval")? {
                 d if d.is_zero() => Pacing::Immediate,
                 d => Pacing::Interval {

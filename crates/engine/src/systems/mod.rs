@@ -1,12 +1,15 @@
 //! Systems under test. Each one takes a validated scenario, drives it through the pacer and
 //! records into [`crate::recorder`]; the runner turns what it measured into a result.
 use crate::recorder::{LiveCallback, Recording};
-use msgbench_model::result::{CpuTimes, ThreadCpu};
+use msgbench_model::result::{CpuTimes, Faults, ThreadCpu};
 use msgbench_model::scenario::{Scenario, System};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+pub mod client;
 pub mod queue;
+pub mod redis;
+pub mod rpc;
 
 /// What the runner hands a system for one run.
 #[derive(Clone)]
@@ -36,6 +39,12 @@ pub struct Measured {
     pub interrupted: bool,
     /// One-line description of the configuration.
     pub config: String,
+    /// Faults of request/response systems.
+    pub faults: Faults,
+    /// CPU seconds of the system under test over the measured window, when measured apart.
+    pub sut_cpu_s: Option<f64>,
+    /// What the reader must know about how this run went (why it stopped early, …).
+    pub notes: Vec<String>,
 }
 
 /// Why a run could not be carried out.
@@ -56,11 +65,40 @@ pub enum EngineError {
         "the {0} thread panicked; this is a bug in msgbench, please report it with the scenario"
     )]
     WorkerPanicked(&'static str),
+    /// The server did not accept a connection.
+    #[error("cannot connect to {address}: {source}; is the server running and listening there? (start msgbench's own with `msgbench serve rpc --listen {address}`, or omit the address to run it in-process)")]
+    Connect {
+        /// The address.
+        address: String,
+        /// OS error.
+        source: std::io::Error,
+    },
+    /// An address did not resolve.
+    #[error("cannot resolve `{0}` to an address; write it as host:port, e.g. 127.0.0.1:6379")]
+    Resolve(String),
+    /// The external server process could not be started or did not become ready.
+    #[error("system under test `{command}`: {problem}")]
+    Sut {
+        /// Its command.
+        command: String,
+        /// What went wrong.
+        problem: String,
+    },
+    /// The built-in server could not start.
+    #[error("cannot start the built-in server: {0}")]
+    Server(std::io::Error),
+    /// An OS call of the event loop failed.
+    #[error("event loop: {0}")]
+    Io(std::io::Error),
 }
 
 /// Runs one scenario on its system under test.
 pub fn run(scenario: &Scenario, ctx: &RunContext) -> Result<Measured, EngineError> {
     match &scenario.system {
         System::Queue(q) => queue::run(scenario, q, ctx),
+        System::Rpc { client, rpc, sut } => rpc::run(scenario, client, rpc, sut.as_ref(), ctx),
+        System::Redis { client, redis, sut } => {
+            redis::run(scenario, client, redis, sut.as_ref(), ctx)
+        }
     }
 }

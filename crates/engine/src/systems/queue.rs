@@ -211,6 +211,9 @@ fn run_with<P: RingProducer<Item>, C: RingConsumer<Item>>(
         threads: vec![producer_cpu, consumer_cpu],
         interrupted: shared.interrupted.load(Ordering::Relaxed),
         config: q.describe(),
+        faults: Default::default(),
+        sut_cpu_s: None,
+        notes: Vec::new(),
     })
 }
 

@@ -1,0 +1,65 @@
+//! A `timerfd` registered with a `mio::Poll`, so an event loop can sleep until a deadline with
+//! nanosecond resolution. (`epoll_wait`'s own timeout, which mio
+//! uses, is rounded up to whole milliseconds: far too coarse for pacing at microsecond gaps.)
+use mio::unix::SourceFd;
+use mio::{Interest, Registry, Token};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// A one-shot absolute timer.
+pub struct Timer {
+    fd: OwnedFd,
+    armed_ns: u64,
+}
+
+impl Timer {
+    /// A disarmed timer registered with `registry` under `token`.
+    pub fn new(registry: &Registry, token: Token) -> io::Result<Timer> {
+        // SAFETY: plain syscall; the returned fd is checked and then owned.
+        let fd = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh, valid descriptor nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        registry.register(&mut SourceFd(&fd.as_raw_fd()), token, Interest::READABLE)?;
+        Ok(Timer { fd, armed_ns: 0 })
+    }
+
+    /// Fires at `deadline_ns` on [`crate::clock::now_ns`]'s timeline. Armed relative to now:
+    /// the TSC-derived clock and CLOCK_MONOTONIC may drift apart by many µs over a run, so an
+    /// absolute kernel deadline could fire late. Re-arming for the same deadline is free.
+    pub fn arm(&mut self, deadline_ns: u64) {
+        if deadline_ns == self.armed_ns {
+            return;
+        }
+        self.armed_ns = deadline_ns;
+        // A zero it_value would disarm: wait at least 1 ns.
+        let wait = deadline_ns.saturating_sub(crate::clock::now_ns()).max(1);
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: (wait / 1_000_000_000) as libc::time_t,
+                tv_nsec: (wait % 1_000_000_000) as libc::c_long,
+            },
+        };
+        // SAFETY: valid fd and spec; the old value is not requested.
+        unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+    }
+
+    /// Call when its token was readable: consumes the expiration so the fd stops being readable.
+    pub fn fired(&mut self) {
+        let mut buf = [0u8; 8];
+        // SAFETY: reading 8 bytes into an 8-byte buffer from our own fd (non-blocking).
+        unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        self.armed_ns = 0;
+    }
+}

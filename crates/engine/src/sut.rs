@@ -1,0 +1,188 @@
+//! An external server started for a run (`[sut] command`): spawned with `sh -c` in its own
+//! process group, waited for until its TCP port accepts, measured (CPU of every process in the
+//! group, from `/proc`), and stopped afterwards — SIGTERM to the group, SIGKILL after 3 s —
+//! also when the run fails, is interrupted, or panics (it is stopped on drop).
+use crate::systems::EngineError;
+use msgbench_model::rpc::SutConfig;
+use std::io::{Read, Seek};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// A running server process group.
+pub struct SutProcess {
+    child: Child,
+    command: String,
+    log: std::fs::File,
+}
+
+impl SutProcess {
+    /// Starts `config.command` and waits until `config.ready` accepts a TCP connection.
+    pub fn start(config: &SutConfig, stop: &AtomicBool) -> Result<SutProcess, EngineError> {
+        let fail = |problem: String| EngineError::Sut {
+            command: config.command.clone(),
+            problem,
+        };
+        let log = tempfile_log().map_err(|e| fail(format!("cannot create its log file: {e}")))?;
+        let child = Command::new("sh")
+            .arg("-c")
+            .arg(&config.command)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| fail(e.to_string()))?)
+            .stderr(log.try_clone().map_err(|e| fail(e.to_string()))?)
+            .process_group(0)
+            .spawn()
+            .map_err(|e| fail(format!("cannot run `sh -c`: {e}")))?;
+        let mut sut = SutProcess {
+            child,
+            command: config.command.clone(),
+            log,
+        };
+        let deadline = Instant::now() + config.ready_timeout;
+        loop {
+            if let Some(status) = sut.child.try_wait().ok().flatten() {
+                return Err(fail(format!(
+                    "it exited ({status}) before {} accepted connections; its output: {}",
+                    config.ready,
+                    sut.output_tail()
+                )));
+            }
+            if stop.load(Ordering::Relaxed) {
+                return Err(fail("interrupted while waiting for it to start".into()));
+            }
+            if accepts(&config.ready) {
+                return Ok(sut);
+            }
+            if Instant::now() > deadline {
+                return Err(fail(format!(
+                    "{} did not accept connections within {}; its output: {}",
+                    config.ready,
+                    msgbench_model::duration::format(config.ready_timeout),
+                    sut.output_tail()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The process id of the shell that leads the group.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// CPU used so far by every live process of the group (user + system), ns.
+    pub fn cpu_ns(&self) -> u64 {
+        group_cpu_ns(self.child.id() as i32)
+    }
+
+    /// `Some(description)` when the leading process has exited.
+    pub fn exited(&mut self) -> Option<String> {
+        let status = self.child.try_wait().ok().flatten()?;
+        let output = self.output_tail();
+        Some(format!(
+            "`{}` exited ({status}) during the run; its output: {output}",
+            self.command
+        ))
+    }
+
+    /// The last 400 bytes the server printed.
+    pub fn output_tail(&mut self) -> String {
+        let mut text = String::new();
+        let _ = self.log.rewind();
+        let _ = self.log.read_to_string(&mut text);
+        let tail: String = text
+            .chars()
+            .rev()
+            .take(400)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        if tail.trim().is_empty() {
+            "(nothing)".into()
+        } else {
+            tail.trim().replace('\n', " | ")
+        }
+    }
+}
+
+impl Drop for SutProcess {
+    fn drop(&mut self) {
+        let group = -(self.child.id() as i32);
+        // SAFETY: signalling our own child's process group.
+        unsafe { libc::kill(group, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            if self.child.try_wait().ok().flatten().is_some() && !group_alive(-group) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // SAFETY: as above.
+        unsafe { libc::kill(group, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+}
+
+fn tempfile_log() -> std::io::Result<std::fs::File> {
+    let dir = std::env::temp_dir();
+    let path = dir.join(format!(
+        "msgbench-sut-{}-{}.log",
+        std::process::id(),
+        crate::clock::now_ns()
+    ));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    // Unlinked at once: the open handle keeps it readable, nothing is left behind.
+    let _ = std::fs::remove_file(&path);
+    Ok(file)
+}
+
+/// True when `address` accepts a TCP connection now.
+pub fn accepts(address: &str) -> bool {
+    address
+        .to_socket_addrs()
+        .map(|mut addrs| {
+            addrs.any(|a| TcpStream::connect_timeout(&a, Duration::from_millis(200)).is_ok())
+        })
+        .unwrap_or(false)
+}
+
+/// `(pgrp, utime + stime ticks)` of every process, read from `/proc/<pid>/stat`.
+fn processes() -> impl Iterator<Item = (i32, u64)> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name();
+            name.to_str()?.parse::<u32>().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // The command name may hold spaces and parentheses: fields start after the last ')'.
+            let rest = &stat[stat.rfind(')')? + 2..];
+            let fields: Vec<&str> = rest.split(' ').collect();
+            // After the name: state(3) ppid(4) pgrp(5) ... utime(14) stime(15), 1-based.
+            let pgrp = fields.get(2)?.parse().ok()?;
+            let utime: u64 = fields.get(11)?.parse().ok()?;
+            let stime: u64 = fields.get(12)?.parse().ok()?;
+            Some((pgrp, utime + stime))
+        })
+}
+
+fn group_cpu_ns(pgrp: i32) -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    processes()
+        .filter(|(g, _)| *g == pgrp)
+        .map(|(_, ticks)| ticks * 1_000_000_000 / hz)
+        .sum()
+}
+
+fn group_alive(pgrp: i32) -> bool {
+    processes().any(|(g, _)| g == pgrp)
+}

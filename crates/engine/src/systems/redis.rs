@@ -1,0 +1,102 @@
+//! The `redis` system: PING / GET / SET over RESP against a Redis server (any address, or one
+//! started by `[sut]`), with the shared driver's pacing, window and accounting. Replies come in
+//! request order, so they are matched by position.
+use super::client::{self, Response, Wire};
+use super::{EngineError, Measured, RunContext};
+use crate::cpu::CpuSnapshot;
+use crate::net::resp::{self, CommandEncoder, Reply};
+use crate::sut::SutProcess;
+use msgbench_model::client::ClientConfig;
+use msgbench_model::rpc::{RedisCommand, RedisConfig, SutConfig};
+use msgbench_model::scenario::Scenario;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+/// Runs one `redis` scenario.
+pub fn run(
+    scenario: &Scenario,
+    client: &ClientConfig,
+    redis: &RedisConfig,
+    sut: Option<&SutConfig>,
+    ctx: &RunContext,
+) -> Result<Measured, EngineError> {
+    let process_before = CpuSnapshot::process();
+    let mut external = match sut {
+        Some(cfg) => Some(SutProcess::start(cfg, &ctx.stop)?),
+        None => None,
+    };
+    let address = client::resolve(&redis.address)?;
+    let sut_cpu = || external.as_ref().map(|p| p.cpu_ns());
+    let out = client::drive(
+        scenario,
+        client,
+        address,
+        redis.ops.len(),
+        redis.ops.iter().map(|o| o.1).collect(),
+        |i| RedisWire::new(redis, scenario.run.seed, i),
+        ctx,
+        &sut_cpu,
+    )?;
+    let mut notes = Vec::new();
+    if let Some(p) = external.as_mut() {
+        notes.extend(p.exited());
+    }
+    if out.faults.server_errors > 0 {
+        notes.push(format!(
+            "Redis answered {} requests with an error reply (counted as failed)",
+            out.faults.server_errors
+        ));
+    }
+    Ok(client::measured(
+        out,
+        redis.ops.iter().map(|o| o.0.clone()).collect(),
+        process_before,
+        scenario.system.describe(),
+        notes,
+    ))
+}
+
+/// Encodes the mix's commands on random keys; parses replies.
+pub struct RedisWire {
+    commands: Vec<RedisCommand>,
+    encoder: CommandEncoder,
+    keys: u64,
+    rng: SmallRng,
+}
+
+impl RedisWire {
+    /// The wire of connection `index`.
+    pub fn new(redis: &RedisConfig, seed: u64, index: usize) -> Self {
+        RedisWire {
+            commands: redis.ops.iter().map(|o| o.2).collect(),
+            encoder: CommandEncoder::new(redis.value_bytes as usize, redis.keys),
+            keys: redis.keys,
+            rng: SmallRng::seed_from_u64(seed ^ 0x4ED1 ^ (index as u64) << 20),
+        }
+    }
+}
+
+impl Wire for RedisWire {
+    #[inline]
+    fn encode(&mut self, class: usize, _id: u64, _now_ns: u64, out: &mut Vec<u8>) {
+        let key = if self.keys > 0 {
+            self.rng.gen_range(0..self.keys)
+        } else {
+            0
+        };
+        self.encoder.encode(self.commands[class], key, out);
+    }
+
+    #[inline]
+    fn decode(&mut self, buf: &[u8]) -> Result<Option<Response>, String> {
+        match resp::decode(buf) {
+            Ok(Some((reply, size))) => Ok(Some(Response {
+                id: None,
+                size,
+                ok: reply == Reply::Ok,
+            })),
+            Ok(None) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}

@@ -1,0 +1,409 @@
+//! Real runs of the request/response driver against the built-in RPC server and against small
+//! misbehaving servers written here: accounting under every window policy, per-class
+//! histograms, coordinated-omission correction across server stalls, and every fault kind.
+use msgbench_engine::environment::Environment;
+use msgbench_engine::runner::{run_experiment, Outcome, RunError, Silent};
+use msgbench_engine::server::rpc::RpcServer;
+use msgbench_model::rpc::RpcServerConfig;
+use msgbench_model::scenario::MachineLimits;
+use msgbench_model::sweep::Override;
+use msgbench_model::{Experiment, RunResult};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One run at a time: client and server threads share this machine's two cores.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn try_run(toml: &str, sets: &[&str]) -> (Result<Outcome, RunError>, tempfile::TempDir) {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let overrides: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
+    let limits = MachineLimits {
+        cpus: msgbench_engine::affinity::allowed_cpus(),
+    };
+    let experiment = Experiment::load(toml, "test.toml", &overrides, &limits).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let outcome = run_experiment(
+        &experiment,
+        dir.path(),
+        Environment::capture(vec![]),
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(Silent),
+    );
+    (outcome, dir)
+}
+
+fn run(toml: &str, sets: &[&str]) -> Vec<RunResult> {
+    let (outcome, _dir) = try_run(toml, sets);
+    outcome.unwrap().results
+}
+
+fn assert_accounted(r: &RunResult) {
+    r.counters
+        .check()
+        .unwrap_or_else(|e| panic!("{}: {e}", r.run_id));
+    assert_eq!(r.latency.count, r.counters.delivered, "{}", r.run_id);
+    assert_eq!(r.send_lag.count, r.counters.sent, "{}", r.run_id);
+    let per_class: u64 = r.classes.iter().map(|c| c.latency.count).sum();
+    assert_eq!(per_class, r.counters.delivered, "{}", r.run_id);
+}
+
+const RPC: &str = "system = \"rpc\"\n[run]\nduration = \"500ms\"\nwarmup = \"100ms\"\n";
+
+#[test]
+fn accounting_holds_under_every_window_policy_and_pacing() {
+    let toml = format!(
+        r#"{RPC}
+[client]
+connections = 2
+window = 4
+[rpc.ops.call]
+service = "20us"
+[sweep]
+"client.when_full" = ["block", "skip", "adapt"]
+"pacing" = [{{mode = "rate", per_sec = 60000}}, {{mode = "interval", every = "1ms", batch = 10}}]
+"#
+    );
+    let results = run(&toml, &[]);
+    assert_eq!(results.len(), 6);
+    for r in &results {
+        assert_accounted(r);
+        assert_eq!(r.counters.failed, 0, "{}", r.run_id);
+        assert!(
+            r.counters.delivered > 1000,
+            "{}: {:?}",
+            r.run_id,
+            r.counters
+        );
+        // 60k/s at 20 µs per request needs 1.2 server CPUs, more than its one thread:
+        // `block` delays (latency ≫ service), `skip` and `adapt` shed.
+        if r.param("pacing").is_some_and(|p| p.contains("rate")) {
+            match r.param("client.when_full") {
+                Some("block") => {
+                    assert_eq!(r.counters.skipped, 0, "{}", r.run_id);
+                    assert!(
+                        r.latency.p99_ns > 2 * r.service.p99_ns,
+                        "{}: queueing must show in latency",
+                        r.run_id
+                    );
+                }
+                _ => assert!(r.counters.skipped > 0, "{}: {:?}", r.run_id, r.counters),
+            }
+        }
+    }
+    let adapt_rate = results
+        .iter()
+        .find(|r| {
+            r.param("client.when_full") == Some("adapt")
+                && r.param("pacing").is_some_and(|p| p.contains("rate"))
+        })
+        .unwrap();
+    let skip_rate = results
+        .iter()
+        .find(|r| {
+            r.param("client.when_full") == Some("skip")
+                && r.param("pacing").is_some_and(|p| p.contains("rate"))
+        })
+        .unwrap();
+    assert!(
+        adapt_rate.counters.attempted < skip_rate.counters.attempted,
+        "adapt lowers the offered rate: {:?} vs {:?}",
+        adapt_rate.counters,
+        skip_rate.counters
+    );
+}
+
+#[test]
+fn closed_loop_keeps_the_window_full_and_counts_from_the_actual_send() {
+    let results = run(
+        RPC,
+        &[
+            "pacing.mode=\"closed-loop\"",
+            "client.window=8",
+            "client.connections=2",
+        ],
+    );
+    let r = &results[0];
+    assert_accounted(r);
+    assert_eq!(r.counters.skipped, 0);
+    assert!(r.counters.delivered > 5000, "{:?}", r.counters);
+    assert_eq!(
+        r.latency.p50_ns, r.service.p50_ns,
+        "no schedule: latency is service time"
+    );
+}
+
+#[test]
+fn each_operation_class_gets_its_own_histogram() {
+    let toml = format!(
+        r#"{RPC}
+[client]
+window = 1
+[pacing]
+mode = "rate"
+per_sec = 1000
+[rpc.ops.strong]
+weight = 1
+service = "2ms"
+work = "sleep"
+[rpc.ops.weak]
+weight = 3
+service = "100us"
+"#
+    );
+    let r = &run(&toml, &[])[0];
+    assert_accounted(r);
+    let class = |n: &str| r.classes.iter().find(|c| c.name == n).unwrap();
+    let (strong, weak) = (class("strong"), class("weak"));
+    assert!(strong.service.p50_ns >= 2_000_000, "{:?}", strong.service);
+    assert!(
+        weak.service.p50_ns >= 100_000 && weak.service.p50_ns < 1_500_000,
+        "{:?}",
+        weak.service
+    );
+    // The mix: a quarter strong, within sampling noise of ~500 requests.
+    let share = strong.latency.count as f64 / r.counters.delivered as f64;
+    assert!((0.15..0.35).contains(&share), "strong share {share}");
+}
+
+#[test]
+fn latency_includes_server_stalls_for_every_request_due_during_them() {
+    // 1000 requests/s, one in flight, a 200 ms stall every second: each stall delays every
+    // request due during it (~200 per stall, ~20 % of all). Service time (from the actual send)
+    // sees one slow request per stall; latency (from the intended send) sees them all.
+    let toml = format!(
+        r#"system = "rpc"
+[run]
+duration = "2s"
+warmup = "0"
+[client]
+window = 1
+when_full = "block"
+[pacing]
+mode = "rate"
+per_sec = 1000
+[rpc.server]
+stall_every = "1s"
+stall_for = "200ms"
+"#
+    );
+    let r = &run(&toml, &[])[0];
+    assert_accounted(r);
+    let latency = msgbench_model::histogram::decode(&r.histograms.latency).unwrap();
+    let service = msgbench_model::histogram::decode(&r.histograms.service).unwrap();
+    let slow = |h: &hdrhistogram::Histogram<u64>| {
+        h.iter_recorded()
+            .filter(|v| v.value_iterated_to() >= 20_000_000)
+            .map(|v| v.count_at_value())
+            .sum::<u64>() as f64
+            / h.len() as f64
+    };
+    let (slow_latency, slow_service) = (slow(&latency), slow(&service));
+    // Requests due in the first 180 ms of each stall wait ≥ 20 ms: 18 % of them (the window's
+    // stalls start at 0 s and 1 s of the server's clock; allow for the phase).
+    assert!(
+        (0.08..0.30).contains(&slow_latency),
+        "share of latencies ≥ 20 ms: {slow_latency}"
+    );
+    assert!(
+        slow_service < 0.01,
+        "share of service times ≥ 20 ms: {slow_service}"
+    );
+    assert!(r.latency.max_ns >= 150_000_000, "{:?}", r.latency);
+}
+
+#[test]
+fn an_unreachable_server_fails_the_run_with_a_clear_message() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let (outcome, _dir) = try_run(RPC, &[&format!("rpc.address=\"127.0.0.1:{port}\"")]);
+    let message = outcome.unwrap_err().to_string();
+    assert!(
+        message.contains(&format!("cannot connect to 127.0.0.1:{port}")),
+        "{message}"
+    );
+    assert!(message.contains("msgbench serve rpc"), "{message}");
+}
+
+/// A listener whose every connection is handed to `handle` on its own thread.
+fn fake_server(handle: fn(TcpStream)) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || handle(stream));
+        }
+    });
+    addr
+}
+
+fn fault_run(addr: SocketAddr, system: &str, extra: &[&str]) -> RunResult {
+    let toml = format!(
+        "system = \"{system}\"\n[run]\nduration = \"400ms\"\nwarmup = \"0\"\n[pacing]\nmode = \"rate\"\nper_sec = 2000\n"
+    );
+    let address = format!("{system}.address=\"{addr}\"");
+    let mut sets = vec![address.as_str()];
+    sets.extend_from_slice(extra);
+    let results = run(&toml, &sets);
+    let r = results[0].clone();
+    assert_accounted(&r);
+    r
+}
+
+#[test]
+fn garbage_from_the_server_is_a_protocol_error_and_stops_the_run() {
+    let addr = fake_server(|mut s| {
+        let mut buf = [0u8; 4096];
+        if s.read(&mut buf).unwrap_or(0) > 0 {
+            let _ = s.write_all(&[0xAB; 64]);
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    });
+    let r = fault_run(addr, "rpc", &[]);
+    assert!(r.faults.protocol_errors >= 1, "{:?}", r.faults);
+    assert!(r.counters.failed >= 1, "{:?}", r.counters);
+    assert!(r.interrupted);
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("not a valid response") && w.contains("stopped")),
+        "{:?}",
+        r.warnings
+    );
+}
+
+#[test]
+fn an_oversized_frame_from_the_server_is_refused() {
+    let addr = fake_server(|mut s| {
+        let mut buf = [0u8; 4096];
+        if s.read(&mut buf).unwrap_or(0) > 0 {
+            let mut frame = (1u32 << 30).to_le_bytes().to_vec();
+            frame.push(2);
+            let _ = s.write_all(&frame);
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    });
+    let r = fault_run(addr, "rpc", &[]);
+    assert!(r.faults.protocol_errors >= 1, "{:?}", r.faults);
+}
+
+#[test]
+fn redis_error_replies_are_counted_as_failed_requests() {
+    // One request in flight at a time, so each read holds one command.
+    let addr = fake_server(|mut s| {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = s.read(&mut buf) {
+            if n == 0 || s.write_all(b"-ERR not today\r\n").is_err() {
+                break;
+            }
+        }
+    });
+    let r = fault_run(addr, "redis", &["client.window=1"]);
+    assert!(r.counters.failed > 100, "{:?}", r.counters);
+    assert_eq!(r.faults.server_errors, r.counters.failed);
+    assert_eq!(r.counters.delivered, 0);
+    assert!(
+        r.warnings.iter().any(|w| w.contains("error reply")),
+        "{:?}",
+        r.warnings
+    );
+}
+
+#[test]
+fn a_server_that_dies_mid_run_is_counted_and_reconnection_is_tried() {
+    let server = RpcServer::start(&RpcServerConfig::default(), ([127, 0, 0, 1], 0).into()).unwrap();
+    let addr = server.local_addr();
+    // It dies once it has answered 200 requests (the run may wait for others' turn first).
+    std::thread::spawn(move || {
+        while server
+            .stats
+            .responses
+            .load(std::sync::atomic::Ordering::Relaxed)
+            < 200
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        drop(server);
+    });
+    let r = fault_run(
+        addr,
+        "rpc",
+        &["client.on_error=\"reconnect\"", "client.connections=2"],
+    );
+    assert!(r.faults.disconnects >= 1, "{:?}", r.faults);
+    assert!(r.faults.connect_failures >= 1, "{:?}", r.faults);
+    assert!(
+        r.counters.delivered > 100 && r.counters.skipped > 100,
+        "{:?}",
+        r.counters
+    );
+    assert!(!r.interrupted);
+}
+
+#[test]
+fn stalled_requests_time_out_and_the_run_goes_on() {
+    let toml = format!(
+        r#"{RPC}
+[client]
+window = 4
+timeout = "30ms"
+on_error = "reconnect"
+[pacing]
+mode = "rate"
+per_sec = 2000
+[rpc.server]
+stall_every = "300ms"
+stall_for = "100ms"
+"#
+    );
+    let r = &run(&toml, &[])[0];
+    assert_accounted(r);
+    assert!(r.faults.timeouts >= 1, "{:?}", r.faults);
+    assert!(
+        r.counters.failed >= 1 && r.counters.delivered > 100,
+        "{:?}",
+        r.counters
+    );
+}
+
+#[test]
+fn the_built_in_server_drops_a_bad_client_and_serves_the_others() {
+    let server = RpcServer::start(&RpcServerConfig::default(), ([127, 0, 0, 1], 0).into()).unwrap();
+    let addr = server.local_addr();
+    // Three misbehaving clients: garbage, an oversized frame, a frame of the wrong kind.
+    let mut oversized = (64u32 << 20).to_le_bytes().to_vec();
+    oversized.push(1);
+    let mut wrong_kind = Vec::new();
+    msgbench_engine::net::frame::encode(
+        &msgbench_engine::net::frame::Header {
+            kind: 2,
+            ..Default::default()
+        },
+        0,
+        &mut wrong_kind,
+    );
+    for bytes in [vec![0xFFu8; 100], oversized, wrong_kind] {
+        let mut bad = TcpStream::connect(addr).unwrap();
+        bad.write_all(&bytes).unwrap();
+        bad.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut buf = [0u8; 16];
+        assert!(
+            matches!(bad.read(&mut buf), Ok(0) | Err(_)),
+            "the server closes a bad client"
+        );
+    }
+    let r = fault_run(addr, "rpc", &[]);
+    assert_eq!(r.counters.failed, 0);
+    assert!(r.counters.delivered > 500, "{:?}", r.counters);
+    assert_eq!(
+        server
+            .stats
+            .protocol_errors
+            .load(std::sync::atomic::Ordering::Relaxed),
+        3
+    );
+}

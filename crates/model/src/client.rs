@@ -1,0 +1,211 @@
+//! Settings of a request/response client driver (`rpc`, `redis`): how many connections, how many
+//! requests each keeps in flight, and what happens when that window is full.
+use crate::duration::serde_text;
+use crate::scenario::{Invalid, MachineLimits, ScenarioError};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// The `[client]` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClientSpec {
+    /// Driver threads, each running its own event loop.
+    pub threads: u32,
+    /// Connections per thread.
+    pub connections: u32,
+    /// Requests in flight per connection (pipeline depth).
+    pub window: u32,
+    /// When a request is due and the window is full: `block`, `skip` or `adapt`.
+    pub when_full: WindowFull,
+    /// A request unanswered this long fails (kind `timeout`); its connection is reopened.
+    #[serde(with = "serde_text")]
+    #[schemars(with = "String")]
+    pub timeout: Duration,
+    /// When the server closes a connection or breaks the protocol: `stop` the run (what was
+    /// measured is kept) or `reconnect` and go on.
+    pub on_error: OnError,
+    /// CPUs of the driver threads, one per thread (empty: not pinned).
+    pub pin: Vec<usize>,
+}
+
+impl Default for ClientSpec {
+    fn default() -> Self {
+        ClientSpec {
+            threads: 1,
+            connections: 1,
+            window: 1,
+            when_full: WindowFull::Block,
+            timeout: Duration::from_secs(5),
+            on_error: OnError::Stop,
+            pin: Vec::new(),
+        }
+    }
+}
+
+/// What a request that is due does when its connection's window is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum WindowFull {
+    /// Wait for a response; the wait counts as latency (measured from the intended send time).
+    Block,
+    /// Do not send it; count it as skipped.
+    Skip,
+    /// Skip it and halve the connection's rate; add back 5 % of the target every 100 ms without
+    /// a full window (additive increase, multiplicative decrease).
+    Adapt,
+}
+
+/// What a connection does after the server closed it or broke the protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnError {
+    /// End the run; everything measured so far is kept and the result says why it ended.
+    Stop,
+    /// Reopen the connection (every 100 ms until it works) and go on; requests due meanwhile are
+    /// skipped.
+    Reconnect,
+}
+
+/// Validated client settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientConfig {
+    /// Driver threads.
+    pub threads: usize,
+    /// Connections per thread.
+    pub connections: usize,
+    /// Requests in flight per connection.
+    pub window: usize,
+    /// Full-window policy.
+    pub when_full: WindowFull,
+    /// Request timeout, ns.
+    pub timeout_ns: u64,
+    /// Error policy.
+    pub on_error: OnError,
+    /// CPU of each thread.
+    pub pin: Vec<usize>,
+    /// Requests a connection attempts per turn of its loop under `immediate` pacing
+    /// (`pacing.batch`): with `skip`, what does not fit the window is skipped.
+    pub turn_batch: usize,
+    /// Spin margin of precise waits, ns (`pacing.spin`).
+    pub spin_ns: u64,
+}
+
+/// Most connections one run opens.
+pub const MAX_CONNECTIONS: u64 = 10_000;
+/// Largest window per connection.
+pub const MAX_WINDOW: u32 = 65_536;
+
+impl ClientSpec {
+    pub(crate) fn validate(
+        &self,
+        pacing: &crate::scenario::PacingSpec,
+        limits: &MachineLimits,
+        invalid: &Invalid,
+    ) -> Result<ClientConfig, ScenarioError> {
+        if self.threads == 0 || self.threads > 256 {
+            return Err(invalid(
+                "client.threads",
+                format!("is {}", self.threads),
+                "use 1 to 256 driver threads",
+            ));
+        }
+        if self.connections == 0 {
+            return Err(invalid(
+                "client.connections",
+                "is 0".into(),
+                "open at least 1 connection per thread",
+            ));
+        }
+        if self.threads as u64 * self.connections as u64 > MAX_CONNECTIONS {
+            return Err(invalid(
+                "client.connections",
+                format!(
+                    "makes {} connections in total",
+                    self.threads as u64 * self.connections as u64
+                ),
+                &format!("open at most {MAX_CONNECTIONS} (threads × connections)"),
+            ));
+        }
+        if self.window == 0 || self.window > MAX_WINDOW {
+            return Err(invalid(
+                "client.window",
+                format!("is {}", self.window),
+                &format!("keep 1 to {MAX_WINDOW} requests in flight per connection"),
+            ));
+        }
+        if self.timeout.is_zero() || self.timeout > crate::scenario::MAX_DURATION {
+            return Err(invalid(
+                "client.timeout",
+                format!("is {}", crate::duration::format(self.timeout)),
+                "give a timeout between 1ns and 365 days, e.g. \"5s\"",
+            ));
+        }
+        if pacing.mode == crate::scenario::PacingMode::Relative {
+            return Err(invalid(
+                "pacing.mode",
+                "is `relative`, which only the queue lab supports".into(),
+                "use `interval` (an absolute schedule) for request/response systems",
+            ));
+        }
+        if self.when_full == WindowFull::Adapt
+            && !matches!(
+                pacing.mode,
+                crate::scenario::PacingMode::Rate | crate::scenario::PacingMode::Interval
+            )
+        {
+            return Err(invalid(
+                "client.when_full",
+                "is `adapt`, which adapts a target rate, but the pacing has none".into(),
+                "use pacing mode `rate` or `interval` with `adapt`, or `skip`/`block`",
+            ));
+        }
+        if !self.pin.is_empty() && self.pin.len() != self.threads as usize {
+            return Err(invalid(
+                "client.pin",
+                format!("names {} CPUs for {} threads", self.pin.len(), self.threads),
+                "give one CPU per driver thread, or none",
+            ));
+        }
+        if let Some(cpu) = self.pin.iter().find(|c| !limits.cpus.contains(c)) {
+            return Err(invalid(
+                "client.pin",
+                format!("contains CPU {cpu}, which this process cannot run on"),
+                &format!("pick from the CPUs {:?}", limits.cpus),
+            ));
+        }
+        Ok(ClientConfig {
+            threads: self.threads as usize,
+            connections: self.connections as usize,
+            window: self.window as usize,
+            when_full: self.when_full,
+            timeout_ns: self.timeout.as_nanos() as u64,
+            on_error: self.on_error,
+            pin: self.pin.clone(),
+            turn_batch: pacing.batch as usize,
+            spin_ns: pacing.spin.as_nanos() as u64,
+        })
+    }
+}
+
+impl ClientConfig {
+    /// Total connections.
+    pub fn total_connections(&self) -> usize {
+        self.threads * self.connections
+    }
+
+    /// One line in scenario-file spelling.
+    pub fn describe(&self) -> String {
+        format!(
+            "threads={} connections={} window={} when_full={} timeout={}",
+            self.threads,
+            self.connections,
+            self.window,
+            match self.when_full {
+                WindowFull::Block => "block",
+                WindowFull::Skip => "skip",
+                WindowFull::Adapt => "adapt",
+            },
+            crate::duration::format(Duration::from_nanos(self.timeout_ns))
+        )
+    }
+}
