@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# msgbench's redis driver against redis-benchmark, against one local redis-server started
+# here (port 6398, no persistence), alternating runs in one invocation: 50 connections,
+# pipeline depth 1 and 16, PING (as RESP array, redis-benchmark's ping_mbulk) and SET
+# (3-byte value, one key, redis-benchmark's defaults). Prints per case the median of ROUNDS
+# rounds (default 3) of requests/s and client CPU per request, and the ratios the issue asks
+# for: throughput ≥ 1.0× redis-benchmark's, client CPU per request ≤ 0.8× redis-benchmark's.
+# Client CPU: redis-benchmark's is its whole process (getrusage of the child); msgbench's is
+# its whole process too (warm-up 0, so startup, collector and drain are charged to it).
+source "$(dirname "$0")/common.sh"
+ROUNDS=${ROUNDS:-3}
+bash "$ROOT/scripts/setup.sh"
+build_all
+machine
+PORT=6398
+redis-server --port $PORT --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 &
+REDIS_PID=$!
+trap 'kill $REDIS_PID 2>/dev/null; wait $REDIS_PID 2>/dev/null' EXIT
+for _ in $(seq 50); do redis-cli -p $PORT ping >/dev/null 2>&1 && break; sleep 0.1; done
+python3 - "$MSGBENCH" "$OUT" "$PORT" "$ROUNDS" <<'PY'
+import json, resource, statistics, subprocess, sys
+msgbench, out, port, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+
+def child_cpu():
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return u.ru_utime + u.ru_stime
+
+def redis_benchmark(test, depth):
+    n = 150_000 if depth == 1 else 1_500_000
+    before = child_cpu()
+    text = subprocess.run(["redis-benchmark", "-p", port, "-c", "50", "-n", str(n), "-P", str(depth),
+                           "-t", test, "--csv"], capture_output=True, text=True, check=True).stdout
+    cpu = child_cpu() - before
+    row = [l for l in text.splitlines() if l.startswith('"')][-1]
+    rps = float(row.split(",")[1].strip('"'))
+    return rps, cpu / n
+
+def ours(command, depth):
+    before = child_cpu()
+    text = subprocess.run([msgbench, "run", "--quiet", "--json", "--out", out, "--duration", "3s",
+                           "--warmup", "0", "--set", 'system="redis"', "--set", "sweep={}",
+                           "--set", f'redis.address="127.0.0.1:{port}"', "--set", 'pacing.mode="closed-loop"',
+                           "--set", "client.connections=50", "--set", f"client.window={depth}",
+                           "--set", f'redis.ops={{ {command} = {{ command = "{command}" }} }}'],
+                          capture_output=True, text=True, check=True).stdout
+    cpu = child_cpu() - before
+    r = json.loads(text)["runs"][0]
+    c = r["counters"]
+    assert c["delivered"] > 0 and c["failed"] == 0, c
+    return c["delivered"] / r["duration_s"], cpu / c["delivered"]
+
+print(f"{'case':<14}{'msgbench/s':>12}{'r-b/s':>12}{'ratio':>7}{'ns CPU/req':>12}{'r-b ns':>9}{'ratio':>7}")
+for command, test in [("ping", "ping_mbulk"), ("set", "set")]:
+    for depth in [1, 16]:
+        tr, cr = [], []
+        for _ in range(rounds):
+            a_rps, a_cpu = ours(command, depth)
+            b_rps, b_cpu = redis_benchmark(test, depth)
+            tr.append(a_rps / b_rps)
+            cr.append(a_cpu / b_cpu)
+        print(f"{command} -P {depth:<6}{a_rps/1e3:>11.0f}k{b_rps/1e3:>11.0f}k{statistics.median(tr):>7.2f}"
+              f"{a_cpu*1e9:>12.0f}{b_cpu*1e9:>9.0f}{statistics.median(cr):>7.2f}")
+print("ratios are medians over rounds; targets: throughput >= 1.00, CPU per request <= 0.80")
+PY

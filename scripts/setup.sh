@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what the tests and benchmarks need beyond a Rust toolchain, from Debian's packages:
+# redis-server and redis-tools (redis-benchmark). Idempotent: does nothing when present.
+# msgbench never relies on a running Redis: tests and examples start their own on loopback.
+set -euo pipefail
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v redis-benchmark >/dev/null || need+=(redis-tools)
+[ ${#need[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -eq 0 ]; then
+  SUDO=()
+elif command -v sudo >/dev/null; then
+  SUDO=(sudo)
+else
+  echo "scripts/setup.sh: need ${need[*]} from apt, but this is not root and sudo is missing;" >&2
+  echo "install them as root: apt-get install -y ${need[*]}" >&2
+  exit 1
+fi
+echo "scripts/setup.sh: installing ${need[*]} (Debian packages)" >&2
+export DEBIAN_FRONTEND=noninteractive
+if ! "${SUDO[@]}" apt-get install -y --no-install-recommends "${need[@]}" >/dev/null; then
+  "${SUDO[@]}" apt-get update >/dev/null
+  "${SUDO[@]}" apt-get install -y --no-install-recommends "${need[@]}" >/dev/null
+fi

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Every test: installs the Debian packages the Redis tests need (scripts/setup.sh), then runs
+# the whole workspace's tests in release mode (timing-sensitive tests need optimized code).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+cargo test --workspace --release
