@@ -266,6 +266,9 @@ fn every_command_has_help() {
         vec!["check", "--help"],
         vec!["default-scenario", "--help"],
         vec!["report", "--help"],
+        vec!["compare", "--help"],
+        vec!["serve", "--help"],
+        vec!["serve", "rpc", "--help"],
     ] {
         let o = msgbench(&args);
         assert!(o.status.success() && !o.stdout.is_empty(), "{args:?}");
@@ -574,4 +577,208 @@ fn compare_finds_a_doubled_service_time_and_no_change_between_equal_runs() {
     let o = msgbench(&["compare", a.to_str().unwrap(), tmp.path().to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("holds no results"), "{}", stderr(&o));
+}
+
+/// A loopback port nobody listens on (right now).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn accepts(port: u16) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+}
+
+fn single_run(out: &Path) -> msgbench_model::RunResult {
+    let runs = only_result_dir(out).join("runs");
+    let json = std::fs::read_dir(runs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
+}
+
+#[test]
+fn bad_request_response_settings_are_rejected() {
+    assert_rejected(
+        &["run", "--set", "system=\"rpc\"", "--set", "client.window=0"],
+        &["client.window", "is 0"],
+    );
+    assert_rejected(
+        &["run", "--set", "pacing.mode=\"closed-loop\""],
+        &["pacing.mode", "request/response"],
+    );
+    assert_rejected(
+        &["run", "--set", "system=\"rpc\"", "--set", "rpc.address=\"localhost\""],
+        &["rpc.address", "host:port"],
+    );
+    assert_rejected(
+        &["run", "--set", "system=\"rpc\"", "--set", "client.when_full=\"adapt\""],
+        &["client.when_full", "adapt"],
+    );
+    assert_rejected(
+        &["run", "--set", "system=\"redis\"", "--set", "redis.ops.x.command=\"flushall\""],
+        &["redis.ops", "flushall"],
+    );
+}
+
+#[test]
+fn serve_rpc_serves_other_runs_and_stops_by_itself() {
+    let _turn = turn();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_msgbench"))
+        .args(["serve", "rpc", "--listen", "127.0.0.1:0", "--for", "4s"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    use std::io::BufRead;
+    let mut stdout = std::io::BufReader::new(server.stdout.take().unwrap());
+    stdout.read_line(&mut line).unwrap();
+    let address = line.trim().rsplit(' ').next().unwrap().to_string();
+    assert!(line.contains("listening on 127.0.0.1:"), "{line}");
+    let tmp = tempfile::tempdir().unwrap();
+    let o = msgbench(&[
+        "run", "--quiet", "--duration", "500ms", "--warmup", "0", "--set", "system=\"rpc\"",
+        "--set", &format!("rpc.address=\"{address}\""), "--set", "sweep={}",
+        "--out", tmp.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = single_run(tmp.path());
+    r.counters.check().unwrap();
+    assert!(r.counters.delivered > 1000, "{:?}", r.counters);
+    assert_eq!(r.system, "rpc");
+    let status = server.wait().unwrap();
+    assert!(status.success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert!(rest.contains("served") && rest.contains("CPU-s"), "{rest}");
+}
+
+fn sut_scenario(dir: &Path, port: u16) -> String {
+    write(
+        dir,
+        "sut.toml",
+        &format!(
+            r#"name = "sut"
+system = "rpc"
+[run]
+duration = "1s"
+warmup = "0"
+[pacing]
+mode = "rate"
+per_sec = 5000
+[rpc]
+address = "127.0.0.1:{port}"
+[sut]
+command = "exec '{}' serve rpc --listen 127.0.0.1:{port}"
+"#,
+            env!("CARGO_BIN_EXE_msgbench")
+        ),
+    )
+}
+
+#[test]
+fn a_scenario_starts_measures_and_stops_its_own_server() {
+    let _turn = turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let scenario = sut_scenario(tmp.path(), port);
+    let out = tmp.path().join("results");
+    let o = msgbench(&["run", &scenario, "--quiet", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = single_run(&out);
+    r.counters.check().unwrap();
+    assert!(r.counters.delivered > 4000, "{:?}", r.counters);
+    let sut_cpu = r.cpu.sut_cpu_s.expect("the server's CPU is measured");
+    assert!(sut_cpu > 0.0 && sut_cpu < 2.0, "{sut_cpu}");
+    assert!(!accepts(port), "the server is stopped after the run");
+}
+
+#[test]
+fn ctrl_c_also_stops_the_server_the_scenario_started() {
+    let _turn = turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let scenario = sut_scenario(tmp.path(), port);
+    let (o, run, _dir, _tmp) = interrupt_run(
+        &[&scenario, "--duration", "30s"],
+        std::time::Duration::from_millis(1500),
+    );
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(run.interrupted && run.counters.delivered > 100);
+    run.counters.check().unwrap();
+    assert!(!accepts(port), "the server is stopped after Ctrl-C");
+}
+
+#[test]
+fn a_server_that_never_gets_ready_fails_with_its_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let scenario = write(
+        tmp.path(),
+        "never.toml",
+        &format!(
+            "system = \"rpc\"\n[rpc]\naddress = \"127.0.0.1:{port}\"\n[sut]\ncommand = \"echo starting up; sleep 30\"\nready_timeout = \"1s\"\n"
+        ),
+    );
+    let out = tmp.path().join("results");
+    let started = std::time::Instant::now();
+    let o = msgbench(&["run", &scenario, "--out", out.to_str().unwrap()]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("did not accept connections within 1s"), "{err}");
+    assert!(err.contains("starting up"), "the server's own output is quoted: {err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "the sleep was stopped");
+}
+
+#[test]
+fn redis_is_driven_for_real() {
+    let _turn = turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let scenario = write(
+        tmp.path(),
+        "redis.toml",
+        &format!(
+            r#"system = "redis"
+[run]
+duration = "1s"
+warmup = "200ms"
+[client]
+connections = 4
+window = 8
+[pacing]
+mode = "closed-loop"
+[redis]
+address = "127.0.0.1:{port}"
+keys = 1000
+[redis.ops.get]
+command = "get"
+[redis.ops.set]
+command = "set"
+[sut]
+command = "exec redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no"
+"#
+        ),
+    );
+    let out = tmp.path().join("results");
+    let o = msgbench(&["run", &scenario, "--quiet", "--out", out.to_str().unwrap()]);
+    assert!(
+        o.status.success(),
+        "{} (is redis-server installed? run `bash scripts/setup.sh`)",
+        stderr(&o)
+    );
+    let r = single_run(&out);
+    r.counters.check().unwrap();
+    assert_eq!(r.counters.failed, 0);
+    assert!(r.counters.delivered > 5000, "{:?}", r.counters);
+    let names: Vec<_> = r.classes.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["get", "set"]);
+    assert!(r.classes.iter().all(|c| c.latency.count > 1000));
+    assert!(r.cpu.sut_cpu_s.unwrap() > 0.0);
+    assert!(!accepts(port), "redis-server is stopped after the run");
 }
