@@ -613,15 +613,33 @@ fn bad_request_response_settings_are_rejected() {
         &["pacing.mode", "request/response"],
     );
     assert_rejected(
-        &["run", "--set", "system=\"rpc\"", "--set", "rpc.address=\"localhost\""],
+        &[
+            "run",
+            "--set",
+            "system=\"rpc\"",
+            "--set",
+            "rpc.address=\"localhost\"",
+        ],
         &["rpc.address", "host:port"],
     );
     assert_rejected(
-        &["run", "--set", "system=\"rpc\"", "--set", "client.when_full=\"adapt\""],
+        &[
+            "run",
+            "--set",
+            "system=\"rpc\"",
+            "--set",
+            "client.when_full=\"adapt\"",
+        ],
         &["client.when_full", "adapt"],
     );
     assert_rejected(
-        &["run", "--set", "system=\"redis\"", "--set", "redis.ops.x.command=\"flushall\""],
+        &[
+            "run",
+            "--set",
+            "system=\"redis\"",
+            "--set",
+            "redis.ops.x.command=\"flushall\"",
+        ],
         &["redis.ops", "flushall"],
     );
 }
@@ -642,9 +660,20 @@ fn serve_rpc_serves_other_runs_and_stops_by_itself() {
     assert!(line.contains("listening on 127.0.0.1:"), "{line}");
     let tmp = tempfile::tempdir().unwrap();
     let o = msgbench(&[
-        "run", "--quiet", "--duration", "500ms", "--warmup", "0", "--set", "system=\"rpc\"",
-        "--set", &format!("rpc.address=\"{address}\""), "--set", "sweep={}",
-        "--out", tmp.path().to_str().unwrap(),
+        "run",
+        "--quiet",
+        "--duration",
+        "500ms",
+        "--warmup",
+        "0",
+        "--set",
+        "system=\"rpc\"",
+        "--set",
+        &format!("rpc.address=\"{address}\""),
+        "--set",
+        "sweep={}",
+        "--out",
+        tmp.path().to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let r = single_run(tmp.path());
@@ -730,9 +759,18 @@ fn a_server_that_never_gets_ready_fails_with_its_output() {
     let o = msgbench(&["run", &scenario, "--out", out.to_str().unwrap()]);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("did not accept connections within 1s"), "{err}");
-    assert!(err.contains("starting up"), "the server's own output is quoted: {err}");
-    assert!(started.elapsed() < std::time::Duration::from_secs(10), "the sleep was stopped");
+    assert!(
+        err.contains("did not accept connections within 1s"),
+        "{err}"
+    );
+    assert!(
+        err.contains("starting up"),
+        "the server's own output is quoted: {err}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "the sleep was stopped"
+    );
 }
 
 #[test]

@@ -19,7 +19,18 @@ pub fn render(runs: &[RunResult]) -> String {
         runs.len(),
         points.len()
     ));
-    out.push_str(&table(&points));
+    out.push_str(&table(
+        &points,
+        runs.iter().any(|r| r.cpu.sut_cpu_s.is_some()),
+    ));
+    if runs.iter().any(|r| r.classes.len() > 1) {
+        out.push_str("\n## Per operation class\n\n");
+        out.push_str(&class_table(&points));
+    }
+    if runs.iter().any(|r| r.faults.total() > 0) {
+        out.push_str("\n## Faults\n\n");
+        out.push_str(&fault_table(runs));
+    }
     out.push_str("\n## Validity\n\n");
     let mut all_valid = true;
     for r in runs {
@@ -51,9 +62,9 @@ fn group(runs: &[RunResult]) -> BTreeMap<usize, Vec<&RunResult>> {
 /// The metric columns: header and how to read the number from a run.
 type Column = (&'static str, fn(&RunResult) -> f64, fn(f64) -> String);
 
-fn columns() -> Vec<Column> {
+fn columns(with_sut: bool) -> Vec<Column> {
     let ns = |v: f64| duration_ns(v as u64);
-    vec![
+    let mut columns: Vec<Column> = vec![
         ("delivered/s", |r| r.delivered_per_sec(), |v| count(v)),
         ("success", |r| r.counters.success_rate(), percent),
         ("drop", |r| r.counters.drop_rate(), percent),
@@ -65,7 +76,100 @@ fn columns() -> Vec<Column> {
         ("p99.99", |r| r.latency.p9999_ns as f64, ns),
         ("max", |r| r.latency.max_ns as f64, ns),
         ("CPU/msg", cpu_per_message_ns, ns),
+    ];
+    if with_sut {
+        columns.push(("server CPU/msg", sut_cpu_per_message_ns, ns));
+    }
+    columns
+}
+
+fn sut_cpu_per_message_ns(r: &RunResult) -> f64 {
+    match r.cpu.sut_cpu_s {
+        Some(s) if r.counters.delivered > 0 => s * 1e9 / r.counters.delivered as f64,
+        _ => 0.0,
+    }
+}
+
+fn axes_of(points: &BTreeMap<usize, Vec<&RunResult>>) -> Vec<String> {
+    points
+        .values()
+        .next()
+        .and_then(|rs| rs.first())
+        .map(|r| r.params.iter().map(|p| p.axis.clone()).collect())
+        .unwrap_or_default()
+}
+
+fn header_row(header: &[String]) -> String {
+    format!(
+        "| {} |\n|{}|\n",
+        header.join(" | "),
+        header.iter().map(|_| "---").collect::<Vec<_>>().join("|")
+    )
+}
+
+/// Per class: its share of deliveries and its latency, median over replicates.
+fn class_table(points: &BTreeMap<usize, Vec<&RunResult>>) -> String {
+    let axes = axes_of(points);
+    let mut header: Vec<String> = vec!["point".into()];
+    header.extend(axes.iter().map(|a| short_axis(a).to_string()));
+    header.extend(["class", "delivered/s", "p50", "p99", "p99.9", "max"].map(String::from));
+    let mut out = header_row(&header);
+    let ns = |v: f64| duration_ns(v as u64);
+    for (point, runs) in points {
+        for (i, class) in runs[0].classes.iter().enumerate() {
+            let mut row = vec![point.to_string()];
+            row.extend(
+                axes.iter()
+                    .map(|a| runs[0].param(a).unwrap_or_default().to_string()),
+            );
+            row.push(class.name.clone());
+            let of = |read: fn(&msgbench_model::result::ClassResult, &RunResult) -> f64| {
+                runs.iter()
+                    .filter_map(|r| r.classes.get(i).map(|c| read(c, r)))
+                    .collect::<Vec<_>>()
+            };
+            row.push(spread(
+                of(|c, r| c.latency.count as f64 / r.duration_s.max(1e-9)),
+                |v| count(v),
+            ));
+            row.push(spread(of(|c, _| c.latency.p50_ns as f64), ns));
+            row.push(spread(of(|c, _| c.latency.p99_ns as f64), ns));
+            row.push(spread(of(|c, _| c.latency.p999_ns as f64), ns));
+            row.push(spread(of(|c, _| c.latency.max_ns as f64), ns));
+            out.push_str(&format!("| {} |\n", row.join(" | ")));
+        }
+    }
+    out
+}
+
+/// Fault counts of the runs that had any.
+fn fault_table(runs: &[RunResult]) -> String {
+    let header: Vec<String> = [
+        "run",
+        "failed",
+        "timeouts",
+        "disconnects",
+        "connect failures",
+        "protocol errors",
+        "server errors",
     ]
+    .map(String::from)
+    .to_vec();
+    let mut out = header_row(&header);
+    for r in runs.iter().filter(|r| r.faults.total() > 0) {
+        let f = r.faults;
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            r.run_id,
+            r.counters.failed,
+            f.timeouts,
+            f.disconnects,
+            f.connect_failures,
+            f.protocol_errors,
+            f.server_errors
+        ));
+    }
+    out
 }
 
 fn cpu_per_message_ns(r: &RunResult) -> f64 {
@@ -76,24 +180,15 @@ fn cpu_per_message_ns(r: &RunResult) -> f64 {
     }
 }
 
-fn table(points: &BTreeMap<usize, Vec<&RunResult>>) -> String {
-    let axes: Vec<String> = points
-        .values()
-        .next()
-        .and_then(|rs| rs.first())
-        .map(|r| r.params.iter().map(|p| p.axis.clone()).collect())
-        .unwrap_or_default();
-    let columns = columns();
+fn table(points: &BTreeMap<usize, Vec<&RunResult>>, with_sut: bool) -> String {
+    let axes = axes_of(points);
+    let columns = columns(with_sut);
     let mut header: Vec<String> = vec!["point".into()];
     header.extend(axes.iter().map(|a| short_axis(a).to_string()));
     header.push("runs".into());
     header.extend(columns.iter().map(|c| c.0.to_string()));
     header.push("valid".into());
-    let mut out = format!(
-        "| {} |\n|{}|\n",
-        header.join(" | "),
-        header.iter().map(|_| "---").collect::<Vec<_>>().join("|")
-    );
+    let mut out = header_row(&header);
     for (point, runs) in points {
         let mut row = vec![point.to_string()];
         row.extend(
