@@ -388,7 +388,9 @@ mod tests {
         ];
         let e = Experiment::load("", "t", &o, &limits()).unwrap();
         assert_eq!(e.points.len(), 2);
-        let crate::scenario::System::Queue(q) = &e.points[0].scenario.system;
+        let crate::scenario::System::Queue(q) = &e.points[0].scenario.system else {
+            panic!("a queue scenario")
+        };
         assert_eq!(q.capacity, 8);
         assert_eq!(
             e.points[1].scenario.pacing,
