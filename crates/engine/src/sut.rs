@@ -25,6 +25,12 @@ impl SutProcess {
             command: config.command.clone(),
             problem,
         };
+        if accepts(&config.ready) {
+            return Err(fail(format!(
+                "something already accepts connections on {} before the server was started; stop it or give the server and `sut.ready` another port",
+                config.ready
+            )));
+        }
         let log = tempfile_log().map_err(|e| fail(format!("cannot create its log file: {e}")))?;
         let child = Command::new("sh")
             .arg("-c")

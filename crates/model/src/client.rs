@@ -17,11 +17,12 @@ pub struct ClientSpec {
     pub window: u32,
     /// When a request is due and the window is full: `block`, `skip` or `adapt`.
     pub when_full: WindowFull,
-    /// A request unanswered this long fails (kind `timeout`); its connection is reopened.
+    /// A request unanswered this long fails (kind `timeout`) with every other request in
+    /// flight on its connection; then `on_error` applies.
     #[serde(with = "serde_text")]
     #[schemars(with = "String")]
     pub timeout: Duration,
-    /// When the server closes a connection or breaks the protocol: `stop` the run (what was
+    /// After a timeout, a closed connection or a protocol error: `stop` the run (what was
     /// measured is kept) or `reconnect` and go on.
     pub on_error: OnError,
     /// CPUs of the driver threads, one per thread (empty: not pinned).

@@ -250,7 +250,7 @@ impl RpcSpec {
                 return Err(invalid(
                     field,
                     format!("is {bytes}"),
-                    "use at most 64 MiB per payload",
+                    "use at most 67108800 bytes (64 MiB minus the header) per payload",
                 ));
             }
         }

@@ -615,6 +615,36 @@ impl ScenarioSpec {
                 let client = self.client.validate(&self.pacing, limits, &invalid)?;
                 let rpc = self.rpc.validate(limits, &invalid)?;
                 let sut = self.sut.validate(rpc.address.as_deref(), &invalid)?;
+                if rpc.address.is_none() {
+                    let server = &rpc.server;
+                    if rpc.request_bytes as u64 + 32 > server.max_frame as u64 {
+                        return Err(invalid(
+                            "rpc.request_bytes",
+                            format!(
+                                "is {}, more than the built-in server's max_frame ({}) allows",
+                                rpc.request_bytes, server.max_frame
+                            ),
+                            "raise `rpc.server.max_frame` or send smaller requests",
+                        ));
+                    }
+                    if rpc.response_bytes as u64 + 64 > server.max_frame as u64 {
+                        return Err(invalid(
+                            "rpc.response_bytes",
+                            format!(
+                                "is {}, more than the built-in server's max_frame ({}) allows",
+                                rpc.response_bytes, server.max_frame
+                            ),
+                            "raise `rpc.server.max_frame` or ask for smaller responses",
+                        ));
+                    }
+                    if client.total_connections() > server.max_connections {
+                        return Err(invalid(
+                            "client.connections",
+                            format!("makes {} connections, more than the built-in server's max_connections ({})", client.total_connections(), server.max_connections),
+                            "raise `rpc.server.max_connections` or open fewer connections",
+                        ));
+                    }
+                }
                 if sut.is_some() && rpc.address.is_none() {
                     return Err(invalid(
                         "rpc.address",

@@ -275,6 +275,7 @@ mod tests {
                 ..Default::default()
             },
             sequence: SequenceErrors::default(),
+            faults: Default::default(),
             latency: Percentiles {
                 p50_ns: p99 / 10,
                 p99_ns: p99,

@@ -7,7 +7,7 @@
 //! u16 class       operation class (index into the client's mix)
 //! u64 id          request id, echoed in the response
 //! u64 client_ns   client timestamp, echoed
-//! u64 service_ns  request: time to simulate; response: time the server spent
+//! u64 service_ns  request: time to simulate; response: echoed
 //! u32 reply_bytes request: payload bytes wanted back; response: 0
 //! ... payload
 //! ```
@@ -38,7 +38,7 @@ pub struct Header {
     pub id: u64,
     /// Client timestamp.
     pub client_ns: u64,
-    /// Service time asked for (request) or spent (response).
+    /// Service time asked for (request), echoed in the response.
     pub service_ns: u64,
     /// Payload bytes wanted back.
     pub reply_bytes: u32,

@@ -180,8 +180,11 @@ fn accept_loop(
 ) {
     let mut events = Events::with_capacity(64);
     let mut next = 0;
+    let mut retry = None;
     while !shutdown.load(Ordering::Relaxed) {
-        if poll.poll(&mut events, None).is_err() {
+        // After an accept error (out of descriptors) no new edge may come for the connections
+        // still queued: look again shortly.
+        if poll.poll(&mut events, retry.take()).is_err() {
             continue;
         }
         loop {
@@ -202,8 +205,10 @@ fn accept_loop(
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                // Out of file descriptors and the like: try again on the next event.
-                Err(_) => break,
+                Err(_) => {
+                    retry = Some(std::time::Duration::from_millis(10));
+                    break;
+                }
             }
         }
     }
@@ -336,9 +341,22 @@ impl Worker {
     }
 
     fn on_readable(&mut self, slot: usize) {
-        let result = self.read_and_serve(slot);
-        if let Err(why) = result.and_then(|()| self.flush(slot)) {
-            self.close(slot, why);
+        loop {
+            let paused = match self.read_and_serve(slot).and_then(|paused| {
+                self.flush(slot)?;
+                Ok(paused)
+            }) {
+                Ok(paused) => paused,
+                Err(why) => return self.close(slot, why),
+            };
+            // Reading paused for backpressure and the flush drained it: bytes may still wait
+            // in the socket with no new edge to announce them, so read on now.
+            let drained = self.conns[slot]
+                .as_ref()
+                .is_some_and(|c| c.wbuf.len() - c.wpos <= PAUSE_READING_BYTES);
+            if !(paused && drained) {
+                return;
+            }
         }
     }
 
@@ -351,14 +369,16 @@ impl Worker {
         self.on_readable(slot);
     }
 
-    fn read_and_serve(&mut self, slot: usize) -> Result<(), Close> {
+    /// Reads and serves until the socket is empty (`Ok(false)`) or responses pile up beyond
+    /// the backpressure threshold (`Ok(true)`: reading paused).
+    fn read_and_serve(&mut self, slot: usize) -> Result<bool, Close> {
         let max_frame = self.max_frame;
         loop {
             let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
-                return Ok(());
+                return Ok(false);
             };
             if conn.wbuf.len() - conn.wpos > PAUSE_READING_BYTES {
-                return Ok(());
+                return Ok(true);
             }
             // Make room: move the partial frame to the front, grow for a frame that needs it.
             if conn.rend == conn.rbuf.len() {
@@ -373,7 +393,7 @@ impl Worker {
             let n = match conn.stream.read(&mut conn.rbuf[conn.rend..]) {
                 Ok(0) => return Err(Close::Peer),
                 Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return Err(Close::Peer),
             };

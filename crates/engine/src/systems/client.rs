@@ -124,14 +124,18 @@ pub fn drive<W: Wire>(
     make_wire: impl Fn(usize) -> W,
     ctx: &RunContext,
     sut_cpu_ns: &dyn Fn() -> Option<u64>,
+    hint: &str,
 ) -> Result<DriverOutput, EngineError> {
     // Connect everything first, on this thread: a refused address fails the run before it
     // starts, with one clear message.
     let mut streams = Vec::with_capacity(client.total_connections());
     for _ in 0..client.total_connections() {
-        streams.push(connect(address).map_err(|source| EngineError::Connect {
-            address: address.to_string(),
-            source,
+        streams.push(connect(address, Duration::from_secs(3)).map_err(|source| {
+            EngineError::Connect {
+                address: address.to_string(),
+                source,
+                hint: hint.to_string(),
+            }
         })?);
     }
     let t0 = crate::clock::now_ns() + START_LEAD_NS;
@@ -257,8 +261,8 @@ fn budget_share(ops: Option<u64>, threads: usize, t: usize) -> u64 {
     }
 }
 
-fn connect(address: SocketAddr) -> io::Result<TcpStream> {
-    let s = std::net::TcpStream::connect_timeout(&address, Duration::from_secs(3))?;
+fn connect(address: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+    let s = std::net::TcpStream::connect_timeout(&address, timeout)?;
     s.set_nodelay(true)?;
     s.set_nonblocking(true)?;
     Ok(TcpStream::from_std(s))
@@ -375,7 +379,7 @@ impl<W: Wire> Conn<W> {
 enum Failure {
     Timeout,
     Closed,
-    Protocol,
+    Protocol(&'static str),
 }
 
 struct ThreadLoop<'a, W> {
@@ -568,6 +572,10 @@ impl<W: Wire> ThreadLoop<'_, W> {
                     c.done = true;
                     return;
                 }
+                // Unpaced and disconnected: nothing is due, so nothing is attempted.
+                if c.stream.is_none() {
+                    return;
+                }
                 let measured = now >= shared.measure_start_ns;
                 // `skip` attempts a batch per turn of the loop (what does not fit is skipped);
                 // otherwise the window is kept full (closed loop).
@@ -584,7 +592,7 @@ impl<W: Wire> ThreadLoop<'_, W> {
                         self.attempts += 1;
                         self.rec.attempted();
                     }
-                    if c.free.is_empty() || c.stream.is_none() {
+                    if c.free.is_empty() {
                         if measured {
                             self.rec.skipped();
                         }
@@ -658,17 +666,17 @@ impl<W: Wire> ThreadLoop<'_, W> {
         if self.shared.client.on_error != OnError::Reconnect {
             return;
         }
-        match connect(self.shared.address) {
-            Ok(mut s) => {
-                if poll
-                    .registry()
-                    .register(&mut s, Token(i), Interest::READABLE)
-                    .is_ok()
-                {
-                    self.conns[i].stream = Some(s);
-                }
-            }
-            Err(_) => {
+        // Short: a blocking connect stalls this thread's other connections meanwhile (loopback
+        // refusals return at once; an address that drops packets costs at most this).
+        let connected =
+            connect(self.shared.address, Duration::from_millis(100)).and_then(|mut s| {
+                poll.registry()
+                    .register(&mut s, Token(i), Interest::READABLE)?;
+                Ok(s)
+            });
+        match connected {
+            Ok(s) => self.conns[i].stream = Some(s),
+            _ => {
                 self.faults.connect_failures += 1;
                 self.conns[i].reconnect_at = now + RECONNECT_NS;
             }
@@ -743,7 +751,13 @@ impl<W: Wire> ThreadLoop<'_, W> {
                 let response = match c.wire.decode(&c.rbuf[c.rstart..c.rend]) {
                     Ok(Some(r)) => r,
                     Ok(None) => break,
-                    Err(_) => return self.fail(i, Failure::Protocol, poll),
+                    Err(_) => {
+                        return self.fail(
+                            i,
+                            Failure::Protocol("bytes that are not a valid response"),
+                            poll,
+                        )
+                    }
                 };
                 c.rstart += response.size;
                 let slot = match response.id {
@@ -751,7 +765,13 @@ impl<W: Wire> ThreadLoop<'_, W> {
                         let slot = (id & 0xFFFF_FFFF) as usize;
                         match c.flights.get(slot) {
                             Some(f) if f.active && f.id == id => slot,
-                            _ => return self.fail(i, Failure::Protocol, poll),
+                            _ => {
+                                return self.fail(
+                                    i,
+                                    Failure::Protocol("a response to no request in flight"),
+                                    poll,
+                                )
+                            }
                         }
                     }
                     None => loop {
@@ -762,7 +782,13 @@ impl<W: Wire> ThreadLoop<'_, W> {
                                     break slot as usize;
                                 }
                             }
-                            None => return self.fail(i, Failure::Protocol, poll),
+                            None => {
+                                return self.fail(
+                                    i,
+                                    Failure::Protocol("a reply with no request in flight"),
+                                    poll,
+                                )
+                            }
                         }
                     },
                 };
@@ -828,21 +854,33 @@ impl<W: Wire> ThreadLoop<'_, W> {
         let what = match why {
             Failure::Timeout => {
                 self.faults.timeouts += 1;
-                "a request timed out"
+                format!(
+                    "a request got no response within {}",
+                    msgbench_model::duration::format(Duration::from_nanos(
+                        self.shared.client.timeout_ns
+                    ))
+                )
             }
             Failure::Closed => {
                 self.faults.disconnects += 1;
-                "the server closed the connection"
+                "the connection was closed or reset".to_string()
             }
-            Failure::Protocol => {
+            Failure::Protocol(what) => {
                 self.faults.protocol_errors += 1;
-                "the server sent bytes that are not a valid response"
+                format!("the server sent {what}")
             }
         };
         if self.shared.client.on_error == OnError::Stop {
-            let at = now.saturating_sub(self.shared.measure_start_ns) as f64 / 1e9;
+            let when = if now < self.shared.measure_start_ns {
+                "during the warm-up".to_string()
+            } else {
+                format!(
+                    "{:.2} s into the measured window",
+                    (now - self.shared.measure_start_ns) as f64 / 1e9
+                )
+            };
             let _ = self.shared.stopped_by.set(format!(
-                "{what} on connection {} of {} at {at:.2} s into the window; the run stopped (set `client.on_error = \"reconnect\"` to go on)",
+                "{what} on connection {} to {} {when}; the run stopped (set `client.on_error = \"reconnect\"` to go on)",
                 self.index * self.shared.client.connections + i,
                 self.shared.address
             ));
@@ -876,6 +914,13 @@ fn send<W: Wire>(
     };
     c.order.push_back((slot, id));
     c.in_flight += 1;
+    // Out-of-order completions leave stale entries behind a slow request: drop them before
+    // the queue outgrows its pre-allocated capacity.
+    if c.order.len() >= 2 * c.flights.len() {
+        let flights = &c.flights;
+        c.order
+            .retain(|&(s, id)| flights[s as usize].active && flights[s as usize].id == id);
+    }
     if measured {
         rec.sent(scheduled_ns, actual_ns);
     }

@@ -66,12 +66,16 @@ pub enum EngineError {
     )]
     WorkerPanicked(&'static str),
     /// The server did not accept a connection.
-    #[error("cannot connect to {address}: {source}; is the server running and listening there? (start msgbench's own with `msgbench serve rpc --listen {address}`, or omit the address to run it in-process)")]
+    #[error(
+        "cannot connect to {address}: {source}; is the server running and listening there? {hint}"
+    )]
     Connect {
         /// The address.
         address: String,
         /// OS error.
         source: std::io::Error,
+        /// How to get a server there.
+        hint: String,
     },
     /// An address did not resolve.
     #[error("cannot resolve `{0}` to an address; write it as host:port, e.g. 127.0.0.1:6379")]

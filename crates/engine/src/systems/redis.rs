@@ -36,6 +36,7 @@ pub fn run(
         |i| RedisWire::new(redis, scenario.run.seed, i),
         ctx,
         &sut_cpu,
+        "(start one with `redis-server --port PORT`, or let the scenario start it: `[sut] command = \"exec redis-server --port PORT\"`)",
     )?;
     let mut notes = Vec::new();
     if let Some(p) = external.as_mut() {

@@ -56,6 +56,7 @@ pub fn run(
         |i| RpcWire::new(rpc, scenario.run.seed, i),
         ctx,
         &sut_cpu,
+        "(start msgbench's own with `msgbench serve rpc --listen HOST:PORT`, let `[sut] command` start one, or omit `rpc.address` to run the built-in server in-process)",
     )?;
     let mut notes = Vec::new();
     if let Some(p) = external.as_mut() {
