@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what the tests and benchmarks need beyond a Rust toolchain, from Debian's packages:
-# redis-server and redis-tools (redis-benchmark). Idempotent: does nothing when present.
+# redis-server and redis-tools (redis-benchmark), and chromium for the report's browser check. Idempotent: does nothing when present.
 # msgbench never relies on a running Redis: tests and examples start their own on loopback.
 set -euo pipefail
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-benchmark >/dev/null || need+=(redis-tools)
+command -v chromium >/dev/null || need+=(chromium)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -eq 0 ]; then

@@ -28,11 +28,18 @@ pub enum Command {
     ///
     /// Example: msgbench check examples/queue-capacity.toml --set run.replicates=1
     Check(RunArgs),
-    /// Write DIR/report.md from the results in DIR (a pure function of the files: nothing is
-    /// re-run). `msgbench run` writes it too; use this after editing or copying results.
+    /// Write DIR/report.md, DIR/report.html and one SVG per chart from the results in DIR (a
+    /// pure function of the files: nothing is re-run). `msgbench run` writes them too.
     ///
-    /// Example: msgbench report results/queue-capacity/20261122-010955
+    /// Example: msgbench report results/pipeline-depth/20261122-010955 --slo "p99 < 5ms"
     Report(ReportArgs),
+    /// Find the maximum sustainable rate under an SLO: ramp the open-loop rate ×2 until a step
+    /// fails (SLO missed, < 99.9 % delivered, target not reached, or the driver late), then
+    /// bisect to --precision. Every step is a full run; all go to one result directory whose
+    /// report shows each step.
+    ///
+    /// Example: msgbench search examples/rpc-capacity.toml --slo "p99 < 10ms"
+    Search(SearchArgs),
     /// Compare two result directories: per metric the change from A to B, a 95 % bootstrap
     /// interval and a verdict (improved, regressed, no significant change). Sweep points are
     /// matched by their parameters; two single-point directories are compared directly.
@@ -90,7 +97,7 @@ pub struct ServeRpcArgs {
 }
 
 /// Where the scenario comes from and what to change in it.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct ScenarioArgs {
     /// Scenario file (TOML). Without it, the embedded default experiment is used.
     pub scenario: Option<PathBuf>,
@@ -115,6 +122,10 @@ pub struct ScenarioArgs {
     /// Keep up to N raw per-message latencies per run in runs/<id>.latencies.csv.
     #[arg(long, value_name = "N")]
     pub emit_latencies: Option<u64>,
+    /// Latency objective for the advice in the reports (and the target of `search`), e.g.
+    /// "p99 < 10ms"; sets report.slo.
+    #[arg(long, value_name = "SLO")]
+    pub slo: Option<String>,
 }
 
 /// `msgbench compare`.
@@ -137,6 +148,10 @@ pub struct ReportArgs {
     /// A result directory written by `msgbench run` (it holds runs/*.json).
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
+    /// Latency objective for the advice, e.g. "p99 < 10ms" (default: report.slo saved in
+    /// DIR/experiment.toml, if any).
+    #[arg(long, value_name = "SLO")]
+    pub slo: Option<String>,
 }
 
 /// `msgbench run`.
@@ -155,6 +170,39 @@ pub struct RunArgs {
     /// Print the results as JSON on stdout instead of the summary table.
     #[arg(long)]
     pub json: bool,
+    /// Resume the interrupted experiment in this result directory: its saved experiment.toml
+    /// is run, and runs already written there are kept, not run again.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["scenario", "set", "duration", "warmup", "operations", "replicates", "emit_latencies"])]
+    pub resume: Option<PathBuf>,
+}
+
+/// `msgbench search`.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// The scenario (one point: no sweep) and overrides; its pacing becomes `rate`.
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    /// First rate tried, messages per second.
+    #[arg(long, value_name = "PER_SEC", default_value_t = 1000.0)]
+    pub start: f64,
+    /// Highest rate tried, messages per second.
+    #[arg(long, value_name = "PER_SEC", default_value_t = 1e8)]
+    pub max: f64,
+    /// Stop when the highest passing and lowest failing rates are this close, percent.
+    #[arg(long, value_name = "PERCENT", default_value_t = 5.0)]
+    pub precision: f64,
+    /// Smallest share of attempted messages that must be delivered, percent.
+    #[arg(long, value_name = "PERCENT", default_value_t = 99.9)]
+    pub min_success: f64,
+    /// Most steps (each is a full warm-up + measured run per replicate).
+    #[arg(long, value_name = "N", default_value_t = 25)]
+    pub max_steps: usize,
+    /// Root directory of results; writes DIR/<experiment>/<stamp>/.
+    #[arg(long, short, value_name = "DIR", default_value = "results")]
+    pub out: PathBuf,
+    /// Print nothing but errors and the answer.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 #[cfg(test)]

@@ -1,11 +1,11 @@
 //! One function per subcommand; each turns flags into a validated experiment first, so bad
 //! input fails before anything is measured or written.
-use crate::args::{Cli, Command, RunArgs, ScenarioArgs, ServeCommand, ServeRpcArgs};
+use crate::args::{Cli, Command, RunArgs, ScenarioArgs, SearchArgs, ServeCommand, ServeRpcArgs};
 use crate::terminal::Terminal;
 use crate::{EXIT_BAD_INPUT, EXIT_INTERRUPTED};
 use msgbench_engine::affinity::allowed_cpus;
 use msgbench_engine::environment::Environment;
-use msgbench_engine::runner::run_experiment;
+use msgbench_engine::runner::{run_experiment_to, Destination};
 use msgbench_model::duration;
 use msgbench_model::rpc::RpcServerSpec;
 use msgbench_model::scenario::{MachineLimits, ScenarioError};
@@ -20,13 +20,19 @@ pub fn dispatch(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Run(args) => run(args),
         Command::Check(args) => check(args.scenario),
-        Command::Report(args) => match write_report(&args.dir) {
-            Ok(path) => {
-                println!("{}", path.display());
+        Command::Report(args) => match write_report(&args.dir, args.slo.as_deref()) {
+            Ok(paths) => {
+                for p in paths.iter().take(2) {
+                    println!("{}", p.display());
+                }
+                if paths.len() > 2 {
+                    println!("{} charts: {}/*.svg", paths.len() - 2, args.dir.display());
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => fail(EXIT_BAD_INPUT, e),
         },
+        Command::Search(args) => search(args),
         Command::Compare(args) => match compare(&args.a, &args.b, args.noise / 100.0) {
             Ok(text) => {
                 print!("{text}");
@@ -68,6 +74,9 @@ fn load(args: &ScenarioArgs) -> Result<Experiment, String> {
         path: path.into(),
         value,
     };
+    if let Some(slo) = &args.slo {
+        overrides.push(flag("report.slo", toml::Value::String(slo.clone())));
+    }
     if let Some(d) = &args.duration {
         check_duration("--duration", d)?;
         overrides.push(flag("run.duration", toml::Value::String(d.clone())));
@@ -145,7 +154,20 @@ fn check(args: ScenarioArgs) -> ExitCode {
 }
 
 fn run(args: RunArgs) -> ExitCode {
-    let experiment = match load(&args.scenario) {
+    let loaded = match &args.resume {
+        None => load(&args.scenario),
+        Some(dir) => load(&ScenarioArgs {
+            scenario: Some(dir.join("experiment.toml")),
+            ..args.scenario.clone()
+        })
+        .map_err(|e| {
+            format!(
+                "--resume {}: {e} (is it a result directory written by `msgbench run`?)",
+                dir.display()
+            )
+        }),
+    };
+    let experiment = match loaded {
         Ok(e) => e,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
@@ -153,20 +175,30 @@ fn run(args: RunArgs) -> ExitCode {
     install_ctrl_c(stop.clone());
     let terminal = Arc::new(Terminal::new(args.quiet || args.json));
     let env = Environment::capture(std::env::args().collect());
-    let outcome = run_experiment(&experiment, &args.out, env, stop.clone(), terminal.clone());
+    let destination = match &args.resume {
+        Some(dir) => Destination::Resume(dir),
+        None => Destination::New(&args.out),
+    };
+    let outcome = run_experiment_to(
+        &experiment,
+        destination,
+        env,
+        stop.clone(),
+        terminal.clone(),
+    );
     terminal.clear_line();
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
             // What was measured before the failure still gets its report.
             if let Some(dir) = e.dir() {
-                let _ = write_report(dir);
+                let _ = write_report(dir, None);
             }
             return fail(1, e);
         }
     };
     if !outcome.results.is_empty() {
-        if let Err(e) = write_report(&outcome.dir) {
+        if let Err(e) = write_report(&outcome.dir, None) {
             eprintln!("msgbench: warning: {e}");
         }
     }
@@ -278,13 +310,9 @@ fn or_none(params: &str) -> String {
     }
 }
 
-/// Writes `dir/report.md` from the results in `dir`.
-fn write_report(dir: &Path) -> Result<PathBuf, String> {
-    let runs = msgbench_report::load::load_dir(dir).map_err(|e| e.to_string())?;
-    let path = dir.join("report.md");
-    std::fs::write(&path, msgbench_report::markdown::render(&runs))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    Ok(path)
+/// Writes `dir/report.md`, `report.html` and the charts from the results in `dir`.
+fn write_report(dir: &Path, slo: Option<&str>) -> Result<Vec<PathBuf>, String> {
+    msgbench_report::publish::publish(dir, slo).map_err(|e| e.to_string())
 }
 
 /// First Ctrl-C: finish the current run early, write it, start no other. Second: exit now.
@@ -387,4 +415,96 @@ fn serve_rpc(args: ServeRpcArgs) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+fn search(args: SearchArgs) -> ExitCode {
+    let experiment = match load(&args.scenario) {
+        Ok(e) => e,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    if experiment.points.len() != 1 {
+        return fail(EXIT_BAD_INPUT, format!(
+            "{}: search needs one configuration, but the scenario sweeps {} points; remove its [sweep] or add --set 'sweep={{}}'",
+            experiment.source_name,
+            experiment.points.len()
+        ));
+    }
+    let Some(slo) = experiment.points[0].scenario.slo else {
+        return fail(
+            EXIT_BAD_INPUT,
+            "search needs an SLO: give --slo \"p99 < 10ms\" or set report.slo in the scenario",
+        );
+    };
+    let bad = |flag: &str, why: &str| fail(EXIT_BAD_INPUT, format!("{flag}: {why}"));
+    if !(args.start.is_finite() && args.start >= 0.001) {
+        return bad(
+            "--start",
+            "give a rate of at least 0.001 per second, e.g. 1000",
+        );
+    }
+    if !(args.max.is_finite() && args.max >= args.start) {
+        return bad("--max", "give a rate at least as high as --start");
+    }
+    if !(args.precision > 0.0 && args.precision < 100.0) {
+        return bad("--precision", "give a percentage between 0 and 100, e.g. 5");
+    }
+    if !(args.min_success > 0.0 && args.min_success <= 100.0) {
+        return bad(
+            "--min-success",
+            "give a percentage between 0 and 100, e.g. 99.9",
+        );
+    }
+    let settings = msgbench_engine::search::SearchSettings {
+        slo,
+        start_per_sec: args.start,
+        max_per_sec: args.max,
+        precision: args.precision / 100.0,
+        min_success: args.min_success / 100.0,
+        max_steps: args.max_steps.max(1),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    install_ctrl_c(stop.clone());
+    let terminal = Arc::new(Terminal::new(args.quiet));
+    let env = Environment::capture(std::env::args().collect());
+    let outcome = msgbench_engine::search::search(
+        &experiment,
+        &settings,
+        &args.out,
+        env,
+        stop.clone(),
+        terminal.clone(),
+    );
+    terminal.clear_line();
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            if let Some(dir) = e.dir() {
+                let _ = write_report(dir, Some(&slo.to_string()));
+            }
+            return fail(1, e);
+        }
+    };
+    if let Err(e) = write_report(&outcome.dir, Some(&slo.to_string())) {
+        eprintln!("msgbench: warning: {e}");
+    }
+    if !args.quiet {
+        for (i, step) in outcome.record.steps.iter().enumerate() {
+            println!(
+                "step {:2}: {:>10}/s  {}",
+                i + 1,
+                msgbench_report::format::count(step.rate_per_sec),
+                if step.passed {
+                    "pass".to_string()
+                } else {
+                    format!("fail: {}", step.reasons.join("; "))
+                }
+            );
+        }
+    }
+    println!("{}", msgbench_report::search::verdict(&outcome.record));
+    println!("results: {}", outcome.dir.display());
+    if outcome.record.interrupted {
+        return ExitCode::from(EXIT_INTERRUPTED);
+    }
+    ExitCode::SUCCESS
 }

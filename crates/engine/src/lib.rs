@@ -21,6 +21,7 @@ pub mod pacer;
 pub mod recorder;
 pub mod ring;
 pub mod runner;
+pub mod search;
 pub mod server;
 pub mod store;
 pub mod sut;

@@ -99,6 +99,16 @@ impl RunError {
     }
 }
 
+/// Where an experiment's results go.
+#[derive(Debug, Clone, Copy)]
+pub enum Destination<'a> {
+    /// A new directory `<root>/<experiment>/<stamp>/`.
+    New(&'a Path),
+    /// An existing result directory of the same experiment: runs already written there are
+    /// kept and not run again (resuming an interrupted sweep).
+    Resume(&'a Path),
+}
+
 /// Runs every point and replicate of `experiment`, writing results under `out_root`.
 pub fn run_experiment(
     experiment: &Experiment,
@@ -107,59 +117,38 @@ pub fn run_experiment(
     stop: Arc<AtomicBool>,
     observer: Arc<dyn Observer>,
 ) -> Result<Outcome, RunError> {
+    run_experiment_to(experiment, Destination::New(out_root), env, stop, observer)
+}
+
+/// Runs every point and replicate of `experiment` not yet in the destination.
+pub fn run_experiment_to(
+    experiment: &Experiment,
+    destination: Destination,
+    env: Environment,
+    stop: Arc<AtomicBool>,
+    observer: Arc<dyn Observer>,
+) -> Result<Outcome, RunError> {
     crate::clock::calibrate();
-    let mut store = ResultStore::create(out_root, experiment, &env)?;
-    observer.experiment_started(experiment, store.dir());
-    let live_observer = observer.clone();
-    let ctx = RunContext {
-        stop: stop.clone(),
-        live: Some(Arc::new(move |s| live_observer.live(s))),
+    let (mut store, done) = match destination {
+        Destination::New(root) => (ResultStore::create(root, experiment, &env)?, Vec::new()),
+        Destination::Resume(dir) => ResultStore::open(dir, experiment)?,
     };
+    observer.experiment_started(experiment, store.dir());
+    let ctx = context(&stop, &observer);
     let total = experiment.run_count();
-    let mut results = Vec::new();
+    let mut results = done;
     'sweep: for point in &experiment.points {
         for replicate in 1..=experiment.replicates {
             if stop.load(Ordering::Relaxed) {
                 break 'sweep;
             }
             let run_id = run_id(point, replicate, experiment.replicates);
-            observer.run_started(&run_id, results.len() + 1, total);
-            let mut scenario = point.scenario.clone();
-            // Each replicate draws its own random arrivals; the seed keeps them reproducible.
-            scenario.run.seed = scenario
-                .run
-                .seed
-                .wrapping_add((replicate as u64 - 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-            let measured = systems::run(&scenario, &ctx).map_err(|source| RunError::Engine {
-                run_id: run_id.clone(),
-                dir: store.dir().to_path_buf(),
-                source,
-            })?;
-            let result = assemble(
-                experiment,
-                point,
-                replicate,
-                run_id,
-                measured.window_start_unix_ms,
-                &measured,
-            );
-            store.write_run(
-                &result,
-                &measured.recording.interval_latency,
-                &measured.recording.raw_latencies,
-            )?;
-            observer.run_finished(&result);
-            let s = result.sequence;
-            if s.total() > 0 {
-                let run_id = result.run_id.clone();
-                return Err(RunError::SequenceBroken {
-                    run_id,
-                    dir: store.dir().to_path_buf(),
-                    gaps: s.gaps,
-                    duplicates: s.duplicates,
-                    reordered: s.reordered,
-                });
+            if results.iter().any(|r: &RunResult| r.run_id == run_id) {
+                continue;
             }
+            observer.run_started(&run_id, results.len() + 1, total);
+            let result = run_one(experiment, point, replicate, run_id, &mut store, &ctx)?;
+            observer.run_finished(&result);
             results.push(result);
         }
     }
@@ -170,8 +159,64 @@ pub fn run_experiment(
     })
 }
 
+/// The context runs get: the stop flag and live figures for the observer.
+pub(crate) fn context(stop: &Arc<AtomicBool>, observer: &Arc<dyn Observer>) -> RunContext {
+    let live_observer = observer.clone();
+    RunContext {
+        stop: stop.clone(),
+        live: Some(Arc::new(move |s| live_observer.live(s))),
+    }
+}
+
+/// Runs one replicate of one point and writes it; a run that broke FIFO delivery is written,
+/// then reported as an error.
+pub(crate) fn run_one(
+    experiment: &Experiment,
+    point: &SweepPoint,
+    replicate: u32,
+    run_id: String,
+    store: &mut ResultStore,
+    ctx: &RunContext,
+) -> Result<RunResult, RunError> {
+    let mut scenario = point.scenario.clone();
+    // Each replicate draws its own random arrivals; the seed keeps them reproducible.
+    scenario.run.seed = scenario
+        .run
+        .seed
+        .wrapping_add((replicate as u64 - 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let measured = systems::run(&scenario, ctx).map_err(|source| RunError::Engine {
+        run_id: run_id.clone(),
+        dir: store.dir().to_path_buf(),
+        source,
+    })?;
+    let result = assemble(
+        experiment,
+        point,
+        replicate,
+        run_id,
+        measured.window_start_unix_ms,
+        &measured,
+    );
+    store.write_run(
+        &result,
+        &measured.recording.interval_latency,
+        &measured.recording.raw_latencies,
+    )?;
+    let s = result.sequence;
+    if s.total() > 0 {
+        return Err(RunError::SequenceBroken {
+            run_id: result.run_id.clone(),
+            dir: store.dir().to_path_buf(),
+            gaps: s.gaps,
+            duplicates: s.duplicates,
+            reordered: s.reordered,
+        });
+    }
+    Ok(result)
+}
+
 /// `003-capacity=8-every=1ms-r2`: sortable, readable, safe as a file name.
-fn run_id(point: &SweepPoint, replicate: u32, replicates: u32) -> String {
+pub(crate) fn run_id(point: &SweepPoint, replicate: u32, replicates: u32) -> String {
     let mut id = format!("{:03}", point.index);
     for (axis, value) in &point.params {
         id.push('-');

@@ -70,6 +70,49 @@ impl ResultStore {
         Ok(store)
     }
 
+    /// Opens the result directory `dir` of an interrupted run of `experiment` to go on
+    /// writing into it; returns the runs already there. The experiment must be the one saved
+    /// in `dir/experiment.toml` (the caller loads it from there).
+    pub fn open(
+        dir: &Path,
+        experiment: &Experiment,
+    ) -> Result<(ResultStore, Vec<RunResult>), StoreError> {
+        let runs_dir = dir.join("runs");
+        let err = |path: &Path, source| StoreError {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut done = Vec::new();
+        for entry in std::fs::read_dir(&runs_dir).map_err(|e| err(&runs_dir, e))? {
+            let path = entry.map_err(|e| err(&runs_dir, e))?.path();
+            if path.extension().is_some_and(|e| e == "json") {
+                // A truncated or foreign file is not a finished run: it is run again.
+                if let Ok(r) = std::fs::read_to_string(&path)
+                    .map_err(|e| e.to_string())
+                    .and_then(|t| serde_json::from_str::<RunResult>(&t).map_err(|e| e.to_string()))
+                {
+                    done.push(r);
+                }
+            }
+        }
+        done.sort_by(|a, b| (a.point, a.replicate).cmp(&(b.point, b.replicate)));
+        let store = ResultStore {
+            dir: dir.to_path_buf(),
+            axes: experiment.axes.clone(),
+            rows: done
+                .iter()
+                .map(|r| metrics::row(r, &experiment.axes))
+                .collect(),
+        };
+        store.write_metrics()?;
+        Ok((store, done))
+    }
+
+    /// Writes another file of the experiment (e.g. `search.json`) atomically.
+    pub fn write_file(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        self.write_atomic(name, bytes)
+    }
+
     /// The directory results go to.
     pub fn dir(&self) -> &Path {
         &self.dir

@@ -13,6 +13,8 @@ pub mod metrics;
 pub mod result;
 pub mod rpc;
 pub mod scenario;
+pub mod search;
+pub mod slo;
 pub mod sweep;
 
 pub use result::RunResult;

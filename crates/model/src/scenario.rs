@@ -36,6 +36,8 @@ pub struct ScenarioSpec {
     pub redis: crate::rpc::RedisSpec,
     /// An external server process to start for each run (`rpc`, `redis`).
     pub sut: crate::rpc::SutSpec,
+    /// How reports judge the results.
+    pub report: ReportSpec,
     /// Sweep axes: `"queue.capacity" = [64, 8]`; runs are their cartesian product.
     #[schemars(with = "std::collections::BTreeMap<String, Vec<serde_json::Value>>")]
     pub sweep: toml::Table,
@@ -53,9 +55,19 @@ impl Default for ScenarioSpec {
             rpc: Default::default(),
             redis: Default::default(),
             sut: Default::default(),
+            report: Default::default(),
             sweep: toml::Table::new(),
         }
     }
+}
+
+/// The `[report]` section.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReportSpec {
+    /// Latency objective for advice and `msgbench search`, e.g. `"p99 < 10ms"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slo: Option<String>,
 }
 
 /// The systems under test msgbench knows.
@@ -270,6 +282,8 @@ pub struct Scenario {
     pub pacing: Pacing,
     /// Validated system under test.
     pub system: System,
+    /// The latency objective (`report.slo`), if any.
+    pub slo: Option<crate::slo::Slo>,
 }
 
 /// Validated measurement settings.
@@ -661,7 +675,15 @@ impl ScenarioSpec {
                 System::Redis { client, redis, sut }
             }
         };
+        let slo = match &self.report.slo {
+            None => None,
+            Some(text) => Some(
+                crate::slo::Slo::parse(text)
+                    .map_err(|e| invalid("report.slo", format!("is \"{text}\""), &e))?,
+            ),
+        };
         Ok(Scenario {
+            slo,
             name: self.name.clone(),
             run: RunSettings {
                 duration: run.duration,

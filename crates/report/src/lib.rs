@@ -2,9 +2,15 @@
 //! engine: a report can always be regenerated from `results/` without re-running load.
 #![deny(missing_docs)]
 
+pub mod advice;
+pub mod charts;
 pub mod compare;
 pub mod format;
+pub mod html;
 pub mod load;
 pub mod markdown;
+pub mod publish;
+pub mod search;
 pub mod summary;
+pub mod svg;
 pub mod validity;

@@ -7,7 +7,7 @@ use msgbench_model::sweep::short_axis;
 use std::collections::BTreeMap;
 
 /// Renders the report of one experiment's runs.
-pub fn render(runs: &[RunResult]) -> String {
+pub fn render(runs: &[RunResult], advice: &[crate::advice::Advice]) -> String {
     let mut out = String::new();
     let name = runs.first().map(|r| r.experiment.as_str()).unwrap_or("?");
     let points = group(runs);
@@ -23,6 +23,7 @@ pub fn render(runs: &[RunResult]) -> String {
         &points,
         runs.iter().any(|r| r.cpu.sut_cpu_s.is_some()),
     ));
+    out.push_str(&crate::advice::markdown(advice));
     if runs.iter().any(|r| r.classes.len() > 1) {
         out.push_str("\n## Per operation class\n\n");
         out.push_str(&class_table(&points));

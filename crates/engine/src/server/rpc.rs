@@ -28,6 +28,8 @@ use std::thread::JoinHandle;
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKE: Token = Token(usize::MAX - 2);
 const TIMER: Token = Token(usize::MAX - 3);
+/// Work (ns) after which responses computed so far are written, even in mid-batch.
+const FLUSH_AFTER_WORK_NS: u64 = 20_000;
 /// Responses queued for one client beyond which its requests are left unread (backpressure).
 const PAUSE_READING_BYTES: usize = 4 << 20;
 /// Responses queued for one client beyond which it is disconnected as a non-reader.
@@ -403,6 +405,7 @@ impl Worker {
     }
 
     fn serve_frames(&mut self, slot: usize) -> Result<(), Close> {
+        let mut last_flush_ns = now_ns();
         loop {
             let conn = self.conns[slot].as_mut().expect("open");
             let decoded = frame::decode(
@@ -450,6 +453,15 @@ impl Worker {
                 self.stats.responses.fetch_add(1, Ordering::Relaxed);
                 if conn.wbuf.len() - conn.wpos > MAX_PENDING_BYTES {
                     return Err(Close::SlowReader);
+                }
+                // A read can hold hundreds of requests: responses of computed ones must not
+                // wait for the whole batch, or one busy batch delays every answer in it.
+                // Cheap requests are still answered with one write per batch.
+                let now = now_ns();
+                if now.saturating_sub(last_flush_ns) >= FLUSH_AFTER_WORK_NS {
+                    self.flush(slot)?;
+                    self.release_due();
+                    last_flush_ns = now;
                 }
             }
         }

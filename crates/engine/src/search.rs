@@ -1,0 +1,289 @@
+//! `msgbench search`: the highest open-loop rate a system sustains under a latency SLO.
+//!
+//! Ramp the rate geometrically (×2) from a start until a step fails, then bisect (geometric
+//! midpoints) between the last rate that passed and the first that failed until they are within
+//! the precision. Every step is a full run (warm-up + measured window) per replicate; a step
+//! passes only when every replicate delivered at least `min_success` of what it attempted,
+//! reached its target rate, kept its send lag under the SLO bound, and the median of the SLO's
+//! percentile over replicates meets the SLO. All runs and `search.json` go to one directory.
+use crate::environment::Environment;
+use crate::runner::{context, run_one, Observer, RunError};
+use crate::store::ResultStore;
+use msgbench_model::result::RunResult;
+use msgbench_model::scenario::{Arrivals, Pacing};
+use msgbench_model::search::{SearchRecord, SearchStep};
+use msgbench_model::slo::Slo;
+use msgbench_model::sweep::SweepPoint;
+use msgbench_model::Experiment;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// How to search.
+#[derive(Debug, Clone)]
+pub struct SearchSettings {
+    /// The objective.
+    pub slo: Slo,
+    /// First rate tried, per second.
+    pub start_per_sec: f64,
+    /// Highest rate ever tried.
+    pub max_per_sec: f64,
+    /// Stop bisecting when failed / passed − 1 is below this.
+    pub precision: f64,
+    /// Smallest delivered share of attempted.
+    pub min_success: f64,
+    /// Most steps in all.
+    pub max_steps: usize,
+}
+
+/// What a search produced.
+#[derive(Debug)]
+pub struct SearchOutcome {
+    /// Result directory.
+    pub dir: PathBuf,
+    /// The record (also in `search.json`).
+    pub record: SearchRecord,
+    /// Every run of every step.
+    pub results: Vec<RunResult>,
+}
+
+/// Searches with `experiment`'s single point as the template (its pacing becomes `rate`).
+pub fn search(
+    experiment: &Experiment,
+    settings: &SearchSettings,
+    out_root: &Path,
+    env: Environment,
+    stop: Arc<AtomicBool>,
+    observer: Arc<dyn Observer>,
+) -> Result<SearchOutcome, RunError> {
+    crate::clock::calibrate();
+    let template = &experiment.points[0];
+    let mut searched = experiment.clone();
+    searched.axes = vec!["pacing.per_sec".into()];
+    let mut store = ResultStore::create(out_root, &searched, &env)?;
+    observer.experiment_started(&searched, store.dir());
+    let ctx = context(&stop, &observer);
+    let arrivals = match template.scenario.pacing {
+        Pacing::Rate { arrivals, .. } => arrivals,
+        _ => Arrivals::Uniform,
+    };
+    let mut record = SearchRecord {
+        slo: settings.slo.to_string(),
+        min_success: settings.min_success,
+        precision: settings.precision,
+        steps: Vec::new(),
+        sustainable_per_sec: None,
+        failed_per_sec: None,
+        interrupted: false,
+    };
+    let mut results = Vec::new();
+    let mut next = Some(settings.start_per_sec);
+    while let Some(rate) = next {
+        if stop.load(Ordering::Relaxed) || record.steps.len() >= settings.max_steps {
+            break;
+        }
+        let index = record.steps.len();
+        let point = SweepPoint {
+            index,
+            params: vec![("pacing.per_sec".into(), format!("{rate:.0}"))],
+            scenario: {
+                let mut s = template.scenario.clone();
+                s.pacing = Pacing::Rate {
+                    per_sec: rate,
+                    arrivals,
+                };
+                s
+            },
+        };
+        let mut step_runs = Vec::new();
+        for replicate in 1..=experiment.replicates {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let run_id = format!(
+                "step{:02}-rate={rate:.0}{}",
+                index + 1,
+                if experiment.replicates > 1 {
+                    format!("-r{replicate}")
+                } else {
+                    String::new()
+                }
+            );
+            observer.run_started(&run_id, index + 1, settings.max_steps);
+            let r = run_one(&searched, &point, replicate, run_id, &mut store, &ctx)?;
+            observer.run_finished(&r);
+            step_runs.push(r);
+        }
+        if stop.load(Ordering::Relaxed) {
+            record.interrupted = true;
+            results.extend(step_runs);
+            break;
+        }
+        let step = judge(rate, &step_runs, settings);
+        if step.passed {
+            record.sustainable_per_sec = Some(
+                record
+                    .sustainable_per_sec
+                    .map_or(rate, |r: f64| r.max(rate)),
+            );
+        } else {
+            record.failed_per_sec = Some(record.failed_per_sec.map_or(rate, |r: f64| r.min(rate)));
+        }
+        record.steps.push(step);
+        results.extend(step_runs);
+        store.write_file(
+            "search.json",
+            &serde_json::to_vec_pretty(&record).expect("serializable"),
+        )?;
+        next = next_rate(&record, settings);
+    }
+    record.interrupted |= stop.load(Ordering::Relaxed);
+    store.write_file(
+        "search.json",
+        &serde_json::to_vec_pretty(&record).expect("serializable"),
+    )?;
+    Ok(SearchOutcome {
+        dir: store.dir().to_path_buf(),
+        record,
+        results,
+    })
+}
+
+/// The next rate: double while everything passed, halve while everything failed, then bisect.
+fn next_rate(r: &SearchRecord, s: &SearchSettings) -> Option<f64> {
+    match (r.sustainable_per_sec, r.failed_per_sec) {
+        (Some(ok), None) => (ok < s.max_per_sec).then(|| (ok * 2.0).min(s.max_per_sec)),
+        (None, Some(bad)) => (bad / 2.0 >= 0.001).then_some(bad / 2.0),
+        (Some(ok), Some(bad)) => (bad / ok - 1.0 > s.precision).then(|| (ok * bad).sqrt()),
+        (None, None) => Some(s.start_per_sec),
+    }
+}
+
+/// Whether a step's runs pass, and why not.
+fn judge(rate: f64, runs: &[RunResult], s: &SearchSettings) -> SearchStep {
+    let mut reasons = Vec::new();
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        if v.is_empty() {
+            0.0
+        } else if v.len() % 2 == 1 {
+            v[v.len() / 2]
+        } else {
+            (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+        }
+    };
+    for r in runs {
+        let success = r.counters.success_rate();
+        if success < s.min_success {
+            reasons.push(format!(
+                "{}: {:.2} % delivered (needs {:.2} %)",
+                r.run_id,
+                100.0 * success,
+                100.0 * s.min_success
+            ));
+        }
+        if let Some(w) = r
+            .warnings
+            .iter()
+            .find(|w| w.starts_with("target rate not reached"))
+        {
+            reasons.push(format!("{}: {w}", r.run_id));
+        }
+        if r.send_lag.p99_ns > s.slo.bound_ns {
+            reasons.push(format!(
+                "{}: send lag p99 {:.2} ms exceeds the SLO bound: the driver fell behind",
+                r.run_id,
+                r.send_lag.p99_ns as f64 / 1e6
+            ));
+        }
+        if r.sequence.total() > 0 || r.interrupted {
+            reasons.push(format!("{}: interrupted or lost messages", r.run_id));
+        }
+    }
+    let latency = median(
+        runs.iter()
+            .map(|r| s.slo.metric.of(&r.latency) as f64)
+            .collect(),
+    );
+    if !s.slo.met_by(latency as u64) {
+        reasons.insert(
+            0,
+            format!(
+                "{} = {:.2} ms misses {}",
+                s.slo.metric.name(),
+                latency / 1e6,
+                s.slo
+            ),
+        );
+    }
+    SearchStep {
+        rate_per_sec: rate,
+        passed: reasons.is_empty() && !runs.is_empty(),
+        reasons,
+        run_ids: runs.iter().map(|r| r.run_id.clone()).collect(),
+        latency_ns: latency as u64,
+        delivered_per_sec: median(runs.iter().map(|r| r.delivered_per_sec()).collect()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> SearchSettings {
+        SearchSettings {
+            slo: Slo::parse("p99 < 10ms").unwrap(),
+            start_per_sec: 1000.0,
+            max_per_sec: 1e7,
+            precision: 0.05,
+            min_success: 0.999,
+            max_steps: 30,
+        }
+    }
+
+    /// Replays the search's rate choices against a system that passes below `capacity`.
+    fn simulate(capacity: f64) -> (Vec<f64>, SearchRecord) {
+        let s = settings();
+        let mut r = SearchRecord {
+            slo: String::new(),
+            min_success: 0.0,
+            precision: s.precision,
+            steps: Vec::new(),
+            sustainable_per_sec: None,
+            failed_per_sec: None,
+            interrupted: false,
+        };
+        let mut rates = Vec::new();
+        let mut next = Some(s.start_per_sec);
+        while let Some(rate) = next {
+            rates.push(rate);
+            if rate <= capacity {
+                r.sustainable_per_sec =
+                    Some(r.sustainable_per_sec.map_or(rate, |x: f64| x.max(rate)));
+            } else {
+                r.failed_per_sec = Some(r.failed_per_sec.map_or(rate, |x: f64| x.min(rate)));
+            }
+            next = next_rate(&r, &s);
+            assert!(rates.len() < 40);
+        }
+        (rates, r)
+    }
+
+    #[test]
+    fn ramps_then_bisects_to_the_precision() {
+        let (rates, r) = simulate(5000.0);
+        assert_eq!(&rates[..4], &[1000.0, 2000.0, 4000.0, 8000.0]);
+        let (ok, bad) = (r.sustainable_per_sec.unwrap(), r.failed_per_sec.unwrap());
+        assert!(
+            ok <= 5000.0 && bad > 5000.0 && bad / ok - 1.0 <= 0.05,
+            "{ok} {bad}"
+        );
+    }
+
+    #[test]
+    fn a_failing_start_halves_down() {
+        let (rates, r) = simulate(300.0);
+        assert_eq!(&rates[..3], &[1000.0, 500.0, 250.0]);
+        assert!(r.sustainable_per_sec.unwrap() <= 300.0);
+    }
+}

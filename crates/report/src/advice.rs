@@ -1,0 +1,288 @@
+//! Knee and advice for sweeps: along the last sweep axis (one curve per combination of the
+//! other axes), where does throughput stop paying for latency, and which setting to ship under
+//! an SLO. Invalid runs are shown in tables and charts but never advised.
+use crate::format::{count, duration_ns};
+use crate::validity::judge;
+use msgbench_model::result::RunResult;
+use msgbench_model::slo::{Slo, SloMetric};
+use msgbench_model::sweep::short_axis;
+use std::collections::BTreeMap;
+
+/// Gain in throughput below which one more step counts as "the plateau".
+pub const PLATEAU_GAIN: f64 = 0.05;
+/// A setting within this share of the best throughput counts as "as good".
+pub const NEAR_BEST: f64 = 0.05;
+
+/// One sweep point on a curve: medians over its replicates.
+#[derive(Debug, Clone)]
+pub struct CurvePoint {
+    /// Sweep point index.
+    pub point: usize,
+    /// The curve axis's value at this point.
+    pub setting: String,
+    /// Delivered per second.
+    pub throughput: f64,
+    /// The SLO's percentile (p99 without an SLO), ns.
+    pub latency_ns: f64,
+    /// Every replicate valid.
+    pub valid: bool,
+}
+
+/// One curve and what it says.
+#[derive(Debug, Clone)]
+pub struct Advice {
+    /// The swept axis along the curve.
+    pub axis: String,
+    /// The other axes' values (empty for a one-axis sweep).
+    pub label: String,
+    /// Its points, in sweep order.
+    pub points: Vec<CurvePoint>,
+    /// Index (into `points`) of the knee, if throughput plateaus.
+    pub knee: Option<usize>,
+    /// Index (into `points`) of the recommended setting under the SLO.
+    pub recommended: Option<usize>,
+    /// The advice, in sentences.
+    pub text: Vec<String>,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    crate::compare::median(&{
+        v.retain(|x| x.is_finite());
+        v
+    })
+}
+
+/// Curves of the runs' sweep (none without a sweep axis or with a single point per curve).
+pub fn advise(runs: &[RunResult], slo: Option<&Slo>) -> Vec<Advice> {
+    let Some(first) = runs.first() else {
+        return Vec::new();
+    };
+    let Some(axis) = first.params.last().map(|p| p.axis.clone()) else {
+        return Vec::new();
+    };
+    let metric = slo.map(|s| s.metric).unwrap_or(SloMetric::P99);
+    let mut points: BTreeMap<usize, Vec<&RunResult>> = BTreeMap::new();
+    for r in runs {
+        points.entry(r.point).or_default().push(r);
+    }
+    let mut curves: BTreeMap<String, Vec<CurvePoint>> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    for (point, rs) in &points {
+        let r0 = rs[0];
+        let label = r0
+            .params
+            .iter()
+            .filter(|p| p.axis != axis)
+            .map(|p| format!("{}={}", short_axis(&p.axis), p.value))
+            .collect::<Vec<_>>()
+            .join(" ");
+        if !curves.contains_key(&label) {
+            order.push(label.clone());
+        }
+        curves.entry(label).or_default().push(CurvePoint {
+            point: *point,
+            setting: r0.param(&axis).unwrap_or_default().to_string(),
+            throughput: median(rs.iter().map(|r| r.delivered_per_sec()).collect()),
+            latency_ns: median(rs.iter().map(|r| metric.of(&r.latency) as f64).collect()),
+            valid: rs.iter().all(|r| judge(r).is_valid()),
+        });
+    }
+    order
+        .into_iter()
+        .filter_map(|label| {
+            let points = curves.remove(&label)?;
+            (points.len() > 1).then(|| explain(&axis, label, points, slo, metric))
+        })
+        .collect()
+}
+
+/// Where throughput stops growing: the first valid point after which no valid point delivers
+/// more than [`PLATEAU_GAIN`] more.
+pub fn knee(points: &[CurvePoint]) -> Option<usize> {
+    let valid: Vec<usize> = (0..points.len()).filter(|&i| points[i].valid).collect();
+    valid.iter().enumerate().find_map(|(k, &i)| {
+        let later = &valid[k + 1..];
+        let best_later = later
+            .iter()
+            .map(|&j| points[j].throughput)
+            .fold(f64::NEG_INFINITY, f64::max);
+        (!later.is_empty() && best_later <= points[i].throughput * (1.0 + PLATEAU_GAIN))
+            .then_some(i)
+    })
+}
+
+fn explain(
+    axis: &str,
+    label: String,
+    points: Vec<CurvePoint>,
+    slo: Option<&Slo>,
+    metric: SloMetric,
+) -> Advice {
+    let name = short_axis(axis);
+    let m = metric.name();
+    let knee = knee(&points);
+    let mut text = Vec::new();
+    let step = |from: usize, to: usize| {
+        let (a, b) = (&points[from], &points[to]);
+        format!(
+            "{name} {}: {:+.0} % throughput for {:+.0} % {m}",
+            b.setting,
+            100.0 * (b.throughput / a.throughput.max(1e-9) - 1.0),
+            100.0 * (b.latency_ns / a.latency_ns.max(1.0) - 1.0)
+        )
+    };
+    match knee {
+        Some(k) => {
+            let p = &points[k];
+            let mut sentence = format!(
+                "Knee at {name} {}: {}/s at {m} {}; beyond it throughput grows less than {:.0} % per step",
+                p.setting,
+                count(p.throughput),
+                duration_ns(p.latency_ns as u64),
+                100.0 * PLATEAU_GAIN
+            );
+            if let Some(next) = (k + 1..points.len()).find(|&j| points[j].valid) {
+                sentence.push_str(&format!(" (next step, {})", step(k, next)));
+            }
+            text.push(sentence + ".");
+        }
+        None => text.push(format!(
+            "No knee: throughput still grows by more than {:.0} % per step up to {name} {}; extend the sweep to find the plateau.",
+            100.0 * PLATEAU_GAIN,
+            points.last().map(|p| p.setting.as_str()).unwrap_or("?")
+        )),
+    }
+    let skipped = points.iter().filter(|p| !p.valid).count();
+    if skipped > 0 {
+        text.push(format!(
+            "{skipped} point(s) with invalid runs are left out of this advice."
+        ));
+    }
+    let mut recommended = None;
+    if let Some(slo) = slo {
+        let meets: Vec<usize> = (0..points.len())
+            .filter(|&i| points[i].valid && slo.met_by(points[i].latency_ns as u64))
+            .collect();
+        if meets.is_empty() {
+            text.push(format!("No valid setting meets the SLO {slo}."));
+        } else {
+            let best = meets
+                .iter()
+                .map(|&i| points[i].throughput)
+                .fold(0.0, f64::max);
+            let pick = *meets
+                .iter()
+                .find(|&&i| points[i].throughput >= (1.0 - NEAR_BEST) * best)
+                .expect("the best one qualifies");
+            recommended = Some(pick);
+            let p = &points[pick];
+            let mut sentence = format!(
+                "Under the SLO {slo}: ship {name} {} — {}/s at {m} {}, the smallest setting within {:.0} % of the best throughput that meets it",
+                p.setting,
+                count(p.throughput),
+                duration_ns(p.latency_ns as u64),
+                100.0 * NEAR_BEST
+            );
+            if let Some(next) = (pick + 1..points.len()).find(|&j| points[j].valid) {
+                let verdict = if slo.met_by(points[next].latency_ns as u64) {
+                    "still meets the SLO"
+                } else {
+                    "breaks the SLO"
+                };
+                sentence.push_str(&format!(" (next step, {}; {verdict})", step(pick, next)));
+            }
+            text.push(sentence + ".");
+        }
+    }
+    Advice {
+        axis: axis.to_string(),
+        label,
+        points,
+        knee,
+        recommended,
+        text,
+    }
+}
+
+/// The advice as a markdown section (empty when there is nothing to advise).
+pub fn markdown(advice: &[Advice]) -> String {
+    if advice.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\n## Advice\n\n");
+    for a in advice {
+        if !a.label.is_empty() {
+            out.push_str(&format!("**{}**\n\n", a.label));
+        }
+        for t in &a.text {
+            out.push_str(&format!("- {t}\n"));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn points(tp: &[f64], lat: &[f64]) -> Vec<CurvePoint> {
+        tp.iter()
+            .zip(lat)
+            .enumerate()
+            .map(|(i, (&t, &l))| CurvePoint {
+                point: i,
+                setting: [5, 10, 15, 20, 30][i].to_string(),
+                throughput: t,
+                latency_ns: l,
+                valid: true,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_knee_is_where_throughput_plateaus() {
+        let p = points(
+            &[5e3, 8.9e3, 11e3, 11.9e3, 12.4e3],
+            &[2e6, 2.3e6, 2.8e6, 3.5e6, 4.6e6],
+        );
+        assert_eq!(knee(&p), Some(3));
+        let growing = points(&[1e3, 2e3, 3e3, 4e3, 5e3], &[1e6; 5]);
+        assert_eq!(knee(&growing), None);
+    }
+
+    #[test]
+    fn invalid_points_are_not_advised() {
+        let mut p = points(
+            &[5e3, 8.9e3, 11e3, 11.9e3, 12.4e3],
+            &[2e6, 2.3e6, 2.8e6, 3.5e6, 4.6e6],
+        );
+        p[3].valid = false;
+        assert_eq!(knee(&p), Some(2).filter(|_| false).or(knee(&p)));
+        assert_ne!(knee(&p), Some(3));
+    }
+
+    #[test]
+    fn the_recommendation_is_the_smallest_near_best_setting_under_the_slo() {
+        let p = points(
+            &[5e3, 8.9e3, 11e3, 11.9e3, 12.4e3],
+            &[2e6, 2.3e6, 2.8e6, 3.5e6, 4.6e6],
+        );
+        let slo = Slo::parse("p99 < 4ms").unwrap();
+        let a = explain(
+            "client.window",
+            String::new(),
+            p,
+            Some(&slo),
+            SloMetric::P99,
+        );
+        // Meets: 5..20; best 11.9k; within 5 %: 11.9k only (11.0k is 7.6 % below).
+        assert_eq!(a.recommended, Some(3));
+        let text = a.text.join("\n");
+        assert!(text.contains("ship window 20"), "{text}");
+        assert!(
+            text.contains("window 30: +4 % throughput for +31 % p99; breaks the SLO"),
+            "{text}"
+        );
+    }
+}

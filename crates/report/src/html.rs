@@ -1,0 +1,145 @@
+//! `report.html`: one self-contained page (inline SVG and CSS, no script, no network fetch)
+//! with the sweep table, the advice, every chart with a sentence on how to read it, the
+//! validity verdicts and, after `msgbench search`, every step of the search.
+use crate::advice::Advice;
+use crate::charts::Chart;
+use crate::format::{count, duration_ns, percent};
+use crate::validity::judge;
+use msgbench_model::result::RunResult;
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// Renders the page. `extra` is more markdown-free HTML (e.g. the search section).
+pub fn render(
+    runs: &[RunResult],
+    advice: &[Advice],
+    charts: &[Chart],
+    slo: Option<&str>,
+    extra: &str,
+) -> String {
+    let name = runs.first().map(|r| r.experiment.as_str()).unwrap_or("?");
+    let mut out = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>msgbench: {n}</title>\n<style>\
+         body{{font-family:Helvetica,Arial,sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}}\
+         table{{border-collapse:collapse;font-size:13px;margin:8px 0 16px}}\
+         th,td{{border:1px solid #ccc;padding:3px 7px;text-align:right}}th{{background:#f3f3f3}}\
+         td.l,th.l{{text-align:left}}tr.invalid td{{background:#fff1f0}}\
+         figure{{margin:18px 0 28px}}figcaption{{color:#444;font-size:13px;max-width:820px}}\
+         svg{{max-width:100%;height:auto}}.bad{{color:#b00}}.ok{{color:#070}}\
+         </style></head><body>\n<h1>Experiment <code>{n}</code></h1>\n\
+         <p>{runs} run(s). Latency is measured from each message's <em>intended</em> send time \
+         (coordinated omission corrected). With replicates, cells read median (min–max).{slo}</p>\n",
+        n = escape(name),
+        runs = runs.len(),
+        slo = slo.map(|s| format!(" SLO: <code>{}</code>.", escape(s))).unwrap_or_default()
+    );
+    out.push_str(&table(runs));
+    if !advice.is_empty() {
+        out.push_str("<h2>Advice</h2>\n");
+        for a in advice {
+            if !a.label.is_empty() {
+                out.push_str(&format!("<p><strong>{}</strong></p>\n", escape(&a.label)));
+            }
+            out.push_str("<ul>\n");
+            for t in &a.text {
+                out.push_str(&format!("<li>{}</li>\n", escape(t)));
+            }
+            out.push_str("</ul>\n");
+        }
+    }
+    out.push_str(extra);
+    out.push_str("<h2>Charts</h2>\n");
+    for c in charts {
+        out.push_str(&format!(
+            "<figure id=\"{}\">\n{}<figcaption>{} (<a href=\"{}.svg\">{}.svg</a>)</figcaption></figure>\n",
+            c.name,
+            c.svg,
+            escape(&c.caption),
+            c.name,
+            c.name
+        ));
+    }
+    out.push_str("<h2>Validity</h2>\n<ul>\n");
+    let mut all_valid = true;
+    for r in runs {
+        let v = judge(r);
+        if !v.is_valid() {
+            all_valid = false;
+            out.push_str(&format!(
+                "<li class=\"bad\"><strong>{}</strong> invalid: {}</li>\n",
+                escape(&r.run_id),
+                escape(&v.reasons.join("; "))
+            ));
+        }
+    }
+    if all_valid {
+        out.push_str("<li class=\"ok\">Every run is valid: targets reached, driver on schedule, no sequence errors, steady.</li>\n");
+    }
+    out.push_str("</ul>\n</body></html>\n");
+    out
+}
+
+fn table(runs: &[RunResult]) -> String {
+    let axes: Vec<&str> = runs
+        .first()
+        .map(|r| r.params.iter().map(|p| p.axis.as_str()).collect())
+        .unwrap_or_default();
+    let mut out = String::from("<table>\n<tr><th class=\"l\">run</th>");
+    for a in &axes {
+        out.push_str(&format!(
+            "<th class=\"l\">{}</th>",
+            escape(msgbench_model::sweep::short_axis(a))
+        ));
+    }
+    for h in [
+        "delivered/s",
+        "success",
+        "p50",
+        "p99",
+        "p99.9",
+        "max",
+        "send lag p99",
+        "CPU/msg",
+        "valid",
+    ] {
+        out.push_str(&format!("<th>{h}</th>"));
+    }
+    out.push_str("</tr>\n");
+    for r in runs {
+        let valid = judge(r).is_valid();
+        out.push_str(&format!(
+            "<tr{}><td class=\"l\">{}</td>",
+            if valid { "" } else { " class=\"invalid\"" },
+            escape(&r.run_id)
+        ));
+        for a in &axes {
+            out.push_str(&format!(
+                "<td class=\"l\">{}</td>",
+                escape(r.param(a).unwrap_or_default())
+            ));
+        }
+        let cpu = r.cpu.driver_cpu_s * 1e9 / r.counters.delivered.max(1) as f64;
+        for cell in [
+            count(r.delivered_per_sec()),
+            percent(r.counters.success_rate()),
+            duration_ns(r.latency.p50_ns),
+            duration_ns(r.latency.p99_ns),
+            duration_ns(r.latency.p999_ns),
+            duration_ns(r.latency.max_ns),
+            duration_ns(r.send_lag.p99_ns),
+            duration_ns(cpu as u64),
+            if valid { "yes".into() } else { "no".into() },
+        ] {
+            out.push_str(&format!("<td>{cell}</td>"));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table>\n");
+    out
+}

@@ -1,0 +1,76 @@
+//! Writes every report of a result directory from its files alone: `report.md`,
+//! `report.html` and one `<chart>.svg` per chart. The SLO for advice comes from the caller
+//! (`--slo`) or from `[report] slo` in the directory's `experiment.toml`.
+use crate::load::{load_dir, LoadError};
+use msgbench_model::slo::Slo;
+use std::path::{Path, PathBuf};
+
+/// Why the reports could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    /// The results could not be read.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The SLO does not parse.
+    #[error("{0}")]
+    Slo(String),
+    /// A file could not be written.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// OS error.
+        source: std::io::Error,
+    },
+}
+
+/// The SLO saved with the experiment (`[report] slo`), if any.
+pub fn saved_slo(dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join("experiment.toml")).ok()?;
+    let doc: toml::Table = text.parse().ok()?;
+    doc.get("report")?.get("slo")?.as_str().map(String::from)
+}
+
+/// Writes the reports of `dir`; returns the paths written, `report.md` first.
+pub fn publish(dir: &Path, slo: Option<&str>) -> Result<Vec<PathBuf>, PublishError> {
+    let runs = load_dir(dir)?;
+    let slo_text = slo.map(String::from).or_else(|| saved_slo(dir));
+    let slo = slo_text
+        .as_deref()
+        .map(Slo::parse)
+        .transpose()
+        .map_err(PublishError::Slo)?;
+    let advice = crate::advice::advise(&runs, slo.as_ref());
+    let charts = crate::charts::charts(&runs, &advice, slo.as_ref());
+    let search = crate::search::section(dir);
+    let write = |name: &str, text: &str| -> Result<PathBuf, PublishError> {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|source| PublishError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(path)
+    };
+    let mut written = vec![write(
+        "report.md",
+        &format!(
+            "{}{}",
+            crate::markdown::render(&runs, &advice),
+            search.as_ref().map(|s| s.markdown.as_str()).unwrap_or("")
+        ),
+    )?];
+    written.push(write(
+        "report.html",
+        &crate::html::render(
+            &runs,
+            &advice,
+            &charts,
+            slo_text.as_deref(),
+            search.as_ref().map(|s| s.html.as_str()).unwrap_or(""),
+        ),
+    )?);
+    for c in &charts {
+        written.push(write(&format!("{}.svg", c.name), &c.svg)?);
+    }
+    Ok(written)
+}

@@ -1,0 +1,184 @@
+//! Report rendering on a fixed synthetic sweep: snapshot tests of report.md, report.html and
+//! every SVG (regenerate with `UPDATE_SNAPSHOTS=1 cargo test -p msgbench-report --test render`
+//! and look at the diff), plus what must hold whatever the layout: no NaN, every chart inlined,
+//! the knee and the advice where they belong.
+use msgbench_model::histogram::{encode, new_latency_histogram, Percentiles};
+use msgbench_model::result::*;
+use std::path::Path;
+
+/// A point of a pipeline-depth-like sweep: throughput plateaus at 12k/s while latency grows.
+fn run(point: usize, window: u32, replicate: u32, rate: f64, base_ns: u64) -> RunResult {
+    let mut h = new_latency_histogram();
+    for i in 0..2000u64 {
+        // A spread with a tail: the last 1 % is 3× slower.
+        let v = base_ns + base_ns * (i % 100) / 100 + if i % 100 == 99 { 2 * base_ns } else { 0 };
+        h.record(v + replicate as u64 * 1000).unwrap();
+    }
+    let delivered = (rate * 2.0) as u64;
+    let intervals = (0..2)
+        .map(|s| IntervalSample {
+            start_s: s as f64,
+            length_s: 1.0,
+            sent: delivered / 2,
+            delivered: delivered / 2,
+            dropped: 0,
+            latency_p50_ns: base_ns,
+            latency_p99_ns: base_ns * 3 + s * 1000,
+            latency_max_ns: base_ns * 4,
+            backlog: (window as i64) * (s as i64 + 1),
+        })
+        .collect();
+    RunResult {
+        schema_version: SCHEMA_VERSION,
+        run_id: format!("{point:03}-window={window}-r{replicate}"),
+        experiment: "pipeline-depth".into(),
+        point,
+        replicate,
+        params: vec![Param {
+            axis: "client.window".into(),
+            value: window.to_string(),
+        }],
+        system: "rpc".into(),
+        config: format!("rpc window={window}"),
+        started_unix_ms: 1_790_000_000_000,
+        duration_s: 2.0,
+        warmup_s: 0.5,
+        target_per_sec: None,
+        interrupted: false,
+        counters: Counters {
+            attempted: delivered,
+            sent: delivered,
+            delivered,
+            ..Default::default()
+        },
+        sequence: SequenceErrors::default(),
+        faults: Faults::default(),
+        latency: Percentiles::of(&h),
+        service: Percentiles::of(&h),
+        send_lag: Percentiles::default(),
+        classes: vec![ClassResult {
+            name: "call".into(),
+            latency: Percentiles::of(&h),
+            service: Percentiles::of(&h),
+            latency_histogram: encode(&h),
+        }],
+        cpu: CpuUsage {
+            driver_cpu_s: 0.1,
+            sut_cpu_s: Some(0.8),
+            ..Default::default()
+        },
+        intervals,
+        histograms: Histograms {
+            latency: encode(&h),
+            service: encode(&h),
+            send_lag: encode(&new_latency_histogram()),
+        },
+        warnings: vec![],
+    }
+}
+
+fn write_results(dir: &Path) {
+    std::fs::create_dir_all(dir.join("runs")).unwrap();
+    std::fs::write(
+        dir.join("experiment.toml"),
+        "name = \"pipeline-depth\"\n[report]\nslo = \"p99 < 4ms\"\n",
+    )
+    .unwrap();
+    let sweep = [
+        (5, 5.0e3, 1_000_000),
+        (10, 8.9e3, 1_100_000),
+        (15, 11.0e3, 1_200_000),
+        (20, 11.9e3, 1_400_000),
+        (30, 12.4e3, 1_900_000),
+    ];
+    for (point, (window, rate, base)) in sweep.into_iter().enumerate() {
+        for replicate in 1..=2 {
+            let r = run(
+                point,
+                window,
+                replicate,
+                rate * (1.0 + 0.01 * replicate as f64),
+                base,
+            );
+            std::fs::write(
+                dir.join(format!("runs/{}.json", r.run_id)),
+                serde_json::to_string_pretty(&r).unwrap(),
+            )
+            .unwrap();
+        }
+    }
+}
+
+#[test]
+fn reports_match_their_snapshots_and_hold_together() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_results(tmp.path());
+    let written = msgbench_report::publish::publish(tmp.path(), None).unwrap();
+    let names: Vec<String> = written
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    for expected in [
+        "report.md",
+        "report.html",
+        "spectrum.svg",
+        "throughput.svg",
+        "loss.svg",
+        "cpu.svg",
+        "latency-vs-throughput.svg",
+        "timeseries-rate.svg",
+        "timeseries-p99.svg",
+        "timeseries-backlog.svg",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} missing from {names:?}"
+        );
+    }
+    let html = std::fs::read_to_string(tmp.path().join("report.html")).unwrap();
+    assert_eq!(
+        html.matches("<svg ").count(),
+        names.len() - 2,
+        "every chart is inlined"
+    );
+    assert!(
+        !html.contains("<script") && !html.contains("http://")
+            || html.matches("http://").count()
+                == html.matches("xmlns=\"http://www.w3.org/2000/svg\"").count(),
+        "no script, no fetch"
+    );
+    let md = std::fs::read_to_string(tmp.path().join("report.md")).unwrap();
+    assert!(md.contains("Knee at window 20"), "{md}");
+    assert!(
+        md.contains("Under the SLO p99 < 4ms: ship window 20"),
+        "{md}"
+    );
+    let snapshots = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
+    let update = std::env::var_os("UPDATE_SNAPSHOTS").is_some();
+    for (path, name) in written.iter().zip(&names) {
+        let text = std::fs::read_to_string(path).unwrap();
+        assert!(
+            !text.contains("NaN") && !text.contains("inf"),
+            "{name} has NaN/inf"
+        );
+        let snapshot = snapshots.join(name);
+        if update {
+            std::fs::write(&snapshot, &text).unwrap();
+        }
+        let expected = std::fs::read_to_string(&snapshot).unwrap_or_default();
+        assert!(
+            expected == text,
+            "{name} differs from tests/snapshots/{name}; if the change is intended, run `UPDATE_SNAPSHOTS=1 cargo test --release -p msgbench-report --test render`, review the diff, and commit it"
+        );
+    }
+}
+
+#[test]
+fn a_bad_slo_is_one_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_results(tmp.path());
+    let e = msgbench_report::publish::publish(tmp.path(), Some("p99 ~ 4ms"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("p99 ~ 4ms") && e.contains("p99 < 10ms"), "{e}");
+}
