@@ -820,3 +820,148 @@ command = "exec redis-server --port {port} --bind 127.0.0.1 --save '' --appendon
     assert!(r.cpu.sut_cpu_s.unwrap() > 0.0);
     assert!(!accepts(port), "redis-server is stopped after the run");
 }
+
+#[test]
+fn search_finds_the_capacity_of_a_server_with_a_fixed_service_time() {
+    let _turn = turn();
+    let tmp = tempfile::tempdir().unwrap();
+    // One server thread, 1 ms of CPU per request: capacity 1000/s (a little less with overhead).
+    let pin = if msgbench_engine::affinity::allowed_cpus().len() >= 2 {
+        "[client]\nwindow = 1000\npin = [1]\n[rpc.server]\npin = [0]\n"
+    } else {
+        "[client]\nwindow = 1000\n"
+    };
+    let scenario = write(
+        tmp.path(),
+        "capacity.toml",
+        &format!("name = \"capacity\"\nsystem = \"rpc\"\n[run]\nduration = \"1s\"\nwarmup = \"200ms\"\n{pin}[rpc.ops.call]\nservice = \"1ms\"\n[report]\nslo = \"p99 < 50ms\"\n"),
+    );
+    let out = tmp.path().join("results");
+    let o = msgbench(&[
+        "search",
+        &scenario,
+        "--start",
+        "250",
+        "--precision",
+        "4",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let dir = only_result_dir(&out);
+    let record: msgbench_model::search::SearchRecord =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("search.json")).unwrap()).unwrap();
+    let found = record.sustainable_per_sec.expect("some rate passed");
+    assert!((900.0..=1100.0).contains(&found), "found {found}/s: {text}");
+    assert!(record.failed_per_sec.is_some_and(|f| f > found));
+    assert!(
+        record.steps.len() >= 4 && record.steps[0].passed,
+        "{:?}",
+        record.steps
+    );
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        md.contains("## Search") && md.contains("Maximum sustainable rate"),
+        "{md}"
+    );
+    assert!(std::fs::read_to_string(dir.join("report.html"))
+        .unwrap()
+        .contains("<h2>Search</h2>"));
+}
+
+#[test]
+fn search_refuses_a_sweep_and_a_missing_slo() {
+    let o = msgbench(&["search"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("sweeps") && stderr(&o).contains("sweep={}"),
+        "{}",
+        stderr(&o)
+    );
+    let o = msgbench(&["search", "--set", "sweep={}"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--slo"), "{}", stderr(&o));
+    let o = msgbench(&["search", "--set", "sweep={}", "--slo", "p99 is small"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("report.slo") && stderr(&o).contains("p99 < 10ms"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn an_interrupted_sweep_resumes_without_redoing_finished_runs() {
+    let _turn = turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("results");
+    let o = msgbench(&[
+        "run",
+        "--duration",
+        "200ms",
+        "--warmup",
+        "0",
+        "--set",
+        "pacing.mode=\"rate\"",
+        "--set",
+        "pacing.per_sec=10000",
+        "--set",
+        "sweep={}",
+        "--set",
+        "sweep.\"queue.capacity\"=[16, 64, 256]",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dir = only_result_dir(&out);
+    let runs = dir.join("runs");
+    let kept = std::fs::read_to_string(runs.join("000-capacity=16.json")).unwrap();
+    // As if Ctrl-C had struck during the second run: its files never got written.
+    for f in std::fs::read_dir(&runs).unwrap() {
+        let p = f.unwrap().path();
+        if !p.file_name().unwrap().to_string_lossy().starts_with("000-") {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    let o = msgbench(&[
+        "run",
+        "--resume",
+        dir.to_str().unwrap(),
+        "--json",
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["runs"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        std::fs::read_to_string(runs.join("000-capacity=16.json")).unwrap(),
+        kept,
+        "a finished run is not redone"
+    );
+    assert!(runs.join("002-capacity=256.json").exists());
+    let metrics = std::fs::read_to_string(dir.join("metrics.csv")).unwrap();
+    assert_eq!(metrics.lines().count(), 4, "{metrics}");
+    for f in [
+        "report.md",
+        "report.html",
+        "spectrum.svg",
+        "latency-vs-throughput.svg",
+    ] {
+        assert!(dir.join(f).exists(), "{f}");
+    }
+    let o = msgbench(&[
+        "run",
+        "--resume",
+        dir.to_str().unwrap(),
+        "--set",
+        "queue.capacity=8",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "--resume runs the saved experiment as it was"
+    );
+}
