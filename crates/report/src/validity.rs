@@ -34,7 +34,31 @@ pub fn judge(run: &RunResult) -> Verdict {
         .cloned()
         .collect();
     reasons.extend(trend(&window));
+    reasons.extend(driver_saturated(run));
     Verdict { reasons }
+}
+
+/// A driver thread that used (nearly) a whole CPU while the run missed its target: the load
+/// generator, not the system, set the pace.
+fn driver_saturated(run: &RunResult) -> Option<String> {
+    let target = run.target_per_sec?;
+    let attempted = run.counters.attempted as f64 / run.duration_s.max(1e-9);
+    if run.duration_s <= 0.0 || attempted >= 0.99 * target {
+        return None;
+    }
+    let busiest = run
+        .cpu
+        .threads
+        .iter()
+        .max_by(|a, b| a.cpu.total_s().total_cmp(&b.cpu.total_s()))?;
+    let share = busiest.cpu.total_s() / run.duration_s;
+    (share >= 0.95).then(|| {
+        format!(
+            "driver CPU saturated: the {} thread used {:.0} % of a CPU while the target rate was missed; the load generator, not the system, was the bottleneck (add driver threads or CPUs)",
+            busiest.role,
+            100.0 * share
+        )
+    })
 }
 
 /// "not steady" reasons from the full one-second intervals of the measured window (at least 4

@@ -182,3 +182,31 @@ fn a_bad_slo_is_one_clear_error() {
         .to_string();
     assert!(e.contains("p99 ~ 4ms") && e.contains("p99 < 10ms"), "{e}");
 }
+
+#[test]
+fn a_saturated_driver_that_missed_its_target_makes_the_run_invalid() {
+    let mut r = run(0, 5, 1, 5e3, 1_000_000);
+    r.target_per_sec = Some(20_000.0);
+    r.cpu.threads = vec![ThreadCpu {
+        role: "client-0".into(),
+        pinned_cpu: None,
+        cpu: CpuTimes {
+            user_s: 1.5,
+            sys_s: 0.48,
+            ..Default::default()
+        },
+    }];
+    let v = msgbench_report::validity::judge(&r);
+    assert!(
+        v.reasons
+            .iter()
+            .any(|w| w.starts_with("driver CPU saturated: the client-0 thread used 99 %")),
+        "{:?}",
+        v.reasons
+    );
+    r.target_per_sec = Some(5e3);
+    assert!(
+        msgbench_report::validity::judge(&r).is_valid(),
+        "target reached: the busy driver is fine"
+    );
+}
