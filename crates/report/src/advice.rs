@@ -1,5 +1,5 @@
-//! Knee and advice for sweeps: along the last sweep axis (one curve per combination of the
-//! other axes), where does throughput stop paying for latency, and which setting to ship under
+//! Knee and advice for sweeps: along the last sweep axis when its values are numbers or
+//! durations (one curve per combination of the other axes), where does throughput stop paying for latency, and which setting to ship under
 //! an SLO. Invalid runs are shown in tables and charts but never advised.
 use crate::format::{count, duration_ns};
 use crate::validity::judge;
@@ -60,6 +60,15 @@ pub fn advise(runs: &[RunResult], slo: Option<&Slo>) -> Vec<Advice> {
     let Some(axis) = first.params.last().map(|p| p.axis.clone()) else {
         return Vec::new();
     };
+    // A knee needs an ordered axis (a window, a rate, a period); wait strategies or pinning
+    // layouts have no "next step".
+    let ordered = runs.iter().all(|r| {
+        r.param(&axis)
+            .is_some_and(|v| v.parse::<f64>().is_ok() || msgbench_model::duration::parse(v).is_ok())
+    });
+    if !ordered {
+        return Vec::new();
+    }
     let metric = slo.map(|s| s.metric).unwrap_or(SloMetric::P99);
     let mut points: BTreeMap<usize, Vec<&RunResult>> = BTreeMap::new();
     for r in runs {

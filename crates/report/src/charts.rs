@@ -8,6 +8,18 @@ use msgbench_model::result::RunResult;
 use msgbench_model::slo::Slo;
 use std::collections::BTreeMap;
 
+/// The file stems of every chart a report can have.
+pub const ALL_NAMES: &[&str] = &[
+    "spectrum",
+    "throughput",
+    "loss",
+    "cpu",
+    "latency-vs-throughput",
+    "timeseries-rate",
+    "timeseries-p99",
+    "timeseries-backlog",
+];
+
 /// One chart: file stem, a sentence on how to read it, the SVG.
 pub struct Chart {
     /// File stem (`spectrum` → `spectrum.svg`).

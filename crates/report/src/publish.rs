@@ -72,5 +72,11 @@ pub fn publish(dir: &Path, slo: Option<&str>) -> Result<Vec<PathBuf>, PublishErr
     for c in &charts {
         written.push(write(&format!("{}.svg", c.name), &c.svg)?);
     }
+    // A chart this report no longer has (e.g. no advice after a re-report) must not linger.
+    for stale in crate::charts::ALL_NAMES {
+        if !charts.iter().any(|c| c.name == *stale) {
+            let _ = std::fs::remove_file(dir.join(format!("{stale}.svg")));
+        }
+    }
     Ok(written)
 }

@@ -13,7 +13,7 @@ const PALETTE: [&str; 8] = [
 const WIDTH: f64 = 820.0;
 const HEIGHT: f64 = 400.0;
 const LEFT: f64 = 78.0;
-const RIGHT: f64 = 220.0;
+const RIGHT: f64 = 230.0;
 const TOP: f64 = 44.0;
 const BOTTOM: f64 = 58.0;
 
@@ -239,27 +239,55 @@ fn axes(out: &mut String, x: Option<&Axis>, y: &Axis) {
     ));
 }
 
+/// Splits a legend entry into lines of at most `width` characters, at spaces when it can.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for word in text.split(' ') {
+        match lines.last_mut() {
+            Some(line) if line.chars().count() + 1 + word.chars().count() <= width => {
+                line.push(' ');
+                line.push_str(word);
+            }
+            _ => lines.push(word.to_string()),
+        }
+    }
+    lines
+        .into_iter()
+        .flat_map(|l| {
+            let chars: Vec<char> = l.chars().collect();
+            chars
+                .chunks(width)
+                .map(|c| c.iter().collect::<String>())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 fn legend(out: &mut String, entries: &[(String, &str)]) {
     let x = plot_x(1.0) + 14.0;
-    let shown = entries.len().min(22);
-    for (i, (name, colour)) in entries.iter().take(shown).enumerate() {
-        let y = TOP + 8.0 + i as f64 * 15.0;
-        let name: String = name.chars().take(30).collect();
+    let mut y = TOP + 8.0;
+    for (i, (name, colour)) in entries.iter().enumerate() {
+        let lines = wrap(name, 28);
+        if y + 13.0 * lines.len() as f64 > HEIGHT - 12.0 {
+            out.push_str(&format!(
+                "<text x=\"{x:.1}\" y=\"{y:.1}\" fill=\"#666\">… and {} more</text>\n",
+                entries.len() - i
+            ));
+            break;
+        }
         out.push_str(&format!(
-            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"12\" height=\"10\" fill=\"{colour}\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\">{}</text>\n",
-            y - 9.0,
-            x + 17.0,
-            y,
-            escape(&name)
+            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"12\" height=\"10\" fill=\"{colour}\"/>\n",
+            y - 9.0
         ));
-    }
-    if entries.len() > shown {
-        out.push_str(&format!(
-            "<text x=\"{x:.1}\" y=\"{:.1}\" fill=\"#666\">… and {} more</text>\n",
-            TOP + 8.0 + shown as f64 * 15.0,
-            entries.len() - shown
-        ));
+        for line in lines {
+            out.push_str(&format!(
+                "<text x=\"{:.1}\" y=\"{y:.1}\" font-size=\"11\">{}</text>\n",
+                x + 17.0,
+                escape(&line)
+            ));
+            y += 13.0;
+        }
+        y += 4.0;
     }
 }
 
@@ -438,6 +466,15 @@ mod tests {
         let a = Axis::fitted("y", Scale::Log, &[3e3, 4e6], |v| format!("{v}"));
         assert_eq!((a.min, a.max), (1e3, 1e7));
         assert!(a.fraction(1e5) > 0.49 && a.fraction(1e5) < 0.51);
+    }
+
+    #[test]
+    fn long_legend_entries_wrap_at_spaces() {
+        assert_eq!(
+            wrap("every=1000us capacity=64 pin=producer=0 consumer=1", 28),
+            vec!["every=1000us capacity=64", "pin=producer=0 consumer=1"]
+        );
+        assert_eq!(wrap("abcdefghij", 4), vec!["abcd", "efgh", "ij"]);
     }
 
     #[test]
