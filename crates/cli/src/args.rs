@@ -27,7 +27,7 @@ pub enum Command {
     /// Check a scenario file and list the runs it expands to, without running anything.
     ///
     /// Example: msgbench check examples/queue-capacity.toml --set run.replicates=1
-    Check(RunArgs),
+    Check(ScenarioArgs),
     /// Write DIR/report.md, DIR/report.html and one SVG per chart from the results in DIR (a
     /// pure function of the files: nothing is re-run). `msgbench run` writes them too.
     ///
@@ -64,6 +64,8 @@ pub enum ServeCommand {
     /// The RPC server: msgbench's framed request/response protocol over TCP (docs/protocol.md).
     /// Each request carries the service time to simulate; `busy` requests occupy a server
     /// thread for it, `sleep` requests are answered by a timer.
+    ///
+    /// Example: msgbench serve rpc --listen 127.0.0.1:7000 --threads 2 --for 60s
     Rpc(ServeRpcArgs),
 }
 
@@ -179,7 +181,9 @@ pub struct RunArgs {
 /// `msgbench search`.
 #[derive(Debug, Args)]
 pub struct SearchArgs {
-    /// The scenario (one point: no sweep) and overrides; its pacing becomes `rate`.
+    /// The scenario (one configuration: no sweep, with an SLO from --slo or report.slo) and
+    /// overrides; its pacing becomes `rate`. The embedded default sweeps, so give a file or
+    /// --set 'sweep={}'.
     #[command(flatten)]
     pub scenario: ScenarioArgs,
     /// First rate tried, messages per second.

@@ -19,7 +19,7 @@ use std::sync::Arc;
 pub fn dispatch(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Run(args) => run(args),
-        Command::Check(args) => check(args.scenario),
+        Command::Check(args) => check(args),
         Command::Report(args) => match write_report(&args.dir, args.slo.as_deref()) {
             Ok(paths) => {
                 for p in paths.iter().take(2) {
@@ -210,7 +210,42 @@ fn run(args: RunArgs) -> ExitCode {
         );
     } else if !args.quiet {
         print!("{}", msgbench_report::summary::table(&outcome.results));
+        let slo = experiment.points.first().and_then(|p| p.scenario.slo);
+        let advice = msgbench_report::advice::advise(&outcome.results, slo.as_ref());
+        if !advice.is_empty() {
+            println!("\nadvice:");
+            for a in &advice {
+                for t in &a.text {
+                    if a.label.is_empty() {
+                        println!("  {t}");
+                    } else {
+                        println!("  [{}] {t}", a.label);
+                    }
+                }
+            }
+        }
         println!("\nresults: {}", outcome.dir.display());
+    }
+    // A run the system under test cut short (closed connection, garbage, timeout with
+    // on_error = stop) is written, but the experiment did not go as asked.
+    if let Some(r) = outcome
+        .results
+        .iter()
+        .find(|r| r.warnings.iter().any(|w| w.starts_with("stopped early:")))
+    {
+        let why = r
+            .warnings
+            .iter()
+            .find(|w| w.starts_with("stopped early:"))
+            .expect("found");
+        return fail(
+            1,
+            format!(
+                "run {} {why}; what it measured is in {}",
+                r.run_id,
+                outcome.dir.display()
+            ),
+        );
     }
     if outcome.interrupted {
         eprintln!(

@@ -34,20 +34,30 @@ impl Terminal {
 impl Observer for Terminal {
     fn experiment_started(&self, e: &Experiment, dir: &Path) {
         if !self.quiet {
+            // A search has no points up front: it decides each step from the last.
+            let runs = if e.points.is_empty() {
+                "search".to_string()
+            } else {
+                format!("{} run(s)", e.run_count())
+            };
             eprintln!(
-                "msgbench: experiment `{}`: {} run(s), results in {}",
+                "msgbench: experiment `{}`: {runs}, results in {}",
                 e.name,
-                e.run_count(),
                 dir.display()
             );
         }
     }
 
     fn run_started(&self, run_id: &str, number: usize, total: usize) {
-        *self.current.lock().unwrap() = format!("[{number}/{total}] {run_id}");
+        let label = if total == 0 {
+            format!("[{number}] {run_id}")
+        } else {
+            format!("[{number}/{total}] {run_id}")
+        };
         if !self.quiet && !self.live_line {
-            eprintln!("[{number}/{total}] {run_id}");
+            eprintln!("{label}");
         }
+        *self.current.lock().unwrap() = label;
     }
 
     fn live(&self, s: LiveStatus) {

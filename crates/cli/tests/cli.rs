@@ -965,3 +965,62 @@ fn an_interrupted_sweep_resumes_without_redoing_finished_runs() {
         "--resume runs the saved experiment as it was"
     );
 }
+
+#[test]
+fn a_server_that_goes_away_mid_run_fails_the_command_but_keeps_the_run() {
+    let _turn = turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_msgbench"))
+        .args([
+            "serve",
+            "rpc",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--for",
+            "1500ms",
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    while !accepts(port) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = tmp.path().join("results");
+    let o = msgbench(&[
+        "run",
+        "--quiet",
+        "--duration",
+        "5s",
+        "--warmup",
+        "0",
+        "--set",
+        "system=\"rpc\"",
+        "--set",
+        "sweep={}",
+        "--set",
+        "pacing.mode=\"rate\"",
+        "--set",
+        "pacing.per_sec=2000",
+        "--set",
+        &format!("rpc.address=\"127.0.0.1:{port}\""),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    server.wait().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("stopped early") && err.contains("closed or reset"),
+        "{err}"
+    );
+    let r = single_run(&out);
+    r.counters.check().unwrap();
+    assert!(
+        r.interrupted && r.faults.disconnects >= 1 && r.counters.delivered > 500,
+        "{:?} {:?}",
+        r.counters,
+        r.faults
+    );
+    assert!(r.duration_s < 4.0, "{}", r.duration_s);
+}

@@ -78,7 +78,7 @@ pub enum RunError {
         reordered: u64,
     },
     /// A run failed; earlier runs are on disk in `dir`.
-    #[error("run {run_id} failed: {source} (results of earlier runs are in {})", dir.display())]
+    #[error("run {run_id} failed: {source} (the results directory is {}; it holds any runs that finished before)", dir.display())]
     Engine {
         /// The failing run.
         run_id: String,

@@ -61,7 +61,12 @@ pub fn search(
     let mut searched = experiment.clone();
     searched.axes = vec!["pacing.per_sec".into()];
     let mut store = ResultStore::create(out_root, &searched, &env)?;
-    observer.experiment_started(&searched, store.dir());
+    // Observers see no points: the steps are decided one by one.
+    let announced = Experiment {
+        points: Vec::new(),
+        ..searched.clone()
+    };
+    observer.experiment_started(&announced, store.dir());
     let ctx = context(&stop, &observer);
     let arrivals = match template.scenario.pacing {
         Pacing::Rate { arrivals, .. } => arrivals,
@@ -109,7 +114,7 @@ pub fn search(
                     String::new()
                 }
             );
-            observer.run_started(&run_id, index + 1, settings.max_steps);
+            observer.run_started(&run_id, index + 1, 0);
             let r = run_one(&searched, &point, replicate, run_id, &mut store, &ctx)?;
             observer.run_finished(&r);
             step_runs.push(r);

@@ -40,6 +40,10 @@ pub fn render(
         slo = slo.map(|s| format!(" SLO: <code>{}</code>.", escape(s))).unwrap_or_default()
     );
     out.push_str(&table(runs));
+    if runs.iter().any(|r| r.classes.len() > 1) {
+        out.push_str("<h2>Per operation class</h2>\n");
+        out.push_str(&class_table(runs));
+    }
     if !advice.is_empty() {
         out.push_str("<h2>Advice</h2>\n");
         for a in advice {
@@ -106,11 +110,14 @@ fn table(runs: &[RunResult]) -> String {
         "max",
         "send lag p99",
         "CPU/msg",
-        "valid",
     ] {
         out.push_str(&format!("<th>{h}</th>"));
     }
-    out.push_str("</tr>\n");
+    let with_sut = runs.iter().any(|r| r.cpu.sut_cpu_s.is_some());
+    if with_sut {
+        out.push_str("<th>server CPU/msg</th>");
+    }
+    out.push_str("<th>valid</th></tr>\n");
     for r in runs {
         let valid = judge(r).is_valid();
         out.push_str(&format!(
@@ -124,7 +131,15 @@ fn table(runs: &[RunResult]) -> String {
                 escape(r.param(a).unwrap_or_default())
             ));
         }
-        let cpu = r.cpu.driver_cpu_s * 1e9 / r.counters.delivered.max(1) as f64;
+        let per_msg = |s: f64| duration_ns((s * 1e9 / r.counters.delivered.max(1) as f64) as u64);
+        let server = if with_sut {
+            format!(
+                "<td>{}</td>",
+                r.cpu.sut_cpu_s.map(per_msg).unwrap_or_else(|| "–".into())
+            )
+        } else {
+            String::new()
+        };
         for cell in [
             count(r.delivered_per_sec()),
             percent(r.counters.success_rate()),
@@ -133,12 +148,37 @@ fn table(runs: &[RunResult]) -> String {
             duration_ns(r.latency.p999_ns),
             duration_ns(r.latency.max_ns),
             duration_ns(r.send_lag.p99_ns),
-            duration_ns(cpu as u64),
-            if valid { "yes".into() } else { "no".into() },
+            per_msg(r.cpu.driver_cpu_s),
         ] {
             out.push_str(&format!("<td>{cell}</td>"));
         }
-        out.push_str("</tr>\n");
+        out.push_str(&format!(
+            "{server}<td>{}</td></tr>\n",
+            if valid { "yes" } else { "no" }
+        ));
+    }
+    out.push_str("</table>\n");
+    out
+}
+
+/// Latency per operation class and run.
+fn class_table(runs: &[RunResult]) -> String {
+    let mut out = String::from(
+        "<table>\n<tr><th class=\"l\">run</th><th class=\"l\">class</th><th>delivered/s</th><th>p50</th><th>p99</th><th>p99.9</th><th>max</th></tr>\n",
+    );
+    for r in runs {
+        for c in &r.classes {
+            out.push_str(&format!(
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                escape(&r.run_id),
+                escape(&c.name),
+                count(c.latency.count as f64 / r.duration_s.max(1e-9)),
+                duration_ns(c.latency.p50_ns),
+                duration_ns(c.latency.p99_ns),
+                duration_ns(c.latency.p999_ns),
+                duration_ns(c.latency.max_ns)
+            ));
+        }
     }
     out.push_str("</table>\n");
     out

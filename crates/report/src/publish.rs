@@ -40,9 +40,14 @@ pub fn publish(dir: &Path, slo: Option<&str>) -> Result<Vec<PathBuf>, PublishErr
         .map(Slo::parse)
         .transpose()
         .map_err(PublishError::Slo)?;
-    let advice = crate::advice::advise(&runs, slo.as_ref());
-    let charts = crate::charts::charts(&runs, &advice, slo.as_ref());
     let search = crate::search::section(dir);
+    // A search's steps are not a sweep: its answer is in the Search section, not a knee.
+    let advice = if search.is_some() {
+        Vec::new()
+    } else {
+        crate::advice::advise(&runs, slo.as_ref())
+    };
+    let charts = crate::charts::charts(&runs, &advice, slo.as_ref());
     let write = |name: &str, text: &str| -> Result<PathBuf, PublishError> {
         let path = dir.join(name);
         std::fs::write(&path, text).map_err(|source| PublishError::Write {
