@@ -160,20 +160,14 @@ impl ClientSpec {
                 "use pacing mode `rate` or `interval` with `adapt`, or `skip`/`block`",
             ));
         }
-        if !self.pin.is_empty() && self.pin.len() != self.threads as usize {
-            return Err(invalid(
-                "client.pin",
-                format!("names {} CPUs for {} threads", self.pin.len(), self.threads),
-                "give one CPU per driver thread, or none",
-            ));
-        }
-        if let Some(cpu) = self.pin.iter().find(|c| !limits.cpus.contains(c)) {
-            return Err(invalid(
-                "client.pin",
-                format!("contains CPU {cpu}, which this process cannot run on"),
-                &format!("pick from the CPUs {:?}", limits.cpus),
-            ));
-        }
+        check_pins(
+            "client.pin",
+            "driver",
+            &self.pin,
+            self.threads,
+            limits,
+            invalid,
+        )?;
         Ok(ClientConfig {
             threads: self.threads as usize,
             connections: self.connections as usize,
@@ -186,6 +180,32 @@ impl ClientSpec {
             spin_ns: pacing.spin.as_nanos() as u64,
         })
     }
+}
+
+/// Checks a per-thread CPU list: empty, or one CPU this process may use per thread.
+pub(crate) fn check_pins(
+    field: &str,
+    role: &str,
+    pin: &[usize],
+    threads: u32,
+    limits: &MachineLimits,
+    invalid: &Invalid,
+) -> Result<(), ScenarioError> {
+    if !pin.is_empty() && pin.len() != threads as usize {
+        return Err(invalid(
+            field,
+            format!("names {} CPUs for {threads} threads", pin.len()),
+            &format!("give one CPU per {role} thread, or none"),
+        ));
+    }
+    if let Some(cpu) = pin.iter().find(|c| !limits.cpus.contains(c)) {
+        return Err(invalid(
+            field,
+            format!("contains CPU {cpu}, which this process cannot run on"),
+            &format!("pick from the CPUs {:?}", limits.cpus),
+        ));
+    }
+    Ok(())
 }
 
 impl ClientConfig {

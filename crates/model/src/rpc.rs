@@ -339,20 +339,14 @@ impl RpcServerSpec {
             }
             Some(every) => Some((every.as_nanos() as u64, self.stall_for.as_nanos() as u64)),
         };
-        if !self.pin.is_empty() && self.pin.len() != self.threads as usize {
-            return Err(invalid(
-                "rpc.server.pin",
-                format!("names {} CPUs for {} threads", self.pin.len(), self.threads),
-                "give one CPU per server thread, or none",
-            ));
-        }
-        if let Some(cpu) = self.pin.iter().find(|c| !limits.cpus.contains(c)) {
-            return Err(invalid(
-                "rpc.server.pin",
-                format!("contains CPU {cpu}, which this process cannot run on"),
-                &format!("pick from the CPUs {:?}", limits.cpus),
-            ));
-        }
+        crate::client::check_pins(
+            "rpc.server.pin",
+            "server",
+            &self.pin,
+            self.threads,
+            limits,
+            invalid,
+        )?;
         Ok(RpcServerConfig {
             threads: self.threads as usize,
             max_frame: self.max_frame,

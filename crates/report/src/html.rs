@@ -70,20 +70,19 @@ pub fn render(
         ));
     }
     out.push_str("<h2>Validity</h2>\n<ul>\n");
-    let mut all_valid = true;
-    for r in runs {
-        let v = judge(r);
-        if !v.is_valid() {
-            all_valid = false;
-            out.push_str(&format!(
-                "<li class=\"bad\"><strong>{}</strong> invalid: {}</li>\n",
-                escape(&r.run_id),
-                escape(&v.reasons.join("; "))
-            ));
-        }
+    let invalid = crate::validity::invalid_runs(runs);
+    for (id, reasons) in &invalid {
+        out.push_str(&format!(
+            "<li class=\"bad\"><strong>{}</strong> invalid: {}</li>\n",
+            escape(id),
+            escape(reasons)
+        ));
     }
-    if all_valid {
-        out.push_str("<li class=\"ok\">Every run is valid: targets reached, driver on schedule, no sequence errors, steady.</li>\n");
+    if invalid.is_empty() {
+        out.push_str(&format!(
+            "<li class=\"ok\">{}</li>\n",
+            crate::validity::ALL_VALID
+        ));
     }
     out.push_str("</ul>\n</body></html>\n");
     out

@@ -33,20 +33,13 @@ pub fn render(runs: &[RunResult], advice: &[crate::advice::Advice]) -> String {
         out.push_str(&fault_table(runs));
     }
     out.push_str("\n## Validity\n\n");
-    let mut all_valid = true;
-    for r in runs {
-        let v = judge(r);
-        if !v.is_valid() {
-            all_valid = false;
-            out.push_str(&format!(
-                "- **{}** invalid: {}\n",
-                r.run_id,
-                v.reasons.join("; ")
-            ));
-        }
+    let invalid = crate::validity::invalid_runs(runs);
+    for (id, reasons) in &invalid {
+        out.push_str(&format!("- **{id}** invalid: {reasons}\n"));
     }
-    if all_valid {
-        out.push_str("Every run is valid: targets reached, driver on schedule, no sequence errors, steady.\n");
+    if invalid.is_empty() {
+        out.push_str(crate::validity::ALL_VALID);
+        out.push('\n');
     }
     out
 }

@@ -18,6 +18,20 @@ impl Verdict {
     }
 }
 
+/// What a report says when no run is invalid.
+pub const ALL_VALID: &str =
+    "Every run is valid: targets reached, driver on schedule, no sequence errors, steady.";
+
+/// `(run id, reasons)` of every invalid run, in order.
+pub fn invalid_runs(runs: &[RunResult]) -> Vec<(&str, String)> {
+    runs.iter()
+        .filter_map(|r| {
+            let v = judge(r);
+            (!v.is_valid()).then(|| (r.run_id.as_str(), v.reasons.join("; ")))
+        })
+        .collect()
+}
+
 /// Relative change of the delivered rate across the window that counts as a trend.
 pub const RATE_TREND: f64 = 0.10;
 /// Growth factor of p99 across the window that counts as a trend.
