@@ -58,6 +58,23 @@ impl HotHistogram {
         }
     }
 
+    /// Adds every bucket of `other`.
+    pub fn add(&mut self, other: &HotHistogram) {
+        for (a, b) in self.counts.iter_mut().zip(other.counts.iter()) {
+            *a += b;
+        }
+    }
+
+    /// Total count.
+    pub fn len(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// True when nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Empties the histogram.
     pub fn reset(&mut self) {
         self.counts.fill(0);

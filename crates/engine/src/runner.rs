@@ -302,6 +302,7 @@ fn assemble(
             send_lag: encode(&rec.send_lag),
         },
         warnings: Vec::new(),
+        streams: m.streams.clone(),
     };
     result.warnings = m.notes.clone();
     result.warnings.extend(warnings(&result));

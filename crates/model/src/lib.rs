@@ -16,6 +16,8 @@ pub mod scenario;
 pub mod search;
 pub mod slo;
 pub mod sweep;
+pub mod ticks;
+pub mod ws_rpc;
 
 pub use result::RunResult;
 pub use scenario::{Scenario, ScenarioError};

@@ -61,6 +61,102 @@ pub struct RunResult {
     pub histograms: Histograms,
     /// Problems noticed during the run (e.g. "target rate not reached").
     pub warnings: Vec<String>,
+    /// Per client of a broadcast stream (`ticks`): what the server did for it and what it got.
+    /// Empty (and absent from the file) for other systems.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<StreamClient>,
+}
+
+/// One client connection of a broadcast stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StreamClient {
+    /// Connection name, `<group>-<index>` (`fast-0`); a reconnection adds `.<n>`.
+    pub name: String,
+    /// Its group (also the operation class of its latencies).
+    pub group: String,
+    /// `native` or `browser`.
+    pub kind: String,
+    /// The server's counts for this client's measured ticks; null when the server is not
+    /// msgbench's (then `counters` are inferred from the sequence numbers the client saw).
+    pub server: Option<StreamServerCounts>,
+    /// This client's share of the run's accounting (the run's counters are their sum).
+    pub counters: Counters,
+    /// Sequence errors not explained by the server's counted drops.
+    pub sequence: SequenceErrors,
+    /// Every gap in its sequence numbers, explained (server drops) or not.
+    pub gaps_seen: u64,
+    /// Latency of its measured ticks (completion − intended send).
+    pub latency: Percentiles,
+    /// Encoded latency histogram.
+    pub latency_histogram: String,
+    /// Faults of this connection (server closed it, bad frames, …).
+    pub faults: Faults,
+    /// Why and when (seconds into the measured window) the connection ended early, if it did.
+    pub closed: Option<String>,
+    /// Browser clients: the page's clock as measured at its start.
+    pub page_clock: Option<PageClock>,
+    /// One sample per second, on the run's interval grid.
+    pub intervals: Vec<StreamInterval>,
+}
+
+/// What the server counted for one client, measured ticks only (intended send time in the
+/// measured window).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct StreamServerCounts {
+    /// Ticks generated while the client was subscribed.
+    pub generated: u64,
+    /// Ticks accepted into its send queue.
+    pub queued: u64,
+    /// Ticks dropped by the slow-client policy (refused or evicted).
+    pub dropped: u64,
+    /// Ticks handed to its socket (a flushed write).
+    pub written: u64,
+    /// Ticks the client acknowledged as processed (its last cumulative acknowledgement).
+    pub acked: u64,
+    /// Largest number of ticks waiting in its queue at once.
+    pub queue_peak: u64,
+}
+
+/// A browser page's clock.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PageClock {
+    /// Smallest step of `performance.now()` the page observed, ns.
+    pub resolution_ns: u64,
+    /// Round trip of the best clock-sync exchange, ns: the page's offset to the server clock
+    /// is known to within half of it.
+    pub sync_rtt_ns: u64,
+}
+
+/// One second of one stream client.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StreamInterval {
+    /// Start, seconds since the measured window began.
+    pub start_s: f64,
+    /// Length, seconds.
+    pub length_s: f64,
+    /// Ticks generated for it (by intended send time).
+    pub generated: u64,
+    /// Ticks written to its socket.
+    pub written: u64,
+    /// Ticks it processed.
+    pub delivered: u64,
+    /// Ticks dropped for it.
+    pub dropped: u64,
+    /// Generated − processed − dropped − failed, cumulative, at the end of the second: ticks
+    /// waiting in the server's queue, the kernel's buffers or the client.
+    pub backlog: i64,
+    /// Median latency of the ticks it processed in this second.
+    pub latency_p50_ns: u64,
+    /// p99 latency of the ticks it processed in this second.
+    pub latency_p99_ns: u64,
+    /// Max latency of the ticks it processed in this second.
+    pub latency_max_ns: u64,
 }
 
 /// What went wrong on the connections of a request/response run, by kind. Failed requests are

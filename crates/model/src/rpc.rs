@@ -206,7 +206,7 @@ pub(crate) fn check_address(
 }
 
 /// Turns weights into shares; the map's order (by name) is the class order.
-fn shares<T>(
+pub(crate) fn shares<T>(
     field: &str,
     ops: &BTreeMap<String, T>,
     weight: impl Fn(&T) -> f64,

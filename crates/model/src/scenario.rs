@@ -34,7 +34,11 @@ pub struct ScenarioSpec {
     pub rpc: crate::rpc::RpcSpec,
     /// Settings of the `redis` system under test.
     pub redis: crate::rpc::RedisSpec,
-    /// An external server process to start for each run (`rpc`, `redis`).
+    /// Settings of the `ticks` system (WebSocket broadcast stream).
+    pub ticks: crate::ticks::TicksSpec,
+    /// Settings of the `ws-rpc` system (JSON-RPC over WebSocket).
+    pub ws_rpc: crate::ws_rpc::WsRpcSpec,
+    /// An external server process to start for each run (`rpc`, `redis`, `ticks`, `ws-rpc`).
     pub sut: crate::rpc::SutSpec,
     /// How reports judge the results.
     pub report: ReportSpec,
@@ -54,6 +58,8 @@ impl Default for ScenarioSpec {
             client: Default::default(),
             rpc: Default::default(),
             redis: Default::default(),
+            ticks: Default::default(),
+            ws_rpc: Default::default(),
             sut: Default::default(),
             report: Default::default(),
             sweep: toml::Table::new(),
@@ -81,6 +87,10 @@ pub enum SystemKind {
     Rpc,
     /// A Redis server (RESP: PING, GET, SET).
     Redis,
+    /// A WebSocket server broadcasting market ticks to native and browser clients.
+    Ticks,
+    /// JSON-RPC 2.0 over WebSocket.
+    WsRpc,
 }
 
 /// Measurement settings of every run.
@@ -369,6 +379,22 @@ pub enum System {
         /// External server to start, if any.
         sut: Option<crate::rpc::SutConfig>,
     },
+    /// A WebSocket tick stream.
+    Ticks {
+        /// Server, format and client groups.
+        ticks: crate::ticks::TicksConfig,
+        /// External server to start, if any.
+        sut: Option<crate::rpc::SutConfig>,
+    },
+    /// JSON-RPC over WebSocket.
+    WsRpc {
+        /// Connections and window.
+        client: crate::client::ClientConfig,
+        /// Address, methods, wait strategy and built-in server.
+        ws_rpc: crate::ws_rpc::WsRpcConfig,
+        /// External server to start, if any.
+        sut: Option<crate::rpc::SutConfig>,
+    },
 }
 
 impl System {
@@ -378,6 +404,8 @@ impl System {
             System::Queue(_) => "queue",
             System::Rpc { .. } => "rpc",
             System::Redis { .. } => "redis",
+            System::Ticks { .. } => "ticks",
+            System::WsRpc { .. } => "ws-rpc",
         }
     }
 
@@ -421,6 +449,24 @@ impl System {
                     .map(|s| format!(" sut=`{}`", s.command))
                     .unwrap_or_default()
             ),
+            System::Ticks { ticks, sut } => format!(
+                "{}{}",
+                ticks.describe(),
+                sut.as_ref()
+                    .map(|s| format!(" sut=`{}`", s.command))
+                    .unwrap_or_default()
+            ),
+            System::WsRpc {
+                client,
+                ws_rpc,
+                sut,
+            } => format!(
+                "{}{}",
+                ws_rpc.describe(client),
+                sut.as_ref()
+                    .map(|s| format!(" sut=`{}`", s.command))
+                    .unwrap_or_default()
+            ),
         }
     }
 }
@@ -428,13 +474,18 @@ impl System {
 impl Scenario {
     /// The total rate the schedule aims at. Request/response drivers pace each connection:
     /// `interval` sends `batch` per connection per tick; `rate` is split over the connections.
+    /// A tick stream sends every tick to every client: its target is the rate × clients.
     pub fn target_per_sec(&self) -> Option<f64> {
         let per_schedule = self.pacing.target_per_sec()?;
         Some(match (&self.system, self.pacing) {
             (
-                System::Rpc { client, .. } | System::Redis { client, .. },
+                System::Rpc { client, .. }
+                | System::Redis { client, .. }
+                | System::WsRpc { client, .. },
                 Pacing::Interval { .. } | Pacing::Relative { .. },
             ) => per_schedule * client.total_connections() as f64,
+            // A broadcast: every client is meant to get every tick.
+            (System::Ticks { ticks, .. }, _) => per_schedule * ticks.total_connections() as f64,
             _ => per_schedule,
         })
     }
@@ -673,6 +724,37 @@ impl ScenarioSpec {
                 let redis = self.redis.validate(&invalid)?;
                 let sut = self.sut.validate(Some(&redis.address), &invalid)?;
                 System::Redis { client, redis, sut }
+            }
+            SystemKind::Ticks => {
+                let ticks = self.ticks.validate(&self.pacing, limits, &invalid)?;
+                let ready = ticks.address.as_deref().map(crate::ticks::ws_authority);
+                let sut = self.sut.validate(ready, &invalid)?;
+                if sut.is_some() && ticks.address.is_none() {
+                    return Err(invalid(
+                        "ticks.address",
+                        "is missing while [sut] starts a server".into(),
+                        "set it to the ws:// address the started server listens on",
+                    ));
+                }
+                System::Ticks { ticks, sut }
+            }
+            SystemKind::WsRpc => {
+                let client = self.client.validate(&self.pacing, limits, &invalid)?;
+                let ws_rpc = self.ws_rpc.validate(&client, limits, &invalid)?;
+                let ready = ws_rpc.address.as_deref().map(crate::ticks::ws_authority);
+                let sut = self.sut.validate(ready, &invalid)?;
+                if sut.is_some() && ws_rpc.address.is_none() {
+                    return Err(invalid(
+                        "ws_rpc.address",
+                        "is missing while [sut] starts a server".into(),
+                        "set it to the ws:// address the started server listens on",
+                    ));
+                }
+                System::WsRpc {
+                    client,
+                    ws_rpc,
+                    sut,
+                }
             }
         };
         let slo = match &self.report.slo {

@@ -294,6 +294,7 @@ mod tests {
             intervals: vec![],
             histograms: Histograms::default(),
             warnings: vec![],
+            streams: vec![],
         }
     }
 

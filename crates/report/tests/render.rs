@@ -74,6 +74,7 @@ fn run(point: usize, window: u32, replicate: u32, rate: f64, base_ns: u64) -> Ru
             send_lag: encode(&new_latency_histogram()),
         },
         warnings: vec![],
+        streams: vec![],
     }
 }
 

@@ -2,4 +2,5 @@
 //! event-loop timer.
 pub mod frame;
 pub mod resp;
+pub mod tick;
 pub mod timer;

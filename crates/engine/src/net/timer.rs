@@ -63,3 +63,67 @@ impl Timer {
         self.armed_ns = 0;
     }
 }
+
+/// The same timerfd for a tokio event loop: `sleep_until` resolves at a nanosecond deadline
+/// (tokio's own timer wheel has millisecond granularity, too coarse to pace a tick stream).
+pub struct AsyncTimer {
+    fd: tokio::io::unix::AsyncFd<OwnedFd>,
+}
+
+impl AsyncTimer {
+    /// A disarmed timer; call inside a tokio runtime with I/O enabled.
+    pub fn new() -> io::Result<AsyncTimer> {
+        // SAFETY: plain syscall; the returned fd is checked and then owned.
+        let fd = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh, valid descriptor nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: an OwnedFd keeps its descriptor open and unchanged for as long as the
+        // AsyncFd owns it.
+        let fd = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+        }
+        .map_err(io::Error::from)?;
+        Ok(AsyncTimer { fd })
+    }
+
+    /// Waits until `deadline_ns` on [`crate::clock::now_ns`]'s timeline (armed relative to now,
+    /// for the reason given on [`Timer::arm`]). Returns at once for a deadline in the past.
+    pub async fn sleep_until(&self, deadline_ns: u64) {
+        let wait = deadline_ns.saturating_sub(crate::clock::now_ns());
+        if wait == 0 {
+            return;
+        }
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: (wait / 1_000_000_000) as libc::time_t,
+                tv_nsec: (wait % 1_000_000_000) as libc::c_long,
+            },
+        };
+        // SAFETY: valid fd and spec; the old value is not requested.
+        unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+        loop {
+            let Ok(mut guard) = self.fd.readable().await else {
+                return;
+            };
+            let mut buf = [0u8; 8];
+            // SAFETY: reading 8 bytes into an 8-byte buffer from our own non-blocking fd.
+            let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+            if n == 8 {
+                return;
+            }
+            guard.clear_ready();
+        }
+    }
+}

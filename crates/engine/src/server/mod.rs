@@ -1,6 +1,8 @@
 //! Built-in servers: systems under test msgbench ships, started in-process by a scenario or
 //! standalone with `msgbench serve`.
 pub mod rpc;
+pub mod ticks;
+pub mod ws;
 
 /// CPU time of a thread of this process, readable from any other thread (through
 /// `pthread_getcpuclockid`), in ns. Lets a run measure a server thread's CPU over its own window.

@@ -976,5 +976,6 @@ pub fn measured(
         faults: out.faults,
         sut_cpu_s: out.sut_cpu_s,
         notes,
+        streams: Vec::new(),
     }
 }

@@ -45,6 +45,8 @@ pub struct Measured {
     pub sut_cpu_s: Option<f64>,
     /// What the reader must know about how this run went (why it stopped early, …).
     pub notes: Vec<String>,
+    /// Per-client results of a broadcast stream (empty for other systems).
+    pub streams: Vec<msgbench_model::result::StreamClient>,
 }
 
 /// Why a run could not be carried out.
@@ -103,6 +105,9 @@ pub fn run(scenario: &Scenario, ctx: &RunContext) -> Result<Measured, EngineErro
         System::Rpc { client, rpc, sut } => rpc::run(scenario, client, rpc, sut.as_ref(), ctx),
         System::Redis { client, redis, sut } => {
             redis::run(scenario, client, redis, sut.as_ref(), ctx)
+        }
+        System::Ticks { .. } | System::WsRpc { .. } => {
+            Err(EngineError::Io(std::io::Error::other("not built yet")))
         }
     }
 }

@@ -214,6 +214,7 @@ fn run_with<P: RingProducer<Item>, C: RingConsumer<Item>>(
         faults: Default::default(),
         sut_cpu_s: None,
         notes: Vec::new(),
+        streams: Vec::new(),
     })
 }
 

@@ -1,0 +1,869 @@
+//! The built-in tick server (`msgbench serve ticks`, or in-process for a `ticks` scenario
+//! without an address): broadcasts market ticks on a schedule to every subscribed client.
+//!
+//! Each server thread runs its own generator on the same absolute schedule (same seed, same
+//! ticks: a tick follows from its sequence number), so a client gets the same stream whichever
+//! thread serves it, and no tick crosses threads. Every generated tick goes into each client's
+//! bounded send queue; when a queue is full the slow-client policy applies: `drop-oldest`
+//! evicts, `drop-newest` refuses, `disconnect` closes the connection, `unbounded` lets it grow
+//! (to 64 Mi ticks). A client's task writes its queue in batches (feed many frames, flush once)
+//! and stamps each batch with the time it began writing.
+//!
+//! Per client it counts, for ticks of the measured window: generated, queued, dropped, written
+//! (a completed flush) and acknowledged (the client's cumulative acknowledgements), each also
+//! per second, and publishes them when the connection or the server ends.
+use super::ws::{Counts, LocalFuture, Pool, ServerWs, Service, Settings, Upgrade};
+use crate::clock::{Clock, MonotonicClock};
+use crate::hot_histogram::HotHistogram;
+use crate::net::tick::{ClientMessage, PageReport, ServerMessage, Tick};
+use crate::net::timer::AsyncTimer;
+use crate::pacer::Pacer;
+use bytes::BytesMut;
+use futures_util::{Sink, Stream};
+use msgbench_model::result::{PageClock, StreamServerCounts};
+use msgbench_model::scenario::Pacing;
+use msgbench_model::ticks::{SlowClientPolicy, TickFormat, TickServerConfig};
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+use tokio_websockets::Message;
+
+/// Ticks one generator round makes before letting the writers run.
+const MAX_TICKS_PER_ROUND: usize = 4096;
+/// Write batches one connection sends before yielding to the others on its thread.
+const MAX_BATCHES_PER_POLL: usize = 8;
+/// Bytes of tick encoding allocated at once (one allocation per ~1800 binary ticks).
+const ARENA_BYTES: usize = 64 << 10;
+/// The browser client: a page and its script, served on `GET /` and `GET /ticks.js`.
+const PAGE_HTML: &str = include_str!("page/index.html");
+const PAGE_JS: &str = include_str!("page/ticks.js");
+
+/// What the tick server streams.
+#[derive(Debug, Clone)]
+pub struct TickServerOptions {
+    /// Threads, queue, policy, batching, buffers, limits.
+    pub config: TickServerConfig,
+    /// Format for clients that do not ask for one (`?format=json`).
+    pub format: TickFormat,
+    /// Symbols cycled through.
+    pub symbols: u32,
+    /// The generator's schedule.
+    pub pacing: Pacing,
+    /// Spin margin of the generator's precise waits, ns.
+    pub spin_ns: u64,
+    /// Seed of Poisson arrivals.
+    pub seed: u64,
+}
+
+/// When the stream runs, on the clock's timeline (ns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schedule {
+    /// The schedule's start: tick 0 is due here.
+    pub t0_ns: u64,
+    /// Start of the measured window: ticks due from here on are counted.
+    pub measure_start_ns: u64,
+    /// End of the schedule: no tick due at or after it is generated.
+    pub end_ns: u64,
+}
+
+impl Schedule {
+    /// True for a tick of the measured window.
+    #[inline]
+    pub fn measures(&self, intended_ns: u64) -> bool {
+        intended_ns >= self.measure_start_ns && intended_ns < self.end_ns
+    }
+
+    /// The second of the measured window `ns` falls in (0 before it).
+    #[inline]
+    pub fn second(&self, ns: u64) -> usize {
+        (ns.saturating_sub(self.measure_start_ns) / 1_000_000_000) as usize
+    }
+}
+
+/// What the server counted for one connection, published when it ended (or the server did).
+#[derive(Debug, Clone, Default)]
+pub struct ConnReport {
+    /// The name the client gave (`?client=`), or `anonymous-<n>`.
+    pub name: String,
+    /// Its format.
+    pub format: Option<TickFormat>,
+    /// Counts over the measured window.
+    pub counts: StreamServerCounts,
+    /// Per second of the measured window: `[generated, dropped, written]`.
+    pub per_second: Vec<[u64; 3]>,
+    /// Ticks generated for it in all (warm-up included).
+    pub generated_all: u64,
+    /// Why it ended before the server did, and when (ns), if it did.
+    pub closed: Option<(String, u64)>,
+    /// The page's clock (browser clients).
+    pub page_clock: Option<PageClock>,
+}
+
+/// Everything the server measured, returned by [`TickServer::stop`].
+#[derive(Debug)]
+pub struct ServerReport {
+    /// One entry per connection, in the order they ended.
+    pub connections: Vec<ConnReport>,
+    /// How late the generators were (actual − scheduled), measured ticks.
+    pub send_lag: HotHistogram,
+    /// When the last generator finished its schedule (ns), if all did.
+    pub generators_done_ns: Option<u64>,
+    /// Ticks generated (warm-up included), summed over threads.
+    pub generated: u64,
+}
+
+/// A running tick server; stops when dropped.
+pub struct TickServer {
+    pool: Pool,
+    service: Arc<TickService>,
+    /// Connection-level counts (accepted, refused, handshake failures, …).
+    pub counts: Arc<Counts>,
+}
+
+impl TickServer {
+    /// Binds `listen` and starts serving; the generators wait for [`TickServer::begin`].
+    pub fn start(options: TickServerOptions, listen: SocketAddr) -> std::io::Result<TickServer> {
+        let settings = Settings {
+            threads: options.config.threads,
+            pin: options.config.pin.clone(),
+            max_frame: options.config.max_frame,
+            send_buffer: options.config.send_buffer,
+            max_connections: options.config.max_connections,
+            name: "ticks-server",
+        };
+        let counts = Arc::new(Counts::default());
+        let service = Arc::new(TickService {
+            options,
+            settings,
+            schedule: tokio::sync::watch::channel(None).0,
+            end_ns: AtomicU64::new(u64::MAX),
+            generators_done: Mutex::new((0, 0)),
+            ready: Mutex::new(BTreeMap::new()),
+            ready_changed: Condvar::new(),
+            reports: Mutex::new(None),
+            finished: Mutex::new(Vec::new()),
+            send_lag: Mutex::new(HotHistogram::new()),
+            generated: AtomicU64::new(0),
+            anonymous: AtomicU64::new(0),
+        });
+        let pool = Pool::start(service.clone(), counts.clone(), listen)?;
+        Ok(TickServer {
+            pool,
+            service,
+            counts,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.pool.local_addr()
+    }
+
+    /// CPU used by the server threads so far, ns.
+    pub fn cpu_ns(&self) -> u64 {
+        self.pool.cpu_ns()
+    }
+
+    /// Starts every generator on `schedule`.
+    pub fn begin(&self, schedule: Schedule) {
+        self.service.end_ns.store(schedule.end_ns, Ordering::SeqCst);
+        self.service.schedule.send_replace(Some(schedule));
+    }
+
+    /// Ends the schedule early (Ctrl-C): no tick due from `ns` on is generated.
+    pub fn end_at(&self, ns: u64) {
+        self.service.end_ns.fetch_min(ns, Ordering::SeqCst);
+    }
+
+    /// When every generator finished its schedule, if all have.
+    pub fn generators_done_ns(&self) -> Option<u64> {
+        let (done, at) = *self.service.generators_done.lock().expect("not poisoned");
+        (done >= self.service.settings.threads).then_some(at)
+    }
+
+    /// Where browser pages' reports go (`(client name, report)`).
+    pub fn report_to(&self, sink: std::sync::mpsc::Sender<(String, PageReport)>) {
+        *self.service.reports.lock().expect("not poisoned") = Some(sink);
+    }
+
+    /// Waits until every client in `names` has subscribed (browsers: after their clock sync),
+    /// at most `timeout`, watching `stop`. Returns the names still missing.
+    pub fn wait_ready(
+        &self,
+        names: &[String],
+        timeout: Duration,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> Vec<String> {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut ready = self.service.ready.lock().expect("not poisoned");
+        loop {
+            let missing: Vec<String> = names
+                .iter()
+                .filter(|n| !ready.contains_key(*n))
+                .cloned()
+                .collect();
+            let now = std::time::Instant::now();
+            if missing.is_empty() || now >= deadline || stop.load(Ordering::Relaxed) {
+                return missing;
+            }
+            let wait = (deadline - now).min(Duration::from_millis(20));
+            ready = self
+                .service
+                .ready_changed
+                .wait_timeout(ready, wait)
+                .expect("not poisoned")
+                .0;
+        }
+    }
+
+    /// Ticks generated so far (all threads, warm-up included).
+    pub fn generated(&self) -> u64 {
+        self.service.generated.load(Ordering::Relaxed)
+    }
+
+    /// Reports of the connections that ended so far.
+    pub fn ended_connections(&self) -> Vec<ConnReport> {
+        self.service.finished.lock().expect("not poisoned").clone()
+    }
+
+    /// Stops every thread and returns what was measured.
+    pub fn stop(mut self) -> ServerReport {
+        self.pool.stop();
+        let service = &self.service;
+        ServerReport {
+            connections: std::mem::take(&mut *service.finished.lock().expect("not poisoned")),
+            send_lag: std::mem::take(&mut *service.send_lag.lock().expect("not poisoned")),
+            generators_done_ns: {
+                let (done, at) = *service.generators_done.lock().expect("not poisoned");
+                (done >= service.settings.threads).then_some(at)
+            },
+            generated: service.generated.load(Ordering::Relaxed),
+        }
+    }
+}
+
+struct TickService {
+    options: TickServerOptions,
+    settings: Settings,
+    schedule: tokio::sync::watch::Sender<Option<Schedule>>,
+    /// The schedule's end; moved earlier by [`TickServer::end_at`].
+    end_ns: AtomicU64,
+    /// `(generators done, latest end)`.
+    generators_done: Mutex<(usize, u64)>,
+    ready: Mutex<BTreeMap<String, ()>>,
+    ready_changed: Condvar,
+    reports: Mutex<Option<std::sync::mpsc::Sender<(String, PageReport)>>>,
+    finished: Mutex<Vec<ConnReport>>,
+    send_lag: Mutex<HotHistogram>,
+    generated: AtomicU64,
+    anonymous: AtomicU64,
+}
+
+impl TickService {
+    fn mark_ready(&self, name: &str) {
+        self.ready
+            .lock()
+            .expect("not poisoned")
+            .insert(name.to_string(), ());
+        self.ready_changed.notify_all();
+    }
+
+    fn publish(&self, report: ConnReport) {
+        self.finished.lock().expect("not poisoned").push(report);
+    }
+}
+
+/// One server thread's state.
+struct Local {
+    conns: RefCell<Vec<Rc<Conn>>>,
+    schedule: Cell<Option<Schedule>>,
+    /// The generator finished its schedule.
+    done: Cell<bool>,
+    /// A queue made room (immediate pacing waits for it) or a client subscribed.
+    room: tokio::sync::Notify,
+    send_lag: RefCell<HotHistogram>,
+}
+
+/// One client connection, shared by its task and the generator.
+struct Conn {
+    name: String,
+    format: TickFormat,
+    st: RefCell<ConnState>,
+}
+
+#[derive(Default)]
+struct ConnState {
+    subscribed: bool,
+    /// `(seq, intended_ns)` of ticks waiting to be written.
+    queue: VecDeque<(u64, u64)>,
+    /// The generator wants the connection closed (policy `disconnect`, overflow).
+    closing: Option<String>,
+    waker: Option<Waker>,
+    report: ConnReport,
+}
+
+/// What one generated tick did for one client.
+enum Offer {
+    Queued,
+    Dropped,
+    Close(String),
+}
+
+impl ConnState {
+    /// Offers a generated tick under the slow-client policy.
+    #[inline]
+    fn offer(
+        &mut self,
+        seq: u64,
+        intended_ns: u64,
+        schedule: &Schedule,
+        now_ns: u64,
+        config: &TickServerConfig,
+    ) -> Offer {
+        let r = &mut self.report;
+        r.generated_all += 1;
+        let measured = schedule.measures(intended_ns);
+        if measured {
+            r.counts.generated += 1;
+            bump(&mut r.per_second, schedule.second(intended_ns), 0);
+        }
+        let outcome = if self.queue.len() < config.queue {
+            Offer::Queued
+        } else {
+            match config.policy {
+                SlowClientPolicy::DropOldest => {
+                    let (_, evicted) = self.queue.pop_front().expect("full queue");
+                    if schedule.measures(evicted) {
+                        r.counts.dropped += 1;
+                        bump(&mut r.per_second, schedule.second(now_ns), 1);
+                    }
+                    Offer::Queued
+                }
+                SlowClientPolicy::DropNewest => Offer::Dropped,
+                SlowClientPolicy::Disconnect => Offer::Close(format!(
+                    "the server disconnected it (policy `disconnect`): its send queue held {} ticks",
+                    config.queue
+                )),
+                SlowClientPolicy::Unbounded => Offer::Close(format!(
+                    "the server disconnected it: its `unbounded` queue reached {} ticks",
+                    config.queue
+                )),
+            }
+        };
+        match outcome {
+            Offer::Queued => {
+                self.queue.push_back((seq, intended_ns));
+                if measured {
+                    r.counts.queued += 1;
+                }
+                r.counts.queue_peak = r.counts.queue_peak.max(self.queue.len() as u64);
+            }
+            Offer::Dropped if measured => {
+                r.counts.dropped += 1;
+                bump(&mut r.per_second, schedule.second(now_ns), 1);
+            }
+            _ => {}
+        }
+        outcome
+    }
+}
+
+#[inline]
+fn bump(per_second: &mut Vec<[u64; 3]>, second: usize, what: usize) {
+    if per_second.len() <= second {
+        // Once a second at most: the only allocation on this path.
+        per_second.resize(second + 1, [0; 3]);
+    }
+    per_second[second][what] += 1;
+}
+
+impl Service for TickService {
+    type Local = Local;
+
+    fn local(self: &Arc<Self>, _index: usize) -> Rc<Local> {
+        Rc::new(Local {
+            conns: RefCell::new(Vec::new()),
+            schedule: Cell::new(None),
+            done: Cell::new(false),
+            room: tokio::sync::Notify::new(),
+            send_lag: RefCell::new(HotHistogram::new()),
+        })
+    }
+
+    fn background(self: &Arc<Self>, local: Rc<Local>) -> LocalFuture {
+        Box::pin(generate(self.clone(), local))
+    }
+
+    fn connection(
+        self: &Arc<Self>,
+        local: Rc<Local>,
+        upgrade: Upgrade,
+        ws: ServerWs,
+    ) -> LocalFuture {
+        Box::pin(serve(self.clone(), local, upgrade, ws))
+    }
+
+    fn page(&self, path: &str) -> Option<(&'static str, &'static str)> {
+        match path {
+            "/" | "/index.html" => Some(("text/html; charset=utf-8", PAGE_HTML)),
+            "/ticks.js" => Some(("text/javascript; charset=utf-8", PAGE_JS)),
+            _ => None,
+        }
+    }
+
+    fn finish(self: &Arc<Self>, local: Rc<Local>) {
+        for conn in local.conns.borrow().iter() {
+            self.publish(conn.st.borrow().report.clone());
+        }
+        let lag = local.send_lag.borrow();
+        let mut total = self.send_lag.lock().expect("not poisoned");
+        total.add(&lag);
+    }
+
+    fn settings(&self) -> &Settings {
+        &self.settings
+    }
+}
+
+/// The generator of one thread: waits for the schedule, then makes every tick due and offers
+/// it to each subscribed client of this thread.
+async fn generate(service: Arc<TickService>, local: Rc<Local>) {
+    let mut watch = service.schedule.subscribe();
+    let schedule = match watch.wait_for(|s| s.is_some()).await {
+        Ok(s) => s.expect("waited for it"),
+        Err(_) => return,
+    };
+    local.schedule.set(Some(schedule));
+    wake_all(&local);
+    let options = &service.options;
+    let timer = match AsyncTimer::new() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("msgbench: tick generator cannot create its timer: {e}");
+            return finish_generator(&service, &local);
+        }
+    };
+    let clock = MonotonicClock::new(options.spin_ns);
+    let mut pacer = Pacer::new(options.pacing, schedule.t0_ns, options.seed);
+    let mut seq = 0u64;
+    loop {
+        let end_ns = service.end_ns.load(Ordering::Relaxed);
+        let now = clock.now_ns();
+        let made = match pacer.upcoming_ns() {
+            Some(due) if due >= end_ns => break,
+            Some(due) if due > now => {
+                if due - now > options.spin_ns {
+                    timer.sleep_until(due - options.spin_ns).await;
+                } else {
+                    // The last µs are spun: a timer wakes tens of µs late.
+                    while clock.now_ns() < due {
+                        std::hint::spin_loop();
+                    }
+                }
+                continue;
+            }
+            Some(_) => make_due(
+                &service, &local, &schedule, &mut pacer, &clock, &mut seq, end_ns,
+            ),
+            None if now >= end_ns => break,
+            None => {
+                // Immediate: as fast as the slowest client takes them.
+                if !has_room(&local, options.config.write_batch) {
+                    let room = local.room.notified();
+                    let _ = tokio::time::timeout(Duration::from_millis(1), room).await;
+                    continue;
+                }
+                let batch = match options.pacing {
+                    _ => options.config.write_batch,
+                };
+                make(
+                    &service, &local, &schedule, &mut pacer, &clock, &mut seq, batch,
+                )
+            }
+        };
+        if made > 0 {
+            wake_all(&local);
+        }
+        tokio::task::yield_now().await;
+    }
+    finish_generator(&service, &local);
+}
+
+fn finish_generator(service: &TickService, local: &Local) {
+    local.done.set(true);
+    wake_all(local);
+    let mut done = service.generators_done.lock().expect("not poisoned");
+    done.0 += 1;
+    done.1 = done.1.max(crate::clock::now_ns());
+}
+
+/// True when every subscribed client has room for a write batch (and there is one).
+fn has_room(local: &Local, batch: usize) -> bool {
+    let conns = local.conns.borrow();
+    let mut any = false;
+    for c in conns.iter() {
+        let st = c.st.borrow();
+        if st.subscribed && st.closing.is_none() {
+            any = true;
+            if st.queue.len() >= batch {
+                return false;
+            }
+        }
+    }
+    any
+}
+
+/// Makes every tick due by now (at most a round's worth); returns how many.
+fn make_due(
+    service: &TickService,
+    local: &Local,
+    schedule: &Schedule,
+    pacer: &mut Pacer,
+    clock: &MonotonicClock,
+    seq: &mut u64,
+    end_ns: u64,
+) -> usize {
+    let now = clock.now_ns();
+    let mut n = 0;
+    while n < MAX_TICKS_PER_ROUND {
+        match pacer.upcoming_ns() {
+            Some(due) if due <= now && due < end_ns => {}
+            _ => break,
+        }
+        n += make(service, local, schedule, pacer, clock, seq, 1);
+    }
+    n
+}
+
+/// Makes `count` ticks from the pacer and offers each to every subscribed client.
+fn make(
+    service: &TickService,
+    local: &Local,
+    schedule: &Schedule,
+    pacer: &mut Pacer,
+    clock: &MonotonicClock,
+    seq: &mut u64,
+    count: usize,
+) -> usize {
+    let config = &service.options.config;
+    let conns = local.conns.borrow();
+    let mut lag = local.send_lag.borrow_mut();
+    for _ in 0..count {
+        let slot = pacer.next(clock);
+        if schedule.measures(slot.intended_ns) {
+            lag.record(slot.actual_ns.saturating_sub(slot.scheduled_ns));
+        }
+        for c in conns.iter() {
+            let mut st = c.st.borrow_mut();
+            if !st.subscribed || st.closing.is_some() {
+                continue;
+            }
+            if let Offer::Close(why) =
+                st.offer(*seq, slot.intended_ns, schedule, slot.actual_ns, config)
+            {
+                st.closing = Some(why);
+            }
+        }
+        *seq += 1;
+    }
+    service.generated.fetch_add(count as u64, Ordering::Relaxed);
+    count
+}
+
+fn wake_all(local: &Local) {
+    for c in local.conns.borrow().iter() {
+        if let Some(w) = c.st.borrow_mut().waker.take() {
+            w.wake();
+        }
+    }
+}
+
+/// How a connection ended.
+enum Ended {
+    /// The client closed it (normal after the end of the stream).
+    Peer,
+    /// The client broke the protocol or sent an oversized message.
+    Protocol(String),
+    /// The socket failed.
+    Io(String),
+    /// The slow-client policy closed it.
+    Policy(String),
+}
+
+/// Serves one client: reads its acknowledgements and control messages, writes its queue.
+async fn serve(service: Arc<TickService>, local: Rc<Local>, upgrade: Upgrade, mut ws: ServerWs) {
+    let name = upgrade
+        .param("client")
+        .map(String::from)
+        .unwrap_or_else(|| {
+            format!(
+                "anonymous-{}",
+                service.anonymous.fetch_add(1, Ordering::Relaxed)
+            )
+        });
+    let format = match upgrade.param("format") {
+        Some("json") => TickFormat::Json,
+        Some("binary") => TickFormat::Binary,
+        _ => service.options.format,
+    };
+    let conn = Rc::new(Conn {
+        name: name.clone(),
+        format,
+        st: RefCell::new(ConnState {
+            report: ConnReport {
+                name: name.clone(),
+                format: Some(format),
+                ..Default::default()
+            },
+            ..Default::default()
+        }),
+    });
+    local.conns.borrow_mut().push(conn.clone());
+    if upgrade.param("wait") != Some("1") {
+        conn.st.borrow_mut().subscribed = true;
+        service.mark_ready(&name);
+        local.room.notify_one();
+    }
+    let mut io = Writer::new(service.options.config.write_batch);
+    let ended = std::future::poll_fn(|cx| io.poll(cx, &service, &local, &conn, &mut ws)).await;
+    let now = crate::clock::now_ns();
+    let reason = match ended {
+        Ended::Peer => None,
+        Ended::Protocol(e) => Some(format!("the server closed it: it sent a bad message ({e})")),
+        Ended::Io(e) => Some(format!("its socket failed ({e})")),
+        Ended::Policy(why) => Some(why),
+    };
+    // A client that closes after the stream ended is done, not cut short.
+    let cut_short = !(local.done.get() && conn.st.borrow().queue.is_empty());
+    {
+        let mut st = conn.st.borrow_mut();
+        st.subscribed = false;
+        st.queue.clear();
+        if let Some(r) = reason.or_else(|| cut_short.then(|| "the client closed it".to_string())) {
+            st.report.closed = Some((r, now));
+        }
+    }
+    local.conns.borrow_mut().retain(|c| !Rc::ptr_eq(c, &conn));
+    service.publish(conn.st.borrow().report.clone());
+    local.room.notify_one();
+}
+
+/// The write side of one connection, and what it knows of its progress.
+struct Writer {
+    batch: usize,
+    arena: BytesMut,
+    /// Frames fed but not yet flushed.
+    unflushed: bool,
+    /// Measured ticks among them.
+    unflushed_measured: u64,
+    window_sent: bool,
+    end_sent: bool,
+}
+
+impl Writer {
+    fn new(batch: usize) -> Writer {
+        Writer {
+            batch,
+            arena: BytesMut::with_capacity(ARENA_BYTES),
+            unflushed: false,
+            unflushed_measured: 0,
+            window_sent: false,
+            end_sent: false,
+        }
+    }
+
+    fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        service: &TickService,
+        local: &Local,
+        conn: &Conn,
+        ws: &mut ServerWs,
+    ) -> Poll<Ended> {
+        // Everything the client sent: acknowledgements, pings, reports.
+        loop {
+            match Pin::new(&mut *ws).poll_next(cx) {
+                Poll::Ready(Some(Ok(message))) => {
+                    if let Err(e) = self.on_message(service, local, conn, ws, message) {
+                        return Poll::Ready(e);
+                    }
+                }
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(ended_by(e)),
+                Poll::Ready(None) => return Poll::Ready(Ended::Peer),
+                Poll::Pending => break,
+            }
+        }
+        if let Some(why) = conn.st.borrow_mut().closing.take() {
+            return Poll::Ready(Ended::Policy(why));
+        }
+        for _ in 0..MAX_BATCHES_PER_POLL {
+            if self.unflushed {
+                match Pin::new(&mut *ws).poll_flush(cx) {
+                    Poll::Ready(Ok(())) => self.flushed(local, conn),
+                    Poll::Ready(Err(e)) => return Poll::Ready(ended_by(e)),
+                    // The socket is full: the flush woke-up registration brings us back.
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+            if let Err(e) = self.feed(service, local, conn, ws) {
+                return Poll::Ready(e);
+            }
+            if !self.unflushed {
+                // Nothing to write: the generator wakes us for new ticks.
+                conn.st.borrow_mut().waker = Some(cx.waker().clone());
+                return Poll::Pending;
+            }
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    /// Feeds the next batch of ticks (and due control messages) into the WebSocket writer.
+    fn feed(
+        &mut self,
+        service: &TickService,
+        local: &Local,
+        conn: &Conn,
+        ws: &mut ServerWs,
+    ) -> Result<(), Ended> {
+        let Some(schedule) = local.schedule.get() else {
+            return Ok(());
+        };
+        if !self.window_sent {
+            self.window_sent = true;
+            let window = ServerMessage::Window {
+                start_ns: schedule.measure_start_ns,
+                end_ns: schedule.end_ns,
+            };
+            self.send(ws, Message::text(window.to_json()))?;
+        }
+        let sent_ns = crate::clock::now_ns();
+        let symbols = service.options.symbols;
+        let mut st = conn.st.borrow_mut();
+        let n = st.queue.len().min(self.batch);
+        let mut measured = 0;
+        for _ in 0..n {
+            let (seq, intended_ns) = st.queue.pop_front().expect("counted");
+            measured += u64::from(schedule.measures(intended_ns));
+            let mut tick = Tick::at(seq, intended_ns, symbols);
+            tick.sent_ns = sent_ns;
+            if self.arena.capacity() < 128 {
+                self.arena = BytesMut::with_capacity(ARENA_BYTES);
+            }
+            tick.encode(conn.format, &mut self.arena);
+            let payload = self.arena.split().freeze();
+            let message = match conn.format {
+                TickFormat::Binary => Message::binary(payload),
+                TickFormat::Json => Message::text(payload),
+            };
+            drop_on_error(Pin::new(&mut *ws).start_send(message))?;
+        }
+        self.unflushed |= n > 0;
+        self.unflushed_measured += measured;
+        if n == 0 && local.done.get() && !self.end_sent && st.closing.is_none() {
+            self.end_sent = true;
+            let end = ServerMessage::End {
+                generated: st.report.generated_all,
+            };
+            drop(st);
+            self.send(ws, Message::text(end.to_json()))?;
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, ws: &mut ServerWs, message: Message) -> Result<(), Ended> {
+        drop_on_error(Pin::new(&mut *ws).start_send(message))?;
+        self.unflushed = true;
+        Ok(())
+    }
+
+    fn flushed(&mut self, local: &Local, conn: &Conn) {
+        self.unflushed = false;
+        let measured = std::mem::take(&mut self.unflushed_measured);
+        if measured > 0 {
+            let mut st = conn.st.borrow_mut();
+            st.report.counts.written += measured;
+            if let Some(s) = local.schedule.get() {
+                bump(
+                    &mut st.report.per_second,
+                    s.second(crate::clock::now_ns()),
+                    2,
+                );
+            }
+            let second = st.report.per_second.len() - 1;
+            st.report.per_second[second][2] += measured - 1;
+        }
+        local.room.notify_one();
+    }
+
+    fn on_message(
+        &mut self,
+        service: &TickService,
+        local: &Local,
+        conn: &Conn,
+        ws: &mut ServerWs,
+        message: Message,
+    ) -> Result<(), Ended> {
+        if message.is_ping() || message.is_pong() || message.is_close() {
+            return Ok(());
+        }
+        let Some(text) = message.as_text() else {
+            return Err(Ended::Protocol(
+                "a binary message; clients send JSON text".into(),
+            ));
+        };
+        let parsed: ClientMessage = serde_json::from_str(text)
+            .map_err(|e| Ended::Protocol(format!("not a control message: {e}")))?;
+        match parsed {
+            ClientMessage::Ack { processed } => {
+                let mut st = conn.st.borrow_mut();
+                st.report.counts.acked = st.report.counts.acked.max(processed);
+            }
+            ClientMessage::Ping { t } => {
+                let pong = ServerMessage::Pong {
+                    t,
+                    now_ns: crate::clock::now_ns(),
+                };
+                self.send(ws, Message::text(pong.to_json()))?;
+            }
+            ClientMessage::Subscribe => {
+                conn.st.borrow_mut().subscribed = true;
+                service.mark_ready(&conn.name);
+                local.room.notify_one();
+            }
+            ClientMessage::Clock {
+                resolution_ns,
+                rtt_ns,
+            } => {
+                conn.st.borrow_mut().report.page_clock = Some(PageClock {
+                    resolution_ns: resolution_ns.max(0.0) as u64,
+                    sync_rtt_ns: rtt_ns.max(0.0) as u64,
+                });
+            }
+            ClientMessage::Report(report) => {
+                if let Some(sink) = service.reports.lock().expect("not poisoned").as_ref() {
+                    let _ = sink.send((conn.name.clone(), report));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn drop_on_error(r: Result<(), tokio_websockets::Error>) -> Result<(), Ended> {
+    r.map_err(ended_by)
+}
+
+fn ended_by(e: tokio_websockets::Error) -> Ended {
+    match e {
+        tokio_websockets::Error::Io(io) => Ended::Io(io.to_string()),
+        tokio_websockets::Error::AlreadyClosed => Ended::Peer,
+        other => Ended::Protocol(other.to_string()),
+    }
+}

@@ -1,0 +1,674 @@
+//! Settings of the `ticks` system: a WebSocket server broadcasting market ticks to groups of
+//! clients — native clients (msgbench's own, optionally slowed down per message) and headless
+//! browsers running a page the server serves — each message stamped with its sequence number
+//! and its intended send time (`docs/protocol.md`, "The tick stream").
+use crate::client::check_pins;
+use crate::duration::serde_text;
+use crate::scenario::{Invalid, MachineLimits, PacingSpec, ScenarioError, MAX_DURATION};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Most ticks an `unbounded` queue holds for one client before the server gives up on it
+/// (16 bytes each: 1 GiB). Past it the client is disconnected and the fault counted.
+pub const UNBOUNDED_QUEUE_CAP: u64 = 1 << 26;
+/// Most client connections of one run (all groups).
+pub const MAX_TICK_CLIENTS: u64 = 1000;
+/// Most headless browsers one run starts.
+pub const MAX_BROWSERS: u64 = 8;
+
+/// The `[ticks]` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct TicksSpec {
+    /// `ws://host:port/path` of a running tick server. Omitted: msgbench starts its built-in
+    /// server in-process on an ephemeral loopback port (configured by `[ticks.server]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// Wire format of the ticks: `binary` (36 bytes) or `json` (~85 bytes).
+    pub format: TickFormat,
+    /// Distinct symbols the stream cycles through.
+    pub symbols: u32,
+    /// How often each client sends a cumulative acknowledgement (messages processed so far).
+    #[serde(with = "serde_text")]
+    #[schemars(with = "String")]
+    pub ack_every: Duration,
+    /// What a client does when the server closes its connection: `continue` (the run goes on
+    /// without it), `reconnect`, or `stop` the run.
+    pub on_close: OnClose,
+    /// What gaps in a client's sequence numbers mean: `error` (a message was lost: the run
+    /// fails, unless the built-in server says it dropped them under its slow-client policy) or
+    /// `drops` (the server sheds load on purpose: gaps count as dropped).
+    pub gaps: GapPolicy,
+    /// Receive buffer of each native client socket, bytes (`SO_RCVBUF`); 0 leaves the OS default.
+    pub receive_buffer: u32,
+    /// The built-in server started when `address` is omitted.
+    pub server: TickServerSpec,
+    /// Client groups by name. Default: one group `client` with one native connection.
+    pub clients: BTreeMap<String, TickClientSpec>,
+}
+
+impl Default for TicksSpec {
+    fn default() -> Self {
+        TicksSpec {
+            address: None,
+            format: TickFormat::Binary,
+            symbols: 100,
+            ack_every: Duration::from_millis(1),
+            on_close: OnClose::Continue,
+            gaps: GapPolicy::Error,
+            receive_buffer: 0,
+            server: TickServerSpec::default(),
+            clients: BTreeMap::new(),
+        }
+    }
+}
+
+/// How ticks travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum TickFormat {
+    /// One binary WebSocket message of 36 bytes per tick.
+    Binary,
+    /// One text WebSocket message of JSON per tick.
+    Json,
+}
+
+impl TickFormat {
+    /// The scenario-file spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            TickFormat::Binary => "binary",
+            TickFormat::Json => "json",
+        }
+    }
+}
+
+/// What a client does when the server closes its connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnClose {
+    /// That client is done; the others go on (a slow client disconnected by the server).
+    Continue,
+    /// Connect again (every 100 ms until it works); the new connection starts a new sequence.
+    Reconnect,
+    /// End the run; what was measured is kept and the result says why.
+    Stop,
+}
+
+/// What gaps in a client's sequence numbers mean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum GapPolicy {
+    /// A gap the server did not account for is a lost message: a sequence error.
+    Error,
+    /// The server drops on purpose: gaps count as dropped messages.
+    Drops,
+}
+
+/// What the server does with a client whose send queue is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SlowClientPolicy {
+    /// Evict the oldest queued tick to make room (latency stays bounded, drops are counted).
+    DropOldest,
+    /// Refuse the new tick (the queue keeps the oldest ones).
+    DropNewest,
+    /// Close the client's connection.
+    Disconnect,
+    /// Let the queue grow (up to 64 Mi ticks): reproduces unbounded queueing latency.
+    Unbounded,
+}
+
+impl SlowClientPolicy {
+    /// The scenario-file spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            SlowClientPolicy::DropOldest => "drop-oldest",
+            SlowClientPolicy::DropNewest => "drop-newest",
+            SlowClientPolicy::Disconnect => "disconnect",
+            SlowClientPolicy::Unbounded => "unbounded",
+        }
+    }
+}
+
+/// The built-in tick server (`[ticks.server]`, and the flags of `msgbench serve ticks`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct TickServerSpec {
+    /// Server threads, each a single-threaded event loop with its own generator; connections
+    /// are dealt to them round-robin.
+    pub threads: u32,
+    /// CPUs of the server threads, one per thread (empty: not pinned).
+    pub pin: Vec<usize>,
+    /// Ticks each client's send queue holds before the slow-client policy applies.
+    pub queue: u64,
+    /// What happens to a client whose queue is full.
+    pub policy: SlowClientPolicy,
+    /// Ticks written to a socket before one flush (a batch of WebSocket frames, one syscall).
+    pub write_batch: u32,
+    /// Send buffer of each server socket, bytes (`SO_SNDBUF`); 0 leaves the OS default.
+    /// The kernel's buffers are a queue too: a small one keeps `drop-oldest` latency low.
+    pub send_buffer: u32,
+    /// Largest message a client may send (acknowledgements, reports), bytes; a larger one
+    /// closes that client's connection.
+    pub max_frame: u32,
+    /// Most client connections at once; more are refused.
+    pub max_connections: u32,
+}
+
+impl Default for TickServerSpec {
+    fn default() -> Self {
+        TickServerSpec {
+            threads: 1,
+            pin: Vec::new(),
+            queue: 65_536,
+            policy: SlowClientPolicy::DropOldest,
+            write_batch: 256,
+            send_buffer: 0,
+            max_frame: 1 << 20,
+            max_connections: 1024,
+        }
+    }
+}
+
+/// One group of clients (`[ticks.clients.<name>]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct TickClientSpec {
+    /// `native` (msgbench's client) or `browser` (headless Chromium running the server's page).
+    pub kind: ClientKind,
+    /// Connections in this group.
+    pub connections: u32,
+    /// Native clients: threads this group's connections are spread over.
+    pub threads: u32,
+    /// Native clients: CPUs of the threads, one per thread (empty: not pinned).
+    pub pin: Vec<usize>,
+    /// Simulated processing cost per message, spent before the message counts as processed.
+    #[serde(with = "serde_text")]
+    #[schemars(with = "String")]
+    pub cost: Duration,
+    /// How the cost is spent: `busy` (spin on the CPU, as a real client's parsing would) or
+    /// `sleep` (the client behaves as if each message took `cost`, without using the CPU).
+    pub work: CostWork,
+    /// Browsers: what the page does with each message besides measuring it: `none`, `dom`
+    /// (write the price into the page per message) or `frame` (once per animation frame).
+    pub page: PageWork,
+}
+
+impl Default for TickClientSpec {
+    fn default() -> Self {
+        TickClientSpec {
+            kind: ClientKind::Native,
+            connections: 1,
+            threads: 1,
+            pin: Vec::new(),
+            cost: Duration::ZERO,
+            work: CostWork::Busy,
+            page: PageWork::None,
+        }
+    }
+}
+
+/// Which program a client group runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClientKind {
+    /// msgbench's own client threads.
+    Native,
+    /// Headless Chromium (Debian's `chromium`) running the page the tick server serves.
+    Browser,
+}
+
+/// How a native client spends its simulated per-message cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum CostWork {
+    /// Spin for `cost` per message.
+    Busy,
+    /// Account `cost` per message in virtual time and sleep it off in slices.
+    Sleep,
+}
+
+/// What the browser page does per message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum PageWork {
+    /// Measure only.
+    None,
+    /// Write each message's price into the page (a DOM update per message).
+    Dom,
+    /// Keep the latest price and write it once per animation frame.
+    Frame,
+}
+
+impl PageWork {
+    /// The scenario-file spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            PageWork::None => "none",
+            PageWork::Dom => "dom",
+            PageWork::Frame => "frame",
+        }
+    }
+}
+
+/// Validated `[ticks]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TicksConfig {
+    /// `ws://…` of an external server; `None`: the built-in one, in-process.
+    pub address: Option<String>,
+    /// Wire format.
+    pub format: TickFormat,
+    /// Symbols cycled through.
+    pub symbols: u32,
+    /// Acknowledgement period, ns.
+    pub ack_every_ns: u64,
+    /// Server-close policy.
+    pub on_close: OnClose,
+    /// Meaning of gaps.
+    pub gaps: GapPolicy,
+    /// Client `SO_RCVBUF` (0: default).
+    pub receive_buffer: u32,
+    /// Built-in server settings.
+    pub server: TickServerConfig,
+    /// Client groups, in name order (the order of the result's classes).
+    pub groups: Vec<TickGroup>,
+    /// Spin margin of the generator's precise waits, ns (`pacing.spin`).
+    pub spin_ns: u64,
+}
+
+/// Validated built-in tick server settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TickServerConfig {
+    /// Threads.
+    pub threads: usize,
+    /// CPU per thread.
+    pub pin: Vec<usize>,
+    /// Queue capacity per client, ticks.
+    pub queue: usize,
+    /// Slow-client policy.
+    pub policy: SlowClientPolicy,
+    /// Frames per flush.
+    pub write_batch: usize,
+    /// `SO_SNDBUF` (0: default).
+    pub send_buffer: u32,
+    /// Largest client message, bytes.
+    pub max_frame: usize,
+    /// Connection limit.
+    pub max_connections: usize,
+}
+
+/// One validated client group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TickGroup {
+    /// Group name (also the operation class of its latencies).
+    pub name: String,
+    /// Native or browser.
+    pub kind: ClientKind,
+    /// Connections.
+    pub connections: usize,
+    /// Threads (native).
+    pub threads: usize,
+    /// CPU per thread (native).
+    pub pin: Vec<usize>,
+    /// Cost per message, ns.
+    pub cost_ns: u64,
+    /// How the cost is spent.
+    pub work: CostWork,
+    /// Page work (browser).
+    pub page: PageWork,
+}
+
+impl TickGroup {
+    /// Name of connection `i` of this group: `fast-0`.
+    pub fn connection_name(&self, i: usize) -> String {
+        format!("{}-{i}", self.name)
+    }
+}
+
+impl TicksConfig {
+    /// Connections over all groups.
+    pub fn total_connections(&self) -> usize {
+        self.groups.iter().map(|g| g.connections).sum()
+    }
+
+    /// One line in scenario-file spelling.
+    pub fn describe(&self) -> String {
+        let groups: Vec<String> = self
+            .groups
+            .iter()
+            .map(|g| {
+                let what = match g.kind {
+                    ClientKind::Native => format!(
+                        "native:cost={}:{}",
+                        crate::duration::format(Duration::from_nanos(g.cost_ns)),
+                        match g.work {
+                            CostWork::Busy => "busy",
+                            CostWork::Sleep => "sleep",
+                        }
+                    ),
+                    ClientKind::Browser => format!(
+                        "browser:page={}:cost={}",
+                        g.page.name(),
+                        crate::duration::format(Duration::from_nanos(g.cost_ns))
+                    ),
+                };
+                format!("{}x{}({what})", g.name, g.connections)
+            })
+            .collect();
+        let server = match &self.address {
+            Some(a) => a.clone(),
+            None => format!(
+                "built-in(threads={} queue={} policy={} write_batch={} send_buffer={})",
+                self.server.threads,
+                self.server.queue,
+                self.server.policy.name(),
+                self.server.write_batch,
+                self.server.send_buffer
+            ),
+        };
+        format!(
+            "ticks {server} format={} symbols={} clients={}",
+            self.format.name(),
+            self.symbols,
+            groups.join(",")
+        )
+    }
+}
+
+/// `host:port` of a `ws://host:port/path` address (the part a TCP connection goes to).
+pub fn ws_authority(address: &str) -> &str {
+    let rest = address.strip_prefix("ws://").unwrap_or(address);
+    rest.split('/').next().unwrap_or(rest)
+}
+
+/// Checks `ws://host:port[/path]` without resolving it.
+pub fn check_ws_address(
+    field: &str,
+    address: &str,
+    invalid: &Invalid,
+) -> Result<(), ScenarioError> {
+    let bad = || {
+        invalid(
+            field,
+            format!("is \"{address}\", not a ws:// address"),
+            "write it like \"ws://127.0.0.1:9000/ticks\" (wss:// is not supported)",
+        )
+    };
+    if !address.starts_with("ws://") {
+        return Err(bad());
+    }
+    crate::rpc::check_address(field, ws_authority(address), invalid).map_err(|_| bad())
+}
+
+impl TicksSpec {
+    pub(crate) fn validate(
+        &self,
+        pacing: &PacingSpec,
+        limits: &MachineLimits,
+        invalid: &Invalid,
+    ) -> Result<TicksConfig, ScenarioError> {
+        use crate::scenario::PacingMode;
+        if matches!(pacing.mode, PacingMode::ClosedLoop | PacingMode::Relative) {
+            return Err(invalid(
+                "pacing.mode",
+                format!(
+                    "is `{}`, which a broadcast stream cannot use",
+                    if pacing.mode == PacingMode::Relative {
+                        "relative"
+                    } else {
+                        "closed-loop"
+                    }
+                ),
+                "use `rate` or `interval` (an absolute schedule), or `immediate` (as fast as the slowest client takes them)",
+            ));
+        }
+        if let Some(a) = &self.address {
+            check_ws_address("ticks.address", a, invalid)?;
+        }
+        if self.symbols == 0 {
+            return Err(invalid(
+                "ticks.symbols",
+                "is 0".into(),
+                "cycle through at least 1 symbol, e.g. 100",
+            ));
+        }
+        if self.ack_every.is_zero() || self.ack_every > Duration::from_secs(10) {
+            return Err(invalid(
+                "ticks.ack_every",
+                format!("is {}", crate::duration::format(self.ack_every)),
+                "acknowledge between every 1ns and every 10s, e.g. \"1ms\"",
+            ));
+        }
+        let server = self.server.validate(limits, invalid)?;
+        let default_groups: BTreeMap<String, TickClientSpec> =
+            [("client".to_string(), TickClientSpec::default())].into();
+        let specs = if self.clients.is_empty() {
+            &default_groups
+        } else {
+            &self.clients
+        };
+        let mut groups = Vec::new();
+        for (name, g) in specs {
+            groups.push(g.validate(name, self.address.is_some(), limits, invalid)?);
+        }
+        let total: u64 = groups.iter().map(|g| g.connections as u64).sum();
+        if total > MAX_TICK_CLIENTS {
+            return Err(invalid(
+                "ticks.clients",
+                format!("open {total} connections in total"),
+                &format!("open at most {MAX_TICK_CLIENTS}"),
+            ));
+        }
+        let browsers: u64 = groups
+            .iter()
+            .filter(|g| g.kind == ClientKind::Browser)
+            .map(|g| g.connections as u64)
+            .sum();
+        if browsers > MAX_BROWSERS {
+            return Err(invalid(
+                "ticks.clients",
+                format!("start {browsers} browsers"),
+                &format!(
+                    "start at most {MAX_BROWSERS} (each headless Chromium takes a few hundred MB)"
+                ),
+            ));
+        }
+        if self.address.is_none() && total > server.max_connections as u64 {
+            return Err(invalid(
+                "ticks.server.max_connections",
+                format!(
+                    "is {}, fewer than the {total} clients",
+                    server.max_connections
+                ),
+                "raise it or open fewer connections",
+            ));
+        }
+        Ok(TicksConfig {
+            address: self.address.clone(),
+            format: self.format,
+            symbols: self.symbols,
+            ack_every_ns: self.ack_every.as_nanos() as u64,
+            on_close: self.on_close,
+            gaps: self.gaps,
+            receive_buffer: self.receive_buffer,
+            server,
+            groups,
+            spin_ns: pacing.spin.as_nanos() as u64,
+        })
+    }
+}
+
+impl TickServerSpec {
+    /// Checks the built-in server's settings (also used by `msgbench serve ticks`).
+    pub fn validate(
+        &self,
+        limits: &MachineLimits,
+        invalid: &Invalid,
+    ) -> Result<TickServerConfig, ScenarioError> {
+        if self.threads == 0 || self.threads > 64 {
+            return Err(invalid(
+                "ticks.server.threads",
+                format!("is {}", self.threads),
+                "use 1 to 64 server threads",
+            ));
+        }
+        check_pins(
+            "ticks.server.pin",
+            "server",
+            &self.pin,
+            self.threads,
+            limits,
+            invalid,
+        )?;
+        if self.queue == 0 || self.queue > UNBOUNDED_QUEUE_CAP {
+            return Err(invalid(
+                "ticks.server.queue",
+                format!("is {}", self.queue),
+                &format!("hold 1 to {UNBOUNDED_QUEUE_CAP} ticks per client (use policy \"unbounded\" for no limit)"),
+            ));
+        }
+        if self.write_batch == 0 || self.write_batch > 65_536 {
+            return Err(invalid(
+                "ticks.server.write_batch",
+                format!("is {}", self.write_batch),
+                "write 1 to 65536 frames per flush, e.g. 256",
+            ));
+        }
+        if self.max_frame < 1024 || self.max_frame > 64 << 20 {
+            return Err(invalid(
+                "ticks.server.max_frame",
+                format!("is {}", self.max_frame),
+                "use 1 KiB to 64 MiB (browser reports need a few KiB)",
+            ));
+        }
+        if self.max_connections == 0 {
+            return Err(invalid(
+                "ticks.server.max_connections",
+                "is 0".into(),
+                "allow at least 1 connection",
+            ));
+        }
+        Ok(TickServerConfig {
+            threads: self.threads as usize,
+            pin: self.pin.clone(),
+            queue: if self.policy == SlowClientPolicy::Unbounded {
+                UNBOUNDED_QUEUE_CAP as usize
+            } else {
+                self.queue as usize
+            },
+            policy: self.policy,
+            write_batch: self.write_batch as usize,
+            send_buffer: self.send_buffer,
+            max_frame: self.max_frame as usize,
+            max_connections: self.max_connections as usize,
+        })
+    }
+}
+
+impl TickClientSpec {
+    fn validate(
+        &self,
+        name: &str,
+        external: bool,
+        limits: &MachineLimits,
+        invalid: &Invalid,
+    ) -> Result<TickGroup, ScenarioError> {
+        let field = |key: &str| format!("ticks.clients.{name}.{key}");
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(invalid(
+                &format!("ticks.clients.{name}"),
+                "has a name other than letters, digits, `-` and `_`".into(),
+                "rename the group, e.g. [ticks.clients.fast]",
+            ));
+        }
+        if self.connections == 0 {
+            return Err(invalid(
+                &field("connections"),
+                "is 0".into(),
+                "open at least 1 connection per group, or remove the group",
+            ));
+        }
+        if self.cost > Duration::from_secs(1) || self.cost > MAX_DURATION {
+            return Err(invalid(
+                &field("cost"),
+                format!("is {}", crate::duration::format(self.cost)),
+                "simulate at most 1s per message",
+            ));
+        }
+        match self.kind {
+            ClientKind::Native => {
+                if self.threads == 0 || self.threads > 64 {
+                    return Err(invalid(
+                        &field("threads"),
+                        format!("is {}", self.threads),
+                        "use 1 to 64 threads per group",
+                    ));
+                }
+                if self.threads > self.connections {
+                    return Err(invalid(
+                        &field("threads"),
+                        format!(
+                            "is {}, more than its {} connections",
+                            self.threads, self.connections
+                        ),
+                        "use at most one thread per connection",
+                    ));
+                }
+                check_pins(
+                    &field("pin"),
+                    "client",
+                    &self.pin,
+                    self.threads,
+                    limits,
+                    invalid,
+                )?;
+                if self.page != PageWork::None {
+                    return Err(invalid(
+                        &field("page"),
+                        "is set for a native group".into(),
+                        "`page` applies to kind = \"browser\"; remove it or set the kind",
+                    ));
+                }
+            }
+            ClientKind::Browser => {
+                if external {
+                    return Err(invalid(
+                        &field("kind"),
+                        "is `browser`, but `ticks.address` names an external server".into(),
+                        "browsers run the page msgbench's built-in server serves: remove `ticks.address`",
+                    ));
+                }
+                if !self.pin.is_empty() || self.threads != 1 {
+                    return Err(invalid(
+                        &field("threads"),
+                        "or `pin` is set for a browser group".into(),
+                        "threads and pinning apply to native clients; remove them",
+                    ));
+                }
+                if self.work != CostWork::Busy {
+                    return Err(invalid(
+                        &field("work"),
+                        "is `sleep` for a browser group".into(),
+                        "a page spends its cost busy; remove `work`",
+                    ));
+                }
+            }
+        }
+        Ok(TickGroup {
+            name: name.to_string(),
+            kind: self.kind,
+            connections: self.connections as usize,
+            threads: self.threads as usize,
+            pin: self.pin.clone(),
+            cost_ns: self.cost.as_nanos() as u64,
+            work: self.work,
+            page: self.page,
+        })
+    }
+}

@@ -1,0 +1,299 @@
+//! Settings of the `ws-rpc` system: JSON-RPC 2.0 over WebSocket (as an Ethereum node's
+//! `eth_chainId`), driven with the request/response driver's `[client]` settings. A socket
+//! thread owns the connections and hands each response to the calling thread, which waits for
+//! it with a wait strategy (`busy-spin`, `yield`, `park`, `backoff`).
+use crate::client::check_pins;
+use crate::duration::serde_text;
+use crate::rpc::ServiceWork;
+use crate::scenario::{Invalid, MachineLimits, ScenarioError, WaitStrategy};
+use crate::ticks::check_ws_address;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The `[ws_rpc]` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct WsRpcSpec {
+    /// `ws://host:port[/path]` of a JSON-RPC server. Omitted: msgbench starts its built-in
+    /// server in-process on an ephemeral loopback port (configured by `[ws_rpc.server]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// How a calling thread waits for the responses its socket thread hands over.
+    pub wait: WaitStrategy,
+    /// CPUs of the socket threads, one per client thread (empty: not pinned).
+    pub socket_pin: Vec<usize>,
+    /// Methods by class name, each with its weight in the mix. Default: one class `chain_id`
+    /// calling `eth_chainId`.
+    #[schemars(with = "BTreeMap<String, serde_json::Value>")]
+    pub methods: BTreeMap<String, WsRpcMethodSpec>,
+    /// The built-in server started when `address` is omitted.
+    pub server: WsRpcServerSpec,
+}
+
+impl Default for WsRpcSpec {
+    fn default() -> Self {
+        WsRpcSpec {
+            address: None,
+            wait: WaitStrategy::Park,
+            socket_pin: Vec::new(),
+            methods: BTreeMap::new(),
+            server: WsRpcServerSpec::default(),
+        }
+    }
+}
+
+/// One method class of the mix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WsRpcMethodSpec {
+    /// JSON-RPC method name.
+    pub method: String,
+    /// Its params (any TOML value, sent as JSON; usually an array).
+    pub params: toml::Value,
+    /// Relative weight in the mix.
+    pub weight: f64,
+    /// What the built-in server answers (any TOML value, sent as JSON).
+    pub result: toml::Value,
+    /// Time the built-in server spends per call of this method.
+    #[serde(with = "serde_text")]
+    pub service: Duration,
+    /// `busy` (the server thread computes) or `sleep` (the answer waits on a timer; responses
+    /// then come out of order when methods differ).
+    pub work: ServiceWork,
+}
+
+impl Default for WsRpcMethodSpec {
+    fn default() -> Self {
+        WsRpcMethodSpec {
+            method: "eth_chainId".into(),
+            params: toml::Value::Array(Vec::new()),
+            weight: 1.0,
+            result: toml::Value::String("0x1".into()),
+            service: Duration::ZERO,
+            work: ServiceWork::Busy,
+        }
+    }
+}
+
+/// The built-in JSON-RPC server (`[ws_rpc.server]`, and `msgbench serve ws-rpc`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct WsRpcServerSpec {
+    /// Server threads, each a single-threaded event loop; connections dealt round-robin.
+    pub threads: u32,
+    /// CPUs of the server threads, one per thread (empty: not pinned).
+    pub pin: Vec<usize>,
+    /// Largest request accepted, bytes; a larger one closes that connection.
+    pub max_frame: u32,
+    /// Most connections at once; more are refused.
+    pub max_connections: u32,
+}
+
+impl Default for WsRpcServerSpec {
+    fn default() -> Self {
+        WsRpcServerSpec {
+            threads: 1,
+            pin: Vec::new(),
+            max_frame: 1 << 20,
+            max_connections: 1024,
+        }
+    }
+}
+
+/// One validated method class.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WsRpcMethod {
+    /// Class name.
+    pub name: String,
+    /// Share of the mix (shares sum to 1).
+    pub share: f64,
+    /// JSON-RPC method.
+    pub method: String,
+    /// Params as JSON text.
+    pub params_json: String,
+    /// The built-in server's answer, as JSON text.
+    pub result_json: String,
+    /// Built-in server's time per call, ns.
+    pub service_ns: u64,
+    /// How it spends it.
+    pub work: ServiceWork,
+}
+
+/// Validated `[ws_rpc]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WsRpcConfig {
+    /// External server; `None`: built-in.
+    pub address: Option<String>,
+    /// Caller wait strategy.
+    pub wait: WaitStrategy,
+    /// Socket thread CPUs.
+    pub socket_pin: Vec<usize>,
+    /// The method mix, in name order.
+    pub methods: Vec<WsRpcMethod>,
+    /// Built-in server settings.
+    pub server: WsRpcServerConfig,
+}
+
+/// Validated built-in server settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WsRpcServerConfig {
+    /// Threads.
+    pub threads: usize,
+    /// CPU per thread.
+    pub pin: Vec<usize>,
+    /// Largest request, bytes.
+    pub max_frame: usize,
+    /// Connection limit.
+    pub max_connections: usize,
+}
+
+impl WsRpcConfig {
+    /// One line in scenario-file spelling.
+    pub fn describe(&self, client: &crate::client::ClientConfig) -> String {
+        let wait = serde_json::to_value(self.wait)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default();
+        format!(
+            "ws-rpc {} {} wait={wait} methods={}",
+            self.address.as_deref().unwrap_or("built-in"),
+            client.describe(),
+            self.methods
+                .iter()
+                .map(|m| format!("{}:{}:{:.0}%", m.name, m.method, 100.0 * m.share))
+                .collect::<Vec<_>>()
+                .join(",")
+        )
+    }
+}
+
+fn json_text(field: &str, value: &toml::Value, invalid: &Invalid) -> Result<String, ScenarioError> {
+    serde_json::to_string(value).map_err(|e| {
+        invalid(
+            field,
+            format!("cannot be written as JSON: {e}"),
+            "use strings, numbers, booleans, arrays and tables",
+        )
+    })
+}
+
+impl WsRpcSpec {
+    pub(crate) fn validate(
+        &self,
+        client: &crate::client::ClientConfig,
+        limits: &MachineLimits,
+        invalid: &Invalid,
+    ) -> Result<WsRpcConfig, ScenarioError> {
+        if let Some(a) = &self.address {
+            check_ws_address("ws_rpc.address", a, invalid)?;
+        }
+        check_pins(
+            "ws_rpc.socket_pin",
+            "socket",
+            &self.socket_pin,
+            client.threads as u32,
+            limits,
+            invalid,
+        )?;
+        let default_methods: BTreeMap<String, WsRpcMethodSpec> =
+            [("chain_id".to_string(), WsRpcMethodSpec::default())].into();
+        let methods = if self.methods.is_empty() {
+            &default_methods
+        } else {
+            &self.methods
+        };
+        let shares = crate::rpc::shares("ws_rpc.methods", methods, |m| m.weight, invalid)?;
+        let mut out = Vec::new();
+        for ((name, m), share) in methods.iter().zip(shares) {
+            let field = |key: &str| format!("ws_rpc.methods.{name}.{key}");
+            if m.method.is_empty() || m.method.contains(['"', '\\']) || m.method.len() > 256 {
+                return Err(invalid(
+                    &field("method"),
+                    format!("is {:?}", m.method),
+                    "name a JSON-RPC method such as \"eth_chainId\" (no quotes or backslashes)",
+                ));
+            }
+            if m.service > Duration::from_secs(60) {
+                return Err(invalid(
+                    &field("service"),
+                    format!("is {}", crate::duration::format(m.service)),
+                    "simulate at most 60s per call",
+                ));
+            }
+            out.push(WsRpcMethod {
+                name: name.clone(),
+                share,
+                method: m.method.clone(),
+                params_json: json_text(&field("params"), &m.params, invalid)?,
+                result_json: json_text(&field("result"), &m.result, invalid)?,
+                service_ns: m.service.as_nanos() as u64,
+                work: m.work,
+            });
+        }
+        let server = self.server.validate(limits, invalid)?;
+        if self.address.is_none() && client.total_connections() > server.max_connections {
+            return Err(invalid(
+                "client.connections",
+                format!(
+                    "makes {} connections, more than the built-in server's max_connections ({})",
+                    client.total_connections(),
+                    server.max_connections
+                ),
+                "raise `ws_rpc.server.max_connections` or open fewer connections",
+            ));
+        }
+        Ok(WsRpcConfig {
+            address: self.address.clone(),
+            wait: self.wait,
+            socket_pin: self.socket_pin.clone(),
+            methods: out,
+            server,
+        })
+    }
+}
+
+impl WsRpcServerSpec {
+    /// Checks the built-in server's settings (also used by `msgbench serve ws-rpc`).
+    pub fn validate(
+        &self,
+        limits: &MachineLimits,
+        invalid: &Invalid,
+    ) -> Result<WsRpcServerConfig, ScenarioError> {
+        if self.threads == 0 || self.threads > 64 {
+            return Err(invalid(
+                "ws_rpc.server.threads",
+                format!("is {}", self.threads),
+                "use 1 to 64 server threads",
+            ));
+        }
+        check_pins(
+            "ws_rpc.server.pin",
+            "server",
+            &self.pin,
+            self.threads,
+            limits,
+            invalid,
+        )?;
+        if self.max_frame < 1024 || self.max_frame > 64 << 20 {
+            return Err(invalid(
+                "ws_rpc.server.max_frame",
+                format!("is {}", self.max_frame),
+                "use 1 KiB to 64 MiB",
+            ));
+        }
+        if self.max_connections == 0 {
+            return Err(invalid(
+                "ws_rpc.server.max_connections",
+                "is 0".into(),
+                "allow at least 1 connection",
+            ));
+        }
+        Ok(WsRpcServerConfig {
+            threads: self.threads as usize,
+            pin: self.pin.clone(),
+            max_frame: self.max_frame as usize,
+            max_connections: self.max_connections as usize,
+        })
+    }
+}
