@@ -75,6 +75,14 @@ pub struct SequenceChecker {
 }
 
 impl SequenceChecker {
+    /// A checker whose stream starts at `first` (a client that joins a running stream).
+    pub fn starting_at(first: u64) -> SequenceChecker {
+        SequenceChecker {
+            expected: first,
+            ..Default::default()
+        }
+    }
+
     /// Checks `seq` against the next expected number. A number above it opens a gap; a number
     /// below it is counted as reordered while gaps are open (it may fill one), else as duplicate.
     #[inline]
@@ -178,6 +186,28 @@ impl Recorder {
         self.current.service[class].record(completed_ns.saturating_sub(sent_ns));
         if self.raw_latencies.len() < self.raw_latencies.capacity() {
             self.raw_latencies.push(latency);
+        }
+    }
+
+    /// Records `delivered` messages of `class` completed by `completed_ns` whose latencies and
+    /// service times another program measured and sent as `[value_ns, count, …]` pairs (a
+    /// browser page's report of one second).
+    pub fn delivered_pairs(
+        &mut self,
+        class: usize,
+        completed_ns: u64,
+        delivered: u64,
+        latency: &[u64],
+        service: &[u64],
+    ) {
+        self.roll_if_due(completed_ns);
+        self.counters.delivered += delivered;
+        self.interval.delivered += delivered;
+        for pair in latency.chunks_exact(2) {
+            self.current.latency[class].record_n(pair[0], pair[1]);
+        }
+        for pair in service.chunks_exact(2) {
+            self.current.service[class].record_n(pair[0], pair[1]);
         }
     }
 

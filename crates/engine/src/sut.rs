@@ -31,21 +31,7 @@ impl SutProcess {
                 config.ready
             )));
         }
-        let log = tempfile_log().map_err(|e| fail(format!("cannot create its log file: {e}")))?;
-        let child = Command::new("sh")
-            .arg("-c")
-            .arg(&config.command)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(|e| fail(e.to_string()))?)
-            .stderr(log.try_clone().map_err(|e| fail(e.to_string()))?)
-            .process_group(0)
-            .spawn()
-            .map_err(|e| fail(format!("cannot run `sh -c`: {e}")))?;
-        let mut sut = SutProcess {
-            child,
-            command: config.command.clone(),
-            log,
-        };
+        let mut sut = SutProcess::spawn(&config.command).map_err(fail)?;
         let deadline = Instant::now() + config.ready_timeout;
         loop {
             if let Some(status) = sut.child.try_wait().ok().flatten() {
@@ -71,6 +57,26 @@ impl SutProcess {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Starts `command` with `sh -c` in a process group of its own, its output going to an
+    /// unlinked temporary file; does not wait for anything.
+    pub fn spawn(command: &str) -> Result<SutProcess, String> {
+        let log = tempfile_log().map_err(|e| format!("cannot create its log file: {e}"))?;
+        let child = Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log.try_clone().map_err(|e| e.to_string())?)
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("cannot run `sh -c`: {e}"))?;
+        Ok(SutProcess {
+            child,
+            command: command.to_string(),
+            log,
+        })
     }
 
     /// The process id of the shell that leads the group.

@@ -176,6 +176,9 @@ pub struct Faults {
     pub protocol_errors: u64,
     /// Error replies from the server (e.g. Redis `-ERR`).
     pub server_errors: u64,
+    /// Peers that answered a WebSocket upgrade with something else (not a WebSocket server,
+    /// a refused upgrade).
+    pub handshake_failures: u64,
 }
 
 impl Faults {
@@ -186,6 +189,7 @@ impl Faults {
         self.connect_failures += o.connect_failures;
         self.protocol_errors += o.protocol_errors;
         self.server_errors += o.server_errors;
+        self.handshake_failures += o.handshake_failures;
     }
 
     /// Total events.
@@ -195,6 +199,7 @@ impl Faults {
             + self.connect_failures
             + self.protocol_errors
             + self.server_errors
+            + self.handshake_failures
     }
 }
 

@@ -146,6 +146,7 @@ fn fault_table(runs: &[RunResult]) -> String {
         "connect failures",
         "protocol errors",
         "server errors",
+        "handshake failures",
     ]
     .map(String::from)
     .to_vec();
@@ -153,14 +154,15 @@ fn fault_table(runs: &[RunResult]) -> String {
     for r in runs.iter().filter(|r| r.faults.total() > 0) {
         let f = r.faults;
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.run_id,
             r.counters.failed,
             f.timeouts,
             f.disconnects,
             f.connect_failures,
             f.protocol_errors,
-            f.server_errors
+            f.server_errors,
+            f.handshake_failures
         ));
     }
     out

@@ -76,22 +76,25 @@ impl Tick {
         }
     }
 
-    /// Decodes one tick message of either format (a JSON one starts with `{`).
+    /// Decodes a binary message (36 bytes, little-endian).
     #[inline]
-    pub fn decode(payload: &[u8]) -> Result<Tick, TickError> {
-        if payload.len() == BINARY_TICK_BYTES && payload[0] != b'{' {
-            let u64_at = |i: usize| u64::from_le_bytes(payload[i..i + 8].try_into().expect("8"));
-            return Ok(Tick {
-                seq: u64_at(0),
-                intended_ns: u64_at(8),
-                sent_ns: u64_at(16),
-                symbol: u32::from_le_bytes(payload[24..28].try_into().expect("4")),
-                price: f64::from_le_bytes(payload[28..36].try_into().expect("8")),
-            });
-        }
-        if payload.first() != Some(&b'{') {
+    pub fn decode_binary(payload: &[u8]) -> Result<Tick, TickError> {
+        if payload.len() != BINARY_TICK_BYTES {
             return Err(TickError::Size(payload.len()));
         }
+        let u64_at = |i: usize| u64::from_le_bytes(payload[i..i + 8].try_into().expect("8"));
+        Ok(Tick {
+            seq: u64_at(0),
+            intended_ns: u64_at(8),
+            sent_ns: u64_at(16),
+            symbol: u32::from_le_bytes(payload[24..28].try_into().expect("4")),
+            price: f64::from_le_bytes(payload[28..36].try_into().expect("8")),
+        })
+    }
+
+    /// Decodes a text message of JSON (`sent` may be missing; fields in any order).
+    #[inline]
+    pub fn decode_json(payload: &[u8]) -> Result<Tick, TickError> {
         let j: JsonTick = serde_json::from_slice(payload).map_err(|_| TickError::Json)?;
         Ok(Tick {
             seq: j.seq,
@@ -100,6 +103,42 @@ impl Tick {
             symbol: j.sym,
             price: j.px,
         })
+    }
+
+    /// Decodes a WebSocket message: text is JSON, binary is the 36-byte form. (The message's
+    /// type decides, never its first byte: a binary tick may well start with `{`.)
+    #[inline]
+    pub fn decode(payload: &[u8], text: bool) -> Result<Tick, TickError> {
+        if text {
+            Tick::decode_json(payload)
+        } else {
+            Tick::decode_binary(payload)
+        }
+    }
+}
+
+/// When the stream runs, on the clock's timeline (ns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schedule {
+    /// The schedule's start: tick 0 is due here.
+    pub t0_ns: u64,
+    /// Start of the measured window: ticks due from here on are counted.
+    pub measure_start_ns: u64,
+    /// End of the schedule: no tick due at or after it is generated.
+    pub end_ns: u64,
+}
+
+impl Schedule {
+    /// True for a tick of the measured window.
+    #[inline]
+    pub fn measures(&self, intended_ns: u64) -> bool {
+        intended_ns >= self.measure_start_ns && intended_ns < self.end_ns
+    }
+
+    /// The second of the measured window `ns` falls in (0 before it).
+    #[inline]
+    pub fn second(&self, ns: u64) -> usize {
+        (ns.saturating_sub(self.measure_start_ns) / 1_000_000_000) as usize
     }
 }
 
@@ -236,7 +275,7 @@ mod tests {
             0x00, 0x00, 0x00, 0x00, 0x00, 0x50, 0x59, 0x40, // price 101.25
         ];
         assert_eq!(&out[..], &expected[..]);
-        assert_eq!(Tick::decode(&expected).unwrap(), VECTOR);
+        assert_eq!(Tick::decode(&expected, false).unwrap(), VECTOR);
     }
 
     #[test]
@@ -246,10 +285,10 @@ mod tests {
         let expected =
             r#"{"seq":72623859790382856,"ts":1000000007,"sent":1000002000,"sym":42,"px":101.25}"#;
         assert_eq!(std::str::from_utf8(&out).unwrap(), expected);
-        assert_eq!(Tick::decode(expected.as_bytes()).unwrap(), VECTOR);
+        assert_eq!(Tick::decode(expected.as_bytes(), true).unwrap(), VECTOR);
         // Fields in another order, and without the optional `sent`, decode too.
         let other = r#"{"px":101.25,"sym":42,"ts":1000000007,"seq":72623859790382856}"#;
-        let t = Tick::decode(other.as_bytes()).unwrap();
+        let t = Tick::decode(other.as_bytes(), true).unwrap();
         assert_eq!((t.seq, t.sent_ns, t.price), (VECTOR.seq, 0, 101.25));
     }
 
@@ -265,9 +304,14 @@ mod tests {
 
     #[test]
     fn malformed_messages_are_refused() {
-        assert_eq!(Tick::decode(&[0u8; 20]), Err(TickError::Size(20)));
-        assert_eq!(Tick::decode(b"{\"seq\":1}"), Err(TickError::Json));
-        assert_eq!(Tick::decode(b"{garbage"), Err(TickError::Json));
+        assert_eq!(Tick::decode(&[0u8; 20], false), Err(TickError::Size(20)));
+        assert_eq!(Tick::decode(b"{\"seq\":1}", true), Err(TickError::Json));
+        assert_eq!(Tick::decode(b"{garbage", true), Err(TickError::Json));
+        // A binary tick whose first byte happens to be `{` (seq 123) is still binary.
+        let mut out = BytesMut::new();
+        Tick::at(123, 5, 10).encode_binary(&mut out);
+        assert_eq!(out[0], b'{');
+        assert_eq!(Tick::decode(&out, false).unwrap().seq, 123);
         assert!(is_control(br#"{"type":"end","generated":3}"#));
         assert!(!is_control(br#"{"seq":1,"ts":2,"sym":3,"px":4.0}"#));
     }

@@ -12,10 +12,12 @@
 //! Per client it counts, for ticks of the measured window: generated, queued, dropped, written
 //! (a completed flush) and acknowledged (the client's cumulative acknowledgements), each also
 //! per second, and publishes them when the connection or the server ends.
-use super::ws::{Counts, LocalFuture, Pool, ServerWs, Service, Settings, Upgrade};
+use super::ws::{
+    ConnectionCounts, Counts, LocalFuture, Pool, ServerWs, Service, Settings, Upgrade,
+};
 use crate::clock::{Clock, MonotonicClock};
 use crate::hot_histogram::HotHistogram;
-use crate::net::tick::{ClientMessage, PageReport, ServerMessage, Tick};
+use crate::net::tick::{ClientMessage, PageReport, Schedule, ServerMessage, Tick};
 use crate::net::timer::AsyncTimer;
 use crate::pacer::Pacer;
 use bytes::BytesMut;
@@ -61,31 +63,6 @@ pub struct TickServerOptions {
     pub seed: u64,
 }
 
-/// When the stream runs, on the clock's timeline (ns).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Schedule {
-    /// The schedule's start: tick 0 is due here.
-    pub t0_ns: u64,
-    /// Start of the measured window: ticks due from here on are counted.
-    pub measure_start_ns: u64,
-    /// End of the schedule: no tick due at or after it is generated.
-    pub end_ns: u64,
-}
-
-impl Schedule {
-    /// True for a tick of the measured window.
-    #[inline]
-    pub fn measures(&self, intended_ns: u64) -> bool {
-        intended_ns >= self.measure_start_ns && intended_ns < self.end_ns
-    }
-
-    /// The second of the measured window `ns` falls in (0 before it).
-    #[inline]
-    pub fn second(&self, ns: u64) -> usize {
-        (ns.saturating_sub(self.measure_start_ns) / 1_000_000_000) as usize
-    }
-}
-
 /// What the server counted for one connection, published when it ended (or the server did).
 #[derive(Debug, Clone, Default)]
 pub struct ConnReport {
@@ -99,6 +76,11 @@ pub struct ConnReport {
     pub per_second: Vec<[u64; 3]>,
     /// Ticks generated for it in all (warm-up included).
     pub generated_all: u64,
+    /// Ticks dropped for it in all (warm-up included): the gaps its sequence numbers show.
+    pub dropped_all: u64,
+    /// Warm-up ticks written to it (they precede every measured tick in its stream), to turn
+    /// its cumulative acknowledgements into measured ones.
+    pub written_warmup: u64,
     /// Why it ended before the server did, and when (ns), if it did.
     pub closed: Option<(String, u64)>,
     /// The page's clock (browser clients).
@@ -116,6 +98,8 @@ pub struct ServerReport {
     pub generators_done_ns: Option<u64>,
     /// Ticks generated (warm-up included), summed over threads.
     pub generated: u64,
+    /// Connection-level counts.
+    pub counts: ConnectionCounts,
 }
 
 /// A running tick server; stops when dropped.
@@ -139,6 +123,7 @@ impl TickServer {
         };
         let counts = Arc::new(Counts::default());
         let service = Arc::new(TickService {
+            counts: counts.clone(),
             options,
             settings,
             schedule: tokio::sync::watch::channel(None).0,
@@ -244,11 +229,13 @@ impl TickServer {
                 (done >= service.settings.threads).then_some(at)
             },
             generated: service.generated.load(Ordering::Relaxed),
+            counts: self.counts.snapshot(),
         }
     }
 }
 
 struct TickService {
+    counts: Arc<Counts>,
     options: TickServerOptions,
     settings: Settings,
     schedule: tokio::sync::watch::Sender<Option<Schedule>>,
@@ -339,6 +326,7 @@ impl ConnState {
             match config.policy {
                 SlowClientPolicy::DropOldest => {
                     let (_, evicted) = self.queue.pop_front().expect("full queue");
+                    r.dropped_all += 1;
                     if schedule.measures(evicted) {
                         r.counts.dropped += 1;
                         bump(&mut r.per_second, schedule.second(now_ns), 1);
@@ -364,11 +352,14 @@ impl ConnState {
                 }
                 r.counts.queue_peak = r.counts.queue_peak.max(self.queue.len() as u64);
             }
-            Offer::Dropped if measured => {
-                r.counts.dropped += 1;
-                bump(&mut r.per_second, schedule.second(now_ns), 1);
+            Offer::Dropped => {
+                r.dropped_all += 1;
+                if measured {
+                    r.counts.dropped += 1;
+                    bump(&mut r.per_second, schedule.second(now_ns), 1);
+                }
             }
-            _ => {}
+            Offer::Close(_) => {}
         }
         outcome
     }
@@ -376,11 +367,16 @@ impl ConnState {
 
 #[inline]
 fn bump(per_second: &mut Vec<[u64; 3]>, second: usize, what: usize) {
+    add(per_second, second, what, 1);
+}
+
+#[inline]
+fn add(per_second: &mut Vec<[u64; 3]>, second: usize, what: usize, n: u64) {
     if per_second.len() <= second {
         // Once a second at most: the only allocation on this path.
         per_second.resize(second + 1, [0; 3]);
     }
-    per_second[second][what] += 1;
+    per_second[second][what] += n;
 }
 
 impl Service for TickService {
@@ -635,7 +631,13 @@ async fn serve(service: Arc<TickService>, local: Rc<Local>, upgrade: Upgrade, mu
     let now = crate::clock::now_ns();
     let reason = match ended {
         Ended::Peer => None,
-        Ended::Protocol(e) => Some(format!("the server closed it: it sent a bad message ({e})")),
+        Ended::Protocol(e) => {
+            service
+                .counts
+                .protocol_errors
+                .fetch_add(1, Ordering::Relaxed);
+            Some(format!("the server closed it: it sent a bad message ({e})"))
+        }
         Ended::Io(e) => Some(format!("its socket failed ({e})")),
         Ended::Policy(why) => Some(why),
     };
@@ -662,6 +664,8 @@ struct Writer {
     unflushed: bool,
     /// Measured ticks among them.
     unflushed_measured: u64,
+    /// Warm-up ticks among them.
+    unflushed_warmup: u64,
     window_sent: bool,
     end_sent: bool,
 }
@@ -673,6 +677,7 @@ impl Writer {
             arena: BytesMut::with_capacity(ARENA_BYTES),
             unflushed: false,
             unflushed_measured: 0,
+            unflushed_warmup: 0,
             window_sent: false,
             end_sent: false,
         }
@@ -748,9 +753,11 @@ impl Writer {
         let mut st = conn.st.borrow_mut();
         let n = st.queue.len().min(self.batch);
         let mut measured = 0;
+        let mut warmup = 0;
         for _ in 0..n {
             let (seq, intended_ns) = st.queue.pop_front().expect("counted");
             measured += u64::from(schedule.measures(intended_ns));
+            warmup += u64::from(intended_ns < schedule.measure_start_ns);
             let mut tick = Tick::at(seq, intended_ns, symbols);
             tick.sent_ns = sent_ns;
             if self.arena.capacity() < 128 {
@@ -766,6 +773,7 @@ impl Writer {
         }
         self.unflushed |= n > 0;
         self.unflushed_measured += measured;
+        self.unflushed_warmup += warmup;
         if n == 0 && local.done.get() && !self.end_sent && st.closing.is_none() {
             self.end_sent = true;
             let end = ServerMessage::End {
@@ -786,19 +794,21 @@ impl Writer {
     fn flushed(&mut self, local: &Local, conn: &Conn) {
         self.unflushed = false;
         let measured = std::mem::take(&mut self.unflushed_measured);
+        let warmup = std::mem::take(&mut self.unflushed_warmup);
+        let mut st = conn.st.borrow_mut();
+        st.report.written_warmup += warmup;
         if measured > 0 {
-            let mut st = conn.st.borrow_mut();
             st.report.counts.written += measured;
             if let Some(s) = local.schedule.get() {
-                bump(
+                add(
                     &mut st.report.per_second,
                     s.second(crate::clock::now_ns()),
                     2,
+                    measured,
                 );
             }
-            let second = st.report.per_second.len() - 1;
-            st.report.per_second[second][2] += measured - 1;
         }
+        drop(st);
         local.room.notify_one();
     }
 
@@ -823,7 +833,9 @@ impl Writer {
         match parsed {
             ClientMessage::Ack { processed } => {
                 let mut st = conn.st.borrow_mut();
-                st.report.counts.acked = st.report.counts.acked.max(processed);
+                // Acks count every tick; warm-up ticks come first in the stream.
+                let measured = processed.saturating_sub(st.report.written_warmup);
+                st.report.counts.acked = st.report.counts.acked.max(measured);
             }
             ClientMessage::Ping { t } => {
                 let pong = ServerMessage::Pong {

@@ -113,6 +113,35 @@ pub struct Counts {
     pub open: AtomicUsize,
 }
 
+/// A reading of [`Counts`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConnectionCounts {
+    /// WebSocket connections accepted.
+    pub accepted: u64,
+    /// Connections refused over `max_connections`.
+    pub refused: u64,
+    /// Peers that sent no valid upgrade (or failed the handshake).
+    pub handshake_failures: u64,
+    /// Plain HTTP requests answered.
+    pub pages: u64,
+    /// Connections closed for a protocol violation or an oversized message.
+    pub protocol_errors: u64,
+}
+
+impl Counts {
+    /// The counts now.
+    pub fn snapshot(&self) -> ConnectionCounts {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ConnectionCounts {
+            accepted: get(&self.accepted),
+            refused: get(&self.refused),
+            handshake_failures: get(&self.handshake_failures),
+            pages: get(&self.pages),
+            protocol_errors: get(&self.protocol_errors),
+        }
+    }
+}
+
 /// A running pool; stops when dropped.
 pub struct Pool {
     addr: SocketAddr,

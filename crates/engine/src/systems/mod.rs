@@ -10,6 +10,7 @@ pub mod client;
 pub mod queue;
 pub mod redis;
 pub mod rpc;
+pub mod ticks;
 
 /// What the runner hands a system for one run.
 #[derive(Clone)]
@@ -90,6 +91,17 @@ pub enum EngineError {
         /// What went wrong.
         problem: String,
     },
+    /// The peer accepted TCP but is not a WebSocket server, or refused the upgrade.
+    #[error("cannot open a WebSocket to {address}: {problem}")]
+    Handshake {
+        /// The address.
+        address: String,
+        /// What went wrong.
+        problem: String,
+    },
+    /// A browser client could not be started or did not connect.
+    #[error("browser client: {0}")]
+    Browser(String),
     /// The built-in server could not start.
     #[error("cannot start the built-in server: {0}")]
     Server(std::io::Error),
@@ -106,8 +118,7 @@ pub fn run(scenario: &Scenario, ctx: &RunContext) -> Result<Measured, EngineErro
         System::Redis { client, redis, sut } => {
             redis::run(scenario, client, redis, sut.as_ref(), ctx)
         }
-        System::Ticks { .. } | System::WsRpc { .. } => {
-            Err(EngineError::Io(std::io::Error::other("not built yet")))
-        }
+        System::Ticks { ticks, sut } => ticks::run(scenario, ticks, sut.as_ref(), ctx),
+        System::WsRpc { .. } => Err(EngineError::Io(std::io::Error::other("not built yet"))),
     }
 }

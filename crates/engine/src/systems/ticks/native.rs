@@ -1,0 +1,652 @@
+//! msgbench's native tick client: threads, each a single-threaded tokio runtime (optionally
+//! pinned) holding some of one group's connections. For every message it reads: decode, check
+//! the sequence number, spend the simulated cost, read the clock, record the latency from the
+//! tick's intended send time — every tick, no sampling — and acknowledge what it processed every
+//! `ack_every`. Nothing on that path allocates (tokio-websockets hands out each payload as a
+//! slice of its read buffer; acks are written once per `ack_every`).
+//!
+//! A connection ends when the server says the stream is over (`end`), when a tick due after the
+//! window arrives (a server that sends no `end`), at the drain deadline, or when the server
+//! closes it; then `ticks.on_close` decides: go on without it, reconnect, or stop the run.
+use super::stats::StreamStats;
+use crate::affinity::pin_current_thread;
+use crate::clock::{lower_timer_slack, now_ns};
+use crate::cpu::CpuSnapshot;
+use crate::net::tick::{is_control, Schedule, ServerMessage, Tick};
+use crate::recorder::Recorder;
+use crate::server::ws::set_socket_buffer;
+use crate::systems::EngineError;
+use futures_util::{Sink, SinkExt, Stream};
+use msgbench_model::result::ThreadCpu;
+use msgbench_model::ticks::{CostWork, OnClose};
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio_websockets::{Message, WebSocketStream};
+
+/// A client-side WebSocket.
+pub type ClientWs = WebSocketStream<TcpStream>;
+/// Messages handled before a connection lets the others on its thread run.
+const MESSAGES_PER_POLL: usize = 1024;
+/// How often an idle connection looks at the stop flag and the deadline.
+const CHECK_EVERY: Duration = Duration::from_millis(10);
+/// Pause between reconnection attempts.
+const RECONNECT_EVERY: Duration = Duration::from_millis(100);
+/// Longest a TCP connect or a WebSocket handshake may take.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
+/// Largest message a client accepts.
+const MAX_MESSAGE: usize = 1 << 20;
+
+/// One connection to open.
+#[derive(Debug, Clone)]
+pub struct ConnPlan {
+    /// Connection name (`fast-0`), sent as `?client=`.
+    pub name: String,
+    /// `ws://…` with the client's query.
+    pub url: String,
+    /// Group index.
+    pub group: usize,
+    /// Simulated cost per message, ns.
+    pub cost_ns: u64,
+    /// How the cost is spent.
+    pub work: CostWork,
+}
+
+/// One client thread.
+#[derive(Debug, Clone)]
+pub struct ThreadPlan {
+    /// Its role in the result's CPU table (`client-fast-0`).
+    pub role: String,
+    /// CPU to pin it to.
+    pub pin: Option<usize>,
+    /// Its connections.
+    pub conns: Vec<ConnPlan>,
+}
+
+/// What every client thread and the run's supervisor share.
+#[derive(Debug)]
+pub struct Shared {
+    /// The measured window, set once every client is connected.
+    pub schedule: OnceLock<Schedule>,
+    /// End of the measured window; moved earlier by Ctrl-C.
+    pub end_ns: AtomicU64,
+    /// No connection stays open past this (the window's end + the drain timeout).
+    pub deadline_ns: AtomicU64,
+    /// Acknowledgement period, ns.
+    pub ack_every_ns: u64,
+    /// What a client does when the server closes its connection.
+    pub on_close: OnClose,
+    /// `SO_RCVBUF` (0: the OS default).
+    pub receive_buffer: u32,
+    /// Why the run stops early (a connection closed under `on_close = stop`).
+    pub stopped_by: OnceLock<String>,
+    /// Give up at once (Ctrl-C before the start, another thread failed).
+    pub abort: AtomicBool,
+}
+
+impl Shared {
+    /// Settings for a run that has not started yet.
+    pub fn new(ack_every_ns: u64, on_close: OnClose, receive_buffer: u32) -> Shared {
+        Shared {
+            schedule: OnceLock::new(),
+            end_ns: AtomicU64::new(u64::MAX),
+            deadline_ns: AtomicU64::new(u64::MAX),
+            ack_every_ns,
+            on_close,
+            receive_buffer,
+            stopped_by: OnceLock::new(),
+            abort: AtomicBool::new(false),
+        }
+    }
+
+    /// True once no connection should stay open: deadline passed, run aborted or stopping.
+    pub fn over(&self, now: u64) -> bool {
+        now >= self.deadline_ns.load(Ordering::Relaxed)
+            || self.abort.load(Ordering::Relaxed)
+            || self.stopped_by.get().is_some()
+    }
+}
+
+/// What a client thread measured.
+#[derive(Debug)]
+pub struct ThreadOut {
+    /// One entry per connection.
+    pub stats: Vec<StreamStats>,
+    /// The thread's CPU over the measured window.
+    pub cpu: ThreadCpu,
+}
+
+/// Why a connection could not be opened.
+#[derive(Debug)]
+pub enum OpenError {
+    /// The TCP connection failed.
+    Connect(std::io::Error),
+    /// The peer is not a WebSocket server, or refused the upgrade.
+    Handshake(String),
+}
+
+impl OpenError {
+    /// The engine error for a run that cannot start.
+    pub fn into_engine(self, url: &str, hint: &str) -> EngineError {
+        match self {
+            OpenError::Connect(source) => EngineError::Connect {
+                address: url.to_string(),
+                source,
+                hint: hint.to_string(),
+            },
+            OpenError::Handshake(problem) => EngineError::Handshake {
+                address: url.to_string(),
+                problem,
+            },
+        }
+    }
+}
+
+/// Opens a WebSocket to `url` (`ws://host:port/path?query`).
+pub async fn open(url: &str, receive_buffer: u32) -> Result<ClientWs, OpenError> {
+    let authority = msgbench_model::ticks::ws_authority(url);
+    let address = tokio::net::lookup_host(authority)
+        .await
+        .map_err(OpenError::Connect)?
+        .next()
+        .ok_or_else(|| {
+            OpenError::Connect(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("`{authority}` does not resolve"),
+            ))
+        })?;
+    let stream = tokio::time::timeout(OPEN_TIMEOUT, TcpStream::connect(address))
+        .await
+        .map_err(|_| OpenError::Connect(std::io::ErrorKind::TimedOut.into()))?
+        .map_err(OpenError::Connect)?;
+    let _ = stream.set_nodelay(true);
+    {
+        use std::os::fd::AsRawFd;
+        set_socket_buffer(stream.as_raw_fd(), libc::SO_RCVBUF, receive_buffer);
+    }
+    let builder = tokio_websockets::ClientBuilder::new()
+        .uri(url)
+        .map_err(|e| OpenError::Handshake(format!("`{url}` is not a valid URI: {e}")))?
+        .limits(tokio_websockets::Limits::default().max_payload_len(Some(MAX_MESSAGE)));
+    match tokio::time::timeout(OPEN_TIMEOUT, builder.connect_on(stream)).await {
+        Ok(Ok((ws, _))) => Ok(ws),
+        Ok(Err(e)) => Err(OpenError::Handshake(format!(
+            "the WebSocket upgrade failed ({e}); is this a WebSocket server?"
+        ))),
+        Err(_) => Err(OpenError::Handshake(format!(
+            "no WebSocket upgrade answer within {} s; is this a WebSocket server?",
+            OPEN_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
+/// Starts one client thread. It connects, reports on `ready`, waits for its recorder on
+/// `start` (a closed channel: the run was called off), then reads until its connections end.
+pub fn spawn(
+    plan: ThreadPlan,
+    shared: Arc<Shared>,
+    hint: String,
+    ready: Sender<Result<(), EngineError>>,
+    start: Receiver<Recorder>,
+) -> std::thread::JoinHandle<Option<ThreadOut>> {
+    std::thread::Builder::new()
+        .name(format!("msgbench-{}", plan.role))
+        .spawn(move || run_thread(plan, shared, hint, ready, start))
+        .expect("spawning a thread")
+}
+
+fn run_thread(
+    plan: ThreadPlan,
+    shared: Arc<Shared>,
+    hint: String,
+    ready: Sender<Result<(), EngineError>>,
+    start: Receiver<Recorder>,
+) -> Option<ThreadOut> {
+    lower_timer_slack();
+    if let Some(cpu) = plan.pin {
+        if let Err(source) = pin_current_thread(cpu) {
+            let _ = ready.send(Err(EngineError::Pin {
+                role: "tick client",
+                cpu,
+                source,
+            }));
+            return None;
+        }
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = ready.send(Err(EngineError::Io(e)));
+            return None;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async move {
+        let mut sockets = Vec::with_capacity(plan.conns.len());
+        for c in &plan.conns {
+            match open(&c.url, shared.receive_buffer).await {
+                Ok(ws) => sockets.push(ws),
+                Err(e) => {
+                    let _ = ready.send(Err(e.into_engine(&c.url, &hint)));
+                    return None;
+                }
+            }
+        }
+        let _ = ready.send(Ok(()));
+        // Nothing else runs on this thread yet: a blocking wait is fine.
+        let recorder = start.recv().ok()?;
+        let recorder = Rc::new(RefCell::new(recorder));
+        let window_cpu = tokio::task::spawn_local(window_cpu(shared.clone()));
+        let tasks: Vec<_> = plan
+            .conns
+            .into_iter()
+            .zip(sockets)
+            .map(|(c, ws)| {
+                tokio::task::spawn_local(connection(c, ws, shared.clone(), recorder.clone()))
+            })
+            .collect();
+        let mut stats = Vec::with_capacity(tasks.len());
+        for t in tasks {
+            match t.await {
+                Ok(s) => stats.push(s),
+                Err(e) => std::panic::resume_unwind(e.into_panic()),
+            }
+        }
+        let (before, after) = window_cpu.await.unwrap_or_default();
+        let after = after.unwrap_or_else(CpuSnapshot::thread);
+        let cpu = before.map(|b| after.since(&b)).unwrap_or_default();
+        let Ok(recorder) = Rc::try_unwrap(recorder) else {
+            unreachable!("every task holding the recorder ended")
+        };
+        recorder.into_inner().finish(now_ns());
+        Some(ThreadOut {
+            stats,
+            cpu: ThreadCpu {
+                role: plan.role,
+                pinned_cpu: plan.pin,
+                cpu,
+            },
+        })
+    })
+}
+
+/// The thread's CPU counters at the measured window's start and end (`None`: not reached).
+async fn window_cpu(shared: Arc<Shared>) -> (Option<CpuSnapshot>, Option<CpuSnapshot>) {
+    let Some(schedule) = shared.schedule.get().copied() else {
+        return (None, None);
+    };
+    sleep_until_ns(schedule.measure_start_ns).await;
+    let before = CpuSnapshot::thread();
+    loop {
+        let end = shared.end_ns.load(Ordering::Relaxed);
+        let now = now_ns();
+        if now >= end || shared.over(now) {
+            return (Some(before), Some(CpuSnapshot::thread()));
+        }
+        tokio::time::sleep(Duration::from_nanos(end - now).min(CHECK_EVERY)).await;
+    }
+}
+
+async fn sleep_until_ns(deadline_ns: u64) {
+    let wait = deadline_ns.saturating_sub(now_ns());
+    if wait > 0 {
+        tokio::time::sleep(Duration::from_nanos(wait)).await;
+    }
+}
+
+/// How a connection's reading ended.
+enum Ended {
+    /// The stream is over for it (end message, window passed, deadline, run stopping).
+    Done,
+    /// The connection broke: a fault of this kind, and why.
+    Broken(Fault, String),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    Disconnect,
+    Protocol,
+}
+
+/// Reads one connection (and its reconnections) until the stream ends for it.
+async fn connection(
+    plan: ConnPlan,
+    mut ws: ClientWs,
+    shared: Arc<Shared>,
+    recorder: Rc<RefCell<Recorder>>,
+) -> StreamStats {
+    let mut stats = StreamStats::new(plan.name.clone(), plan.group, "native");
+    let mut reader = Reader::new(&plan, shared.clone());
+    loop {
+        let ended =
+            std::future::poll_fn(|cx| reader.poll(cx, &mut ws, &mut stats, &recorder)).await;
+        let (fault, why) = match ended {
+            Ended::Done => {
+                goodbye(&mut ws, stats.processed).await;
+                break;
+            }
+            Ended::Broken(fault, why) => (fault, why),
+        };
+        match fault {
+            Fault::Disconnect => stats.faults.disconnects += 1,
+            Fault::Protocol => stats.faults.protocol_errors += 1,
+        }
+        let now = now_ns();
+        if shared.over(now) || stats.end_seen {
+            break;
+        }
+        match shared.on_close {
+            OnClose::Continue => {
+                stats.closed = Some((why, now));
+                break;
+            }
+            OnClose::Stop => {
+                let when = match shared.schedule.get() {
+                    Some(s) if now >= s.measure_start_ns => format!(
+                        "{:.2} s into the measured window",
+                        (now - s.measure_start_ns) as f64 / 1e9
+                    ),
+                    _ => "during the warm-up".into(),
+                };
+                let _ = shared.stopped_by.set(format!(
+                    "{why} (client {}, {when}); the run stopped (set `ticks.on_close = \"continue\"` or \"reconnect\" to go on)",
+                    plan.name
+                ));
+                stats.closed = Some((why, now));
+                break;
+            }
+            OnClose::Reconnect => match reconnect(&plan, &shared, &mut stats).await {
+                Some(new) => {
+                    ws = new;
+                    stats.reconnected();
+                    reader.reconnected();
+                }
+                None => {
+                    stats.closed = Some((why, now_ns()));
+                    break;
+                }
+            },
+        }
+    }
+    stats.finish();
+    stats
+}
+
+/// Connects again every 100 ms until it works or the run is over; the new connection is named
+/// `<name>.<n>` so the server keeps its counts apart.
+async fn reconnect(plan: &ConnPlan, shared: &Shared, stats: &mut StreamStats) -> Option<ClientWs> {
+    let name = format!("{}.{}", plan.name, stats.reconnects + 1);
+    let url = plan.url.replacen(
+        &format!("client={}", plan.name),
+        &format!("client={name}"),
+        1,
+    );
+    loop {
+        tokio::time::sleep(RECONNECT_EVERY).await;
+        if shared.over(now_ns()) {
+            return None;
+        }
+        match open(&url, shared.receive_buffer).await {
+            Ok(ws) => return Some(ws),
+            Err(OpenError::Connect(_)) => stats.faults.connect_failures += 1,
+            Err(OpenError::Handshake(_)) => stats.faults.handshake_failures += 1,
+        }
+    }
+}
+
+/// Sends the last acknowledgement and closes, briefly: the server may be gone.
+async fn goodbye(ws: &mut ClientWs, processed: u64) {
+    let bye = async {
+        ws.send(Message::text(ack_text(processed))).await?;
+        ws.close().await
+    };
+    let _ = tokio::time::timeout(Duration::from_millis(500), bye).await;
+}
+
+fn ack_text(processed: u64) -> String {
+    format!(r#"{{"type":"ack","processed":{processed}}}"#)
+}
+
+/// The read side of one connection.
+struct Reader {
+    shared: Arc<Shared>,
+    cost_ns: u64,
+    work: CostWork,
+    window: Option<Schedule>,
+    /// Sleep-work: when the simulated processing of the last message ends.
+    virtual_ns: u64,
+    next_ack_ns: u64,
+    ack_due: bool,
+    acked: u64,
+    flushing: bool,
+    check: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Reader {
+    fn new(plan: &ConnPlan, shared: Arc<Shared>) -> Reader {
+        Reader {
+            shared,
+            cost_ns: plan.cost_ns,
+            work: plan.work,
+            window: None,
+            virtual_ns: 0,
+            next_ack_ns: 0,
+            ack_due: false,
+            acked: 0,
+            flushing: false,
+            check: Box::pin(tokio::time::sleep(CHECK_EVERY)),
+        }
+    }
+
+    fn reconnected(&mut self) {
+        self.acked = 0;
+        self.ack_due = false;
+        self.flushing = false;
+    }
+
+    fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        ws: &mut ClientWs,
+        stats: &mut StreamStats,
+        recorder: &RefCell<Recorder>,
+    ) -> Poll<Ended> {
+        for _ in 0..MESSAGES_PER_POLL {
+            match Pin::new(&mut *ws).poll_next(cx) {
+                Poll::Ready(Some(Ok(message))) => {
+                    if let Some(ended) = self.on_message(&message, stats, recorder) {
+                        return Poll::Ready(ended);
+                    }
+                }
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(broken(e)),
+                Poll::Ready(None) => {
+                    return Poll::Ready(Ended::Broken(
+                        Fault::Disconnect,
+                        "the server closed the connection".into(),
+                    ))
+                }
+                Poll::Pending => return self.idle(cx, ws, stats),
+            }
+        }
+        // A long backlog never goes idle: look at the deadline between batches too.
+        if self.shared.over(now_ns()) {
+            return Poll::Ready(Ended::Done);
+        }
+        if let Err(e) = self.write_ack(cx, ws, stats.processed) {
+            return Poll::Ready(e);
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    /// Nothing to read: acknowledge, and look at the clock and the flags now and then.
+    fn idle(
+        &mut self,
+        cx: &mut Context<'_>,
+        ws: &mut ClientWs,
+        stats: &StreamStats,
+    ) -> Poll<Ended> {
+        if let Err(e) = self.write_ack(cx, ws, stats.processed) {
+            return Poll::Ready(e);
+        }
+        while self.check.as_mut().poll(cx).is_ready() {
+            let now = now_ns();
+            if self.shared.over(now) {
+                return Poll::Ready(Ended::Done);
+            }
+            self.ack_due |= stats.processed != self.acked && now >= self.next_ack_ns;
+            if self.ack_due {
+                if let Err(e) = self.write_ack(cx, ws, stats.processed) {
+                    return Poll::Ready(e);
+                }
+            }
+            self.check
+                .as_mut()
+                .reset(tokio::time::Instant::now() + CHECK_EVERY);
+        }
+        Poll::Pending
+    }
+
+    /// Writes a due acknowledgement and keeps flushing it.
+    fn write_ack(
+        &mut self,
+        cx: &mut Context<'_>,
+        ws: &mut ClientWs,
+        processed: u64,
+    ) -> Result<(), Ended> {
+        if self.ack_due && !self.flushing {
+            match Pin::new(&mut *ws).poll_ready(cx) {
+                Poll::Ready(Ok(())) => {
+                    Pin::new(&mut *ws)
+                        .start_send(Message::text(ack_text(processed)))
+                        .map_err(broken)?;
+                    self.acked = processed;
+                    self.ack_due = false;
+                    self.flushing = true;
+                }
+                Poll::Ready(Err(e)) => return Err(broken(e)),
+                Poll::Pending => return Ok(()),
+            }
+        }
+        if self.flushing {
+            match Pin::new(&mut *ws).poll_flush(cx) {
+                Poll::Ready(Ok(())) => self.flushing = false,
+                Poll::Ready(Err(e)) => return Err(broken(e)),
+                Poll::Pending => {}
+            }
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn on_message(
+        &mut self,
+        message: &Message,
+        stats: &mut StreamStats,
+        recorder: &RefCell<Recorder>,
+    ) -> Option<Ended> {
+        let payload: &[u8] = message.as_payload();
+        if message.is_text() && is_control(payload) {
+            return self.on_control(payload, stats);
+        }
+        if !message.is_binary() && !message.is_text() {
+            return None; // ping, pong, close: tokio-websockets answers them
+        }
+        let tick = match Tick::decode(payload, message.is_text()) {
+            Ok(t) => t,
+            Err(_) => {
+                stats.faults.protocol_errors += 1;
+                return None;
+            }
+        };
+        if self.window.is_none() {
+            self.window = self.shared.schedule.get().copied();
+        }
+        if tick.intended_ns >= self.shared.end_ns.load(Ordering::Relaxed) {
+            // A server that sends no `end`: a tick due after the window means every tick of
+            // the window has arrived (the stream is FIFO).
+            return Some(Ended::Done);
+        }
+        let completed = self.spend_cost();
+        stats.on_tick(
+            &tick,
+            completed,
+            self.window.as_ref(),
+            &mut recorder.borrow_mut(),
+        );
+        if completed >= self.next_ack_ns {
+            self.next_ack_ns = completed + self.shared.ack_every_ns;
+            self.ack_due = true;
+        }
+        None
+    }
+
+    /// Spends the simulated per-message cost; returns when the message counts as processed.
+    #[inline]
+    fn spend_cost(&mut self) -> u64 {
+        let now = now_ns();
+        if self.cost_ns == 0 {
+            return now;
+        }
+        match self.work {
+            CostWork::Busy => {
+                let until = now + self.cost_ns;
+                let mut t = now;
+                while t < until {
+                    std::hint::spin_loop();
+                    t = now_ns();
+                }
+                t
+            }
+            CostWork::Sleep => {
+                // A processor that takes `cost` per message, without burning the CPU: the
+                // message is done when its predecessors and its own cost are; the thread
+                // sleeps once that time runs more than a millisecond ahead of the clock.
+                self.virtual_ns = self.virtual_ns.max(now) + self.cost_ns;
+                if self.virtual_ns > now + 1_000_000 {
+                    std::thread::sleep(Duration::from_nanos(self.virtual_ns - now));
+                }
+                self.virtual_ns
+            }
+        }
+    }
+
+    fn on_control(&mut self, payload: &[u8], stats: &mut StreamStats) -> Option<Ended> {
+        match serde_json::from_slice::<ServerMessage>(payload) {
+            Ok(ServerMessage::End { .. }) => {
+                stats.end_seen = true;
+                Some(Ended::Done)
+            }
+            Ok(_) => None,
+            Err(e) => Some(Ended::Broken(
+                Fault::Protocol,
+                format!("the server sent a control message msgbench does not know ({e})"),
+            )),
+        }
+    }
+}
+
+fn broken(e: tokio_websockets::Error) -> Ended {
+    match e {
+        tokio_websockets::Error::Io(io) => {
+            Ended::Broken(Fault::Disconnect, format!("the connection failed ({io})"))
+        }
+        tokio_websockets::Error::AlreadyClosed => {
+            Ended::Broken(Fault::Disconnect, "the server closed the connection".into())
+        }
+        other => Ended::Broken(
+            Fault::Protocol,
+            format!("the server broke the WebSocket protocol ({other})"),
+        ),
+    }
+}

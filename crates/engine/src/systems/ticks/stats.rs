@@ -1,0 +1,463 @@
+//! What one stream client measured, and how it joins what the server counted for it into the
+//! result's [`StreamClient`]: the client knows what it processed and when, the server what it
+//! generated, dropped and wrote; the run's accounting needs both ends.
+//!
+//! Per client, latency goes into a 2-significant-digit histogram (36 KB; a 3-digit one is 350 KB,
+//! too much for hundreds of clients). The run's and each group's figures keep 3 digits: every
+//! tick is also recorded into the thread's [`Recorder`].
+use crate::net::tick::{PageReport, Schedule, Tick};
+use crate::recorder::{Recorder, SequenceChecker};
+use crate::server::ticks::ConnReport;
+use hdrhistogram::Histogram;
+use msgbench_model::histogram::{encode, Percentiles, HIGHEST_TRACKABLE_NS};
+use msgbench_model::result::{
+    Counters, Faults, PageClock, SequenceErrors, StreamClient, StreamInterval, StreamServerCounts,
+};
+use msgbench_model::ticks::GapPolicy;
+
+/// One second of one client, as the client saw it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ClientSecond {
+    /// Measured ticks processed in it.
+    pub delivered: u64,
+    /// Their median latency.
+    pub p50_ns: u64,
+    /// Their p99 latency.
+    pub p99_ns: u64,
+    /// Their largest latency.
+    pub max_ns: u64,
+}
+
+fn client_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIGHEST_TRACKABLE_NS, 2).expect("constant bounds are valid")
+}
+
+/// What one client connection (and its reconnections) measured.
+#[derive(Debug)]
+pub struct StreamStats {
+    /// Connection name (`fast-0`).
+    pub name: String,
+    /// Group index (the operation class).
+    pub group: usize,
+    /// `native` or `browser`.
+    pub kind: &'static str,
+    sequence: Option<SequenceChecker>,
+    /// Sequence errors of earlier connections (reconnections start a new sequence).
+    earlier: SequenceErrors,
+    /// Gaps closed by a measured tick (ticks missing from the measured window).
+    pub gaps_measured: u64,
+    /// Measured ticks processed.
+    pub delivered: u64,
+    /// Ticks processed since the connection opened (warm-up included): what acks carry.
+    pub processed: u64,
+    second: usize,
+    interval: Histogram<u64>,
+    /// Latency of every measured tick.
+    pub total: Histogram<u64>,
+    /// One entry per second of the measured window (and of the drain after it).
+    pub per_second: Vec<ClientSecond>,
+    /// Faults of this connection.
+    pub faults: Faults,
+    /// Why and when (clock ns) the connection ended before the stream did.
+    pub closed: Option<(String, u64)>,
+    /// The server said the stream is over.
+    pub end_seen: bool,
+    /// Reconnections made.
+    pub reconnects: u32,
+    /// A browser page's clock.
+    pub page_clock: Option<PageClock>,
+}
+
+impl StreamStats {
+    /// Empty statistics of client `name` in group `group`.
+    pub fn new(name: String, group: usize, kind: &'static str) -> StreamStats {
+        StreamStats {
+            name,
+            group,
+            kind,
+            sequence: None,
+            earlier: SequenceErrors::default(),
+            gaps_measured: 0,
+            delivered: 0,
+            processed: 0,
+            second: 0,
+            interval: client_histogram(),
+            total: client_histogram(),
+            per_second: Vec::new(),
+            faults: Faults::default(),
+            closed: None,
+            end_seen: false,
+            reconnects: 0,
+            page_clock: None,
+        }
+    }
+
+    /// Sequence errors over all its connections.
+    pub fn sequence(&self) -> SequenceErrors {
+        let now = self.sequence.map(|s| s.errors).unwrap_or_default();
+        SequenceErrors {
+            gaps: self.earlier.gaps + now.gaps,
+            duplicates: self.earlier.duplicates + now.duplicates,
+            reordered: self.earlier.reordered + now.reordered,
+        }
+    }
+
+    /// A new connection: its sequence numbers start wherever the server is.
+    pub fn reconnected(&mut self) {
+        if let Some(s) = self.sequence.take() {
+            let e = s.errors;
+            self.earlier.gaps += e.gaps;
+            self.earlier.duplicates += e.duplicates;
+            self.earlier.reordered += e.reordered;
+        }
+        self.reconnects += 1;
+    }
+
+    /// Counts one tick processed at `completed_ns` and records its latency when it belongs to
+    /// the measured window.
+    #[inline]
+    pub fn on_tick(
+        &mut self,
+        tick: &Tick,
+        completed_ns: u64,
+        window: Option<&Schedule>,
+        rec: &mut Recorder,
+    ) {
+        let checker = self
+            .sequence
+            .get_or_insert_with(|| SequenceChecker::starting_at(tick.seq));
+        let gaps_before = checker.errors.gaps;
+        checker.check(tick.seq);
+        let gaps_after = checker.errors.gaps;
+        self.processed += 1;
+        let Some(window) = window.filter(|w| w.measures(tick.intended_ns)) else {
+            return;
+        };
+        self.gaps_measured += gaps_after.saturating_sub(gaps_before);
+        let second = window.second(completed_ns);
+        if second != self.second {
+            self.roll(second);
+        }
+        self.delivered += 1;
+        let latency = completed_ns.saturating_sub(tick.intended_ns);
+        self.interval.saturating_record(latency);
+        let sent = if tick.sent_ns == 0 {
+            tick.intended_ns
+        } else {
+            tick.sent_ns
+        };
+        rec.delivered(self.group, tick.intended_ns, sent, completed_ns);
+    }
+
+    /// Adds one second a browser page measured (and its cumulative counts).
+    pub fn on_page_report(&mut self, report: &PageReport) {
+        let second = report.k as usize;
+        if second != self.second {
+            self.roll(second);
+        }
+        self.delivered += report.delivered;
+        self.processed = self.processed.max(report.processed);
+        for pair in report.latency.chunks_exact(2) {
+            self.interval.saturating_record_n(pair[0], pair[1]);
+        }
+        let [gaps, duplicates, reordered] = report.sequence;
+        self.sequence = Some(SequenceChecker::default());
+        self.earlier = SequenceErrors {
+            gaps,
+            duplicates,
+            reordered,
+        };
+        if report.last {
+            self.end_seen = true;
+        }
+    }
+
+    /// Closes the current second and any empty ones before `second`.
+    fn roll(&mut self, second: usize) {
+        while self.per_second.len() < self.second {
+            self.per_second.push(ClientSecond::default());
+        }
+        if self.per_second.len() == self.second {
+            let h = &self.interval;
+            self.per_second.push(ClientSecond {
+                delivered: h.len(),
+                p50_ns: h.value_at_quantile(0.5),
+                p99_ns: h.value_at_quantile(0.99),
+                max_ns: h.max(),
+            });
+        }
+        self.total.add(&self.interval).expect("same bounds");
+        self.interval.reset();
+        self.second = second;
+    }
+
+    /// Closes the last second.
+    pub fn finish(&mut self) {
+        if !self.interval.is_empty() {
+            let next = self.second + 1;
+            self.roll(next);
+        }
+    }
+}
+
+/// How a client's figures join the server's.
+pub struct Join<'a> {
+    /// What the built-in server counted for this client (all its connections), if it is ours.
+    pub server: Option<&'a ServerSide>,
+    /// What gaps mean.
+    pub gaps: GapPolicy,
+    /// The window, to turn clock times into seconds.
+    pub schedule: Schedule,
+}
+
+/// The built-in server's reports of one client's connections, combined.
+#[derive(Debug, Clone, Default)]
+pub struct ServerSide {
+    /// Counts over the measured window.
+    pub counts: StreamServerCounts,
+    /// Ticks it dropped for the client over the whole connection (warm-up included).
+    pub dropped_all: u64,
+    /// Per second: generated, dropped, written.
+    pub per_second: Vec<[u64; 3]>,
+}
+
+impl ServerSide {
+    /// Combines the reports of one client's connections (`fast-0`, `fast-0.1`, …).
+    pub fn of(reports: &[&ConnReport]) -> ServerSide {
+        let mut side = ServerSide::default();
+        for r in reports {
+            let c = &mut side.counts;
+            c.generated += r.counts.generated;
+            c.queued += r.counts.queued;
+            c.dropped += r.counts.dropped;
+            c.written += r.counts.written;
+            c.acked += r.counts.acked;
+            c.queue_peak = c.queue_peak.max(r.counts.queue_peak);
+            side.dropped_all += r.dropped_all;
+            if side.per_second.len() < r.per_second.len() {
+                side.per_second.resize(r.per_second.len(), [0; 3]);
+            }
+            for (a, b) in side.per_second.iter_mut().zip(&r.per_second) {
+                for i in 0..3 {
+                    a[i] += b[i];
+                }
+            }
+        }
+        side
+    }
+}
+
+impl StreamStats {
+    /// This client's accounting: sequence errors not explained by the server's drops, and
+    /// `attempted = sent = delivered + dropped + failed + in_flight_end` over the measured window.
+    pub fn accounting(&self, join: &Join) -> (Counters, SequenceErrors) {
+        let seen = self.sequence();
+        let mut unexplained = seen;
+        let mut c = Counters {
+            delivered: self.delivered,
+            ..Default::default()
+        };
+        match join.server {
+            Some(server) => {
+                if join.gaps == GapPolicy::Drops {
+                    unexplained.gaps = 0;
+                } else {
+                    unexplained.gaps = seen.gaps.saturating_sub(server.dropped_all);
+                }
+                c.attempted = server.counts.generated;
+                c.sent = server.counts.generated;
+                c.dropped = server.counts.dropped;
+                let rest = c.sent.saturating_sub(c.dropped + c.delivered);
+                if self.closed.is_some() {
+                    c.failed = rest;
+                } else {
+                    c.in_flight_end = rest;
+                }
+            }
+            None => {
+                // Someone else's server: what was generated shows only in the sequence numbers.
+                match join.gaps {
+                    GapPolicy::Drops => {
+                        unexplained.gaps = 0;
+                        c.dropped = self.gaps_measured;
+                    }
+                    GapPolicy::Error => c.failed = self.gaps_measured,
+                }
+                c.sent = c.delivered + c.dropped + c.failed;
+                c.attempted = c.sent;
+            }
+        }
+        (c, unexplained)
+    }
+
+    /// The result record of this client.
+    pub fn to_result(&self, group: &str, join: &Join) -> StreamClient {
+        let (counters, sequence) = self.accounting(join);
+        StreamClient {
+            name: self.name.clone(),
+            group: group.to_string(),
+            kind: self.kind.to_string(),
+            server: join.server.map(|s| s.counts),
+            counters,
+            sequence,
+            gaps_seen: self.sequence().gaps,
+            latency: Percentiles::of(&self.total),
+            latency_histogram: encode(&self.total),
+            faults: self.faults,
+            closed: self.closed.as_ref().map(|(why, at)| {
+                format!(
+                    "{why} ({:.2} s into the measured window)",
+                    at.saturating_sub(join.schedule.measure_start_ns) as f64 / 1e9
+                )
+            }),
+            page_clock: self.page_clock,
+            intervals: self.intervals(join),
+        }
+    }
+
+    fn intervals(&self, join: &Join) -> Vec<StreamInterval> {
+        let server = join.server.map(|s| s.per_second.as_slice()).unwrap_or(&[]);
+        let seconds = self.per_second.len().max(server.len());
+        let mut backlog = 0i64;
+        (0..seconds)
+            .map(|k| {
+                let client = self.per_second.get(k).copied().unwrap_or_default();
+                let [generated, dropped, written] = server.get(k).copied().unwrap_or_default();
+                if join.server.is_some() {
+                    backlog += generated as i64 - client.delivered as i64 - dropped as i64;
+                }
+                StreamInterval {
+                    start_s: k as f64,
+                    length_s: 1.0,
+                    generated,
+                    written,
+                    delivered: client.delivered,
+                    dropped,
+                    backlog,
+                    latency_p50_ns: client.p50_ns,
+                    latency_p99_ns: client.p99_ns,
+                    latency_max_ns: client.max_ns,
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recorder::Collector;
+
+    const SECOND: u64 = 1_000_000_000;
+
+    fn schedule() -> Schedule {
+        Schedule {
+            t0_ns: 0,
+            measure_start_ns: SECOND,
+            end_ns: 3 * SECOND,
+        }
+    }
+
+    fn tick(seq: u64, intended_ns: u64) -> Tick {
+        Tick::at(seq, intended_ns, 10)
+    }
+
+    #[test]
+    fn measured_ticks_are_recorded_per_second_and_gaps_counted() {
+        let mut collector = Collector::new(1, SECOND, 0);
+        let mut rec = collector.recorder(false);
+        let w = schedule();
+        let mut s = StreamStats::new("fast-0".into(), 0, "native");
+        // Warm-up ticks: processed, not measured.
+        s.on_tick(&tick(5, SECOND / 2), SECOND / 2 + 10, Some(&w), &mut rec);
+        for (seq, at) in [(6, SECOND), (7, SECOND + 1), (9, 2 * SECOND + 5)] {
+            s.on_tick(&tick(seq, at), at + 1_000, Some(&w), &mut rec);
+        }
+        s.finish();
+        let handle = collector.start(None);
+        rec.finish(3 * SECOND);
+        handle.join().unwrap();
+        assert_eq!((s.processed, s.delivered), (4, 3));
+        assert_eq!(s.sequence().gaps, 1);
+        assert_eq!(s.gaps_measured, 1);
+        assert_eq!(
+            s.per_second.iter().map(|p| p.delivered).collect::<Vec<_>>(),
+            [2, 1]
+        );
+        assert_eq!(s.total.len(), 3);
+        assert!((990..=1_010).contains(&s.per_second[0].p99_ns));
+    }
+
+    #[test]
+    fn accounting_joins_the_server_counts() {
+        let mut s = StreamStats::new("slow-0".into(), 0, "native");
+        s.delivered = 70;
+        let server = ServerSide {
+            counts: StreamServerCounts {
+                generated: 100,
+                queued: 90,
+                dropped: 10,
+                written: 85,
+                acked: 70,
+                queue_peak: 5,
+            },
+            dropped_all: 12,
+            per_second: vec![[100, 10, 85]],
+        };
+        let join = Join {
+            server: Some(&server),
+            gaps: GapPolicy::Error,
+            schedule: schedule(),
+        };
+        let (c, seq) = s.accounting(&join);
+        c.check().unwrap();
+        assert_eq!(
+            (c.attempted, c.dropped, c.in_flight_end, c.failed),
+            (100, 10, 20, 0)
+        );
+        assert_eq!(seq.total(), 0);
+        s.closed = Some(("the server disconnected it".into(), 2 * SECOND));
+        let (c, _) = s.accounting(&join);
+        c.check().unwrap();
+        assert_eq!((c.failed, c.in_flight_end), (20, 0));
+        let r = s.to_result("slow", &join);
+        assert_eq!(r.intervals[0].backlog, 100 - 10);
+        assert!(r.closed.unwrap().contains("1.00 s into"));
+    }
+
+    #[test]
+    fn gaps_the_server_did_not_drop_are_sequence_errors() {
+        let mut collector = Collector::new(1, SECOND, 0);
+        let mut rec = collector.recorder(false);
+        let w = schedule();
+        let mut s = StreamStats::new("c-0".into(), 0, "native");
+        for seq in [0, 1, 4, 5] {
+            s.on_tick(
+                &tick(seq, SECOND + seq),
+                SECOND + seq + 1,
+                Some(&w),
+                &mut rec,
+            );
+        }
+        let server = ServerSide {
+            dropped_all: 1,
+            ..Default::default()
+        };
+        let join = |gaps| Join {
+            server: Some(&server),
+            gaps,
+            schedule: schedule(),
+        };
+        assert_eq!(s.accounting(&join(GapPolicy::Error)).1.gaps, 1);
+        assert_eq!(s.accounting(&join(GapPolicy::Drops)).1.gaps, 0);
+        let external = Join {
+            server: None,
+            gaps: GapPolicy::Drops,
+            schedule: schedule(),
+        };
+        let (c, seq) = s.accounting(&external);
+        c.check().unwrap();
+        assert_eq!((c.attempted, c.dropped, seq.gaps), (6, 2, 0));
+        drop(collector);
+    }
+}
