@@ -21,7 +21,7 @@ use crate::net::tick::{ClientMessage, PageReport, Schedule, ServerMessage, Tick}
 use crate::net::timer::AsyncTimer;
 use crate::pacer::Pacer;
 use bytes::BytesMut;
-use futures_util::{Sink, Stream};
+use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use msgbench_model::result::{PageClock, StreamServerCounts};
 use msgbench_model::scenario::Pacing;
 use msgbench_model::ticks::{SlowClientPolicy, TickFormat, TickServerConfig};
@@ -40,6 +40,8 @@ use tokio_websockets::Message;
 const MAX_TICKS_PER_ROUND: usize = 4096;
 /// Write batches one connection sends before yielding to the others on its thread.
 const MAX_BATCHES_PER_POLL: usize = 8;
+/// Longest the server waits to hand a slow client its close frame.
+const CLOSE_TIMEOUT: Duration = Duration::from_millis(200);
 /// Bytes of tick encoding allocated at once (one allocation per ~1800 binary ticks).
 const ARENA_BYTES: usize = 64 << 10;
 /// The browser client: a page and its script, served on `GET /` and `GET /ticks.js`.
@@ -629,6 +631,22 @@ async fn serve(service: Arc<TickService>, local: Rc<Local>, upgrade: Upgrade, mu
     let mut io = Writer::new(service.options.config.write_batch);
     let ended = std::future::poll_fn(|cx| io.poll(cx, &service, &local, &conn, &mut ws)).await;
     let now = crate::clock::now_ns();
+    if let Ended::Policy(_) = &ended {
+        // Say why behind what is already written; a client that reads no more gets a reset.
+        conn.st.borrow_mut().queue.clear();
+        let close = Message::close(
+            Some(tokio_websockets::CloseCode::SERVICE_OVERLOAD),
+            "slow client: its send queue overflowed",
+        );
+        let goodbye = async {
+            ws.send(close).await?;
+            // Read on until the client answers the close: closing with its acks unread would
+            // reset the connection and throw away what it has not read yet.
+            while let Some(Ok(_)) = ws.next().await {}
+            Ok::<(), tokio_websockets::Error>(())
+        };
+        let _ = tokio::time::timeout(CLOSE_TIMEOUT, goodbye).await;
+    }
     let reason = match ended {
         Ended::Peer => None,
         Ended::Protocol(e) => {

@@ -475,10 +475,7 @@ fn join_streams(
                 if let Some(r) = reports.last() {
                     result.page_clock = r.page_clock;
                     if let (None, Some((why, at))) = (&result.closed, &r.closed) {
-                        result.closed = Some(format!(
-                            "{why} ({:.2} s into the measured window)",
-                            at.saturating_sub(schedule.measure_start_ns) as f64 / 1e9
-                        ));
+                        result.closed = Some(stats::closed_when(why, *at, &schedule));
                     }
                 }
             }

@@ -559,8 +559,17 @@ impl Reader {
         if message.is_text() && is_control(payload) {
             return self.on_control(payload, stats);
         }
+        if let Some((code, reason)) = message.as_close() {
+            return Some(Ended::Broken(
+                Fault::Disconnect,
+                format!(
+                    "the server closed the connection ({} {reason})",
+                    u16::from(code)
+                ),
+            ));
+        }
         if !message.is_binary() && !message.is_text() {
-            return None; // ping, pong, close: tokio-websockets answers them
+            return None; // ping, pong: tokio-websockets answers them
         }
         let tick = match Tick::decode(payload, message.is_text()) {
             Ok(t) => t,

@@ -304,12 +304,10 @@ impl StreamStats {
             latency: Percentiles::of(&self.total),
             latency_histogram: encode(&self.total),
             faults: self.faults,
-            closed: self.closed.as_ref().map(|(why, at)| {
-                format!(
-                    "{why} ({:.2} s into the measured window)",
-                    at.saturating_sub(join.schedule.measure_start_ns) as f64 / 1e9
-                )
-            }),
+            closed: self
+                .closed
+                .as_ref()
+                .map(|(why, at)| closed_when(why, *at, &join.schedule)),
             page_clock: self.page_clock,
             intervals: self.intervals(join),
         }
@@ -340,6 +338,18 @@ impl StreamStats {
                 }
             })
             .collect()
+    }
+}
+
+/// `why (1.25 s into the measured window)`, or `why (during the warm-up)`.
+pub fn closed_when(why: &str, at_ns: u64, schedule: &Schedule) -> String {
+    if at_ns < schedule.measure_start_ns {
+        format!("{why} (during the warm-up)")
+    } else {
+        format!(
+            "{why} ({:.2} s into the measured window)",
+            (at_ns - schedule.measure_start_ns) as f64 / 1e9
+        )
     }
 }
 
