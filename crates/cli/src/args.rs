@@ -67,6 +67,73 @@ pub enum ServeCommand {
     ///
     /// Example: msgbench serve rpc --listen 127.0.0.1:7000 --threads 2 --for 60s
     Rpc(ServeRpcArgs),
+    /// The tick server: broadcasts market ticks over WebSocket (ws://HOST:PORT/ticks) on a
+    /// schedule to every client that connects, each tick with its own sequence number and
+    /// intended send time (docs/protocol.md, "The tick stream"). Clients pick the format with
+    /// `?format=json|binary` and name themselves with `?client=NAME`; they acknowledge what they
+    /// processed. `GET /` serves the browser client page. Prints what it counted per client
+    /// (generated, queued, dropped, written, acknowledged) when it stops.
+    ///
+    /// Example: msgbench serve ticks --listen 127.0.0.1:9000 --rate 500000 --policy drop-oldest --for 60s
+    Ticks(ServeTicksArgs),
+}
+
+/// `msgbench serve ticks`.
+#[derive(Debug, Args)]
+pub struct ServeTicksArgs {
+    /// Address to listen on (port 0: any free port; the chosen one is printed).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9000")]
+    pub listen: String,
+    /// Ticks per second, on an absolute schedule (per client: each gets every tick).
+    #[arg(long, value_name = "PER_SEC", default_value_t = 100_000.0, conflicts_with_all = ["every", "immediate"])]
+    pub rate: f64,
+    /// Arrival process of --rate: uniform or poisson.
+    #[arg(long, value_name = "KIND", default_value = "uniform")]
+    pub arrivals: String,
+    /// Instead of --rate: a batch of --batch ticks every DURATION (e.g. 1ms).
+    #[arg(long, value_name = "DURATION", conflicts_with = "immediate")]
+    pub every: Option<String>,
+    /// Ticks per --every.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "every")]
+    pub batch: u32,
+    /// Instead of --rate: as fast as the slowest client takes them.
+    #[arg(long)]
+    pub immediate: bool,
+    /// Format of clients that do not ask for one: binary (36 bytes) or json.
+    #[arg(long, value_name = "FORMAT", default_value = "binary")]
+    pub format: String,
+    /// Distinct symbols the stream cycles through.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub symbols: u32,
+    /// Ticks each client's send queue holds before --policy applies.
+    #[arg(long, value_name = "TICKS", default_value_t = 65_536)]
+    pub queue: u64,
+    /// What happens to a client whose queue is full: drop-oldest, drop-newest, disconnect, or
+    /// unbounded (let it grow, up to 64 Mi ticks).
+    #[arg(long, value_name = "POLICY", default_value = "drop-oldest")]
+    pub policy: String,
+    /// Ticks written to a socket per flush (one write of many frames).
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub write_batch: u32,
+    /// SO_SNDBUF of client sockets, bytes (0: the OS default). The kernel's buffer is a queue
+    /// too: a small one keeps drop-oldest latency low.
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    pub send_buffer: u32,
+    /// Server threads, each with its own generator; connections are dealt round-robin.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub threads: u32,
+    /// CPUs of the server threads, comma-separated, one per thread.
+    #[arg(long, value_name = "CPUS", value_delimiter = ',')]
+    pub pin: Vec<usize>,
+    /// Largest message a client may send, bytes; a larger one closes its connection.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
+    pub max_frame: u32,
+    /// Most connections open at once; more are refused.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_connections: u32,
+    /// Stop by itself after this long (e.g. 30s); without it, serve until Ctrl-C.
+    #[arg(long = "for", value_name = "DURATION")]
+    pub run_for: Option<String>,
 }
 
 /// `msgbench serve rpc`.

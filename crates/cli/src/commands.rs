@@ -1,14 +1,13 @@
 //! One function per subcommand; each turns flags into a validated experiment first, so bad
 //! input fails before anything is measured or written.
-use crate::args::{Cli, Command, RunArgs, ScenarioArgs, SearchArgs, ServeCommand, ServeRpcArgs};
+use crate::args::{Cli, Command, RunArgs, ScenarioArgs, SearchArgs};
 use crate::terminal::Terminal;
 use crate::{EXIT_BAD_INPUT, EXIT_INTERRUPTED};
 use msgbench_engine::affinity::allowed_cpus;
 use msgbench_engine::environment::Environment;
 use msgbench_engine::runner::{run_experiment_to, Destination};
 use msgbench_model::duration;
-use msgbench_model::rpc::RpcServerSpec;
-use msgbench_model::scenario::{MachineLimits, ScenarioError};
+use msgbench_model::scenario::MachineLimits;
 use msgbench_model::sweep::{render_params, Override, DEFAULT_SCENARIO};
 use msgbench_model::Experiment;
 use std::path::{Path, PathBuf};
@@ -40,7 +39,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             }
             Err(e) => fail(EXIT_BAD_INPUT, e),
         },
-        Command::Serve(ServeCommand::Rpc(args)) => serve_rpc(args),
+        Command::Serve(command) => crate::serve::serve(command),
         Command::DefaultScenario => {
             print!("{DEFAULT_SCENARIO}");
             ExitCode::SUCCESS
@@ -48,7 +47,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
     }
 }
 
-fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
+pub(crate) fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
     eprintln!("msgbench: error: {message}");
     ExitCode::from(code)
 }
@@ -104,7 +103,7 @@ fn load(args: &ScenarioArgs) -> Result<Experiment, String> {
     Experiment::load(&text, &source, &overrides, &limits).map_err(|e| e.to_string())
 }
 
-fn machine_limits() -> MachineLimits {
+pub(crate) fn machine_limits() -> MachineLimits {
     MachineLimits {
         cpus: allowed_cpus(),
     }
@@ -351,105 +350,13 @@ fn write_report(dir: &Path, slo: Option<&str>) -> Result<Vec<PathBuf>, String> {
 }
 
 /// First Ctrl-C: finish the current run early, write it, start no other. Second: exit now.
-fn install_ctrl_c(stop: Arc<AtomicBool>) {
+pub(crate) fn install_ctrl_c(stop: Arc<AtomicBool>) {
     let _ = ctrlc::set_handler(move || {
         if stop.swap(true, Ordering::SeqCst) {
             std::process::exit(EXIT_INTERRUPTED as i32);
         }
         eprintln!("\nmsgbench: stopping: the current run ends now and is written; no further run starts (Ctrl-C again to quit at once)");
     });
-}
-
-fn serve_rpc(args: ServeRpcArgs) -> ExitCode {
-    let parse =
-        |flag: &str, text: &str| duration::parse(text).map_err(|e| format!("--{flag} {text}: {e}"));
-    let spec = RpcServerSpec {
-        threads: args.threads,
-        max_frame: args.max_frame,
-        max_connections: args.max_connections,
-        stall_every: match args
-            .stall_every
-            .as_deref()
-            .map(|t| parse("stall-every", t))
-            .transpose()
-        {
-            Ok(v) => v,
-            Err(e) => return fail(EXIT_BAD_INPUT, e),
-        },
-        stall_for: match parse("stall-for", &args.stall_for) {
-            Ok(v) => v,
-            Err(e) => return fail(EXIT_BAD_INPUT, e),
-        },
-        pin: args.pin,
-    };
-    let run_for = match args.run_for.as_deref().map(|t| parse("for", t)).transpose() {
-        Ok(v) => v,
-        Err(e) => return fail(EXIT_BAD_INPUT, e),
-    };
-    let limits = machine_limits();
-    let config = match spec.validate(&limits, &|field, problem, fix| ScenarioError::Invalid {
-        source_name: "msgbench serve rpc".into(),
-        field: format!(
-            "--{}",
-            field.trim_start_matches("rpc.server.").replace('_', "-")
-        ),
-        problem,
-        fix: fix.into(),
-    }) {
-        Ok(c) => c,
-        Err(e) => return fail(EXIT_BAD_INPUT, e),
-    };
-    let listen: std::net::SocketAddr = match std::net::ToSocketAddrs::to_socket_addrs(&args.listen)
-        .ok()
-        .and_then(|mut a| a.next())
-    {
-        Some(a) => a,
-        None => {
-            return fail(
-                EXIT_BAD_INPUT,
-                format!(
-                    "--listen {}: not a host:port address, e.g. 127.0.0.1:7000",
-                    args.listen
-                ),
-            )
-        }
-    };
-    let stop = Arc::new(AtomicBool::new(false));
-    install_ctrl_c(stop.clone());
-    let server = match msgbench_engine::server::rpc::RpcServer::start(&config, listen) {
-        Ok(s) => s,
-        Err(e) => {
-            return fail(
-                1,
-                format!("cannot listen on {listen}: {e}; pick another port with --listen"),
-            )
-        }
-    };
-    println!("msgbench rpc server listening on {}", server.local_addr());
-    use std::io::Write as _;
-    let _ = std::io::stdout().flush();
-    let started = std::time::Instant::now();
-    while !stop.load(Ordering::Relaxed) && run_for.map_or(true, |d| started.elapsed() < d) {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let cpu_s = server.cpu_ns() as f64 / 1e9;
-    let st = &server.stats;
-    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-    println!(
-        "served {} responses on {} connections in {:.1} s, {cpu_s:.2} CPU-s; closed {} for bad frames, {} slow readers; refused {} over the connection limit",
-        load(&st.responses),
-        load(&st.accepted),
-        started.elapsed().as_secs_f64(),
-        load(&st.protocol_errors),
-        load(&st.slow_readers),
-        load(&st.rejected)
-    );
-    server.stop();
-    if stop.load(Ordering::Relaxed) {
-        ExitCode::from(EXIT_INTERRUPTED)
-    } else {
-        ExitCode::SUCCESS
-    }
 }
 
 fn search(args: SearchArgs) -> ExitCode {

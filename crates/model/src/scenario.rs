@@ -484,6 +484,8 @@ impl Scenario {
                 | System::WsRpc { client, .. },
                 Pacing::Interval { .. } | Pacing::Relative { .. },
             ) => per_schedule * client.total_connections() as f64,
+            // Someone else's server keeps its own schedule.
+            (System::Ticks { ticks, .. }, _) if ticks.address.is_some() => return None,
             // A broadcast: every client is meant to get every tick.
             (System::Ticks { ticks, .. }, _) => per_schedule * ticks.total_connections() as f64,
             _ => per_schedule,
@@ -785,7 +787,8 @@ impl ScenarioSpec {
 pub type Invalid<'a> = dyn Fn(&str, String, &str) -> ScenarioError + 'a;
 
 impl PacingSpec {
-    fn validate(&self, invalid: &Invalid) -> Result<Pacing, ScenarioError> {
+    /// Checks the pacing settings (also used by `msgbench serve ticks`).
+    pub fn validate(&self, invalid: &Invalid) -> Result<Pacing, ScenarioError> {
         if self.batch == 0 {
             return Err(invalid(
                 "pacing.batch",

@@ -1,0 +1,290 @@
+//! `msgbench serve …`: the built-in servers in the foreground, so that other clients (or
+//! another msgbench) can be measured against them. Each runs until Ctrl-C or `--for`, then prints
+//! what it counted.
+use crate::args::{ServeCommand, ServeRpcArgs, ServeTicksArgs};
+use crate::commands::{fail, install_ctrl_c, machine_limits};
+use crate::{EXIT_BAD_INPUT, EXIT_INTERRUPTED};
+use msgbench_engine::net::tick::Schedule;
+use msgbench_engine::server::ticks::{TickServer, TickServerOptions};
+use msgbench_model::duration;
+use msgbench_model::rpc::RpcServerSpec;
+use msgbench_model::scenario::{PacingMode, PacingSpec, ScenarioError};
+use msgbench_model::ticks::TickServerSpec;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Runs one built-in server.
+pub fn serve(command: ServeCommand) -> ExitCode {
+    match command {
+        ServeCommand::Rpc(args) => serve_rpc(args),
+        ServeCommand::Ticks(args) => serve_ticks(args),
+    }
+}
+
+fn parse_duration(flag: &str, text: &str) -> Result<Duration, String> {
+    duration::parse(text).map_err(|e| format!("--{flag} {text}: {e}"))
+}
+
+/// A kebab-case value of one of the scenario's enums (`drop-oldest`), as the scenario file
+/// spells it.
+fn parse_choice<T: serde::de::DeserializeOwned>(
+    flag: &str,
+    text: &str,
+    choices: &str,
+) -> Result<T, String> {
+    serde_json::from_value(serde_json::Value::String(text.to_string()))
+        .map_err(|_| format!("--{flag} {text}: not one of {choices}"))
+}
+
+fn listen_address(text: &str) -> Result<SocketAddr, String> {
+    std::net::ToSocketAddrs::to_socket_addrs(text)
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| format!("--listen {text}: not a host:port address, e.g. 127.0.0.1:7000"))
+}
+
+/// Turns a scenario field error (`ticks.server.queue`) into one about the flag (`--queue`).
+fn flag_error<'a>(
+    server: &'a str,
+    prefix: &'a str,
+) -> impl Fn(&str, String, &str) -> ScenarioError + 'a {
+    move |field, problem, fix| ScenarioError::Invalid {
+        source_name: format!("msgbench serve {server}"),
+        field: format!(
+            "--{}",
+            field
+                .trim_start_matches(prefix)
+                .trim_start_matches("pacing.")
+                .replace('_', "-")
+        ),
+        problem,
+        fix: fix.into(),
+    }
+}
+
+fn serve_until(stop: &AtomicBool, run_for: Option<Duration>) {
+    let started = std::time::Instant::now();
+    while !stop.load(Ordering::Relaxed) && run_for.map_or(true, |d| started.elapsed() < d) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn exit_code(stop: &AtomicBool) -> ExitCode {
+    if stop.load(Ordering::Relaxed) {
+        ExitCode::from(EXIT_INTERRUPTED)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn print_now(text: &str) {
+    use std::io::Write as _;
+    println!("{text}");
+    let _ = std::io::stdout().flush();
+}
+
+fn serve_rpc(args: ServeRpcArgs) -> ExitCode {
+    let spec = RpcServerSpec {
+        threads: args.threads,
+        max_frame: args.max_frame,
+        max_connections: args.max_connections,
+        stall_every: match args
+            .stall_every
+            .as_deref()
+            .map(|t| parse_duration("stall-every", t))
+            .transpose()
+        {
+            Ok(v) => v,
+            Err(e) => return fail(EXIT_BAD_INPUT, e),
+        },
+        stall_for: match parse_duration("stall-for", &args.stall_for) {
+            Ok(v) => v,
+            Err(e) => return fail(EXIT_BAD_INPUT, e),
+        },
+        pin: args.pin,
+    };
+    let run_for = match args
+        .run_for
+        .as_deref()
+        .map(|t| parse_duration("for", t))
+        .transpose()
+    {
+        Ok(v) => v,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    let limits = machine_limits();
+    let config = match spec.validate(&limits, &flag_error("rpc", "rpc.server.")) {
+        Ok(c) => c,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    let listen = match listen_address(&args.listen) {
+        Ok(a) => a,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    install_ctrl_c(stop.clone());
+    let server = match msgbench_engine::server::rpc::RpcServer::start(&config, listen) {
+        Ok(s) => s,
+        Err(e) => {
+            return fail(
+                1,
+                format!("cannot listen on {listen}: {e}; pick another port with --listen"),
+            )
+        }
+    };
+    print_now(&format!(
+        "msgbench rpc server listening on {}",
+        server.local_addr()
+    ));
+    let started = std::time::Instant::now();
+    serve_until(&stop, run_for);
+    let cpu_s = server.cpu_ns() as f64 / 1e9;
+    let st = &server.stats;
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    println!(
+        "served {} responses on {} connections in {:.1} s, {cpu_s:.2} CPU-s; closed {} for bad frames, {} slow readers; refused {} over the connection limit",
+        load(&st.responses),
+        load(&st.accepted),
+        started.elapsed().as_secs_f64(),
+        load(&st.protocol_errors),
+        load(&st.slow_readers),
+        load(&st.rejected)
+    );
+    server.stop();
+    exit_code(&stop)
+}
+
+fn serve_ticks(args: ServeTicksArgs) -> ExitCode {
+    match ticks_options(&args) {
+        Ok((options, listen, run_for)) => run_tick_server(options, listen, run_for),
+        Err(e) => fail(EXIT_BAD_INPUT, e),
+    }
+}
+
+fn ticks_options(
+    args: &ServeTicksArgs,
+) -> Result<(TickServerOptions, SocketAddr, Option<Duration>), String> {
+    let invalid = flag_error("ticks", "ticks.server.");
+    let pacing = PacingSpec {
+        mode: if args.immediate {
+            PacingMode::Immediate
+        } else if args.every.is_some() {
+            PacingMode::Interval
+        } else {
+            PacingMode::Rate
+        },
+        every: args
+            .every
+            .as_deref()
+            .map(|t| parse_duration("every", t))
+            .transpose()?,
+        batch: args.batch,
+        per_sec: Some(args.rate),
+        arrivals: parse_choice("arrivals", &args.arrivals, "uniform, poisson")?,
+        ..Default::default()
+    };
+    let spin_ns = pacing.spin.as_nanos() as u64;
+    let pacing = pacing.validate(&invalid).map_err(|e| e.to_string())?;
+    let spec = TickServerSpec {
+        threads: args.threads,
+        pin: args.pin.clone(),
+        queue: args.queue,
+        policy: parse_choice(
+            "policy",
+            &args.policy,
+            "drop-oldest, drop-newest, disconnect, unbounded",
+        )?,
+        write_batch: args.write_batch,
+        send_buffer: args.send_buffer,
+        max_frame: args.max_frame,
+        max_connections: args.max_connections,
+    };
+    let config = spec
+        .validate(&machine_limits(), &invalid)
+        .map_err(|e| e.to_string())?;
+    if args.symbols == 0 {
+        return Err("--symbols 0: cycle through at least 1 symbol, e.g. 100".into());
+    }
+    let options = TickServerOptions {
+        config,
+        format: parse_choice("format", &args.format, "binary, json")?,
+        symbols: args.symbols,
+        pacing,
+        spin_ns,
+        seed: 1,
+    };
+    let run_for = args
+        .run_for
+        .as_deref()
+        .map(|t| parse_duration("for", t))
+        .transpose()?;
+    Ok((options, listen_address(&args.listen)?, run_for))
+}
+
+fn run_tick_server(
+    options: TickServerOptions,
+    listen: SocketAddr,
+    run_for: Option<Duration>,
+) -> ExitCode {
+    let stop = Arc::new(AtomicBool::new(false));
+    install_ctrl_c(stop.clone());
+    msgbench_engine::clock::calibrate();
+    let server = match TickServer::start(options, listen) {
+        Ok(s) => s,
+        Err(e) => {
+            return fail(
+                1,
+                format!("cannot listen on {listen}: {e}; pick another port with --listen"),
+            )
+        }
+    };
+    let addr = server.local_addr();
+    // Standalone, the whole stream is measured: it starts now and ends with the server.
+    let now = msgbench_engine::clock::now_ns();
+    let end_ns = run_for.map_or(u64::MAX, |d| now + d.as_nanos() as u64);
+    server.begin(Schedule {
+        t0_ns: now,
+        measure_start_ns: now,
+        end_ns,
+    });
+    print_now(&format!(
+        "msgbench tick server streaming on ws://{addr}/ticks (browser client: http://{addr}/)"
+    ));
+    let started = std::time::Instant::now();
+    serve_until(&stop, run_for);
+    // Let the clients take what was generated and the end message.
+    server.end_at(msgbench_engine::clock::now_ns());
+    std::thread::sleep(Duration::from_millis(200));
+    let cpu_s = server.cpu_ns() as f64 / 1e9;
+    let report = server.stop();
+    let elapsed = started.elapsed().as_secs_f64();
+    let c = report.counts;
+    println!(
+        "generated {} ticks in {elapsed:.1} s, {cpu_s:.2} CPU-s; {} connections ({} refused over the limit, {} failed handshakes, {} closed for bad messages)",
+        report.generated, c.accepted, c.refused, c.handshake_failures, c.protocol_errors
+    );
+    println!(
+        "{:<16} {:>12} {:>12} {:>12} {:>12} {:>12}  closed",
+        "client", "generated", "queued", "dropped", "written", "acked"
+    );
+    for conn in &report.connections {
+        let k = conn.counts;
+        println!(
+            "{:<16} {:>12} {:>12} {:>12} {:>12} {:>12}  {}",
+            conn.name,
+            k.generated,
+            k.queued,
+            k.dropped,
+            k.written,
+            k.acked,
+            conn.closed
+                .as_ref()
+                .map(|(why, _)| why.as_str())
+                .unwrap_or("-")
+        );
+    }
+    exit_code(&stop)
+}
