@@ -18,6 +18,9 @@ pub const ALL_NAMES: &[&str] = &[
     "timeseries-rate",
     "timeseries-p99",
     "timeseries-backlog",
+    "stream-rate",
+    "stream-p99",
+    "stream-backlog",
 ];
 
 /// One chart: file stem, a sentence on how to read it, the SVG.
@@ -138,6 +141,7 @@ pub fn charts(runs: &[RunResult], advice: &[Advice], slo: Option<&Slo>) -> Vec<C
         out.push(latency_vs_throughput(advice, slo));
     }
     out.extend(time_series(&points));
+    out.extend(crate::streams::charts(runs));
     out
 }
 

@@ -44,6 +44,9 @@ pub fn render(
         out.push_str("<h2>Per operation class</h2>\n");
         out.push_str(&class_table(runs));
     }
+    if crate::streams::any(runs) {
+        out.push_str(&crate::streams::html(runs, escape));
+    }
     if !advice.is_empty() {
         out.push_str("<h2>Advice</h2>\n");
         for a in advice {

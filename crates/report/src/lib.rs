@@ -11,6 +11,7 @@ pub mod load;
 pub mod markdown;
 pub mod publish;
 pub mod search;
+pub mod streams;
 pub mod summary;
 pub mod svg;
 pub mod validity;

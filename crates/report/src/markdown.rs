@@ -28,6 +28,9 @@ pub fn render(runs: &[RunResult], advice: &[crate::advice::Advice]) -> String {
         out.push_str("\n## Per operation class\n\n");
         out.push_str(&class_table(&points));
     }
+    if crate::streams::any(runs) {
+        out.push_str(&crate::streams::markdown(runs));
+    }
     if runs.iter().any(|r| r.faults.total() > 0) {
         out.push_str("\n## Faults\n\n");
         out.push_str(&fault_table(runs));

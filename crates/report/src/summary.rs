@@ -61,6 +61,10 @@ pub fn table(results: &[RunResult]) -> String {
         rows.push(row);
     }
     let mut out = render(&rows);
+    if crate::streams::any(results) {
+        out.push_str("\nstream clients (per second of the measured window; `written` is what the server handed the socket):\n");
+        out.push_str(&render(&crate::streams::text_rows(results)));
+    }
     let warned: Vec<&RunResult> = results.iter().filter(|r| !r.warnings.is_empty()).collect();
     if !warned.is_empty() {
         out.push_str("\nwarnings:\n");
@@ -73,7 +77,8 @@ pub fn table(results: &[RunResult]) -> String {
     out
 }
 
-fn render(rows: &[Vec<String>]) -> String {
+/// Right-aligned columns under a header and a rule.
+pub(crate) fn render(rows: &[Vec<String>]) -> String {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|c| {

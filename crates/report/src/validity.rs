@@ -48,6 +48,7 @@ pub fn judge(run: &RunResult) -> Verdict {
         .cloned()
         .collect();
     reasons.extend(trend(&window));
+    reasons.extend(crate::streams::backlog_trends(run));
     reasons.extend(driver_saturated(run));
     Verdict { reasons }
 }

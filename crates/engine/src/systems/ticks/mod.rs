@@ -352,6 +352,13 @@ impl Run<'_> {
             recording_send_lag(&mut recording, report);
             notes.extend(server_notes(report));
         }
+        for s in streams.iter().filter(|s| s.closed.is_some()) {
+            notes.push(format!(
+                "client {} ended early: {}",
+                s.name,
+                s.closed.as_deref().unwrap_or_default()
+            ));
+        }
         let (counters, sequence) = totals(&streams);
         recording.counters = counters;
         recording.sequence = sequence;

@@ -1,0 +1,321 @@
+//! Broadcast streams (`ticks`): one row per client — what the server generated, wrote and saw
+//! acknowledged for it next to what the client processed and how late — and per-client time
+//! series. This is where "the server says 480k/s, the client sees 28k/s" is read off: the
+//! server's `written` rate is what it handed its sockets, `delivered` what the client processed.
+use crate::charts::Chart;
+use crate::format::{count, duration_ns};
+use crate::svg::{Axis, LineChart, Scale, Series};
+use msgbench_model::result::{RunResult, StreamClient, StreamInterval};
+
+/// Least full seconds of a client's backlog that can show a trend.
+const BACKLOG_MIN_SECONDS: usize = 3;
+/// Backlog growth, as a share of the client's generated rate, that counts as "not steady".
+const BACKLOG_TREND: f64 = 0.05;
+
+/// True when some run has stream clients.
+pub fn any(runs: &[RunResult]) -> bool {
+    runs.iter().any(|r| !r.streams.is_empty())
+}
+
+/// The cells of one client's row.
+fn row(r: &RunResult, c: &StreamClient) -> Vec<String> {
+    let per_sec = |n: u64| count(n as f64 / r.duration_s.max(1e-9));
+    let server = |f: fn(&msgbench_model::result::StreamServerCounts) -> u64| {
+        c.server
+            .as_ref()
+            .map(|s| per_sec(f(s)))
+            .unwrap_or("–".into())
+    };
+    vec![
+        r.run_id.clone(),
+        c.name.clone(),
+        c.kind.clone(),
+        per_sec(c.counters.attempted),
+        server(|s| s.written),
+        server(|s| s.acked),
+        per_sec(c.counters.delivered),
+        count(c.counters.dropped as f64),
+        count((c.counters.in_flight_end + c.counters.failed) as f64),
+        duration_ns(c.latency.p50_ns),
+        duration_ns(c.latency.p99_ns),
+        duration_ns(c.latency.max_ns),
+        count(
+            c.intervals
+                .iter()
+                .map(|i| i.backlog)
+                .max()
+                .unwrap_or(0)
+                .max(0) as f64,
+        ),
+        c.closed.clone().unwrap_or_else(|| "–".into()),
+    ]
+}
+
+const HEADER: [&str; 14] = [
+    "run",
+    "client",
+    "kind",
+    "generated/s",
+    "written/s",
+    "acked/s",
+    "delivered/s",
+    "dropped",
+    "undelivered",
+    "p50",
+    "p99",
+    "max",
+    "backlog peak",
+    "closed early",
+];
+
+const EXPLANATION: &str = "Per client, over the measured window: `generated/s` ticks the server made for it, \
+`written/s` ticks it handed that client's socket, `acked/s` ticks the client acknowledged as processed, \
+`delivered/s` ticks the client processed (measured by the client, latency from each tick's intended send time). \
+`dropped`: shed by the server's slow-client policy; `undelivered`: still queued when the run ended, or lost when \
+the connection closed. `backlog peak`: most ticks generated for it but not yet processed or dropped, at a second's end.";
+
+/// The terminal's table (the columns that fit a line): header first.
+pub fn text_rows(runs: &[RunResult]) -> Vec<Vec<String>> {
+    let keep = [0usize, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12];
+    let mut rows = vec![keep.iter().map(|&i| HEADER[i].to_string()).collect()];
+    for r in runs {
+        for c in &r.streams {
+            let cells = row(r, c);
+            rows.push(keep.iter().map(|&i| cells[i].clone()).collect());
+        }
+    }
+    rows
+}
+
+/// The markdown section.
+pub fn markdown(runs: &[RunResult]) -> String {
+    let mut out = format!("\n## Stream clients\n\n{EXPLANATION}\n\n");
+    out.push_str(&format!("| {} |\n", HEADER.join(" | ")));
+    out.push_str(&format!("|{}\n", "---|".repeat(HEADER.len())));
+    for r in runs {
+        for c in &r.streams {
+            out.push_str(&format!("| {} |\n", row(r, c).join(" | ")));
+        }
+    }
+    out
+}
+
+/// The HTML section.
+pub fn html(runs: &[RunResult], escape: fn(&str) -> String) -> String {
+    let mut out = format!(
+        "<h2>Stream clients</h2>\n<p>{}</p>\n<table>\n<tr>",
+        escape(&EXPLANATION.replace('`', ""))
+    );
+    for (i, h) in HEADER.iter().enumerate() {
+        let class = if i < 3 || i == HEADER.len() - 1 {
+            " class=\"l\""
+        } else {
+            ""
+        };
+        out.push_str(&format!("<th{class}>{h}</th>"));
+    }
+    out.push_str("</tr>\n");
+    for r in runs {
+        for c in &r.streams {
+            out.push_str("<tr>");
+            for (i, cell) in row(r, c).iter().enumerate() {
+                let class = if i < 3 || i == HEADER.len() - 1 {
+                    " class=\"l\""
+                } else {
+                    ""
+                };
+                out.push_str(&format!("<td{class}>{}</td>", escape(cell)));
+            }
+            out.push_str("</tr>\n");
+        }
+    }
+    out.push_str("</table>\n");
+    out
+}
+
+/// "not steady" reasons: a client whose backlog keeps growing is being fed faster than it
+/// processes, so its latency is queueing time that grows with the run's length.
+pub fn backlog_trends(run: &RunResult) -> Vec<String> {
+    let mut reasons = Vec::new();
+    for c in run.streams.iter().filter(|c| c.server.is_some()) {
+        let window: Vec<&StreamInterval> = c
+            .intervals
+            .iter()
+            .filter(|i| i.start_s + i.length_s <= run.duration_s + 0.01)
+            .collect();
+        if window.len() < BACKLOG_MIN_SECONDS {
+            continue;
+        }
+        let generated =
+            window.iter().map(|i| i.generated).sum::<u64>() as f64 / window.len() as f64;
+        let growth = (window[window.len() - 1].backlog - window[0].backlog) as f64
+            / (window.len() - 1) as f64;
+        if generated > 0.0 && growth > BACKLOG_TREND * generated {
+            let delivered =
+                window.iter().map(|i| i.delivered).sum::<u64>() as f64 / window.len() as f64;
+            reasons.push(format!(
+                "not steady: client {}'s backlog grew by {}/s (it processed {}/s of {}/s generated): its latency is queueing time that grows with the run",
+                c.name,
+                count(growth),
+                count(delivered),
+                count(generated)
+            ));
+        }
+    }
+    reasons
+}
+
+/// Per-client charts over time: delivered (and written) per second, p99, backlog.
+pub fn charts(runs: &[RunResult]) -> Vec<Chart> {
+    if !any(runs) {
+        return Vec::new();
+    }
+    // The first replicate of each point.
+    let mut firsts: Vec<&RunResult> = Vec::new();
+    for r in runs {
+        if !firsts.iter().any(|f| f.point == r.point) {
+            firsts.push(r);
+        }
+    }
+    let label = |r: &RunResult, c: &StreamClient| {
+        if firsts.len() > 1 {
+            format!("{} {}", point_label(r), c.name)
+        } else {
+            c.name.clone()
+        }
+    };
+    let mut rate = Vec::new();
+    let mut p99 = Vec::new();
+    let mut backlog = Vec::new();
+    for r in &firsts {
+        for c in &r.streams {
+            let at = |i: &StreamInterval| i.start_s + i.length_s;
+            let in_window = |i: &&StreamInterval| i.start_s + i.length_s <= r.duration_s + 0.01;
+            rate.push(series(
+                format!("{} delivered", label(r, c)),
+                c.intervals
+                    .iter()
+                    .filter(in_window)
+                    .map(|i| (at(i), i.delivered as f64)),
+            ));
+            // With one sweep point there is room for the server's side too.
+            let falls_behind =
+                c.intervals.iter().filter(in_window).any(|i| {
+                    (i.written as f64 - i.delivered as f64).abs() > 0.02 * i.generated as f64
+                });
+            if firsts.len() == 1 && c.server.is_some() && falls_behind {
+                rate.push(series(
+                    format!("{} written", label(r, c)),
+                    c.intervals
+                        .iter()
+                        .filter(in_window)
+                        .map(|i| (at(i), i.written as f64)),
+                ));
+            }
+            p99.push(series(
+                label(r, c),
+                c.intervals
+                    .iter()
+                    .filter(|i| i.latency_p99_ns > 0)
+                    .map(|i| (at(i), i.latency_p99_ns as f64)),
+            ));
+            if c.server.is_some() {
+                backlog.push(series(
+                    label(r, c),
+                    c.intervals.iter().map(|i| (at(i), i.backlog as f64)),
+                ));
+            }
+        }
+    }
+    let mut out = vec![
+        line_chart(
+            "stream-rate",
+            "Per client: ticks delivered (and written by the server) each second",
+            "ticks / s",
+            Scale::Linear,
+            |v| count(v),
+            rate,
+            "A client's delivered line below its written line is a client falling behind; written below the generated rate is a server (or socket) that cannot keep up. One line per client (first replicate of each sweep point).",
+        ),
+        line_chart(
+            "stream-p99",
+            "Per client: p99 latency each second",
+            "p99 latency from intended send (log scale)",
+            Scale::Log,
+            |v| duration_ns(v.max(0.0) as u64),
+            p99,
+            "A p99 that climbs second after second is a queue in front of that client: the server's send queue, the kernel's socket buffers, or the client's own. Seconds after the window's end are the drain: no new ticks, the queues empty.",
+        ),
+    ];
+    if !backlog.is_empty() {
+        out.push(line_chart(
+            "stream-backlog",
+            "Per client: backlog (generated − processed − dropped)",
+            "ticks waiting for the client",
+            Scale::Linear,
+            |v| {
+                if v < 0.0 {
+                    format!("-{}", count(-v))
+                } else {
+                    count(v)
+                }
+            },
+            backlog,
+            "A line that climbs is a client fed faster than it processes: under `unbounded` it climbs for ever; a drop policy flattens it by shedding ticks (counted as dropped). After the window's end the server stops generating and the line falls as the client drains its queue.",
+        ));
+    }
+    out
+}
+
+fn point_label(r: &RunResult) -> String {
+    r.params
+        .iter()
+        .map(|p| format!("{}={}", msgbench_model::sweep::short_axis(&p.axis), p.value))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn series(name: String, points: impl Iterator<Item = (f64, f64)>) -> Series {
+    Series {
+        name,
+        points: points.collect(),
+        dots: true,
+        point_labels: Vec::new(),
+    }
+}
+
+fn line_chart(
+    name: &str,
+    title: &str,
+    unit: &str,
+    scale: Scale,
+    format: fn(f64) -> String,
+    series: Vec<Series>,
+    caption: &str,
+) -> Chart {
+    let xs: Vec<f64> = std::iter::once(0.0)
+        .chain(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)))
+        .collect();
+    let ys: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .collect();
+    Chart {
+        name: name.into(),
+        caption: caption.into(),
+        svg: LineChart {
+            title: title.into(),
+            x: Axis::fitted(
+                "seconds into the measured window",
+                Scale::Linear,
+                &xs,
+                |v| format!("{v:.0} s"),
+            ),
+            y: Axis::fitted(unit, scale, &ys, format),
+            series,
+            callouts: Vec::new(),
+            threshold: None,
+        }
+        .render(name),
+    }
+}
