@@ -87,6 +87,26 @@ pub fn text_rows(runs: &[RunResult]) -> Vec<Vec<String>> {
     rows
 }
 
+/// How far a browser's latencies can be trusted: its clock's step and the sync's round trip.
+fn page_clocks(runs: &[RunResult]) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in runs {
+        for c in &r.streams {
+            if let Some(p) = &c.page_clock {
+                out.push(format!(
+                    "{} {}: the page's clock steps by {}; its offset to the server's clock is known to ±{} (best sync round trip {})",
+                    r.run_id,
+                    c.name,
+                    duration_ns(p.resolution_ns),
+                    duration_ns(p.sync_rtt_ns / 2),
+                    duration_ns(p.sync_rtt_ns)
+                ));
+            }
+        }
+    }
+    out
+}
+
 /// The markdown section.
 pub fn markdown(runs: &[RunResult]) -> String {
     let mut out = format!("\n## Stream clients\n\n{EXPLANATION}\n\n");
@@ -95,6 +115,13 @@ pub fn markdown(runs: &[RunResult]) -> String {
     for r in runs {
         for c in &r.streams {
             out.push_str(&format!("| {} |\n", row(r, c).join(" | ")));
+        }
+    }
+    let clocks = page_clocks(runs);
+    if !clocks.is_empty() {
+        out.push('\n');
+        for line in clocks {
+            out.push_str(&format!("- {line}\n"));
         }
     }
     out
@@ -130,6 +157,14 @@ pub fn html(runs: &[RunResult], escape: fn(&str) -> String) -> String {
         }
     }
     out.push_str("</table>\n");
+    let clocks = page_clocks(runs);
+    if !clocks.is_empty() {
+        out.push_str("<ul>\n");
+        for line in clocks {
+            out.push_str(&format!("<li>{}</li>\n", escape(&line)));
+        }
+        out.push_str("</ul>\n");
+    }
     out
 }
 

@@ -223,7 +223,7 @@ impl Run<'_> {
                 .spawn(move || browser::bridge(report_rx, pages, schedule, &shared))
                 .expect("spawning a thread")
         };
-        let (window_end_ns, sut_cpu_s) =
+        let (window_end_ns, sut_cpu_s, browser_cpu_ns) =
             self.supervise(schedule, drain_ns, &handles, &bridge, &browsers);
         let mut threads = Vec::new();
         let mut panicked = false;
@@ -235,14 +235,15 @@ impl Run<'_> {
             }
         }
         let pages = bridge.join().unwrap_or_default();
-        for b in &browsers {
+        for (b, cpu_ns) in browsers.iter().zip(browser_cpu_ns) {
+            // /proc gives user + system together; it is reported as user time.
             threads.push(ThreadOut {
                 stats: Vec::new(),
                 cpu: msgbench_model::result::ThreadCpu {
-                    role: format!("browser-{} (all its processes, whole run)", b.name),
+                    role: format!("{} (Chromium, all its processes)", b.name),
                     pinned_cpu: None,
                     cpu: msgbench_model::result::CpuTimes {
-                        user_s: b.cpu_ns() as f64 / 1e9,
+                        user_s: cpu_ns as f64 / 1e9,
                         ..Default::default()
                     },
                 },
@@ -265,8 +266,9 @@ impl Run<'_> {
         ))
     }
 
-    /// Waits for the clients to finish, ends the schedule early on Ctrl-C, reads the SUT's CPU
-    /// at the window's edges. Returns the window's end and the SUT's CPU seconds over it.
+    /// Waits for the clients to finish, ends the schedule early on Ctrl-C, reads the SUT's and
+    /// the browsers' CPU at the window's edges. Returns the window's end, the SUT's CPU seconds
+    /// and each browser's CPU ns over it.
     fn supervise(
         &self,
         schedule: Schedule,
@@ -274,7 +276,10 @@ impl Run<'_> {
         handles: &[std::thread::JoinHandle<Option<ThreadOut>>],
         bridge: &std::thread::JoinHandle<Vec<StreamStats>>,
         browsers: &[browser::Browser],
-    ) -> (u64, Option<f64>) {
+    ) -> (u64, Option<f64>, Vec<u64>) {
+        let browser_cpu = || browsers.iter().map(|b| b.cpu_ns()).collect::<Vec<_>>();
+        let mut browsers_start = Vec::new();
+        let mut browsers_end = Vec::new();
         let sut_cpu = || {
             self.server
                 .as_ref()
@@ -289,10 +294,12 @@ impl Run<'_> {
             let now = crate::clock::now_ns();
             if cpu_start.is_none() && now >= schedule.measure_start_ns {
                 cpu_start = sut_cpu();
+                browsers_start = browser_cpu();
             }
             let end = self.shared.end_ns.load(Ordering::Relaxed);
             if cpu_end.is_none() && now >= end {
                 cpu_end = sut_cpu();
+                browsers_end = browser_cpu();
             }
             let stop_asked =
                 self.ctx.stop.load(Ordering::Relaxed) || self.shared.stopped_by.get().is_some();
@@ -307,6 +314,7 @@ impl Run<'_> {
                     s.end_at(window_end);
                 }
                 cpu_end = sut_cpu();
+                browsers_end = browser_cpu();
             }
             let clients_done = handles.iter().all(|h| h.is_finished())
                 && (browsers.is_empty() || bridge.is_finished());
@@ -320,7 +328,15 @@ impl Run<'_> {
             (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / 1e9),
             _ => None,
         };
-        (window_end, sut_cpu_s)
+        if browsers_end.is_empty() {
+            browsers_end = browser_cpu();
+        }
+        let browsers_cpu = browsers_end
+            .iter()
+            .enumerate()
+            .map(|(i, end)| end.saturating_sub(browsers_start.get(i).copied().unwrap_or(*end)))
+            .collect();
+        (window_end, sut_cpu_s, browsers_cpu)
     }
 
     #[allow(clippy::too_many_arguments)]
