@@ -80,26 +80,33 @@ impl Waiter {
     /// Waits a little; `ready` re-checks the condition before parking.
     #[inline]
     pub fn idle(&mut self, ready: impl FnOnce() -> bool) {
+        self.idle_at_most(ready, PARK_TIMEOUT);
+    }
+
+    /// Waits a little, parking for at most `limit` (a deadline of the caller's own, such as
+    /// its next send, must not be overslept).
+    #[inline]
+    pub fn idle_at_most(&mut self, ready: impl FnOnce() -> bool, limit: Duration) {
         self.idle_rounds = self.idle_rounds.saturating_add(1);
         match self.strategy {
             WaitStrategy::BusySpin => std::hint::spin_loop(),
             WaitStrategy::Yield => std::thread::yield_now(),
-            WaitStrategy::Park => self.park(ready),
+            WaitStrategy::Park => self.park(ready, limit),
             WaitStrategy::Backoff if self.idle_rounds <= BACKOFF_SPINS => std::hint::spin_loop(),
             WaitStrategy::Backoff if self.idle_rounds <= BACKOFF_SPINS + BACKOFF_YIELDS => {
                 std::thread::yield_now()
             }
-            WaitStrategy::Backoff => self.park(ready),
+            WaitStrategy::Backoff => self.park(ready, limit),
         }
     }
 
     #[cold]
-    fn park(&mut self, ready: impl FnOnce() -> bool) {
+    fn park(&mut self, ready: impl FnOnce() -> bool, limit: Duration) {
         self.me.sleeping.store(true, Ordering::SeqCst);
         // Pairs with the waker's fence: either it sees our flag or we see its progress.
         fence(Ordering::SeqCst);
         if !ready() {
-            std::thread::park_timeout(PARK_TIMEOUT);
+            std::thread::park_timeout(limit.min(PARK_TIMEOUT));
         }
         self.me.sleeping.store(false, Ordering::Relaxed);
     }

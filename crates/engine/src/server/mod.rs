@@ -3,6 +3,7 @@
 pub mod rpc;
 pub mod ticks;
 pub mod ws;
+pub mod ws_rpc;
 
 /// CPU time of a thread of this process, readable from any other thread (through
 /// `pthread_getcpuclockid`), in ns. Lets a run measure a server thread's CPU over its own window.

@@ -14,21 +14,18 @@
 //! connection (counted by kind in [`Faults`]) and then stops the run or reconnects
 //! (`client.on_error`). The hot path allocates nothing: buffers, flight tables and histograms
 //! are sized before the run.
+use super::window::{Budget, Launcher, Rules, Window};
 use super::{EngineError, RunContext};
 use crate::affinity::pin_current_thread;
 use crate::clock::{lower_timer_slack, Clock, MonotonicClock};
 use crate::cpu::CpuSnapshot;
 use crate::net::timer::Timer;
-use crate::pacer::Pacer;
 use crate::recorder::{Collector, Recorder};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
-use msgbench_model::client::{ClientConfig, OnError, WindowFull};
+use msgbench_model::client::{ClientConfig, OnError};
 use msgbench_model::result::{Faults, ThreadCpu};
-use msgbench_model::scenario::{Pacing, Scenario};
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
-use std::collections::VecDeque;
+use msgbench_model::scenario::Scenario;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -42,12 +39,6 @@ const STOP_CHECK_NS: u64 = 20_000_000;
 const START_LEAD_NS: u64 = 20_000_000;
 /// Pause between reconnection attempts.
 const RECONNECT_NS: u64 = 100_000_000;
-/// `adapt`: rate added back per step without a full window, as a share of the target.
-const ADAPT_STEP: f64 = 0.05;
-/// `adapt`: length of that step.
-const ADAPT_STEP_NS: u64 = 100_000_000;
-/// `adapt`: lowest share of the target a connection slows down to.
-const ADAPT_FLOOR: f64 = 1.0 / 1024.0;
 
 /// One response, decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +98,16 @@ struct Shared<'a> {
 }
 
 impl Shared<'_> {
+    /// The rules every connection's launcher follows.
+    fn rules(&self) -> Rules<'_> {
+        Rules {
+            client: self.client,
+            shares: &self.shares,
+            measure_start_ns: self.measure_start_ns,
+            end_ns: self.end_ns,
+        }
+    }
+
     fn stopping(&self) -> bool {
         self.stop.load(Ordering::Relaxed) || self.stopped_by.get().is_some()
     }
@@ -179,8 +180,7 @@ pub fn drive<W: Wire>(
             rec: collector.recorder(true),
             faults: Faults::default(),
             clock: MonotonicClock::new(client.spin_ns),
-            budget: budget_share(scenario.run.operations, client.threads, t),
-            attempts: 0,
+            budget: Budget::share(scenario.run.operations, client.threads, t),
         });
     }
     let collecting = collector.start(ctx.live.clone());
@@ -254,37 +254,11 @@ pub fn drive<W: Wire>(
     })
 }
 
-fn budget_share(ops: Option<u64>, threads: usize, t: usize) -> u64 {
-    match ops {
-        None => u64::MAX,
-        Some(n) => n / threads as u64 + u64::from((t as u64) < n % threads as u64),
-    }
-}
-
 fn connect(address: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
     let s = std::net::TcpStream::connect_timeout(&address, timeout)?;
     s.set_nodelay(true)?;
     s.set_nonblocking(true)?;
     Ok(TcpStream::from_std(s))
-}
-
-/// One request in flight.
-#[derive(Debug, Clone, Copy, Default)]
-struct Flight {
-    id: u64,
-    intended_ns: u64,
-    sent_ns: u64,
-    class: u16,
-    measured: bool,
-    active: bool,
-}
-
-/// `adapt` state of one connection.
-#[derive(Debug, Clone, Copy)]
-struct Adapt {
-    share: f64,
-    credit: f64,
-    last_step_ns: u64,
 }
 
 struct Conn<W> {
@@ -296,41 +270,13 @@ struct Conn<W> {
     rbuf: Vec<u8>,
     rstart: usize,
     rend: usize,
-    flights: Vec<Flight>,
-    free: Vec<u32>,
-    /// `(slot, id)` in send order: the oldest request (timeouts) and the next response of an
-    /// ordered protocol. Entries whose slot was completed are skipped lazily.
-    order: VecDeque<(u32, u64)>,
-    in_flight: usize,
-    generation: u32,
-    pacer: Pacer,
-    rng: SmallRng,
-    adapt: Adapt,
+    window: Window,
+    launcher: Launcher,
     reconnect_at: u64,
-    /// No more sends: the schedule passed the window's end.
-    done: bool,
 }
 
 impl<W: Wire> Conn<W> {
     fn new(stream: TcpStream, wire: W, shared: &Shared, index: usize) -> Self {
-        let window = shared.client.window;
-        let total = shared.client.total_connections() as u64;
-        let scenario = shared.scenario;
-        // Rate pacing: each connection takes an equal share, offset so the union stays even.
-        let (pacing, offset) = match scenario.pacing {
-            Pacing::Rate { per_sec, arrivals } => {
-                let each = per_sec / total as f64;
-                (
-                    Pacing::Rate {
-                        per_sec: each,
-                        arrivals,
-                    },
-                    (1e9 / per_sec * index as f64) as u64,
-                )
-            }
-            p => (p, 0),
-        };
-        let seed = scenario.run.seed ^ (index as u64).wrapping_mul(0xA24B_AED4_963E_E407);
         Conn {
             stream: Some(stream),
             wire,
@@ -340,37 +286,15 @@ impl<W: Wire> Conn<W> {
             rbuf: vec![0; 256 * 1024],
             rstart: 0,
             rend: 0,
-            flights: vec![Flight::default(); window],
-            free: (0..window as u32).rev().collect(),
-            order: VecDeque::with_capacity(window * 2),
-            in_flight: 0,
-            generation: 0,
-            pacer: Pacer::new(pacing, shared.t0 + offset, seed),
-            rng: SmallRng::seed_from_u64(seed.wrapping_add(1)),
-            adapt: Adapt {
-                share: 1.0,
-                credit: 0.0,
-                last_step_ns: shared.t0,
-            },
+            window: Window::new(shared.client.window),
+            launcher: Launcher::new(
+                shared.scenario,
+                shared.t0,
+                index,
+                shared.client.total_connections(),
+            ),
             reconnect_at: 0,
-            done: false,
         }
-    }
-
-    fn window_full(&self) -> bool {
-        self.free.is_empty()
-    }
-
-    /// Time the oldest request in flight times out.
-    fn oldest_deadline(&mut self, timeout_ns: u64) -> Option<u64> {
-        while let Some(&(slot, id)) = self.order.front() {
-            let f = &self.flights[slot as usize];
-            if f.active && f.id == id {
-                return Some(f.sent_ns.saturating_add(timeout_ns));
-            }
-            self.order.pop_front();
-        }
-        None
     }
 }
 
@@ -389,8 +313,7 @@ struct ThreadLoop<'a, W> {
     rec: Recorder,
     faults: Faults,
     clock: MonotonicClock,
-    budget: u64,
-    attempts: u64,
+    budget: Budget,
 }
 
 type ThreadResult = Result<(ThreadCpu, Faults), EngineError>;
@@ -431,13 +354,11 @@ impl<W: Wire> ThreadLoop<'_, W> {
                 if cpu_before.is_none() && now >= self.shared.measure_start_ns {
                     cpu_before = Some(CpuSnapshot::thread());
                 }
-                if self.shared.stopping()
-                    || self.attempts >= self.budget
-                    || self.conns.iter().all(|c| c.done)
-                {
+                let all_done = self.conns.iter().all(|c| c.launcher.done);
+                if self.shared.stopping() || self.budget.spent() || all_done {
                     sending = false;
                     // A window that ran its course lasts its full length; otherwise until now.
-                    send_end_ns = if self.conns.iter().all(|c| c.done) {
+                    send_end_ns = if all_done {
                         now.max(self.shared.end_ns)
                     } else {
                         now
@@ -457,7 +378,7 @@ impl<W: Wire> ThreadLoop<'_, W> {
                 }
             }
             if !sending {
-                let in_flight: usize = self.conns.iter().map(|c| c.in_flight).sum();
+                let in_flight: usize = self.conns.iter().map(|c| c.window.in_flight()).sum();
                 if in_flight == 0 || now > send_end_ns.saturating_add(self.shared.drain_ns) {
                     break;
                 }
@@ -493,9 +414,8 @@ impl<W: Wire> ThreadLoop<'_, W> {
         let left: u64 = self
             .conns
             .iter()
-            .flat_map(|c| c.flights.iter())
-            .filter(|f| f.active && f.measured)
-            .count() as u64;
+            .map(|c| c.window.measured_in_flight())
+            .sum();
         self.rec.in_flight_at_end(left);
         self.rec.finish(now);
         Ok((
@@ -519,34 +439,20 @@ impl<W: Wire> ThreadLoop<'_, W> {
                 .saturating_add(self.shared.drain_ns)
                 .saturating_add(1)
         };
+        let rules = self.shared.rules();
         for c in &mut self.conns {
-            if let Some(d) = c.oldest_deadline(client.timeout_ns) {
+            if let Some(d) = c.window.oldest_deadline(client.timeout_ns) {
                 wake = wake.min(d);
             }
-            if !sending || c.done {
+            if !sending || c.launcher.done {
                 continue;
             }
             if c.stream.is_none() {
                 wake = wake.min(c.reconnect_at.max(now));
                 continue;
             }
-            match c.pacer.upcoming_ns() {
-                // Unpaced: `skip` attempts every turn; otherwise send when the window has room.
-                // Unpaced: send (or, under `skip`, attempt a batch) when the window has room;
-                // with a full window the loop waits for I/O, as an event loop does.
-                None => {
-                    if !c.window_full() {
-                        wake = now;
-                    }
-                }
-                Some(due) => {
-                    if client.when_full != WindowFull::Block || !c.window_full() {
-                        wake = wake.min(due);
-                    }
-                }
-            }
-            if c.pacer.upcoming_ns().is_none() {
-                wake = wake.min(self.shared.end_ns);
+            if let Some(w) = c.launcher.next_wake(&c.window, &rules, now) {
+                wake = wake.min(w);
             }
         }
         if sending && self.shared.measure_start_ns > now {
@@ -557,106 +463,31 @@ impl<W: Wire> ThreadLoop<'_, W> {
 
     /// Sends what is due on connection `i` at `now`.
     fn send_due(&mut self, i: usize, now: u64, poll: &Poll) {
-        let shared = self.shared;
-        let client = shared.client;
-        if self.conns[i].done {
+        if self.conns[i].launcher.done {
             return;
         }
         if self.conns[i].stream.is_none() && now >= self.conns[i].reconnect_at {
             self.reconnect(i, now, poll);
         }
-        let c = &mut self.conns[i];
-        match c.pacer.upcoming_ns() {
-            None => {
-                if now >= shared.end_ns {
-                    c.done = true;
-                    return;
-                }
-                // Unpaced and disconnected: nothing is due, so nothing is attempted.
-                if c.stream.is_none() {
-                    return;
-                }
-                let measured = now >= shared.measure_start_ns;
-                // `skip` attempts a batch per turn of the loop (what does not fit is skipped);
-                // otherwise the window is kept full (closed loop).
-                let attempts = match client.when_full {
-                    WindowFull::Skip if !c.free.is_empty() => client.turn_batch,
-                    WindowFull::Skip => 0,
-                    _ => c.free.len(),
-                };
-                for _ in 0..attempts {
-                    if self.attempts >= self.budget {
-                        break;
-                    }
-                    if measured {
-                        self.attempts += 1;
-                        self.rec.attempted();
-                    }
-                    if c.free.is_empty() {
-                        if measured {
-                            self.rec.skipped();
-                        }
-                        continue;
-                    }
-                    send(c, &mut self.rec, &shared.shares, now, now, now, measured);
-                }
-            }
-            Some(_) => loop {
-                let due = c.pacer.upcoming_ns().expect("paced");
-                if due >= shared.end_ns {
-                    c.done = true;
-                    break;
-                }
-                if due > now {
-                    break;
-                }
-                let measured = due >= shared.measure_start_ns;
-                if measured && self.attempts >= self.budget {
-                    break;
-                }
-                if client.when_full == WindowFull::Adapt {
-                    if now.saturating_sub(c.adapt.last_step_ns) >= ADAPT_STEP_NS {
-                        c.adapt.share = (c.adapt.share + ADAPT_STEP).min(1.0);
-                        c.adapt.last_step_ns = now;
-                    }
-                    // Thin the schedule to `share` of its slots; untaken slots are not attempts.
-                    c.adapt.credit += c.adapt.share;
-                    if c.adapt.credit < 1.0 {
-                        c.pacer.next(&self.clock);
-                        continue;
-                    }
-                    c.adapt.credit -= 1.0;
-                }
-                let blocked = c.window_full() || c.stream.is_none();
-                if blocked && client.when_full == WindowFull::Block && c.stream.is_some() {
-                    break;
-                }
-                let slot = c.pacer.next(&self.clock);
-                if measured {
-                    self.attempts += 1;
-                    self.rec.attempted();
-                }
-                if blocked {
-                    if measured {
-                        self.rec.skipped();
-                    }
-                    if client.when_full == WindowFull::Adapt && c.stream.is_some() {
-                        c.adapt.share = (c.adapt.share / 2.0).max(ADAPT_FLOOR);
-                        c.adapt.last_step_ns = now;
-                    }
-                    continue;
-                }
-                send(
-                    c,
-                    &mut self.rec,
-                    &shared.shares,
-                    slot.intended_ns,
-                    slot.scheduled_ns,
-                    slot.actual_ns,
-                    measured,
-                );
-            },
-        }
+        let rules = self.shared.rules();
+        let Conn {
+            stream,
+            wire,
+            wbuf,
+            window,
+            launcher,
+            ..
+        } = &mut self.conns[i];
+        launcher.send_due(
+            window,
+            stream.is_some(),
+            now,
+            &rules,
+            &self.clock,
+            &mut self.budget,
+            &mut self.rec,
+            |l| wire.encode(l.class, l.id, l.sent_ns, wbuf),
+        );
         if self.conns[i].wbuf.len() > self.conns[i].wpos {
             self.flush(i, poll);
         }
@@ -760,42 +591,18 @@ impl<W: Wire> ThreadLoop<'_, W> {
                     }
                 };
                 c.rstart += response.size;
-                let slot = match response.id {
-                    Some(id) => {
-                        let slot = (id & 0xFFFF_FFFF) as usize;
-                        match c.flights.get(slot) {
-                            Some(f) if f.active && f.id == id => slot,
-                            _ => {
-                                return self.fail(
-                                    i,
-                                    Failure::Protocol("a response to no request in flight"),
-                                    poll,
-                                )
-                            }
-                        }
-                    }
-                    None => loop {
-                        match c.order.pop_front() {
-                            Some((slot, id)) => {
-                                let f = &c.flights[slot as usize];
-                                if f.active && f.id == id {
-                                    break slot as usize;
-                                }
-                            }
-                            None => {
-                                return self.fail(
-                                    i,
-                                    Failure::Protocol("a reply with no request in flight"),
-                                    poll,
-                                )
-                            }
-                        }
-                    },
+                let flight = match response.id {
+                    Some(id) => c.window.complete(id),
+                    None => c.window.complete_oldest(),
                 };
-                let f = &mut c.flights[slot];
-                f.active = false;
-                c.free.push(slot as u32);
-                c.in_flight -= 1;
+                let Some(f) = flight else {
+                    let what = if response.id.is_some() {
+                        "a response to no request in flight"
+                    } else {
+                        "a reply with no request in flight"
+                    };
+                    return self.fail(i, Failure::Protocol(what), poll);
+                };
                 if !response.ok {
                     self.faults.server_errors += 1;
                 }
@@ -820,6 +627,7 @@ impl<W: Wire> ThreadLoop<'_, W> {
         let timeout = self.shared.client.timeout_ns;
         for i in 0..self.conns.len() {
             if self.conns[i]
+                .window
                 .oldest_deadline(timeout)
                 .is_some_and(|d| now > d)
             {
@@ -833,15 +641,12 @@ impl<W: Wire> ThreadLoop<'_, W> {
     fn fail(&mut self, i: usize, why: Failure, poll: &Poll) {
         let now = crate::clock::now_ns();
         let c = &mut self.conns[i];
-        for f in c.flights.iter_mut().filter(|f| f.active) {
-            f.active = false;
+        let rec = &mut self.rec;
+        c.window.fail_all(|f| {
             if f.measured {
-                self.rec.failed();
+                rec.failed();
             }
-        }
-        c.free = (0..c.flights.len() as u32).rev().collect();
-        c.order.clear();
-        c.in_flight = 0;
+        });
         c.wbuf.clear();
         c.wpos = 0;
         c.want_write = false;
@@ -886,59 +691,6 @@ impl<W: Wire> ThreadLoop<'_, W> {
             ));
         }
     }
-}
-
-/// Encodes one request into the connection's write buffer and records it as sent.
-#[inline]
-fn send<W: Wire>(
-    c: &mut Conn<W>,
-    rec: &mut Recorder,
-    shares: &[f64],
-    intended_ns: u64,
-    scheduled_ns: u64,
-    actual_ns: u64,
-    measured: bool,
-) {
-    let slot = c.free.pop().expect("window has room");
-    c.generation = c.generation.wrapping_add(1);
-    let id = (u64::from(c.generation) << 32) | u64::from(slot);
-    let class = pick_class(shares, &mut c.rng);
-    c.wire.encode(class, id, actual_ns, &mut c.wbuf);
-    c.flights[slot as usize] = Flight {
-        id,
-        intended_ns,
-        sent_ns: actual_ns,
-        class: class as u16,
-        measured,
-        active: true,
-    };
-    c.order.push_back((slot, id));
-    c.in_flight += 1;
-    // Out-of-order completions leave stale entries behind a slow request: drop them before
-    // the queue outgrows its pre-allocated capacity.
-    if c.order.len() >= 2 * c.flights.len() {
-        let flights = &c.flights;
-        c.order
-            .retain(|&(s, id)| flights[s as usize].active && flights[s as usize].id == id);
-    }
-    if measured {
-        rec.sent(scheduled_ns, actual_ns);
-    }
-}
-
-#[inline]
-fn pick_class(shares: &[f64], rng: &mut SmallRng) -> usize {
-    if shares.len() == 1 {
-        return 0;
-    }
-    let mut r: f64 = rng.gen();
-    for (i, s) in shares.iter().enumerate() {
-        if r < *s {
-            return i;
-        }
-        r -= s;
-    }
-    shares.len() - 1
 }
 
 /// Resolves `host:port` (the first address it names).

@@ -11,6 +11,7 @@ pub mod queue;
 pub mod redis;
 pub mod rpc;
 pub mod ticks;
+pub mod window;
 
 /// What the runner hands a system for one run.
 #[derive(Clone)]

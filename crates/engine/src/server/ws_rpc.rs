@@ -1,0 +1,327 @@
+//! The built-in JSON-RPC 2.0 server over WebSocket (`msgbench serve ws-rpc`, or in-process for
+//! a `ws-rpc` scenario without an address): answers the scenario's methods (e.g. `eth_chainId`
+//! with `"0x1"`) after each method's service time — `busy` spins the server thread (answers in
+//! order), `sleep` answers from a timer (a slow method is overtaken by fast ones: out-of-order
+//! responses, matched by id on the client). Unknown methods get JSON-RPC's "Method not found",
+//! malformed requests "Parse error"; a message over `max_frame` closes the connection.
+use super::ws::{
+    ConnectionCounts, Counts, LocalFuture, Pool, ServerWs, Service, Settings, Upgrade,
+};
+use crate::net::timer::AsyncTimer;
+use bytes::{BufMut, BytesMut};
+use futures_util::{FutureExt, SinkExt, StreamExt};
+use msgbench_model::rpc::ServiceWork;
+use msgbench_model::ws_rpc::WsRpcServerConfig;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio_websockets::Message;
+
+/// Requests read (when already buffered) before one flush of their answers.
+const READS_PER_FLUSH: usize = 64;
+
+/// What the server answers for one method.
+#[derive(Debug, Clone)]
+pub struct MethodAnswer {
+    /// JSON-RPC method name.
+    pub method: String,
+    /// The `result`, as JSON text.
+    pub result_json: String,
+    /// Time spent per call, ns.
+    pub service_ns: u64,
+    /// How it is spent.
+    pub work: ServiceWork,
+}
+
+/// A running JSON-RPC server; stops when dropped.
+pub struct WsRpcServer {
+    pool: Pool,
+    service: Arc<RpcService>,
+    counts: Arc<Counts>,
+}
+
+/// What the server counted.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WsRpcReport {
+    /// Responses with a `result`.
+    pub results: u64,
+    /// Error responses (unknown method, parse error).
+    pub errors: u64,
+    /// Connection-level counts.
+    pub counts: ConnectionCounts,
+}
+
+impl WsRpcServer {
+    /// Binds `listen` and serves `methods`.
+    pub fn start(
+        config: &WsRpcServerConfig,
+        methods: Vec<MethodAnswer>,
+        listen: SocketAddr,
+    ) -> std::io::Result<WsRpcServer> {
+        let counts = Arc::new(Counts::default());
+        let service = Arc::new(RpcService {
+            settings: Settings {
+                threads: config.threads,
+                pin: config.pin.clone(),
+                max_frame: config.max_frame,
+                send_buffer: 0,
+                max_connections: config.max_connections,
+                name: "ws-rpc-server",
+            },
+            methods,
+            results: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            counts: counts.clone(),
+        });
+        let pool = Pool::start(service.clone(), counts.clone(), listen)?;
+        Ok(WsRpcServer {
+            pool,
+            service,
+            counts,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.pool.local_addr()
+    }
+
+    /// CPU used by the server threads so far, ns.
+    pub fn cpu_ns(&self) -> u64 {
+        self.pool.cpu_ns()
+    }
+
+    /// What it counted so far.
+    pub fn report(&self) -> WsRpcReport {
+        WsRpcReport {
+            results: self.service.results.load(Ordering::Relaxed),
+            errors: self.service.errors.load(Ordering::Relaxed),
+            counts: self.counts.snapshot(),
+        }
+    }
+
+    /// Stops every thread; returns what it counted.
+    pub fn stop(mut self) -> WsRpcReport {
+        self.pool.stop();
+        self.report()
+    }
+}
+
+struct RpcService {
+    settings: Settings,
+    methods: Vec<MethodAnswer>,
+    results: AtomicU64,
+    errors: AtomicU64,
+    counts: Arc<Counts>,
+}
+
+impl Service for RpcService {
+    type Local = ();
+
+    fn local(self: &Arc<Self>, _index: usize) -> Rc<()> {
+        Rc::new(())
+    }
+
+    fn background(self: &Arc<Self>, _local: Rc<()>) -> LocalFuture {
+        Box::pin(async {})
+    }
+
+    fn connection(
+        self: &Arc<Self>,
+        _local: Rc<()>,
+        _upgrade: Upgrade,
+        ws: ServerWs,
+    ) -> LocalFuture {
+        Box::pin(serve(self.clone(), ws))
+    }
+
+    fn page(&self, _path: &str) -> Option<(&'static str, &'static str)> {
+        None
+    }
+
+    fn finish(self: &Arc<Self>, _local: Rc<()>) {}
+
+    fn settings(&self) -> &Settings {
+        &self.settings
+    }
+}
+
+/// The parts of a request the server reads; `id` is echoed verbatim.
+#[derive(Deserialize)]
+struct Request<'a> {
+    #[serde(borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    method: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// An answer waiting for its timer: `(due, arrival order, id, method index)`.
+type Delayed = Reverse<(u64, u64, String, usize)>;
+
+async fn serve(service: Arc<RpcService>, mut ws: ServerWs) {
+    let Ok(timer) = AsyncTimer::new() else {
+        return;
+    };
+    let mut delayed: BinaryHeap<Delayed> = BinaryHeap::new();
+    let mut arrivals = 0u64;
+    let mut arena = BytesMut::with_capacity(64 << 10);
+    loop {
+        let due = delayed.peek().map(|Reverse((due, ..))| *due);
+        let mut answered = 0;
+        tokio::select! {
+            biased;
+            message = ws.next() => {
+                let message = match message {
+                    Some(Ok(m)) => m,
+                    Some(Err(_)) => {
+                        // An oversized or broken frame: tokio-websockets has queued the close.
+                        service.counts.protocol_errors.fetch_add(1, Ordering::Relaxed);
+                        let _ = ws.flush().await;
+                        return;
+                    }
+                    None => return,
+                };
+                answered += handle(&service, &message, &mut ws, &mut arena, &mut delayed, &mut arrivals).await;
+                // Answer what is already buffered before one flush.
+                for _ in 0..READS_PER_FLUSH {
+                    match ws.next().now_or_never() {
+                        Some(Some(Ok(m))) => {
+                            answered += handle(&service, &m, &mut ws, &mut arena, &mut delayed, &mut arrivals).await;
+                        }
+                        Some(_) => break,
+                        None => break,
+                    }
+                }
+            }
+            _ = timer.sleep_until(due.unwrap_or(u64::MAX)), if due.is_some() => {}
+        }
+        let now = crate::clock::now_ns();
+        while delayed.peek().is_some_and(|Reverse((due, ..))| *due <= now) {
+            let Reverse((_, _, id, m)) = delayed.pop().expect("peeked");
+            let answer = &service.methods[m];
+            respond(&mut arena, &id, Ok(&answer.result_json));
+            service.results.fetch_add(1, Ordering::Relaxed);
+            if ws
+                .feed(Message::text(arena.split().freeze()))
+                .await
+                .is_err()
+            {
+                return;
+            }
+            answered += 1;
+        }
+        if answered > 0 && ws.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Answers (or schedules the answer of) one request; returns how many answers were fed.
+async fn handle(
+    service: &RpcService,
+    message: &Message,
+    ws: &mut ServerWs,
+    arena: &mut BytesMut,
+    delayed: &mut BinaryHeap<Delayed>,
+    arrivals: &mut u64,
+) -> usize {
+    if !message.is_text() && !message.is_binary() {
+        return 0; // ping, pong, close
+    }
+    let parsed = serde_json::from_slice::<Request>(message.as_payload());
+    let (id, method) = match &parsed {
+        Ok(Request {
+            id: Some(id),
+            method: Some(method),
+        }) => (id.get(), method.as_ref()),
+        Ok(Request { id: Some(id), .. }) => {
+            service.errors.fetch_add(1, Ordering::Relaxed);
+            respond(arena, id.get(), Err((-32600, "Invalid Request")));
+            return feed(ws, arena).await;
+        }
+        _ => {
+            service.errors.fetch_add(1, Ordering::Relaxed);
+            respond(arena, "null", Err((-32700, "Parse error")));
+            return feed(ws, arena).await;
+        }
+    };
+    let Some(m) = service.methods.iter().position(|a| a.method == method) else {
+        service.errors.fetch_add(1, Ordering::Relaxed);
+        respond(arena, id, Err((-32601, "Method not found")));
+        return feed(ws, arena).await;
+    };
+    let answer = &service.methods[m];
+    match answer.work {
+        ServiceWork::Sleep if answer.service_ns > 0 => {
+            *arrivals += 1;
+            let due = crate::clock::now_ns() + answer.service_ns;
+            delayed.push(Reverse((due, *arrivals, id.to_string(), m)));
+            0
+        }
+        _ => {
+            if answer.service_ns > 0 {
+                let until = crate::clock::now_ns() + answer.service_ns;
+                while crate::clock::now_ns() < until {
+                    std::hint::spin_loop();
+                }
+            }
+            respond(arena, id, Ok(&answer.result_json));
+            service.results.fetch_add(1, Ordering::Relaxed);
+            feed(ws, arena).await
+        }
+    }
+}
+
+async fn feed(ws: &mut ServerWs, arena: &mut BytesMut) -> usize {
+    usize::from(ws.feed(Message::text(arena.split().freeze())).await.is_ok())
+}
+
+/// Appends a response: `{"jsonrpc":"2.0","id":…,"result":…}` or an `error` object.
+fn respond(arena: &mut BytesMut, id: &str, outcome: Result<&str, (i32, &str)>) {
+    if arena.capacity() - arena.len() < 256 {
+        arena.reserve(64 << 10);
+    }
+    let mut w = arena.writer();
+    // Writing into memory cannot fail.
+    let _ = match outcome {
+        Ok(result) => write!(w, r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#),
+        Err((code, message)) => write!(
+            w,
+            r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":{code},"message":"{message}"}}}}"#
+        ),
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn responses_echo_the_id_verbatim() {
+        let mut arena = BytesMut::new();
+        respond(&mut arena, "42", Ok("\"0x1\""));
+        assert_eq!(&arena[..], br#"{"jsonrpc":"2.0","id":42,"result":"0x1"}"#);
+        arena.clear();
+        respond(&mut arena, "\"a\"", Err((-32601, "Method not found")));
+        assert_eq!(
+            &arena[..],
+            br#"{"jsonrpc":"2.0","id":"a","error":{"code":-32601,"message":"Method not found"}}"#
+        );
+    }
+
+    #[test]
+    fn requests_parse_with_any_id_and_escaped_methods() {
+        let r: Request = serde_json::from_str(
+            r#"{"jsonrpc":"2.0","id":"x-1","method":"eth_\u0063hainId","params":[]}"#,
+        )
+        .unwrap();
+        assert_eq!(r.id.unwrap().get(), "\"x-1\"");
+        assert_eq!(r.method.unwrap(), "eth_chainId");
+    }
+}
