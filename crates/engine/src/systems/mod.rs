@@ -12,6 +12,7 @@ pub mod redis;
 pub mod rpc;
 pub mod ticks;
 pub mod window;
+pub mod ws_rpc;
 
 /// What the runner hands a system for one run.
 #[derive(Clone)]
@@ -120,6 +121,10 @@ pub fn run(scenario: &Scenario, ctx: &RunContext) -> Result<Measured, EngineErro
             redis::run(scenario, client, redis, sut.as_ref(), ctx)
         }
         System::Ticks { ticks, sut } => ticks::run(scenario, ticks, sut.as_ref(), ctx),
-        System::WsRpc { .. } => Err(EngineError::Io(std::io::Error::other("not built yet"))),
+        System::WsRpc {
+            client,
+            ws_rpc,
+            sut,
+        } => ws_rpc::run(scenario, client, ws_rpc, sut.as_ref(), ctx),
     }
 }

@@ -1,0 +1,432 @@
+//! The socket thread of one `ws-rpc` caller: a single-threaded tokio runtime that owns the
+//! caller's WebSocket connections. Requests come from the caller through an SPSC ring (and a
+//! `Notify` when the thread may be asleep in epoll); each is encoded as JSON-RPC from a
+//! pre-built prefix (`{"jsonrpc":"2.0","method":…,"params":…,"id":`) and the id, fed, and
+//! flushed once per batch. Responses are parsed for their id and outcome and handed back
+//! through a second ring; the caller waits for them with its wait strategy, and this thread
+//! wakes it when that strategy may park.
+use crate::affinity::pin_current_thread;
+use crate::clock::lower_timer_slack;
+use crate::ring::{Consumer, Producer};
+use crate::systems::ticks::native::{open, ClientWs, OpenError};
+use crate::systems::EngineError;
+use crate::wait::Sleeper;
+use bytes::{BufMut, BytesMut};
+use futures_util::{Sink, Stream};
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio_websockets::Message;
+
+/// Pause between reconnection attempts.
+const RECONNECT_EVERY: Duration = Duration::from_millis(100);
+/// Responses read from one connection before the others get a turn.
+const READS_PER_TURN: usize = 256;
+/// `Request::class` of a request to drop the connection and open a new one.
+pub const RESET: u32 = u32::MAX;
+
+/// A request from the caller.
+#[derive(Debug, Clone, Copy)]
+pub struct Request {
+    /// Connection index (within the caller).
+    pub conn: u32,
+    /// Method class, or [`RESET`].
+    pub class: u32,
+    /// Request id.
+    pub id: u64,
+}
+
+/// Why a connection went down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Down {
+    /// The server closed it or the socket failed.
+    Closed,
+    /// The server sent something that is not a JSON-RPC response.
+    Protocol,
+    /// The caller asked for a fresh connection (after a timeout).
+    Reset,
+}
+
+/// What the socket thread tells the caller.
+#[derive(Debug, Clone, Copy)]
+pub enum Event {
+    /// A response: its id, and whether it carries a `result` (not an `error`).
+    Reply {
+        /// Connection index.
+        conn: u32,
+        /// The id it answers.
+        id: u64,
+        /// `result` rather than `error`.
+        ok: bool,
+    },
+    /// The connection is down; requests in flight on it will not be answered.
+    Down {
+        /// Connection index.
+        conn: u32,
+        /// Why.
+        why: Down,
+    },
+    /// A reconnection succeeded.
+    Up {
+        /// Connection index.
+        conn: u32,
+    },
+    /// A reconnection attempt failed (it is retried).
+    ConnectFailed {
+        /// Handshake (not TCP) failure.
+        handshake: bool,
+    },
+}
+
+/// Everything a socket thread needs.
+pub struct Plan {
+    /// `ws://…` of the server.
+    pub url: String,
+    /// Connections it owns.
+    pub connections: usize,
+    /// CPU to pin it to.
+    pub pin: Option<usize>,
+    /// Per class: the request text before the id.
+    pub prefixes: Vec<String>,
+    /// Reconnect after a failure (else connections stay down).
+    pub reconnect: bool,
+    /// Hint for a failed first connection.
+    pub hint: String,
+}
+
+/// The thread's ends of the rings and its signals.
+pub struct Ends {
+    /// Requests from the caller.
+    pub requests: Consumer<Request>,
+    /// Events to the caller.
+    pub events: Producer<Event>,
+    /// Raised by the caller after it pushes requests.
+    pub notify: Arc<tokio::sync::Notify>,
+    /// The caller, when its wait strategy may park.
+    pub caller: Option<Arc<Sleeper>>,
+    /// Raised by the caller when it is done.
+    pub stop: Arc<AtomicBool>,
+}
+
+/// Runs the socket thread: connects, reports on `ready`, serves until `stop`.
+pub fn run(plan: Plan, ends: Ends, ready: Sender<Result<(), EngineError>>) {
+    lower_timer_slack();
+    if let Some(cpu) = plan.pin {
+        if let Err(source) = pin_current_thread(cpu) {
+            let _ = ready.send(Err(EngineError::Pin {
+                role: "ws-rpc socket",
+                cpu,
+                source,
+            }));
+            return;
+        }
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = ready.send(Err(EngineError::Io(e)));
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async move {
+        let mut conns = Vec::with_capacity(plan.connections);
+        for _ in 0..plan.connections {
+            match open(&plan.url, 0).await {
+                Ok(ws) => conns.push(Some(ws)),
+                Err(e) => {
+                    let _ = ready.send(Err(e.into_engine(&plan.url, &plan.hint)));
+                    return;
+                }
+            }
+        }
+        let _ = ready.send(Ok(()));
+        let mut io = Io {
+            notified: Box::pin(ends.notify.clone().notified_owned()),
+            conns,
+            dirty: vec![false; plan.connections],
+            reconnecting: (0..plan.connections).map(|_| None).collect(),
+            retry: Vec::new(),
+            pending: Vec::new(),
+            arena: BytesMut::with_capacity(64 << 10),
+            plan,
+            ends,
+        };
+        std::future::poll_fn(|cx| io.poll(cx)).await;
+        for ws in io.conns.iter_mut().flatten() {
+            let _ =
+                tokio::time::timeout(Duration::from_millis(100), futures_util::SinkExt::close(ws))
+                    .await;
+        }
+    });
+}
+
+struct Io {
+    plan: Plan,
+    ends: Ends,
+    notified: Pin<Box<tokio::sync::futures::OwnedNotified>>,
+    conns: Vec<Option<ClientWs>>,
+    dirty: Vec<bool>,
+    /// Connections being opened again.
+    reconnecting: Vec<Option<tokio::task::JoinHandle<Result<ClientWs, OpenError>>>>,
+    /// Connections to open again, and after how long.
+    retry: Vec<(usize, Duration)>,
+    /// Events the ring had no room for (it is sized so that this stays empty).
+    pending: Vec<Event>,
+    arena: BytesMut,
+}
+
+/// The parts of a response the client reads.
+#[derive(Deserialize)]
+struct Reply {
+    id: Option<u64>,
+    result: Option<IgnoredAny>,
+    error: Option<IgnoredAny>,
+}
+
+impl Io {
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.ends.stop.load(Ordering::Acquire) {
+            return Poll::Ready(());
+        }
+        // Re-arm the wake-up for new requests before taking them, so none is missed.
+        while self.notified.as_mut().poll(cx).is_ready() {
+            self.notified = Box::pin(self.ends.notify.clone().notified_owned());
+        }
+        let mut told = false;
+        self.send_requests();
+        for i in 0..self.conns.len() {
+            self.flush(i, cx);
+            told |= self.read(i, cx);
+        }
+        for (i, delay) in std::mem::take(&mut self.retry) {
+            self.try_again(i, delay, cx);
+        }
+        self.reconnect(cx);
+        told |= self.flush_pending();
+        if told {
+            if let Some(caller) = &self.ends.caller {
+                caller.wake();
+            }
+        }
+        Poll::Pending
+    }
+
+    fn push(&mut self, event: Event) -> bool {
+        if let Err(e) = self.ends.events.push(event) {
+            self.pending.push(e);
+        }
+        true
+    }
+
+    fn flush_pending(&mut self) -> bool {
+        let mut any = false;
+        while let Some(e) = self.pending.first().copied() {
+            if self.ends.events.push(e).is_err() {
+                break;
+            }
+            self.pending.remove(0);
+            any = true;
+        }
+        any
+    }
+
+    fn send_requests(&mut self) {
+        while let Some(r) = self.ends.requests.pop() {
+            let i = r.conn as usize;
+            if r.class == RESET {
+                self.down(i, Down::Reset);
+                continue;
+            }
+            let Some(ws) = self.conns[i].as_mut() else {
+                continue; // it went down after the caller sent: the caller learns from `Down`
+            };
+            if self.arena.capacity() - self.arena.len() < 512 {
+                self.arena.reserve(64 << 10);
+            }
+            self.arena
+                .put_slice(self.plan.prefixes[r.class as usize].as_bytes());
+            let mut digits = itoa_buffer();
+            self.arena.put_slice(format_u64(r.id, &mut digits));
+            self.arena.put_u8(b'}');
+            let message = Message::text(self.arena.split().freeze());
+            if Pin::new(ws).start_send(message).is_err() {
+                self.down(i, Down::Closed);
+                continue;
+            }
+            self.dirty[i] = true;
+        }
+    }
+
+    fn flush(&mut self, i: usize, cx: &mut Context<'_>) {
+        if !self.dirty[i] {
+            return;
+        }
+        let Some(ws) = self.conns[i].as_mut() else {
+            self.dirty[i] = false;
+            return;
+        };
+        match Pin::new(ws).poll_flush(cx) {
+            Poll::Ready(Ok(())) => self.dirty[i] = false,
+            Poll::Ready(Err(_)) => self.down(i, Down::Closed),
+            Poll::Pending => {}
+        }
+    }
+
+    /// Reads the responses that arrived on connection `i`; true when any event was pushed.
+    fn read(&mut self, i: usize, cx: &mut Context<'_>) -> bool {
+        let mut told = false;
+        for _ in 0..READS_PER_TURN {
+            let Some(ws) = self.conns[i].as_mut() else {
+                return told;
+            };
+            match Pin::new(ws).poll_next(cx) {
+                Poll::Ready(Some(Ok(m))) if m.is_text() || m.is_binary() => {
+                    match serde_json::from_slice::<Reply>(m.as_payload()) {
+                        Ok(Reply {
+                            id: Some(id),
+                            result,
+                            error,
+                        }) if result.is_some() != error.is_some() => {
+                            told |= self.push(Event::Reply {
+                                conn: i as u32,
+                                id,
+                                ok: result.is_some(),
+                            });
+                        }
+                        _ => {
+                            self.down(i, Down::Protocol);
+                            return true;
+                        }
+                    }
+                }
+                Poll::Ready(Some(Ok(_))) => {} // ping, pong
+                Poll::Ready(Some(Err(_))) | Poll::Ready(None) => {
+                    self.down(i, Down::Closed);
+                    return true;
+                }
+                Poll::Pending => return told,
+            }
+        }
+        cx.waker().wake_by_ref();
+        told
+    }
+
+    /// Marks connection `i` down; under `reconnect` it is opened again.
+    fn down(&mut self, i: usize, why: Down) {
+        self.conns[i] = None;
+        self.dirty[i] = false;
+        self.push(Event::Down {
+            conn: i as u32,
+            why,
+        });
+        if self.plan.reconnect {
+            self.retry.push((
+                i,
+                if why == Down::Reset {
+                    Duration::ZERO
+                } else {
+                    RECONNECT_EVERY
+                },
+            ));
+        }
+    }
+
+    /// Takes over the connections that came back, and tries again those that did not.
+    fn reconnect(&mut self, cx: &mut Context<'_>) {
+        for i in 0..self.conns.len() {
+            let Some(attempt) = self.reconnecting[i].as_mut() else {
+                continue;
+            };
+            let Poll::Ready(done) = Pin::new(attempt).poll(cx) else {
+                continue;
+            };
+            self.reconnecting[i] = None;
+            match done {
+                Ok(Ok(ws)) => {
+                    self.conns[i] = Some(ws);
+                    self.push(Event::Up { conn: i as u32 });
+                }
+                Ok(Err(e)) => {
+                    self.push(Event::ConnectFailed {
+                        handshake: matches!(e, OpenError::Handshake(_)),
+                    });
+                    self.try_again(i, RECONNECT_EVERY, cx);
+                }
+                Err(_) => {} // the runtime is shutting down
+            }
+        }
+    }
+
+    /// Opens connection `i` again after `delay`, in a task of this thread.
+    fn try_again(&mut self, i: usize, delay: Duration, cx: &mut Context<'_>) {
+        let url = self.plan.url.clone();
+        let mut attempt = tokio::task::spawn_local(async move {
+            tokio::time::sleep(delay).await;
+            open(&url, 0).await
+        });
+        // Register interest now: its completion must wake this poll.
+        if let Poll::Ready(done) = Pin::new(&mut attempt).poll(cx) {
+            drop(done);
+        }
+        self.reconnecting[i] = Some(attempt);
+    }
+}
+
+/// A stack buffer for [`format_u64`].
+fn itoa_buffer() -> [u8; 20] {
+    [0; 20]
+}
+
+/// The decimal digits of `v` (no allocation).
+fn format_u64(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            return &buf[i..];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_written_in_decimal() {
+        let mut b = itoa_buffer();
+        assert_eq!(format_u64(0, &mut b), b"0");
+        assert_eq!(format_u64(u64::MAX, &mut b), b"18446744073709551615");
+        assert_eq!(format_u64(4_294_967_297, &mut b), b"4294967297");
+    }
+
+    #[test]
+    fn replies_are_results_or_errors_with_an_id() {
+        let ok: Reply =
+            serde_json::from_str(r#"{"jsonrpc":"2.0","id":7,"result":{"a":[1]}}"#).unwrap();
+        assert_eq!(
+            (ok.id, ok.result.is_some(), ok.error.is_some()),
+            (Some(7), true, false)
+        );
+        let err: Reply = serde_json::from_str(
+            r#"{"jsonrpc":"2.0","id":8,"error":{"code":-32601,"message":"x"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (err.id, err.result.is_some(), err.error.is_some()),
+            (Some(8), false, true)
+        );
+    }
+}
