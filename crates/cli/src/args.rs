@@ -76,6 +76,48 @@ pub enum ServeCommand {
     ///
     /// Example: msgbench serve ticks --listen 127.0.0.1:9000 --rate 500000 --policy drop-oldest --for 60s
     Ticks(ServeTicksArgs),
+    /// A JSON-RPC 2.0 server over WebSocket (ws://HOST:PORT/, any path): answers one method
+    /// (default `eth_chainId` with "0x1") after a simulated service time; other methods get
+    /// JSON-RPC's "Method not found". Prints how many calls it answered when it stops.
+    ///
+    /// Example: msgbench serve ws-rpc --listen 127.0.0.1:8546 --method eth_chainId --result '"0x1"'
+    WsRpc(ServeWsRpcArgs),
+}
+
+/// `msgbench serve ws-rpc`.
+#[derive(Debug, Args)]
+pub struct ServeWsRpcArgs {
+    /// Address to listen on (port 0: any free port; the chosen one is printed).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8546")]
+    pub listen: String,
+    /// The JSON-RPC method it answers.
+    #[arg(long, value_name = "NAME", default_value = "eth_chainId")]
+    pub method: String,
+    /// Its result, as JSON (a string needs its quotes: '"0x1"').
+    #[arg(long, value_name = "JSON", default_value = "\"0x1\"")]
+    pub result: String,
+    /// Time each call takes (e.g. 50us).
+    #[arg(long, value_name = "DURATION", default_value = "0")]
+    pub service: String,
+    /// How the time is spent: busy (the server thread spins; answers in order) or sleep (a
+    /// timer answers; a slow call is overtaken).
+    #[arg(long, value_name = "WORK", default_value = "busy")]
+    pub work: String,
+    /// Server threads; connections are dealt to them round-robin.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub threads: u32,
+    /// CPUs of the server threads, comma-separated, one per thread.
+    #[arg(long, value_name = "CPUS", value_delimiter = ',')]
+    pub pin: Vec<usize>,
+    /// Largest request accepted, bytes; a larger one closes its connection.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
+    pub max_frame: u32,
+    /// Most connections open at once; more are refused.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_connections: u32,
+    /// Stop by itself after this long (e.g. 30s); without it, serve until Ctrl-C.
+    #[arg(long = "for", value_name = "DURATION")]
+    pub run_for: Option<String>,
 }
 
 /// `msgbench serve ticks`.

@@ -1,7 +1,7 @@
 //! `msgbench serve …`: the built-in servers in the foreground, so that other clients (or
 //! another msgbench) can be measured against them. Each runs until Ctrl-C or `--for`, then prints
 //! what it counted.
-use crate::args::{ServeCommand, ServeRpcArgs, ServeTicksArgs};
+use crate::args::{ServeCommand, ServeRpcArgs, ServeTicksArgs, ServeWsRpcArgs};
 use crate::commands::{fail, install_ctrl_c, machine_limits};
 use crate::{EXIT_BAD_INPUT, EXIT_INTERRUPTED};
 use msgbench_engine::net::tick::Schedule;
@@ -21,6 +21,7 @@ pub fn serve(command: ServeCommand) -> ExitCode {
     match command {
         ServeCommand::Rpc(args) => serve_rpc(args),
         ServeCommand::Ticks(args) => serve_ticks(args),
+        ServeCommand::WsRpc(args) => serve_ws_rpc(args),
     }
 }
 
@@ -286,5 +287,80 @@ fn run_tick_server(
                 .unwrap_or("-")
         );
     }
+    exit_code(&stop)
+}
+
+fn serve_ws_rpc(args: ServeWsRpcArgs) -> ExitCode {
+    let prepared = (|| -> Result<_, String> {
+        let spec = msgbench_model::ws_rpc::WsRpcServerSpec {
+            threads: args.threads,
+            pin: args.pin.clone(),
+            max_frame: args.max_frame,
+            max_connections: args.max_connections,
+        };
+        let config = spec
+            .validate(&machine_limits(), &flag_error("ws-rpc", "ws_rpc.server."))
+            .map_err(|e| e.to_string())?;
+        if serde_json::from_str::<serde_json::Value>(&args.result).is_err() {
+            return Err(format!(
+                "--result {}: not JSON; a string needs its quotes, e.g. --result '\"0x1\"'",
+                args.result
+            ));
+        }
+        if args.method.is_empty() || args.method.contains(['"', '\\']) {
+            return Err(format!(
+                "--method {:?}: name a JSON-RPC method such as eth_chainId",
+                args.method
+            ));
+        }
+        let answer = msgbench_engine::server::ws_rpc::MethodAnswer {
+            method: args.method.clone(),
+            result_json: args.result.clone(),
+            service_ns: parse_duration("service", &args.service)?.as_nanos() as u64,
+            work: parse_choice("work", &args.work, "busy, sleep")?,
+        };
+        let run_for = args
+            .run_for
+            .as_deref()
+            .map(|t| parse_duration("for", t))
+            .transpose()?;
+        Ok((config, answer, listen_address(&args.listen)?, run_for))
+    })();
+    let (config, answer, listen, run_for) = match prepared {
+        Ok(p) => p,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    install_ctrl_c(stop.clone());
+    msgbench_engine::clock::calibrate();
+    let method = answer.method.clone();
+    let server =
+        match msgbench_engine::server::ws_rpc::WsRpcServer::start(&config, vec![answer], listen) {
+            Ok(s) => s,
+            Err(e) => {
+                return fail(
+                    1,
+                    format!("cannot listen on {listen}: {e}; pick another port with --listen"),
+                )
+            }
+        };
+    print_now(&format!(
+        "msgbench JSON-RPC server answering `{method}` on ws://{}/",
+        server.local_addr()
+    ));
+    let started = std::time::Instant::now();
+    serve_until(&stop, run_for);
+    let cpu_s = server.cpu_ns() as f64 / 1e9;
+    let r = server.stop();
+    println!(
+        "answered {} calls ({} with an error) on {} connections in {:.1} s, {cpu_s:.2} CPU-s; {} refused over the limit, {} failed handshakes, {} closed for bad frames",
+        r.results + r.errors,
+        r.errors,
+        r.counts.accepted,
+        started.elapsed().as_secs_f64(),
+        r.counts.refused,
+        r.counts.handshake_failures,
+        r.counts.protocol_errors
+    );
     exit_code(&stop)
 }

@@ -728,6 +728,13 @@ impl ScenarioSpec {
                 System::Redis { client, redis, sut }
             }
             SystemKind::Ticks => {
+                if self.run.operations.is_some() {
+                    return Err(invalid(
+                        "run.operations",
+                        "is set for a broadcast stream".into(),
+                        "a tick stream runs for `run.duration`; remove `run.operations`",
+                    ));
+                }
                 let ticks = self.ticks.validate(&self.pacing, limits, &invalid)?;
                 let ready = ticks.address.as_deref().map(crate::ticks::ws_authority);
                 let sut = self.sut.validate(ready, &invalid)?;
