@@ -111,6 +111,8 @@ pub struct Counts {
     pub protocol_errors: AtomicU64,
     /// Open connections.
     pub open: AtomicUsize,
+    /// Connections closed without a byte (browsers open spare connections in advance).
+    pub idle: AtomicU64,
 }
 
 /// A reading of [`Counts`].
@@ -382,6 +384,12 @@ async fn handle<S: Service>(
         .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
     let head = match tokio::time::timeout(HANDSHAKE_TIMEOUT, peek_head(&stream)).await {
         Ok(Some(head)) => head,
+        // A connection that never says anything (a browser's speculative preconnect) is not a
+        // failed handshake.
+        _ if !has_bytes(&stream) => {
+            counts.idle.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         _ => {
             counts.handshake_failures.fetch_add(1, Ordering::Relaxed);
             return reply(
@@ -439,6 +447,22 @@ struct Head {
     path: String,
     query: Vec<(String, String)>,
     upgrade: bool,
+}
+
+/// True when the peer sent anything at all.
+fn has_bytes(stream: &TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut one = [0u8; 1];
+    // SAFETY: a valid socket and a 1-byte buffer; MSG_PEEK leaves the byte where it is.
+    let n = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            one.as_mut_ptr().cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n > 0
 }
 
 /// Peeks (without consuming) until the request head is complete, so that tokio-websockets can

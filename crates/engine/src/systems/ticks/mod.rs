@@ -363,7 +363,14 @@ impl Run<'_> {
         }
         clients.extend(pages);
         clients.sort_by(|a, b| (a.group, natural(&a.name)).cmp(&(b.group, natural(&b.name))));
-        let streams = join_streams(&clients, server_report.as_ref(), self.ticks, schedule);
+        let deadline_ns = self.shared.deadline_ns.load(Ordering::Relaxed);
+        let streams = join_streams(
+            &clients,
+            server_report.as_ref(),
+            self.ticks,
+            schedule,
+            deadline_ns,
+        );
         if let Some(report) = &server_report {
             recording_send_lag(&mut recording, report);
             notes.extend(server_notes(report));
@@ -467,6 +474,7 @@ fn join_streams(
     server: Option<&ServerReport>,
     ticks: &TicksConfig,
     schedule: Schedule,
+    deadline_ns: u64,
 ) -> Vec<StreamClient> {
     clients
         .iter()
@@ -497,8 +505,12 @@ fn join_streams(
             if c.kind == "browser" {
                 if let Some(r) = reports.last() {
                     result.page_clock = r.page_clock;
-                    if let (None, Some((why, at))) = (&result.closed, &r.closed) {
-                        result.closed = Some(stats::closed_when(why, *at, &schedule));
+                    // Closed at the deadline: the run was over, not the page.
+                    match (&result.closed, &r.closed) {
+                        (None, Some((why, at))) if *at < deadline_ns => {
+                            result.closed = Some(stats::closed_when(why, *at, &schedule));
+                        }
+                        _ => {}
                     }
                 }
             }
