@@ -65,11 +65,20 @@ enum Report {
     },
 }
 
+/// Most separate runs of missing numbers a [`SequenceChecker`] remembers; older ones are taken
+/// as lost for good (a late number from them then counts as a duplicate).
+const MAX_OPEN_GAPS: usize = 256;
+
 /// Checks sequence numbers of one stream: gaps, duplicates and reordering.
-#[derive(Debug, Default, Clone, Copy)]
+///
+/// The in-order case is one comparison. Out of order, the checker remembers which numbers are
+/// missing (as ranges): a late number that fills a missing one is *reordered* (and no longer a
+/// gap), any other number at or below the last one seen is a *duplicate*.
+#[derive(Debug, Default, Clone)]
 pub struct SequenceChecker {
     expected: u64,
-    missing: u64,
+    /// Missing numbers, as `start..end` ranges in increasing order.
+    missing: std::collections::VecDeque<(u64, u64)>,
     /// Errors seen so far.
     pub errors: SequenceErrors,
 }
@@ -83,8 +92,7 @@ impl SequenceChecker {
         }
     }
 
-    /// Checks `seq` against the next expected number. A number above it opens a gap; a number
-    /// below it is counted as reordered while gaps are open (it may fill one), else as duplicate.
+    /// Checks `seq` against the next expected number.
     #[inline]
     pub fn check(&mut self, seq: u64) {
         if seq == self.expected {
@@ -98,14 +106,34 @@ impl SequenceChecker {
     fn check_slow(&mut self, seq: u64) {
         if seq > self.expected {
             self.errors.gaps += seq - self.expected;
-            self.missing += seq - self.expected;
+            if self.missing.len() == MAX_OPEN_GAPS {
+                self.missing.pop_front();
+            }
+            self.missing.push_back((self.expected, seq));
             self.expected = seq + 1;
-        } else if self.missing > 0 {
-            self.missing -= 1;
-            self.errors.gaps -= 1;
-            self.errors.reordered += 1;
-        } else {
+            return;
+        }
+        let found = self
+            .missing
+            .iter()
+            .position(|&(start, end)| start <= seq && seq < end);
+        let Some(i) = found else {
             self.errors.duplicates += 1;
+            return;
+        };
+        self.errors.gaps -= 1;
+        self.errors.reordered += 1;
+        let (start, end) = self.missing[i];
+        match (seq == start, seq + 1 == end) {
+            (true, true) => {
+                self.missing.remove(i);
+            }
+            (true, false) => self.missing[i].0 = seq + 1,
+            (false, true) => self.missing[i].1 = seq,
+            (false, false) => {
+                self.missing[i].1 = seq;
+                self.missing.insert(i + 1, (seq + 1, end));
+            }
         }
     }
 }
@@ -628,6 +656,23 @@ mod tests {
                 gaps: 2,
                 duplicates: 1,
                 reordered: 1
+            }
+        );
+    }
+
+    #[test]
+    fn a_duplicate_is_not_taken_for_a_late_number_while_gaps_are_open() {
+        let mut s = SequenceChecker::starting_at(10);
+        // 11 and 14..16 go missing; 12 comes twice; 15 comes late, 14 never.
+        for seq in [10, 12, 12, 13, 17, 15, 13, 18] {
+            s.check(seq);
+        }
+        assert_eq!(
+            s.errors,
+            SequenceErrors {
+                gaps: 3,       // 11, 14, 16
+                duplicates: 2, // the second 12, the second 13
+                reordered: 1   // 15
             }
         );
     }

@@ -94,7 +94,7 @@ impl StreamStats {
 
     /// Sequence errors over all its connections.
     pub fn sequence(&self) -> SequenceErrors {
-        let now = self.sequence.map(|s| s.errors).unwrap_or_default();
+        let now = self.sequence.as_ref().map(|s| s.errors).unwrap_or_default();
         SequenceErrors {
             gaps: self.earlier.gaps + now.gaps,
             duplicates: self.earlier.duplicates + now.duplicates,

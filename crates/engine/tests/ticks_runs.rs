@@ -1,0 +1,488 @@
+//! Real runs of the tick stream: the built-in server and msgbench's native client on loopback,
+//! and small misbehaving WebSocket servers written here. Accounting at both ends, every
+//! slow-client policy, sequence checking, and every fault kind.
+use futures_util::{SinkExt, StreamExt};
+use msgbench_engine::environment::Environment;
+use msgbench_engine::net::tick::Tick;
+use msgbench_engine::runner::{run_experiment, Outcome, RunError, Silent};
+use msgbench_model::scenario::MachineLimits;
+use msgbench_model::sweep::Override;
+use msgbench_model::{Experiment, RunResult};
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_websockets::Message;
+
+/// One run at a time: server and client threads share this machine's two cores.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn try_run(toml: &str, sets: &[&str]) -> (Result<Outcome, RunError>, tempfile::TempDir) {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let overrides: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
+    let limits = MachineLimits {
+        cpus: msgbench_engine::affinity::allowed_cpus(),
+    };
+    let experiment = Experiment::load(toml, "test.toml", &overrides, &limits).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let outcome = run_experiment(
+        &experiment,
+        dir.path(),
+        Environment::capture(vec![]),
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(Silent),
+    );
+    (outcome, dir)
+}
+
+fn run(toml: &str, sets: &[&str]) -> Vec<RunResult> {
+    let (outcome, _dir) = try_run(toml, sets);
+    outcome.unwrap().results
+}
+
+/// Both invariants for the run and for every client, and every delivery's latency recorded.
+fn assert_accounted(r: &RunResult) {
+    r.counters
+        .check()
+        .unwrap_or_else(|e| panic!("{}: {e}", r.run_id));
+    assert_eq!(r.latency.count, r.counters.delivered, "{}", r.run_id);
+    let mut delivered = 0;
+    for c in &r.streams {
+        c.counters
+            .check()
+            .unwrap_or_else(|e| panic!("{} {}: {e}", r.run_id, c.name));
+        assert_eq!(
+            c.latency.count, c.counters.delivered,
+            "{} {}",
+            r.run_id, c.name
+        );
+        delivered += c.counters.delivered;
+    }
+    assert_eq!(delivered, r.counters.delivered, "{}", r.run_id);
+}
+
+fn client<'a>(r: &'a RunResult, name: &str) -> &'a msgbench_model::result::StreamClient {
+    r.streams
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("{}: no client {name}", r.run_id))
+}
+
+const TICKS: &str = "system = \"ticks\"\n[run]\nduration = \"1s\"\nwarmup = \"200ms\"\ndrain_timeout = \"1s\"\n[pacing]\nmode = \"rate\"\nper_sec = 50000\n";
+
+#[test]
+fn a_fast_client_gets_every_tick_in_both_formats_and_acknowledges_it() {
+    let toml = format!("{TICKS}[sweep]\n\"ticks.format\" = [\"binary\", \"json\"]\n");
+    let results = run(&toml, &[]);
+    assert_eq!(results.len(), 2);
+    for r in &results {
+        assert_accounted(r);
+        let c = client(r, "client-0");
+        let server = c.server.expect("the built-in server reports its side");
+        // 50k/s for 1 s: the absolute schedule makes exactly 50 000 measured ticks.
+        assert_eq!(server.generated, 50_000, "{}", r.run_id);
+        assert_eq!(
+            (
+                server.queued,
+                server.written,
+                server.acked,
+                c.counters.delivered
+            ),
+            (50_000, 50_000, 50_000, 50_000),
+            "{}: every tick queued, written, acknowledged and delivered",
+            r.run_id
+        );
+        assert_eq!((c.counters.dropped, c.counters.in_flight_end), (0, 0));
+        assert_eq!(c.sequence.total() + c.gaps_seen, 0, "{}", r.run_id);
+        assert!(c.closed.is_none(), "{}: {:?}", r.run_id, c.closed);
+        let per_second: u64 = c.intervals.iter().map(|i| i.generated).sum();
+        assert_eq!(per_second, 50_000, "{}: intervals add up", r.run_id);
+        assert_eq!(c.intervals.last().unwrap().backlog, 0, "{}", r.run_id);
+        assert!(c.latency.p50_ns > 0 && c.latency.p50_ns < 50_000_000);
+        assert_eq!(r.target_per_sec, Some(50_000.0));
+    }
+}
+
+#[test]
+fn every_slow_client_policy_is_accounted_for() {
+    // The slow client takes 100 µs per tick (10k/s) of 40k/s. (Socket buffers stay at 64 KiB:
+    // below loopback's 64 KiB MSS, TCP's window updates stall and a client reads in bursts.)
+    let toml = format!(
+        r#"{TICKS}
+[ticks]
+receive_buffer = 65536
+[ticks.server]
+queue = 1024
+send_buffer = 65536
+[ticks.clients.fast]
+connections = 1
+[ticks.clients.slow]
+connections = 1
+cost = "100us"
+work = "sleep"
+[sweep]
+"ticks.server.policy" = ["unbounded", "drop-oldest", "drop-newest", "disconnect"]
+"#
+    );
+    let results = run(&toml, &["pacing.per_sec=40000"]);
+    let by_policy = |p: &str| {
+        results
+            .iter()
+            .find(|r| r.param("ticks.server.policy") == Some(p))
+            .unwrap()
+    };
+    for r in &results {
+        assert_accounted(r);
+        let fast = client(r, "fast-0");
+        assert_eq!(
+            fast.counters.delivered, 40_000,
+            "{}: the fast client gets every tick whatever happens to the slow one",
+            r.run_id
+        );
+        assert_eq!(
+            r.sequence.total(),
+            0,
+            "{}: gaps are the server's drops",
+            r.run_id
+        );
+    }
+    let unbounded = client(by_policy("unbounded"), "slow-0");
+    assert_eq!(unbounded.counters.dropped, 0);
+    assert!(
+        unbounded.counters.in_flight_end > 10_000,
+        "{:?}",
+        unbounded.counters
+    );
+    let backlog: Vec<i64> = unbounded.intervals.iter().map(|i| i.backlog).collect();
+    assert!(backlog[0] > 10_000, "{backlog:?}");
+    assert!(
+        unbounded.server.unwrap().queue_peak > 1024,
+        "the queue grew past `queue`"
+    );
+
+    let oldest = client(by_policy("drop-oldest"), "slow-0");
+    assert!(oldest.counters.dropped > 10_000, "{:?}", oldest.counters);
+    assert_eq!(oldest.counters.in_flight_end, 0, "a bounded queue drains");
+    assert!(
+        oldest.gaps_seen >= oldest.counters.dropped,
+        "drops show as gaps"
+    );
+    assert!(
+        oldest.latency.p99_ns < unbounded.latency.p99_ns,
+        "dropping bounds latency: {} vs {}",
+        oldest.latency.p99_ns,
+        unbounded.latency.p99_ns
+    );
+
+    let newest = client(by_policy("drop-newest"), "slow-0");
+    let server = newest.server.unwrap();
+    assert!(newest.counters.dropped > 10_000);
+    assert_eq!(
+        server.queued + server.dropped,
+        server.generated,
+        "refused, not queued"
+    );
+
+    let disconnect = by_policy("disconnect");
+    let slow = client(disconnect, "slow-0");
+    let why = slow.closed.as_deref().unwrap_or_default();
+    assert!(why.contains("1013") && why.contains("overflowed"), "{why}");
+    assert_eq!(slow.faults.disconnects, 1);
+    assert!(disconnect
+        .warnings
+        .iter()
+        .any(|w| w.contains("slow-0 ended early")));
+}
+
+/// A WebSocket server on its own thread; each connection goes to `serve`.
+fn ws_server<F, Fut>(serve: F) -> SocketAddr
+where
+    F: Fn(tokio_websockets::WebSocketStream<tokio::net::TcpStream>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            while let Ok((stream, _)) = listener.accept().await {
+                if let Ok((_, ws)) = tokio_websockets::ServerBuilder::new().accept(stream).await {
+                    tokio::task::spawn_local(serve(ws));
+                }
+            }
+        });
+    });
+    addr
+}
+
+/// Sends tick `seq` stamped now, in binary.
+async fn send_tick(
+    ws: &mut tokio_websockets::WebSocketStream<tokio::net::TcpStream>,
+    seq: u64,
+) -> bool {
+    let mut out = bytes::BytesMut::new();
+    Tick::at(seq, msgbench_engine::clock::now_ns(), 10).encode_binary(&mut out);
+    ws.send(Message::binary(out.freeze())).await.is_ok()
+}
+
+fn external(address: SocketAddr, extra: &str) -> String {
+    format!(
+        "system = \"ticks\"\n[run]\nduration = \"400ms\"\nwarmup = \"0\"\ndrain_timeout = \"200ms\"\n[pacing]\nmode = \"rate\"\nper_sec = 1000\n[ticks]\naddress = \"ws://{address}/ticks\"\n{extra}"
+    )
+}
+
+#[test]
+fn gaps_duplicates_and_reordering_from_a_broken_server_fail_the_run_and_are_written() {
+    // Every 100 ticks: 3 missing, one repeated, two swapped.
+    let addr = ws_server(|mut ws| async move {
+        let mut i = 0u64;
+        loop {
+            let seqs: Vec<u64> = match i % 100 {
+                10 => vec![],         // a gap of one
+                20 => vec![i, i],     // a duplicate
+                30 => vec![i + 1, i], // reordered
+                31 => vec![],
+                _ => vec![i],
+            };
+            for s in seqs {
+                if !send_tick(&mut ws, s).await {
+                    return;
+                }
+            }
+            i += 1;
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+    });
+    let (outcome, dir) = try_run(&external(addr, ""), &[]);
+    match outcome {
+        Err(RunError::SequenceBroken {
+            gaps,
+            duplicates,
+            reordered,
+            ..
+        }) => {
+            assert!(
+                gaps >= 1 && duplicates >= 1 && reordered >= 1,
+                "{gaps} {duplicates} {reordered}"
+            );
+        }
+        other => panic!("expected a sequence failure, got {other:?}"),
+    }
+    let written = std::fs::read_dir(dir.path()).unwrap().count();
+    assert_eq!(written, 1, "the failed run is on disk");
+
+    // The same stream read as a lossy feed: gaps are drops, duplicates still errors.
+    let (outcome, _dir) = try_run(&external(addr, "gaps = \"drops\"\n"), &[]);
+    assert!(matches!(
+        outcome,
+        Err(RunError::SequenceBroken { gaps: 0, .. })
+    ));
+}
+
+#[test]
+fn malformed_messages_are_counted_and_the_stream_goes_on() {
+    let addr = ws_server(|mut ws| async move {
+        let mut seq = 0;
+        loop {
+            let ok = if seq % 50 == 25 {
+                ws.send(Message::binary(vec![1u8; 20])).await.is_ok()
+                    && ws.send(Message::text("{\"seq\": \"nope\"}")).await.is_ok()
+            } else {
+                true
+            };
+            if !ok || !send_tick(&mut ws, seq).await {
+                return;
+            }
+            seq += 1;
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        }
+    });
+    let results = run(&external(addr, ""), &[]);
+    let r = &results[0];
+    assert_accounted(r);
+    let c = client(r, "client-0");
+    assert!(c.faults.protocol_errors >= 4, "{:?}", c.faults);
+    assert!(c.counters.delivered > 100, "{:?}", c.counters);
+    assert!(
+        c.server.is_none(),
+        "not msgbench's server: no server counts"
+    );
+    assert_eq!(r.target_per_sec, None, "someone else's schedule");
+}
+
+#[test]
+fn a_server_that_closes_mid_run_is_a_counted_disconnect_under_each_on_close() {
+    let addr = ws_server(|mut ws| async move {
+        for seq in 0..150 {
+            if !send_tick(&mut ws, seq).await {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let _ = ws.close().await;
+    });
+    let continued = run(&external(addr, ""), &[]);
+    let c = client(&continued[0], "client-0");
+    assert_eq!(c.faults.disconnects, 1);
+    assert!(
+        c.closed.as_deref().unwrap_or_default().contains("closed"),
+        "{:?}",
+        c.closed
+    );
+    assert!(!continued[0].interrupted);
+
+    let stopped = run(&external(addr, "on_close = \"stop\"\n"), &[]);
+    assert!(stopped[0].interrupted);
+    assert!(
+        stopped[0].warnings[0].starts_with("stopped early"),
+        "{:?}",
+        stopped[0].warnings
+    );
+
+    let reconnected = run(
+        &external(addr, "on_close = \"reconnect\"\n"),
+        &["run.duration=\"700ms\""],
+    );
+    let c = client(&reconnected[0], "client-0");
+    assert!(c.faults.disconnects >= 1, "{:?}", c.faults);
+    assert!(
+        c.counters.delivered > 200,
+        "the second connection delivered too: {:?}",
+        c.counters
+    );
+}
+
+#[test]
+fn a_peer_that_is_not_a_websocket_server_gets_one_clear_error() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut s in listener.incoming().flatten() {
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi");
+        }
+    });
+    let (outcome, _dir) = try_run(&external(addr, ""), &[]);
+    let message = outcome.unwrap_err().to_string();
+    assert!(
+        message.contains("WebSocket") && message.contains(&addr.to_string()),
+        "{message}"
+    );
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = closed.local_addr().unwrap();
+    drop(closed);
+    let (outcome, _dir) = try_run(&external(dead, ""), &[]);
+    let message = outcome.unwrap_err().to_string();
+    assert!(
+        message.contains("cannot connect") && message.contains("serve ticks"),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_server_protects_itself_from_clients_that_never_read_or_send_too_much() {
+    use msgbench_engine::net::tick::Schedule;
+    use msgbench_engine::server::ticks::{TickServer, TickServerOptions};
+    use msgbench_model::ticks::{SlowClientPolicy, TickFormat, TickServerSpec};
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let spec = TickServerSpec {
+        queue: 256,
+        policy: SlowClientPolicy::Disconnect,
+        send_buffer: 8192,
+        max_frame: 4096,
+        ..Default::default()
+    };
+    let limits = MachineLimits { cpus: vec![0, 1] };
+    let config = spec
+        .validate(&limits, &|f, p, _| msgbench_model::ScenarioError::Invalid {
+            source_name: "test".into(),
+            field: f.into(),
+            problem: p,
+            fix: String::new(),
+        })
+        .unwrap();
+    let server = TickServer::start(
+        TickServerOptions {
+            config,
+            format: TickFormat::Binary,
+            symbols: 10,
+            pacing: msgbench_model::scenario::Pacing::Rate {
+                per_sec: 20_000.0,
+                arrivals: msgbench_model::scenario::Arrivals::Uniform,
+            },
+            spin_ns: 50_000,
+            seed: 1,
+        },
+        ([127, 0, 0, 1], 0).into(),
+    )
+    .unwrap();
+    let url = format!("ws://{}/ticks", server.local_addr());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // One client that never reads, one that sends a 64 KiB message, one that behaves.
+    let (mut idle, mut big, mut good) = rt.block_on(async {
+        let open = |name: &str| {
+            let url = format!("{url}?client={name}");
+            async move {
+                let stream =
+                    tokio::net::TcpStream::connect(msgbench_model::ticks::ws_authority(&url))
+                        .await
+                        .unwrap();
+                tokio_websockets::ClientBuilder::new()
+                    .uri(&url)
+                    .unwrap()
+                    .connect_on(stream)
+                    .await
+                    .unwrap()
+                    .0
+            }
+        };
+        (open("idle").await, open("big").await, open("good").await)
+    });
+    let now = msgbench_engine::clock::now_ns();
+    server.begin(Schedule {
+        t0_ns: now,
+        measure_start_ns: now,
+        end_ns: now + 400_000_000,
+    });
+    rt.block_on(async {
+        let _ = big.send(Message::text("x".repeat(64 << 10))).await;
+        let mut got = 0;
+        let read = async {
+            while let Some(Ok(m)) = good.next().await {
+                if m.is_binary() {
+                    got += 1;
+                }
+                if m.as_text().is_some_and(|t| t.contains("\"end\"")) {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(3), read).await;
+        assert!(got > 7_000, "the well-behaved client got its ticks: {got}");
+        let _ = &mut idle;
+    });
+    let report = server.stop();
+    let by_name = |n: &str| report.connections.iter().find(|c| c.name == n).unwrap();
+    let idle = by_name("idle");
+    assert!(
+        idle.closed
+            .as_ref()
+            .is_some_and(|(why, _)| why.contains("disconnect")),
+        "{:?}",
+        idle.closed
+    );
+    assert!(by_name("big").closed.is_some());
+    assert!(report.counts.protocol_errors >= 1, "{:?}", report.counts);
+}
