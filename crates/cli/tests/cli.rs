@@ -1024,3 +1024,222 @@ fn a_server_that_goes_away_mid_run_fails_the_command_but_keeps_the_run() {
     );
     assert!(r.duration_s < 4.0, "{}", r.duration_s);
 }
+
+/// Starts `msgbench serve ARGS`; returns the process, its stdout and the `ws://` address it
+/// printed.
+fn serve_ws(args: &[&str]) -> (std::process::Child, std::io::BufReader<std::process::ChildStdout>, String) {
+    use std::io::BufRead;
+    let mut server = Command::new(env!("CARGO_BIN_EXE_msgbench"))
+        .arg("serve")
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(server.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let start = line.find("ws://").unwrap_or_else(|| panic!("no address in {line:?}"));
+    let address: String = line[start..]
+        .chars()
+        .take_while(|c| !c.is_whitespace())
+        .collect();
+    (server, stdout, address)
+}
+
+#[test]
+fn serve_ticks_streams_to_another_run_and_prints_its_counts() {
+    let _turn = turn();
+    let (mut server, mut stdout, address) = serve_ws(&[
+        "ticks", "--listen", "127.0.0.1:0", "--rate", "20000", "--for", "3s",
+    ]);
+    assert!(address.ends_with("/ticks"), "{address}");
+    let tmp = tempfile::tempdir().unwrap();
+    let o = msgbench(&[
+        "run",
+        "--quiet",
+        "--duration",
+        "1s",
+        "--warmup",
+        "100ms",
+        "--set",
+        "system=\"ticks\"",
+        "--set",
+        &format!("ticks.address=\"{address}\""),
+        "--set",
+        "sweep={}",
+        "--out",
+        tmp.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = single_run(tmp.path());
+    r.counters.check().unwrap();
+    assert!(r.counters.delivered > 15_000, "{:?}", r.counters);
+    assert_eq!(r.sequence.total(), 0);
+    assert_eq!(r.streams.len(), 1);
+    assert!(server.wait().unwrap().success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert!(
+        rest.contains("generated") && rest.contains("client-0"),
+        "the server prints its counts per client: {rest}"
+    );
+}
+
+#[test]
+fn serve_ws_rpc_answers_another_run() {
+    let _turn = turn();
+    let (mut server, mut stdout, address) =
+        serve_ws(&["ws-rpc", "--listen", "127.0.0.1:0", "--for", "3s"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let o = msgbench(&[
+        "run",
+        "--quiet",
+        "--duration",
+        "500ms",
+        "--warmup",
+        "0",
+        "--set",
+        "system=\"ws-rpc\"",
+        "--set",
+        "pacing={mode=\"rate\", per_sec=2000}",
+        "--set",
+        &format!("ws_rpc.address=\"{address}\""),
+        "--set",
+        "sweep={}",
+        "--out",
+        tmp.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = single_run(tmp.path());
+    r.counters.check().unwrap();
+    assert_eq!(r.counters.delivered, 1000, "{:?}", r.counters);
+    assert!(server.wait().unwrap().success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert!(rest.contains("answered"), "{rest}");
+}
+
+#[test]
+fn bad_stream_settings_are_rejected() {
+    let ticks = ["run", "--set", "system=\"ticks\"", "--set", "sweep={}"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        ticks.iter().copied().chain(extra.iter().copied()).collect()
+    };
+    assert_rejected(
+        &with(&["--set", "pacing.mode=\"closed-loop\""]),
+        &["pacing.mode", "broadcast"],
+    );
+    assert_rejected(
+        &with(&["--set", "ticks.address=\"127.0.0.1:9000\""]),
+        &["ticks.address", "ws://"],
+    );
+    assert_rejected(
+        &with(&[
+            "--set",
+            "ticks.address=\"ws://127.0.0.1:9000/ticks\"",
+            "--set",
+            "ticks.clients.b.kind=\"browser\"",
+        ]),
+        &["ticks.clients.b.kind", "built-in server"],
+    );
+    assert_rejected(
+        &with(&["--set", "ticks.server.policy=\"drop-middle\""]),
+        &["drop-middle"],
+    );
+    assert_rejected(&with(&["--operations", "1000"]), &["run.operations", "duration"]);
+    assert_rejected(
+        &["serve", "ticks", "--policy", "sometimes"],
+        &["--policy", "drop-oldest"],
+    );
+    assert_rejected(&["serve", "ws-rpc", "--result", "0x1"], &["--result", "JSON"]);
+}
+
+#[test]
+fn a_browser_and_a_native_client_are_measured_side_by_side() {
+    let _turn = turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = write(
+        tmp.path(),
+        "browser.toml",
+        r#"system = "ticks"
+[run]
+duration = "2s"
+warmup = "500ms"
+[pacing]
+mode = "rate"
+per_sec = 200000
+[ticks]
+receive_buffer = 65536
+[ticks.server]
+queue = 4096
+send_buffer = 65536
+[ticks.clients.native]
+connections = 1
+[ticks.clients.browser]
+kind = "browser"
+connections = 1
+"#,
+    );
+    let out = tmp.path().join("out");
+    let o = msgbench(&[
+        "run",
+        &scenario,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        o.status.success(),
+        "{} (is Chromium installed? bash scripts/setup.sh)",
+        stderr(&o)
+    );
+    let r = single_run(&out);
+    r.counters.check().unwrap();
+    let client = |kind: &str| r.streams.iter().find(|s| s.kind == kind).unwrap();
+    let (native, browser) = (client("native"), client("browser"));
+    for c in [native, browser] {
+        c.counters.check().unwrap();
+        assert_eq!(c.latency.count, c.counters.delivered, "{}", c.name);
+    }
+    assert_eq!(native.counters.delivered, 400_000, "the native client gets every tick");
+    assert!(browser.counters.delivered > 1000, "{:?}", browser.counters);
+    assert!(
+        browser.counters.delivered < native.counters.delivered,
+        "200k/s is above what a page processes: {:?}",
+        browser.counters
+    );
+    let clock = browser.page_clock.expect("the page reports its clock");
+    assert!(clock.resolution_ns > 0 && clock.sync_rtt_ns > 0, "{clock:?}");
+    let printed = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        printed.contains("browser-0") && printed.contains("native-0"),
+        "both clients in the summary: {printed}"
+    );
+    let report = std::fs::read_to_string(only_result_dir(&out).join("report.md")).unwrap();
+    assert!(report.contains("## Stream clients") && report.contains("page's clock"));
+}
+
+#[test]
+fn ctrl_c_ends_a_tick_stream_early_and_writes_it() {
+    let _turn = turn();
+    let (o, r, _dir, _tmp) = interrupt_run(
+        &[
+            "--set",
+            "system=\"ticks\"",
+            "--set",
+            "sweep={}",
+            "--set",
+            "pacing={mode=\"rate\", per_sec=50000}",
+            "--duration",
+            "30s",
+            "--warmup",
+            "200ms",
+        ],
+        std::time::Duration::from_millis(1500),
+    );
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(r.interrupted);
+    r.counters.check().unwrap();
+    assert!(r.duration_s > 0.5 && r.duration_s < 5.0, "{}", r.duration_s);
+    assert!(r.counters.delivered > 20_000, "{:?}", r.counters);
+    assert_eq!(r.streams[0].counters.in_flight_end, 0, "the stream drained");
+}
