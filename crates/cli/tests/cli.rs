@@ -1027,7 +1027,13 @@ fn a_server_that_goes_away_mid_run_fails_the_command_but_keeps_the_run() {
 
 /// Starts `msgbench serve ARGS`; returns the process, its stdout and the `ws://` address it
 /// printed.
-fn serve_ws(args: &[&str]) -> (std::process::Child, std::io::BufReader<std::process::ChildStdout>, String) {
+fn serve_ws(
+    args: &[&str],
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+    String,
+) {
     use std::io::BufRead;
     let mut server = Command::new(env!("CARGO_BIN_EXE_msgbench"))
         .arg("serve")
@@ -1038,7 +1044,9 @@ fn serve_ws(args: &[&str]) -> (std::process::Child, std::io::BufReader<std::proc
     let mut stdout = std::io::BufReader::new(server.stdout.take().unwrap());
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
-    let start = line.find("ws://").unwrap_or_else(|| panic!("no address in {line:?}"));
+    let start = line
+        .find("ws://")
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
     let address: String = line[start..]
         .chars()
         .take_while(|c| !c.is_whitespace())
@@ -1050,7 +1058,13 @@ fn serve_ws(args: &[&str]) -> (std::process::Child, std::io::BufReader<std::proc
 fn serve_ticks_streams_to_another_run_and_prints_its_counts() {
     let _turn = turn();
     let (mut server, mut stdout, address) = serve_ws(&[
-        "ticks", "--listen", "127.0.0.1:0", "--rate", "20000", "--for", "3s",
+        "ticks",
+        "--listen",
+        "127.0.0.1:0",
+        "--rate",
+        "20000",
+        "--for",
+        "3s",
     ]);
     assert!(address.ends_with("/ticks"), "{address}");
     let tmp = tempfile::tempdir().unwrap();
@@ -1146,12 +1160,32 @@ fn bad_stream_settings_are_rejected() {
         &with(&["--set", "ticks.server.policy=\"drop-middle\""]),
         &["drop-middle"],
     );
-    assert_rejected(&with(&["--operations", "1000"]), &["run.operations", "duration"]);
     assert_rejected(
-        &["serve", "ticks", "--policy", "sometimes"],
-        &["--policy", "drop-oldest"],
+        &with(&["--operations", "1000"]),
+        &["run.operations", "duration"],
     );
-    assert_rejected(&["serve", "ws-rpc", "--result", "0x1"], &["--result", "JSON"]);
+    for (args, expected) in [
+        (
+            &["serve", "ticks", "--policy", "sometimes"][..],
+            &["--policy", "drop-oldest"][..],
+        ),
+        (&["serve", "ticks", "--queue", "0"], &["--queue", "is 0"]),
+        (
+            &["serve", "ws-rpc", "--result", "0x1"],
+            &["--result", "JSON"],
+        ),
+        (
+            &["serve", "ws-rpc", "--work", "nap"],
+            &["--work", "busy, sleep"],
+        ),
+    ] {
+        let o = msgbench(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        for e in expected {
+            assert!(err.contains(e), "{args:?}: expected {e:?} in: {err}");
+        }
+    }
 }
 
 #[test]
@@ -1181,12 +1215,7 @@ connections = 1
 "#,
     );
     let out = tmp.path().join("out");
-    let o = msgbench(&[
-        "run",
-        &scenario,
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let o = msgbench(&["run", &scenario, "--out", out.to_str().unwrap()]);
     assert!(
         o.status.success(),
         "{} (is Chromium installed? bash scripts/setup.sh)",
@@ -1200,7 +1229,10 @@ connections = 1
         c.counters.check().unwrap();
         assert_eq!(c.latency.count, c.counters.delivered, "{}", c.name);
     }
-    assert_eq!(native.counters.delivered, 400_000, "the native client gets every tick");
+    assert_eq!(
+        native.counters.delivered, 400_000,
+        "the native client gets every tick"
+    );
     assert!(browser.counters.delivered > 1000, "{:?}", browser.counters);
     assert!(
         browser.counters.delivered < native.counters.delivered,
@@ -1208,7 +1240,10 @@ connections = 1
         browser.counters
     );
     let clock = browser.page_clock.expect("the page reports its clock");
-    assert!(clock.resolution_ns > 0 && clock.sync_rtt_ns > 0, "{clock:?}");
+    assert!(
+        clock.resolution_ns > 0 && clock.sync_rtt_ns > 0,
+        "{clock:?}"
+    );
     let printed = String::from_utf8_lossy(&o.stdout);
     assert!(
         printed.contains("browser-0") && printed.contains("native-0"),
