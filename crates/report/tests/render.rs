@@ -211,3 +211,104 @@ fn a_saturated_driver_that_missed_its_target_makes_the_run_invalid() {
         "target reached: the busy driver is fine"
     );
 }
+
+/// A tick-stream run: a fast client that keeps up, a slow one whose backlog grows 9k/s.
+fn stream_run() -> RunResult {
+    let mut r = run(0, 5, 1, 5e3, 1_000_000);
+    r.system = "ticks".into();
+    r.duration_s = 4.0;
+    let client = |name: &str, delivered_per_s: u64, backlog_growth: i64| {
+        let mut h = msgbench_model::histogram::new_latency_histogram();
+        h.record(20_000).unwrap();
+        StreamClient {
+            name: name.into(),
+            group: name.trim_end_matches("-0").into(),
+            kind: "native".into(),
+            server: Some(StreamServerCounts {
+                generated: 40_000,
+                queued: 40_000,
+                dropped: 0,
+                written: 40_000,
+                acked: delivered_per_s * 4,
+                queue_peak: 10,
+            }),
+            counters: Counters {
+                attempted: 40_000,
+                sent: 40_000,
+                delivered: delivered_per_s * 4,
+                in_flight_end: 40_000 - delivered_per_s * 4,
+                ..Default::default()
+            },
+            sequence: SequenceErrors::default(),
+            gaps_seen: 0,
+            latency: Percentiles::of(&h),
+            latency_histogram: encode(&h),
+            faults: Faults::default(),
+            closed: None,
+            page_clock: None,
+            intervals: (0..4)
+                .map(|k| StreamInterval {
+                    start_s: k as f64,
+                    length_s: 1.0,
+                    generated: 10_000,
+                    written: 10_000,
+                    delivered: delivered_per_s,
+                    dropped: 0,
+                    backlog: backlog_growth * (k + 1),
+                    latency_p50_ns: 20_000,
+                    latency_p99_ns: 40_000 * (k as u64 + 1),
+                    latency_max_ns: 50_000 * (k as u64 + 1),
+                })
+                .collect(),
+        }
+    };
+    r.streams = vec![client("fast-0", 10_000, 0), client("slow-0", 1_000, 9_000)];
+    r
+}
+
+#[test]
+fn stream_clients_get_their_table_charts_and_a_not_steady_verdict() {
+    let r = stream_run();
+    let reasons = msgbench_report::validity::judge(&r).reasons;
+    assert!(
+        reasons
+            .iter()
+            .any(|w| w.starts_with("not steady: client slow-0's backlog grew by 9.00k/s")),
+        "{reasons:?}"
+    );
+    assert!(
+        !reasons.iter().any(|w| w.contains("fast-0")),
+        "a client that keeps up is steady: {reasons:?}"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("runs")).unwrap();
+    std::fs::write(
+        tmp.path().join("runs/000.json"),
+        serde_json::to_string(&r).unwrap(),
+    )
+    .unwrap();
+    let written = msgbench_report::publish::publish(tmp.path(), None).unwrap();
+    for chart in ["stream-rate.svg", "stream-p99.svg", "stream-backlog.svg"] {
+        assert!(
+            written.iter().any(|p| p.ends_with(chart)),
+            "{chart} missing"
+        );
+    }
+    let md = std::fs::read_to_string(tmp.path().join("report.md")).unwrap();
+    assert!(md.contains("## Stream clients"), "{md}");
+    let slow_row = md.lines().find(|l| l.contains("| slow-0 |")).unwrap();
+    // generated/s, written/s, acked/s, delivered/s: the server's 10k/s next to the client's 1k/s.
+    assert!(
+        slow_row.contains("| 10.0k | 10.0k | 1.00k | 1.00k |"),
+        "{slow_row}"
+    );
+    let html = std::fs::read_to_string(tmp.path().join("report.html")).unwrap();
+    assert!(
+        html.contains("<h2>Stream clients</h2>") && html.contains("data-chart=\"stream-backlog\"")
+    );
+    let summary = msgbench_report::summary::table(&[r]);
+    assert!(
+        summary.contains("stream clients") && summary.contains("slow-0"),
+        "{summary}"
+    );
+}
