@@ -223,7 +223,7 @@ fn drive(
         for h in handles {
             match h.join() {
                 Ok(Ok(Some((cpu, f)))) => {
-                    threads.push(cpu);
+                    threads.extend(cpu);
                     faults.add(&f);
                 }
                 Ok(Ok(None)) => {}
@@ -264,7 +264,7 @@ struct Conn {
     up: bool,
 }
 
-type CallerResult = Result<Option<(ThreadCpu, Faults)>, EngineError>;
+type CallerResult = Result<Option<(Vec<ThreadCpu>, Faults)>, EngineError>;
 
 /// A caller thread: starts its socket thread, then paces, hands requests over and takes
 /// responses back until its schedule and drain are over.
@@ -313,7 +313,9 @@ fn caller(
         reconnect: client.on_error == OnError::Reconnect,
         hint: HINT.to_string(),
     };
+    let socket_cpu = Arc::new(OnceLock::new());
     let ends = socket::Ends {
+        cpu_clock: socket_cpu.clone(),
         requests: req_rx,
         events: ev_tx,
         notify: notify.clone(),
@@ -363,16 +365,28 @@ fn caller(
         events: ev_rx,
         notify: notify.clone(),
         waiter,
+        socket_cpu,
     };
-    let (cpu, faults) = me.run(when, &done);
+    let (cpu, socket_cpu_ns, faults) = me.run(when, &done);
     stop_socket();
     let _ = socket.join();
     Ok(Some((
-        ThreadCpu {
-            role: format!("caller-{t}"),
-            pinned_cpu: pin,
-            cpu,
-        },
+        vec![
+            ThreadCpu {
+                role: format!("caller-{t}"),
+                pinned_cpu: pin,
+                cpu,
+            },
+            // Its CPU clock gives user + system together; reported as user time.
+            ThreadCpu {
+                role: format!("socket-{t}"),
+                pinned_cpu: shared.ws_rpc.socket_pin.get(t).copied(),
+                cpu: msgbench_model::result::CpuTimes {
+                    user_s: socket_cpu_ns as f64 / 1e9,
+                    ..Default::default()
+                },
+            },
+        ],
         faults,
     )))
 }
@@ -390,11 +404,20 @@ struct Caller<'a> {
     events: crate::ring::Consumer<Event>,
     notify: Arc<tokio::sync::Notify>,
     waiter: Waiter,
+    socket_cpu: Arc<OnceLock<crate::server::ThreadCpuClock>>,
 }
 
 impl Caller<'_> {
-    /// The caller's loop; returns its CPU over the measured window and its faults.
-    fn run(mut self, when: Start, done: &Sender<()>) -> (msgbench_model::result::CpuTimes, Faults) {
+    /// The caller's loop; returns its CPU and its socket thread's (ns) over the measured window,
+    /// and its faults.
+    fn run(
+        mut self,
+        when: Start,
+        done: &Sender<()>,
+    ) -> (msgbench_model::result::CpuTimes, u64, Faults) {
+        let socket_ns = |c: &OnceLock<crate::server::ThreadCpuClock>| c.get().map(|c| c.read_ns());
+        let mut socket_before = None;
+        let mut socket_used = 0;
         let drain_ns = self.shared.scenario.run.drain_timeout.as_nanos() as u64;
         self.clock.sleep_until(when.t0_ns);
         let mut cpu_before: Option<CpuSnapshot> = None;
@@ -407,6 +430,7 @@ impl Caller<'_> {
             if sending {
                 if cpu_before.is_none() && now >= when.measure_start_ns {
                     cpu_before = Some(CpuSnapshot::thread());
+                    socket_before = socket_ns(&self.socket_cpu);
                 }
                 let all_done = self.conns.iter().all(|c| c.launcher.done);
                 if self.shared.stopping() || self.budget.spent() || all_done {
@@ -415,6 +439,9 @@ impl Caller<'_> {
                     cpu_used = cpu_before
                         .map(|b| CpuSnapshot::thread().since(&b))
                         .unwrap_or_default();
+                    if let (Some(b), Some(a)) = (socket_before, socket_ns(&self.socket_cpu)) {
+                        socket_used = a.saturating_sub(b);
+                    }
                     self.shared
                         .window_end_ns
                         .fetch_max(send_end_ns.max(when.measure_start_ns), Ordering::Relaxed);
@@ -448,7 +475,7 @@ impl Caller<'_> {
         self.rec.in_flight_at_end(left);
         let now = self.clock.now_ns();
         self.rec.finish(now);
-        (cpu_used, self.faults)
+        (cpu_used, socket_used, self.faults)
     }
 
     fn send_due(&mut self, now: u64) {

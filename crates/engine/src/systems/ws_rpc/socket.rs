@@ -112,11 +112,16 @@ pub struct Ends {
     pub caller: Option<Arc<Sleeper>>,
     /// Raised by the caller when it is done.
     pub stop: Arc<AtomicBool>,
+    /// Where the thread publishes its CPU clock (read by the caller at the window's edges).
+    pub cpu_clock: Arc<std::sync::OnceLock<crate::server::ThreadCpuClock>>,
 }
 
 /// Runs the socket thread: connects, reports on `ready`, serves until `stop`.
 pub fn run(plan: Plan, ends: Ends, ready: Sender<Result<(), EngineError>>) {
     lower_timer_slack();
+    if let Some(clock) = crate::server::ThreadCpuClock::current() {
+        let _ = ends.cpu_clock.set(clock);
+    }
     if let Some(cpu) = plan.pin {
         if let Err(source) = pin_current_thread(cpu) {
             let _ = ready.send(Err(EngineError::Pin {
