@@ -112,7 +112,8 @@ fn every_slow_client_policy_is_accounted_for() {
 [ticks]
 receive_buffer = 65536
 [ticks.server]
-queue = 1024
+# 200 ms of ticks: the fast client rides out a host hiccup; the slow one overflows in 0.3 s.
+queue = 8192
 send_buffer = 65536
 [ticks.clients.fast]
 connections = 1
