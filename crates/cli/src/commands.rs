@@ -351,11 +351,19 @@ fn write_report(dir: &Path, slo: Option<&str>) -> Result<Vec<PathBuf>, String> {
 
 /// First Ctrl-C: finish the current run early, write it, start no other. Second: exit now.
 pub(crate) fn install_ctrl_c(stop: Arc<AtomicBool>) {
+    on_ctrl_c(
+        stop,
+        "the current run ends now and is written; no further run starts",
+    );
+}
+
+/// Raises `stop` on the first Ctrl-C (saying what happens now), quits on the second.
+pub(crate) fn on_ctrl_c(stop: Arc<AtomicBool>, what_happens: &'static str) {
     let _ = ctrlc::set_handler(move || {
         if stop.swap(true, Ordering::SeqCst) {
             std::process::exit(EXIT_INTERRUPTED as i32);
         }
-        eprintln!("\nmsgbench: stopping: the current run ends now and is written; no further run starts (Ctrl-C again to quit at once)");
+        eprintln!("\nmsgbench: stopping: {what_happens} (Ctrl-C again to quit at once)");
     });
 }
 

@@ -2,7 +2,7 @@
 //! another msgbench) can be measured against them. Each runs until Ctrl-C or `--for`, then prints
 //! what it counted.
 use crate::args::{ServeCommand, ServeRpcArgs, ServeTicksArgs, ServeWsRpcArgs};
-use crate::commands::{fail, install_ctrl_c, machine_limits};
+use crate::commands::{fail, machine_limits, on_ctrl_c};
 use crate::{EXIT_BAD_INPUT, EXIT_INTERRUPTED};
 use msgbench_engine::net::tick::Schedule;
 use msgbench_engine::server::ticks::{TickServer, TickServerOptions};
@@ -126,7 +126,10 @@ fn serve_rpc(args: ServeRpcArgs) -> ExitCode {
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
     let stop = Arc::new(AtomicBool::new(false));
-    install_ctrl_c(stop.clone());
+    on_ctrl_c(
+        stop.clone(),
+        "the server closes its connections and prints what it counted",
+    );
     let server = match msgbench_engine::server::rpc::RpcServer::start(&config, listen) {
         Ok(s) => s,
         Err(e) => {
@@ -231,7 +234,10 @@ fn run_tick_server(
     run_for: Option<Duration>,
 ) -> ExitCode {
     let stop = Arc::new(AtomicBool::new(false));
-    install_ctrl_c(stop.clone());
+    on_ctrl_c(
+        stop.clone(),
+        "the server closes its connections and prints what it counted",
+    );
     msgbench_engine::clock::calibrate();
     let server = match TickServer::start(options, listen) {
         Ok(s) => s,
@@ -256,12 +262,12 @@ fn run_tick_server(
     ));
     let started = std::time::Instant::now();
     serve_until(&stop, run_for);
+    let elapsed = started.elapsed().as_secs_f64();
+    let cpu_s = server.cpu_ns() as f64 / 1e9;
     // Let the clients take what was generated and the end message.
     server.end_at(msgbench_engine::clock::now_ns());
     std::thread::sleep(Duration::from_millis(200));
-    let cpu_s = server.cpu_ns() as f64 / 1e9;
     let report = server.stop();
-    let elapsed = started.elapsed().as_secs_f64();
     let c = report.counts;
     println!(
         "generated {} ticks in {elapsed:.1} s, {cpu_s:.2} CPU-s; {} connections ({} refused over the limit, {} failed handshakes, {} closed for bad messages)",
@@ -331,7 +337,10 @@ fn serve_ws_rpc(args: ServeWsRpcArgs) -> ExitCode {
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
     let stop = Arc::new(AtomicBool::new(false));
-    install_ctrl_c(stop.clone());
+    on_ctrl_c(
+        stop.clone(),
+        "the server closes its connections and prints what it counted",
+    );
     msgbench_engine::clock::calibrate();
     let method = answer.method.clone();
     let server =

@@ -321,6 +321,19 @@ fn warnings(r: &RunResult) -> Vec<String> {
         let s = r.sequence;
         w.push(format!("sequence errors: {} gaps, {} duplicates, {} reordered: the system under test lost or reordered messages", s.gaps, s.duplicates, s.reordered));
     }
+    if r.counters.delivered == 0 && !r.interrupted {
+        w.push(format!(
+            "nothing was delivered ({} attempted): is the system under test what the scenario says it is?",
+            r.counters.attempted
+        ));
+    } else if r.counters.failed > 0 {
+        w.push(format!(
+            "{} of {} attempted messages failed ({:.1} %): latency describes only the others; see the faults",
+            r.counters.failed,
+            r.counters.attempted,
+            100.0 * r.counters.failed as f64 / r.counters.attempted.max(1) as f64
+        ));
+    }
     if let Some(target) = r.target_per_sec {
         let achieved = if r.duration_s > 0.0 {
             r.counters.attempted as f64 / r.duration_s
@@ -330,15 +343,25 @@ fn warnings(r: &RunResult) -> Vec<String> {
         // Exact for uniform schedules; Poisson counts vary by about 1/sqrt(n), so allow 3 sigma.
         let tolerance = 0.005_f64.max(3.0 / (target * r.duration_s).max(1.0).sqrt());
         if !r.interrupted && achieved < (1.0 - tolerance) * target {
+            let what = if r.system == "ticks" {
+                "generated for all clients (the target is the rate × clients: a client that left early was fed less)"
+            } else {
+                "attempted"
+            };
             w.push(format!(
-                "target rate not reached: {achieved:.0}/s attempted of {target:.0}/s ({:.1} %)",
+                "target rate not reached: {achieved:.0}/s {what} of {target:.0}/s ({:.1} %)",
                 100.0 * achieved / target
             ));
         }
     }
     if r.send_lag.p99_ns > 1_000_000 {
+        let why = if r.system == "ticks" {
+            "the tick server's generator could not keep its schedule (a busy CPU)"
+        } else {
+            "the driver could not keep its schedule, or the system pushed back under `block`"
+        };
         w.push(format!(
-            "send lag p99 is {:.2} ms: messages went out late (the driver could not keep its schedule, or the system pushed back under `block`)",
+            "send lag p99 is {:.2} ms: messages went out late ({why})",
             r.send_lag.p99_ns as f64 / 1e6
         ));
     }

@@ -1,44 +1,15 @@
 //! Real runs of the request/response driver against the built-in RPC server and against small
 //! misbehaving servers written here: accounting under every window policy, per-class
 //! histograms, coordinated-omission correction across server stalls, and every fault kind.
-use msgbench_engine::environment::Environment;
-use msgbench_engine::runner::{run_experiment, Outcome, RunError, Silent};
+mod common;
+
+use common::{run, try_run};
 use msgbench_engine::server::rpc::RpcServer;
 use msgbench_model::rpc::RpcServerConfig;
-use msgbench_model::scenario::MachineLimits;
-use msgbench_model::sweep::Override;
-use msgbench_model::{Experiment, RunResult};
+use msgbench_model::RunResult;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
-
-/// One run at a time: client and server threads share this machine's two cores.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn try_run(toml: &str, sets: &[&str]) -> (Result<Outcome, RunError>, tempfile::TempDir) {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let overrides: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
-    let limits = MachineLimits {
-        cpus: msgbench_engine::affinity::allowed_cpus(),
-    };
-    let experiment = Experiment::load(toml, "test.toml", &overrides, &limits).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let outcome = run_experiment(
-        &experiment,
-        dir.path(),
-        Environment::capture(vec![]),
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(Silent),
-    );
-    (outcome, dir)
-}
-
-fn run(toml: &str, sets: &[&str]) -> Vec<RunResult> {
-    let (outcome, _dir) = try_run(toml, sets);
-    outcome.unwrap().results
-}
 
 fn assert_accounted(r: &RunResult) {
     r.counters

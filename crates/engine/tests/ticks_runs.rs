@@ -1,44 +1,17 @@
 //! Real runs of the tick stream: the built-in server and msgbench's native client on loopback,
 //! and small misbehaving WebSocket servers written here. Accounting at both ends, every
 //! slow-client policy, sequence checking, and every fault kind.
+mod common;
+
+use common::{dead_address, not_websocket, run, try_run, ws_server};
 use futures_util::{SinkExt, StreamExt};
-use msgbench_engine::environment::Environment;
 use msgbench_engine::net::tick::Tick;
-use msgbench_engine::runner::{run_experiment, Outcome, RunError, Silent};
+use msgbench_engine::runner::RunError;
 use msgbench_model::scenario::MachineLimits;
-use msgbench_model::sweep::Override;
-use msgbench_model::{Experiment, RunResult};
+use msgbench_model::RunResult;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio_websockets::Message;
-
-/// One run at a time: server and client threads share this machine's two cores.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn try_run(toml: &str, sets: &[&str]) -> (Result<Outcome, RunError>, tempfile::TempDir) {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let overrides: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
-    let limits = MachineLimits {
-        cpus: msgbench_engine::affinity::allowed_cpus(),
-    };
-    let experiment = Experiment::load(toml, "test.toml", &overrides, &limits).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let outcome = run_experiment(
-        &experiment,
-        dir.path(),
-        Environment::capture(vec![]),
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(Silent),
-    );
-    (outcome, dir)
-}
-
-fn run(toml: &str, sets: &[&str]) -> Vec<RunResult> {
-    let (outcome, _dir) = try_run(toml, sets);
-    outcome.unwrap().results
-}
 
 /// Both invariants for the run and for every client, and every delivery's latency recorded.
 fn assert_accounted(r: &RunResult) {
@@ -195,33 +168,6 @@ work = "sleep"
         .any(|w| w.contains("slow-0 ended early")));
 }
 
-/// A WebSocket server on its own thread; each connection goes to `serve`.
-fn ws_server<F, Fut>(serve: F) -> SocketAddr
-where
-    F: Fn(tokio_websockets::WebSocketStream<tokio::net::TcpStream>) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = ()> + 'static,
-{
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let local = tokio::task::LocalSet::new();
-        local.block_on(&rt, async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            while let Ok((stream, _)) = listener.accept().await {
-                if let Ok((_, ws)) = tokio_websockets::ServerBuilder::new().accept(stream).await {
-                    tokio::task::spawn_local(serve(ws));
-                }
-            }
-        });
-    });
-    addr
-}
-
 /// Sends tick `seq` stamped now, in binary.
 async fn send_tick(
     ws: &mut tokio_websockets::WebSocketStream<tokio::net::TcpStream>,
@@ -361,16 +307,7 @@ fn a_server_that_closes_mid_run_is_a_counted_disconnect_under_each_on_close() {
 
 #[test]
 fn a_peer_that_is_not_a_websocket_server_gets_one_clear_error() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        use std::io::{Read, Write};
-        for mut s in listener.incoming().flatten() {
-            let mut buf = [0u8; 1024];
-            let _ = s.read(&mut buf);
-            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi");
-        }
-    });
+    let addr = not_websocket(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi");
     let (outcome, _dir) = try_run(&external(addr, ""), &[]);
     let message = outcome.unwrap_err().to_string();
     assert!(
@@ -378,9 +315,7 @@ fn a_peer_that_is_not_a_websocket_server_gets_one_clear_error() {
         "{message}"
     );
 
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let dead = closed.local_addr().unwrap();
-    drop(closed);
+    let dead = dead_address();
     let (outcome, _dir) = try_run(&external(dead, ""), &[]);
     let message = outcome.unwrap_err().to_string();
     assert!(
@@ -394,7 +329,7 @@ fn the_server_protects_itself_from_clients_that_never_read_or_send_too_much() {
     use msgbench_engine::net::tick::Schedule;
     use msgbench_engine::server::ticks::{TickServer, TickServerOptions};
     use msgbench_model::ticks::{SlowClientPolicy, TickFormat, TickServerSpec};
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = common::turn();
     let spec = TickServerSpec {
         queue: 256,
         policy: SlowClientPolicy::Disconnect,

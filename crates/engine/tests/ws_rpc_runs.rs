@@ -1,43 +1,14 @@
 //! Real runs of JSON-RPC over WebSocket: the built-in server and the caller/socket-thread
 //! driver on loopback, and small misbehaving servers written here. Accounting under every wait
 //! strategy, ids matched to out-of-order responses, per-method histograms, and every fault kind.
+mod common;
+
+use common::{dead_address, not_websocket, run, try_run, ws_server};
 use futures_util::{SinkExt, StreamExt};
-use msgbench_engine::environment::Environment;
-use msgbench_engine::runner::{run_experiment, Outcome, RunError, Silent};
-use msgbench_model::scenario::MachineLimits;
-use msgbench_model::sweep::Override;
-use msgbench_model::{Experiment, RunResult};
+use msgbench_model::RunResult;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio_websockets::Message;
-
-/// One run at a time: server and client threads share this machine's two cores.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn try_run(toml: &str, sets: &[&str]) -> (Result<Outcome, RunError>, tempfile::TempDir) {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let overrides: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
-    let limits = MachineLimits {
-        cpus: msgbench_engine::affinity::allowed_cpus(),
-    };
-    let experiment = Experiment::load(toml, "test.toml", &overrides, &limits).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let outcome = run_experiment(
-        &experiment,
-        dir.path(),
-        Environment::capture(vec![]),
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(Silent),
-    );
-    (outcome, dir)
-}
-
-fn run(toml: &str, sets: &[&str]) -> Vec<RunResult> {
-    let (outcome, _dir) = try_run(toml, sets);
-    outcome.unwrap().results
-}
 
 fn assert_accounted(r: &RunResult) {
     r.counters
@@ -109,33 +80,6 @@ work = "sleep"
     );
 }
 
-/// A WebSocket server on its own thread; each connection goes to `serve`.
-fn ws_server<F, Fut>(serve: F) -> SocketAddr
-where
-    F: Fn(tokio_websockets::WebSocketStream<tokio::net::TcpStream>) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = ()> + 'static,
-{
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let local = tokio::task::LocalSet::new();
-        local.block_on(&rt, async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            while let Ok((stream, _)) = listener.accept().await {
-                if let Ok((_, ws)) = tokio_websockets::ServerBuilder::new().accept(stream).await {
-                    tokio::task::spawn_local(serve(ws));
-                }
-            }
-        });
-    });
-    addr
-}
-
 fn external(address: SocketAddr) -> String {
     format!("{WS_RPC}[ws_rpc]\naddress = \"ws://{address}/\"\n")
 }
@@ -170,7 +114,7 @@ fn json_rpc_errors_are_failed_calls_counted_as_server_errors() {
 /// Answers correctly except for its 50th reply (not JSON) and its 120th (an id never sent),
 /// counted over all its connections.
 fn garbage_server() -> SocketAddr {
-    let replies = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let replies = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     ws_server(move |mut ws| {
         let replies = replies.clone();
         async move {
@@ -261,23 +205,12 @@ fn timeouts_and_a_server_that_closes_are_counted() {
 
 #[test]
 fn a_non_websocket_peer_and_a_dead_address_fail_with_one_message() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        use std::io::{Read, Write};
-        for mut s in listener.incoming().flatten() {
-            let mut buf = [0u8; 1024];
-            let _ = s.read(&mut buf);
-            let _ = s.write_all(b"-ERR not a websocket\r\n");
-        }
-    });
+    let addr = not_websocket(b"-ERR not a websocket\r\n");
     let (outcome, _dir) = try_run(&external(addr), &[]);
     let message = outcome.unwrap_err().to_string();
     assert!(message.contains("WebSocket"), "{message}");
 
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let dead = closed.local_addr().unwrap();
-    drop(closed);
+    let dead = dead_address();
     let (outcome, _dir) = try_run(&external(dead), &[]);
     let message = outcome.unwrap_err().to_string();
     assert!(
@@ -289,7 +222,7 @@ fn a_non_websocket_peer_and_a_dead_address_fail_with_one_message() {
 #[test]
 fn the_built_in_server_refuses_oversized_requests_and_answers_unknown_methods() {
     use msgbench_engine::server::ws_rpc::{MethodAnswer, WsRpcServer};
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = common::turn();
     let config = msgbench_model::ws_rpc::WsRpcServerConfig {
         threads: 1,
         pin: vec![],

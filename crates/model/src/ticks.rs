@@ -500,6 +500,46 @@ impl TicksSpec {
     }
 }
 
+/// Checks what every built-in WebSocket server has: `(threads, pin, max_frame,
+/// max_connections)` under `prefix` (`ticks.server`).
+pub(crate) fn check_ws_server(
+    prefix: &str,
+    (threads, pin, max_frame, max_connections): (u32, &[usize], u32, u32),
+    limits: &MachineLimits,
+    invalid: &Invalid,
+) -> Result<(), ScenarioError> {
+    if threads == 0 || threads > 64 {
+        return Err(invalid(
+            &format!("{prefix}.threads"),
+            format!("is {threads}"),
+            "use 1 to 64 server threads",
+        ));
+    }
+    check_pins(
+        &format!("{prefix}.pin"),
+        "server",
+        pin,
+        threads,
+        limits,
+        invalid,
+    )?;
+    if !(1024..=64 << 20).contains(&max_frame) {
+        return Err(invalid(
+            &format!("{prefix}.max_frame"),
+            format!("is {max_frame}"),
+            "use 1 KiB to 64 MiB (browser reports need a few KiB)",
+        ));
+    }
+    if max_connections == 0 {
+        return Err(invalid(
+            &format!("{prefix}.max_connections"),
+            "is 0".into(),
+            "allow at least 1 connection",
+        ));
+    }
+    Ok(())
+}
+
 impl TickServerSpec {
     /// Checks the built-in server's settings (also used by `msgbench serve ticks`).
     pub fn validate(
@@ -507,18 +547,14 @@ impl TickServerSpec {
         limits: &MachineLimits,
         invalid: &Invalid,
     ) -> Result<TickServerConfig, ScenarioError> {
-        if self.threads == 0 || self.threads > 64 {
-            return Err(invalid(
-                "ticks.server.threads",
-                format!("is {}", self.threads),
-                "use 1 to 64 server threads",
-            ));
-        }
-        check_pins(
-            "ticks.server.pin",
-            "server",
-            &self.pin,
-            self.threads,
+        check_ws_server(
+            "ticks.server",
+            (
+                self.threads,
+                &self.pin,
+                self.max_frame,
+                self.max_connections,
+            ),
             limits,
             invalid,
         )?;
@@ -534,20 +570,6 @@ impl TickServerSpec {
                 "ticks.server.write_batch",
                 format!("is {}", self.write_batch),
                 "write 1 to 65536 frames per flush, e.g. 256",
-            ));
-        }
-        if self.max_frame < 1024 || self.max_frame > 64 << 20 {
-            return Err(invalid(
-                "ticks.server.max_frame",
-                format!("is {}", self.max_frame),
-                "use 1 KiB to 64 MiB (browser reports need a few KiB)",
-            ));
-        }
-        if self.max_connections == 0 {
-            return Err(invalid(
-                "ticks.server.max_connections",
-                "is 0".into(),
-                "allow at least 1 connection",
             ));
         }
         Ok(TickServerConfig {

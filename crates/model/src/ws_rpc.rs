@@ -260,35 +260,17 @@ impl WsRpcServerSpec {
         limits: &MachineLimits,
         invalid: &Invalid,
     ) -> Result<WsRpcServerConfig, ScenarioError> {
-        if self.threads == 0 || self.threads > 64 {
-            return Err(invalid(
-                "ws_rpc.server.threads",
-                format!("is {}", self.threads),
-                "use 1 to 64 server threads",
-            ));
-        }
-        check_pins(
-            "ws_rpc.server.pin",
-            "server",
-            &self.pin,
-            self.threads,
+        crate::ticks::check_ws_server(
+            "ws_rpc.server",
+            (
+                self.threads,
+                &self.pin,
+                self.max_frame,
+                self.max_connections,
+            ),
             limits,
             invalid,
         )?;
-        if self.max_frame < 1024 || self.max_frame > 64 << 20 {
-            return Err(invalid(
-                "ws_rpc.server.max_frame",
-                format!("is {}", self.max_frame),
-                "use 1 KiB to 64 MiB",
-            ));
-        }
-        if self.max_connections == 0 {
-            return Err(invalid(
-                "ws_rpc.server.max_connections",
-                "is 0".into(),
-                "allow at least 1 connection",
-            ));
-        }
         Ok(WsRpcServerConfig {
             threads: self.threads as usize,
             pin: self.pin.clone(),

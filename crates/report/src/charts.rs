@@ -47,7 +47,8 @@ fn percent_label(v: f64) -> String {
         format!("{p:.1} %")
     }
 }
-fn seconds_label(v: f64) -> String {
+/// `2 s`, `2.5 s`.
+pub(crate) fn seconds_label(v: f64) -> String {
     if (v - v.round()).abs() < 1e-9 {
         format!("{v:.0} s")
     } else {
@@ -116,8 +117,11 @@ pub fn charts(runs: &[RunResult], advice: &[Advice], slo: Option<&Slo>) -> Vec<C
                 (r.counters.skipped + r.counters.dropped) as f64 / r.counters.attempted.max(1) as f64
             }),
             ("failed", |r| r.counters.failed as f64 / r.counters.attempted.max(1) as f64),
+            ("still in flight at the end", |r| {
+                r.counters.in_flight_end as f64 / r.counters.attempted.max(1) as f64
+            }),
         ],
-        "What the success column hides: requests skipped or dropped under backpressure, and failed ones.",
+        "What the success column hides: messages skipped or dropped under backpressure, failed ones, and those still queued when the drain ended (latency percentiles describe only the delivered).",
     ));
     let with_sut = runs.iter().any(|r| r.cpu.sut_cpu_s.is_some());
     let mut cpu: Vec<(&str, fn(&RunResult) -> f64)> = vec![("driver CPU per message", |r| {

@@ -17,6 +17,15 @@ pub fn any(runs: &[RunResult]) -> bool {
     runs.iter().any(|r| !r.streams.is_empty())
 }
 
+/// A latency cell: `–` for a client that processed no measured tick (not `0 ns`).
+fn latency(c: &StreamClient, ns: u64) -> String {
+    if c.latency.count == 0 {
+        "–".into()
+    } else {
+        duration_ns(ns)
+    }
+}
+
 /// The cells of one client's row.
 fn row(r: &RunResult, c: &StreamClient) -> Vec<String> {
     let per_sec = |n: u64| count(n as f64 / r.duration_s.max(1e-9));
@@ -36,9 +45,9 @@ fn row(r: &RunResult, c: &StreamClient) -> Vec<String> {
         per_sec(c.counters.delivered),
         count(c.counters.dropped as f64),
         count((c.counters.in_flight_end + c.counters.failed) as f64),
-        duration_ns(c.latency.p50_ns),
-        duration_ns(c.latency.p99_ns),
-        duration_ns(c.latency.max_ns),
+        latency(c, c.latency.p50_ns),
+        latency(c, c.latency.p99_ns),
+        latency(c, c.latency.max_ns),
         count(
             c.intervals
                 .iter()
@@ -262,10 +271,15 @@ pub fn charts(runs: &[RunResult]) -> Vec<Chart> {
             }
         }
     }
+    let rate_title = if rate.iter().any(|s| s.name.ends_with(" written")) {
+        "Per client: ticks delivered (and written by the server) each second"
+    } else {
+        "Per client: ticks delivered each second"
+    };
     let mut out = vec![
         line_chart(
             "stream-rate",
-            "Per client: ticks delivered (and written by the server) each second",
+            rate_title,
             "ticks / s",
             Scale::Linear,
             |v| count(v),
@@ -344,7 +358,7 @@ fn line_chart(
                 "seconds into the measured window",
                 Scale::Linear,
                 &xs,
-                |v| format!("{v:.0} s"),
+                crate::charts::seconds_label,
             ),
             y: Axis::fitted(unit, scale, &ys, format),
             series,

@@ -45,16 +45,24 @@ pub fn table(results: &[RunResult]) -> String {
                 .map(|a| r.param(a).unwrap_or_default().to_string()),
         );
         let l = &r.latency;
+        // Nothing measured is not 0 ns.
+        let ns = |count: u64, v: u64| {
+            if count == 0 {
+                "–".to_string()
+            } else {
+                duration_ns(v)
+            }
+        };
         row.extend([
             count(r.delivered_per_sec()),
             percent(r.counters.success_rate()),
             percent(r.counters.drop_rate()),
-            duration_ns(l.p50_ns),
-            duration_ns(l.p95_ns),
-            duration_ns(l.p99_ns),
-            duration_ns(l.p9999_ns),
-            duration_ns(l.max_ns),
-            duration_ns(r.send_lag.p99_ns),
+            ns(l.count, l.p50_ns),
+            ns(l.count, l.p95_ns),
+            ns(l.count, l.p99_ns),
+            ns(l.count, l.p9999_ns),
+            ns(l.count, l.max_ns),
+            ns(r.send_lag.count, r.send_lag.p99_ns),
             format!("{:.2}", r.cpu.driver_cpu_s),
             count(r.cpu.delivered_per_cpu_s),
         ]);
@@ -62,7 +70,7 @@ pub fn table(results: &[RunResult]) -> String {
     }
     let mut out = render(&rows);
     if crate::streams::any(results) {
-        out.push_str("\nstream clients (per second of the measured window; `written` is what the server handed the socket):\n");
+        out.push_str("\nstream clients (rates per second of the measured window, `written` = handed to the client's socket by the server; dropped, undelivered and backlog are counts):\n");
         out.push_str(&render(&crate::streams::text_rows(results)));
     }
     let warned: Vec<&RunResult> = results.iter().filter(|r| !r.warnings.is_empty()).collect();

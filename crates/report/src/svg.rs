@@ -425,12 +425,21 @@ impl BarChart {
                     }
                 }
             }
-            let label: String = category.chars().take(24).collect();
-            out.push_str(&format!(
-                "<text x=\"{centre:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"11\">{}</text>\n",
-                plot_y(0.0) + 16.0,
-                escape(&label)
-            ));
+            // One sweep parameter per line (two at most), each cut to the group's width, so
+            // that neighbouring labels never run into each other.
+            let fits = ((group_w / 6.5) as usize).max(6);
+            let lines: Vec<String> = category
+                .split(' ')
+                .take(2)
+                .map(|part| part.chars().take(fits).collect())
+                .collect();
+            for (li, line) in lines.iter().enumerate() {
+                out.push_str(&format!(
+                    "<text x=\"{centre:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"11\">{}</text>\n",
+                    plot_y(0.0) + 16.0 + 13.0 * li as f64,
+                    escape(line)
+                ));
+            }
         }
         out.push_str(&format!(
             "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\n",

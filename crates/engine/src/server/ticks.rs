@@ -40,6 +40,8 @@ use tokio_websockets::Message;
 const MAX_TICKS_PER_ROUND: usize = 4096;
 /// Write batches one connection sends before yielding to the others on its thread.
 const MAX_BATCHES_PER_POLL: usize = 8;
+/// How often a generator with no subscribed client wakes.
+const IDLE_WAKE_NS: u64 = 1_000_000;
 /// Longest the server waits to hand a slow client its close frame.
 const CLOSE_TIMEOUT: Duration = Duration::from_millis(200);
 /// Bytes of tick encoding allocated at once (one allocation per ~1800 binary ticks).
@@ -456,7 +458,11 @@ async fn generate(service: Arc<TickService>, local: Rc<Local>) {
         let made = match pacer.upcoming_ns() {
             Some(due) if due >= end_ns => break,
             Some(due) if due > now => {
-                if due - now > options.spin_ns {
+                if !has_subscribers(&local) {
+                    // Nobody listens (a standalone server between clients): no spinning, wake
+                    // once a millisecond and let the schedule run on.
+                    timer.sleep_until(due.max(now + IDLE_WAKE_NS)).await;
+                } else if due - now > options.spin_ns {
                     timer.sleep_until(due - options.spin_ns).await;
                 } else {
                     // The last µs are spun: a timer wakes tens of µs late.
@@ -472,14 +478,18 @@ async fn generate(service: Arc<TickService>, local: Rc<Local>) {
             None if now >= end_ns => break,
             None => {
                 // Immediate: as fast as the slowest client takes them.
-                if !has_room(&local, options.config.write_batch) {
+                // Batches of at most half a queue: a queue that has room for one never
+                // overflows (and stays short: latency, not a backlog).
+                let batch = options
+                    .config
+                    .write_batch
+                    .min(options.config.queue / 2)
+                    .max(1);
+                if !has_room(&local, batch) {
                     let room = local.room.notified();
                     let _ = tokio::time::timeout(Duration::from_millis(1), room).await;
                     continue;
                 }
-                let batch = match options.pacing {
-                    _ => options.config.write_batch,
-                };
                 make(
                     &service, &local, &schedule, &mut pacer, &clock, &mut seq, batch,
                 )
@@ -499,6 +509,15 @@ fn finish_generator(service: &TickService, local: &Local) {
     let mut done = service.generators_done.lock().expect("not poisoned");
     done.0 += 1;
     done.1 = done.1.max(crate::clock::now_ns());
+}
+
+/// True when some client of this thread is subscribed.
+fn has_subscribers(local: &Local) -> bool {
+    local
+        .conns
+        .borrow()
+        .iter()
+        .any(|c| c.st.borrow().subscribed)
 }
 
 /// True when every subscribed client has room for a write batch (and there is one).
@@ -709,6 +728,14 @@ impl Writer {
         conn: &Conn,
         ws: &mut ServerWs,
     ) -> Poll<Ended> {
+        // The generator wakes this task through `waker` (new ticks, a policy close), also while
+        // a flush is pending: keep the current one there whatever this poll returns.
+        {
+            let mut st = conn.st.borrow_mut();
+            if !st.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                st.waker = Some(cx.waker().clone());
+            }
+        }
         // Everything the client sent: acknowledgements, pings, reports.
         loop {
             match Pin::new(&mut *ws).poll_next(cx) {

@@ -14,7 +14,7 @@
 //! connection (counted by kind in [`Faults`]) and then stops the run or reconnects
 //! (`client.on_error`). The hot path allocates nothing: buffers, flight tables and histograms
 //! are sized before the run.
-use super::window::{Budget, Launcher, Rules, Window};
+use super::window::{Budget, Failure, Launcher, Rules, Window};
 use super::{EngineError, RunContext};
 use crate::affinity::pin_current_thread;
 use crate::clock::{lower_timer_slack, Clock, MonotonicClock};
@@ -296,14 +296,6 @@ impl<W: Wire> Conn<W> {
             reconnect_at: 0,
         }
     }
-}
-
-/// Why a connection failed.
-#[derive(Debug, Clone, Copy)]
-enum Failure {
-    Timeout,
-    Closed,
-    Protocol(&'static str),
 }
 
 struct ThreadLoop<'a, W> {
@@ -656,38 +648,14 @@ impl<W: Wire> ThreadLoop<'_, W> {
             let _ = poll.registry().deregister(&mut s);
         }
         c.reconnect_at = now + RECONNECT_NS;
-        let what = match why {
-            Failure::Timeout => {
-                self.faults.timeouts += 1;
-                format!(
-                    "a request got no response within {}",
-                    msgbench_model::duration::format(Duration::from_nanos(
-                        self.shared.client.timeout_ns
-                    ))
-                )
-            }
-            Failure::Closed => {
-                self.faults.disconnects += 1;
-                "the connection was closed or reset".to_string()
-            }
-            Failure::Protocol(what) => {
-                self.faults.protocol_errors += 1;
-                format!("the server sent {what}")
-            }
-        };
+        let what = why.count(&mut self.faults, self.shared.client.timeout_ns);
         if self.shared.client.on_error == OnError::Stop {
-            let when = if now < self.shared.measure_start_ns {
-                "during the warm-up".to_string()
-            } else {
-                format!(
-                    "{:.2} s into the measured window",
-                    (now - self.shared.measure_start_ns) as f64 / 1e9
-                )
-            };
-            let _ = self.shared.stopped_by.set(format!(
-                "{what} on connection {} to {} {when}; the run stopped (set `client.on_error = \"reconnect\"` to go on)",
+            let _ = self.shared.stopped_by.set(super::window::stop_message(
+                &what,
                 self.index * self.shared.client.connections + i,
-                self.shared.address
+                &self.shared.address.to_string(),
+                now,
+                self.shared.measure_start_ns,
             ));
         }
     }

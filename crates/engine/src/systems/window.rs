@@ -7,6 +7,7 @@ use crate::clock::Clock;
 use crate::pacer::Pacer;
 use crate::recorder::Recorder;
 use msgbench_model::client::{ClientConfig, WindowFull};
+use msgbench_model::result::Faults;
 use msgbench_model::scenario::{Pacing, Scenario};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -18,6 +19,9 @@ const ADAPT_STEP: f64 = 0.05;
 const ADAPT_STEP_NS: u64 = 100_000_000;
 /// `adapt`: lowest share of the target a connection slows down to.
 const ADAPT_FLOOR: f64 = 1.0 / 1024.0;
+
+/// Generations wrap at 2^21, so that `id < 2^53`.
+const GENERATION_MASK: u32 = (1 << 21) - 1;
 
 /// One request in flight.
 #[derive(Debug, Clone, Copy, Default)]
@@ -91,7 +95,9 @@ impl Window {
     #[inline]
     pub fn open(&mut self, class: u16, intended_ns: u64, sent_ns: u64, measured: bool) -> u64 {
         let slot = self.free.pop().expect("window has room");
-        self.generation = self.generation.wrapping_add(1);
+        // 21 bits of generation: ids stay below 2^53, exact in a JavaScript number (servers
+        // written in JavaScript echo JSON-RPC ids through one).
+        self.generation = (self.generation + 1) & GENERATION_MASK;
         let id = (u64::from(self.generation) << 32) | u64::from(slot);
         self.flights[slot as usize] = Flight {
             id,
@@ -405,6 +411,62 @@ impl Launcher {
             },
         }
     }
+}
+
+/// Why a connection's requests failed.
+#[derive(Debug, Clone, Copy)]
+pub enum Failure {
+    /// The oldest request got no response within `client.timeout`.
+    Timeout,
+    /// The connection was closed or reset.
+    Closed,
+    /// The server sent this (not a valid response).
+    Protocol(&'static str),
+}
+
+impl Failure {
+    /// Counts the failure in `faults`; returns what happened, in words.
+    pub fn count(self, faults: &mut Faults, timeout_ns: u64) -> String {
+        match self {
+            Failure::Timeout => {
+                faults.timeouts += 1;
+                format!(
+                    "a request got no response within {}",
+                    msgbench_model::duration::format(std::time::Duration::from_nanos(timeout_ns))
+                )
+            }
+            Failure::Closed => {
+                faults.disconnects += 1;
+                "the connection was closed or reset".to_string()
+            }
+            Failure::Protocol(what) => {
+                faults.protocol_errors += 1;
+                format!("the server sent {what}")
+            }
+        }
+    }
+}
+
+/// Why a run stopped under `client.on_error = "stop"`: what happened, on which connection,
+/// and when.
+pub fn stop_message(
+    what: &str,
+    connection: usize,
+    address: &str,
+    now_ns: u64,
+    measure_start_ns: u64,
+) -> String {
+    let when = if now_ns < measure_start_ns {
+        "during the warm-up".to_string()
+    } else {
+        format!(
+            "{:.2} s into the measured window",
+            (now_ns - measure_start_ns) as f64 / 1e9
+        )
+    };
+    format!(
+        "{what} on connection {connection} to {address} {when}; the run stopped (set `client.on_error = \"reconnect\"` to go on)"
+    )
 }
 
 #[inline]

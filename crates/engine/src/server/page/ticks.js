@@ -45,14 +45,29 @@
     return out;
   };
 
-  // Sequence checking, as msgbench's native client does it.
-  let expected = -1, missing = 0;
+  // Sequence checking, as msgbench's native client does it: missing numbers are remembered as
+  // [start, end) ranges (256 at most), so a late number that fills one is "reordered" and any
+  // other number at or below the last one seen is a duplicate.
+  let expected = -1;
+  const missing = [];
   const sequence = [0, 0, 0]; // gaps, duplicates, reordered
   function checkSeq(seq) {
     if (expected < 0 || seq === expected) { expected = seq + 1; return; }
-    if (seq > expected) { sequence[0] += seq - expected; missing += seq - expected; expected = seq + 1; }
-    else if (missing > 0) { missing--; sequence[0]--; sequence[2]++; }
-    else sequence[1]++;
+    if (seq > expected) {
+      sequence[0] += seq - expected;
+      if (missing.length === 256) missing.shift();
+      missing.push([expected, seq]);
+      expected = seq + 1;
+      return;
+    }
+    const i = missing.findIndex(([start, end]) => start <= seq && seq < end);
+    if (i < 0) { sequence[1]++; return; }
+    sequence[0]--; sequence[2]++;
+    const [start, end] = missing[i];
+    const parts = [];
+    if (start < seq) parts.push([start, seq]);
+    if (seq + 1 < end) parts.push([seq + 1, end]);
+    missing.splice(i, 1, ...parts);
   }
 
   let ws;
@@ -144,6 +159,7 @@
       let rounds = 0, bestRtt = Infinity;
       ws.onmessage = (ev) => {
         const msg = JSON.parse(ev.data);
+        if (msg.type === "window") return onControl(msg); // a server that streams at once
         if (msg.type !== "pong") return;
         const back = performance.now();
         const rtt = back - msg.t;

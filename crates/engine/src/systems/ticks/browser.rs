@@ -12,6 +12,11 @@ use std::path::PathBuf;
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
+/// Latest interval a page may report (a year of seconds: far beyond any run).
+const MAX_REPORT_SECONDS: u64 = 366 * 24 * 3600;
+/// Most numbers in a report's histogram (HdrHistogram has ~43k buckets; pairs double it).
+const MAX_REPORT_PAIRS: usize = 100_000;
+
 /// A running headless Chromium with the tick page open.
 pub struct Browser {
     /// Client name.
@@ -125,6 +130,20 @@ pub fn bridge(
         let Some(i) = stats.iter().position(|s| s.name == name) else {
             continue;
         };
+        // Anything may connect to the loopback server under a browser's name: a report from
+        // beyond the run, or absurdly long, is not one of the page's.
+        let seconds_in_run = shared
+            .deadline_ns
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .saturating_sub(schedule.measure_start_ns)
+            / 1_000_000_000
+            + 2;
+        if report.k > seconds_in_run.min(MAX_REPORT_SECONDS)
+            || report.latency.len() > MAX_REPORT_PAIRS
+            || report.service.len() > MAX_REPORT_PAIRS
+        {
+            continue;
+        }
         stats[i].on_page_report(&report);
         let second_ns = schedule.measure_start_ns + report.k * 1_000_000_000;
         recorders[i].delivered_pairs(

@@ -403,7 +403,9 @@ impl Run<'_> {
                 - now_ns.saturating_sub(schedule.measure_start_ns) / 1_000_000,
             process_cpu: CpuSnapshot::process().since(&process_before),
             threads: cpus,
-            interrupted: self.ctx.stop.load(Ordering::Relaxed) || stopped_by.is_some(),
+            // A Ctrl-C during the drain leaves the window whole.
+            interrupted: window_ns < self.scenario.run.duration.as_nanos() as u64
+                && (self.ctx.stop.load(Ordering::Relaxed) || stopped_by.is_some()),
             config: self.scenario.system.describe(),
             faults,
             sut_cpu_s,

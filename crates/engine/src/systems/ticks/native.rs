@@ -332,7 +332,7 @@ async fn connection(
             std::future::poll_fn(|cx| reader.poll(cx, &mut ws, &mut stats, &recorder)).await;
         let (fault, why) = match ended {
             Ended::Done => {
-                goodbye(&mut ws, stats.processed).await;
+                goodbye(&mut ws, reader.on_this_connection(stats.processed)).await;
                 break;
             }
             Ended::Broken(fault, why) => (fault, why),
@@ -369,7 +369,7 @@ async fn connection(
                 Some(new) => {
                     ws = new;
                     stats.reconnected();
-                    reader.reconnected();
+                    reader.reconnected(stats.processed);
                 }
                 None => {
                     stats.closed = Some((why, now_ns()));
@@ -427,6 +427,8 @@ struct Reader {
     virtual_ns: u64,
     next_ack_ns: u64,
     ack_due: bool,
+    /// Ticks processed before this connection opened.
+    ack_base: u64,
     acked: u64,
     flushing: bool,
     check: Pin<Box<tokio::time::Sleep>>,
@@ -442,16 +444,24 @@ impl Reader {
             virtual_ns: 0,
             next_ack_ns: 0,
             ack_due: false,
+            ack_base: 0,
             acked: 0,
             flushing: false,
             check: Box::pin(tokio::time::sleep(CHECK_EVERY)),
         }
     }
 
-    fn reconnected(&mut self) {
+    /// A new connection: its acknowledgements count from zero again.
+    fn reconnected(&mut self, processed: u64) {
+        self.ack_base = processed;
         self.acked = 0;
         self.ack_due = false;
         self.flushing = false;
+    }
+
+    /// What this connection has processed (acks are per connection).
+    fn on_this_connection(&self, processed: u64) -> u64 {
+        processed - self.ack_base
     }
 
     fn poll(
@@ -528,7 +538,7 @@ impl Reader {
             match Pin::new(&mut *ws).poll_ready(cx) {
                 Poll::Ready(Ok(())) => {
                     Pin::new(&mut *ws)
-                        .start_send(Message::text(ack_text(processed)))
+                        .start_send(Message::text(ack_text(self.on_this_connection(processed))))
                         .map_err(broken)?;
                     self.acked = processed;
                     self.ack_due = false;
@@ -637,10 +647,12 @@ impl Reader {
                 Some(Ended::Done)
             }
             Ok(_) => None,
-            Err(e) => Some(Ended::Broken(
-                Fault::Protocol,
-                format!("the server sent a control message msgbench does not know ({e})"),
-            )),
+            // A control message msgbench does not know: counted and skipped, like a malformed
+            // tick (the stream goes on).
+            Err(_) => {
+                stats.faults.protocol_errors += 1;
+                None
+            }
         }
     }
 }

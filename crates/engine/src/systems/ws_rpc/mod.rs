@@ -7,7 +7,7 @@
 //! `backoff` — the hand-off the wait-strategy report compared. A response counts as complete
 //! when the caller has taken it: the hand-off is part of the latency, as it is for a real
 //! caller.
-use super::window::{Budget, Launcher, Rules, Window};
+use super::window::{Budget, Failure, Launcher, Rules, Window};
 use crate::affinity::pin_current_thread;
 use crate::clock::{lower_timer_slack, Clock, MonotonicClock};
 use crate::cpu::CpuSnapshot;
@@ -33,6 +33,9 @@ pub mod socket;
 const START_LEAD_NS: u64 = 20_000_000;
 /// Longest a caller waits without looking at the stop flag.
 const STOP_CHECK_NS: u64 = 20_000_000;
+
+/// What a protocol error of `ws-rpc` is.
+const NOT_A_RESPONSE: &str = "something that is not a response to a request in flight";
 
 const HINT: &str = "(start msgbench's own with `msgbench serve ws-rpc --listen HOST:PORT`, let `[sut] command` start one, or omit `ws_rpc.address` to run the built-in server in-process)";
 
@@ -515,8 +518,12 @@ impl Caller<'_> {
                 Event::Reply { conn, id, ok } => {
                     let now = self.clock.now_ns();
                     let c = &mut self.conns[conn as usize];
+                    if !c.up {
+                        // An answer to a request that already failed with its connection.
+                        continue;
+                    }
                     let Some(f) = c.window.complete(id) else {
-                        self.fail(conn as usize, Failure::Protocol);
+                        self.fail(conn as usize, Failure::Protocol(NOT_A_RESPONSE));
                         self.reset(conn as usize);
                         continue;
                     };
@@ -537,7 +544,9 @@ impl Caller<'_> {
                     c.up = false;
                     match why {
                         Down::Closed => self.fail(conn as usize, Failure::Closed),
-                        Down::Protocol => self.fail(conn as usize, Failure::Protocol),
+                        Down::Protocol => {
+                            self.fail(conn as usize, Failure::Protocol(NOT_A_RESPONSE))
+                        }
                         Down::Reset => {}
                     }
                 }
@@ -591,40 +600,14 @@ impl Caller<'_> {
                 rec.failed();
             }
         });
-        let what = match why {
-            Failure::Timeout => {
-                self.faults.timeouts += 1;
-                format!(
-                    "a request got no response within {}",
-                    msgbench_model::duration::format(Duration::from_nanos(
-                        self.shared.client.timeout_ns
-                    ))
-                )
-            }
-            Failure::Closed => {
-                self.faults.disconnects += 1;
-                "the connection was closed or reset".to_string()
-            }
-            Failure::Protocol => {
-                self.faults.protocol_errors += 1;
-                "the server sent something that is not a response to a request in flight"
-                    .to_string()
-            }
-        };
+        let what = why.count(&mut self.faults, self.shared.client.timeout_ns);
         if self.shared.client.on_error == OnError::Stop {
-            let now = self.clock.now_ns();
-            let when = if now < self.rules.measure_start_ns {
-                "during the warm-up".to_string()
-            } else {
-                format!(
-                    "{:.2} s into the measured window",
-                    (now - self.rules.measure_start_ns) as f64 / 1e9
-                )
-            };
-            let _ = self.shared.stopped_by.set(format!(
-                "{what} on connection {} to {} {when}; the run stopped (set `client.on_error = \"reconnect\"` to go on)",
+            let _ = self.shared.stopped_by.set(super::window::stop_message(
+                &what,
                 self.index * self.shared.client.connections + i,
-                self.shared.url
+                self.shared.url,
+                self.clock.now_ns(),
+                self.rules.measure_start_ns,
             ));
         }
     }
@@ -665,12 +648,4 @@ impl Caller<'_> {
             Duration::from_nanos(wake.saturating_sub(now + self.clock.spin_ns).max(1)),
         );
     }
-}
-
-/// Why a connection's requests failed.
-#[derive(Debug, Clone, Copy)]
-enum Failure {
-    Timeout,
-    Closed,
-    Protocol,
 }

@@ -161,7 +161,8 @@ pub fn run(plan: Plan, ends: Ends, ready: Sender<Result<(), EngineError>>) {
             dirty: vec![false; plan.connections],
             reconnecting: (0..plan.connections).map(|_| None).collect(),
             retry: Vec::new(),
-            pending: Vec::new(),
+            pending: std::collections::VecDeque::new(),
+            told: false,
             arena: BytesMut::with_capacity(64 << 10),
             plan,
             ends,
@@ -186,16 +187,25 @@ struct Io {
     /// Connections to open again, and after how long.
     retry: Vec<(usize, Duration)>,
     /// Events the ring had no room for (it is sized so that this stays empty).
-    pending: Vec<Event>,
+    pending: std::collections::VecDeque<Event>,
+    /// Events were handed over since the caller was last woken.
+    told: bool,
     arena: BytesMut,
 }
 
-/// The parts of a response the client reads.
+/// The parts of a response the client reads. `result` and `error` are "present or not":
+/// `"result": null` is a valid result (a receipt not mined yet).
 #[derive(Deserialize)]
 struct Reply {
     id: Option<u64>,
-    result: Option<IgnoredAny>,
-    error: Option<IgnoredAny>,
+    #[serde(default, deserialize_with = "present")]
+    result: bool,
+    #[serde(default, deserialize_with = "present")]
+    error: bool,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    IgnoredAny::deserialize(d).map(|_| true)
 }
 
 impl Io {
@@ -207,18 +217,21 @@ impl Io {
         while self.notified.as_mut().poll(cx).is_ready() {
             self.notified = Box::pin(self.ends.notify.clone().notified_owned());
         }
-        let mut told = false;
         self.send_requests();
         for i in 0..self.conns.len() {
             self.flush(i, cx);
-            told |= self.read(i, cx);
+            self.read(i, cx);
         }
         for (i, delay) in std::mem::take(&mut self.retry) {
             self.try_again(i, delay, cx);
         }
         self.reconnect(cx);
-        told |= self.flush_pending();
-        if told {
+        self.flush_pending();
+        if !self.pending.is_empty() {
+            // The caller frees room as it takes events; look again soon.
+            cx.waker().wake_by_ref();
+        }
+        if std::mem::take(&mut self.told) {
             if let Some(caller) = &self.ends.caller {
                 caller.wake();
             }
@@ -226,23 +239,23 @@ impl Io {
         Poll::Pending
     }
 
-    fn push(&mut self, event: Event) -> bool {
-        if let Err(e) = self.ends.events.push(event) {
-            self.pending.push(e);
+    /// Hands an event to the caller, in order behind any that did not fit yet.
+    fn push(&mut self, event: Event) {
+        self.told = true;
+        if !self.pending.is_empty() {
+            self.pending.push_back(event);
+        } else if let Err(e) = self.ends.events.push(event) {
+            self.pending.push_back(e);
         }
-        true
     }
 
-    fn flush_pending(&mut self) -> bool {
-        let mut any = false;
-        while let Some(e) = self.pending.first().copied() {
+    fn flush_pending(&mut self) {
+        while let Some(&e) = self.pending.front() {
             if self.ends.events.push(e).is_err() {
                 break;
             }
-            self.pending.remove(0);
-            any = true;
+            self.pending.pop_front();
         }
-        any
     }
 
     fn send_requests(&mut self) {
@@ -287,12 +300,11 @@ impl Io {
         }
     }
 
-    /// Reads the responses that arrived on connection `i`; true when any event was pushed.
-    fn read(&mut self, i: usize, cx: &mut Context<'_>) -> bool {
-        let mut told = false;
+    /// Reads the responses that arrived on connection `i`.
+    fn read(&mut self, i: usize, cx: &mut Context<'_>) {
         for _ in 0..READS_PER_TURN {
             let Some(ws) = self.conns[i].as_mut() else {
-                return told;
+                return;
             };
             match Pin::new(ws).poll_next(cx) {
                 Poll::Ready(Some(Ok(m))) if m.is_text() || m.is_binary() => {
@@ -301,33 +313,29 @@ impl Io {
                             id: Some(id),
                             result,
                             error,
-                        }) if result.is_some() != error.is_some() => {
-                            told |= self.push(Event::Reply {
-                                conn: i as u32,
-                                id,
-                                ok: result.is_some(),
-                            });
-                        }
-                        _ => {
-                            self.down(i, Down::Protocol);
-                            return true;
-                        }
+                        }) if result != error => self.push(Event::Reply {
+                            conn: i as u32,
+                            id,
+                            ok: result,
+                        }),
+                        _ => return self.down(i, Down::Protocol),
                     }
                 }
                 Poll::Ready(Some(Ok(_))) => {} // ping, pong
                 Poll::Ready(Some(Err(_))) | Poll::Ready(None) => {
-                    self.down(i, Down::Closed);
-                    return true;
+                    return self.down(i, Down::Closed);
                 }
-                Poll::Pending => return told,
+                Poll::Pending => return,
             }
         }
         cx.waker().wake_by_ref();
-        told
     }
 
     /// Marks connection `i` down; under `reconnect` it is opened again.
     fn down(&mut self, i: usize, why: Down) {
+        if self.conns[i].is_none() {
+            return; // already down, and already being reopened
+        }
         self.conns[i] = None;
         self.dirty[i] = false;
         self.push(Event::Down {

@@ -1,0 +1,94 @@
+//! What the engine's integration tests share: one run at a time, an experiment from TOML and
+//! `--set` overrides run into a temporary directory, and small WebSocket servers to misbehave.
+#![allow(dead_code)] // each test binary uses its own part
+
+use msgbench_engine::environment::Environment;
+use msgbench_engine::runner::{run_experiment, Outcome, RunError, Silent};
+use msgbench_model::scenario::MachineLimits;
+use msgbench_model::sweep::Override;
+use msgbench_model::{Experiment, RunResult};
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// One run at a time: a run keeps two or more threads busy, and CI has two cores.
+pub static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Takes this test binary's turn to measure.
+pub fn turn() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs the experiment `toml` with `sets` overrides; returns the outcome and its directory.
+pub fn try_run(toml: &str, sets: &[&str]) -> (Result<Outcome, RunError>, tempfile::TempDir) {
+    let _turn = turn();
+    let overrides: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
+    let limits = MachineLimits {
+        cpus: msgbench_engine::affinity::allowed_cpus(),
+    };
+    let experiment = Experiment::load(toml, "test.toml", &overrides, &limits).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let outcome = run_experiment(
+        &experiment,
+        dir.path(),
+        Environment::capture(vec![]),
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(Silent),
+    );
+    (outcome, dir)
+}
+
+/// Runs an experiment that must succeed; returns its results.
+pub fn run(toml: &str, sets: &[&str]) -> Vec<RunResult> {
+    let (outcome, _dir) = try_run(toml, sets);
+    outcome.unwrap().results
+}
+
+/// A WebSocket server on its own thread (one current-thread runtime); each accepted
+/// connection goes to `serve`.
+pub fn ws_server<F, Fut>(serve: F) -> SocketAddr
+where
+    F: Fn(tokio_websockets::WebSocketStream<tokio::net::TcpStream>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            while let Ok((stream, _)) = listener.accept().await {
+                if let Ok((_, ws)) = tokio_websockets::ServerBuilder::new().accept(stream).await {
+                    tokio::task::spawn_local(serve(ws));
+                }
+            }
+        });
+    });
+    addr
+}
+
+/// A TCP server that answers every connection with `answer` and closes: not WebSocket.
+pub fn not_websocket(answer: &'static [u8]) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut s in listener.incoming().flatten() {
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(answer);
+        }
+    });
+    addr
+}
+
+/// An address nothing listens on.
+pub fn dead_address() -> SocketAddr {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    closed.local_addr().unwrap()
+}
