@@ -427,19 +427,26 @@ mod tests {
 
     #[test]
     fn replies_are_results_or_errors_with_an_id() {
-        let ok: Reply =
-            serde_json::from_str(r#"{"jsonrpc":"2.0","id":7,"result":{"a":[1]}}"#).unwrap();
+        let parse = |text: &str| {
+            let r: Reply = serde_json::from_str(text).unwrap();
+            (r.id, r.result, r.error)
+        };
         assert_eq!(
-            (ok.id, ok.result.is_some(), ok.error.is_some()),
+            parse(r#"{"jsonrpc":"2.0","id":7,"result":{"a":[1]}}"#),
             (Some(7), true, false)
         );
-        let err: Reply = serde_json::from_str(
-            r#"{"jsonrpc":"2.0","id":8,"error":{"code":-32601,"message":"x"}}"#,
-        )
-        .unwrap();
         assert_eq!(
-            (err.id, err.result.is_some(), err.error.is_some()),
+            parse(r#"{"jsonrpc":"2.0","id":9,"result":null}"#),
+            (Some(9), true, false),
+            "a null result is a result"
+        );
+        assert_eq!(
+            parse(r#"{"jsonrpc":"2.0","id":8,"error":{"code":-32601,"message":"x"}}"#),
             (Some(8), false, true)
+        );
+        assert_eq!(
+            parse(r#"{"jsonrpc":"2.0","id":8}"#),
+            (Some(8), false, false)
         );
     }
 }
