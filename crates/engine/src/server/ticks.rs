@@ -42,8 +42,9 @@ const MAX_TICKS_PER_ROUND: usize = 4096;
 const MAX_BATCHES_PER_POLL: usize = 8;
 /// How often a generator with no subscribed client wakes.
 const IDLE_WAKE_NS: u64 = 1_000_000;
-/// Longest the server waits to hand a slow client its close frame.
-const CLOSE_TIMEOUT: Duration = Duration::from_millis(200);
+/// Longest the server waits for a slow client to read through what was written and answer its
+/// close frame (a client at 10k ticks/s needs ~0.4 s to drain 128 KiB of socket buffers).
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Bytes of tick encoding allocated at once (one allocation per ~1800 binary ticks).
 const ARENA_BYTES: usize = 64 << 10;
 /// The browser client: a page and its script, served on `GET /` and `GET /ticks.js`.
@@ -650,22 +651,7 @@ async fn serve(service: Arc<TickService>, local: Rc<Local>, upgrade: Upgrade, mu
     let mut io = Writer::new(service.options.config.write_batch);
     let ended = std::future::poll_fn(|cx| io.poll(cx, &service, &local, &conn, &mut ws)).await;
     let now = crate::clock::now_ns();
-    if let Ended::Policy(_) = &ended {
-        // Say why behind what is already written; a client that reads no more gets a reset.
-        conn.st.borrow_mut().queue.clear();
-        let close = Message::close(
-            Some(tokio_websockets::CloseCode::SERVICE_OVERLOAD),
-            "slow client: its send queue overflowed",
-        );
-        let goodbye = async {
-            ws.send(close).await?;
-            // Read on until the client answers the close: closing with its acks unread would
-            // reset the connection and throw away what it has not read yet.
-            while let Some(Ok(_)) = ws.next().await {}
-            Ok::<(), tokio_websockets::Error>(())
-        };
-        let _ = tokio::time::timeout(CLOSE_TIMEOUT, goodbye).await;
-    }
+    let policy_close = matches!(ended, Ended::Policy(_));
     let reason = match ended {
         Ended::Peer => None,
         Ended::Protocol(e) => {
@@ -681,12 +667,28 @@ async fn serve(service: Arc<TickService>, local: Rc<Local>, upgrade: Upgrade, mu
     // A client that closes after the stream ended is done, not cut short.
     let cut_short = !(local.done.get() && conn.st.borrow().queue.is_empty());
     {
+        // Recorded now: if the server stops during the goodbye below, this is what it publishes.
         let mut st = conn.st.borrow_mut();
         st.subscribed = false;
         st.queue.clear();
         if let Some(r) = reason.or_else(|| cut_short.then(|| "the client closed it".to_string())) {
             st.report.closed = Some((r, now));
         }
+    }
+    if policy_close {
+        // Say why behind what is already written; a client that reads no more gets a reset.
+        let close = Message::close(
+            Some(tokio_websockets::CloseCode::SERVICE_OVERLOAD),
+            "slow client: its send queue overflowed",
+        );
+        let goodbye = async {
+            ws.send(close).await?;
+            // Read on until the client answers the close: closing with its acks unread would
+            // reset the connection and throw away what it has not read yet.
+            while let Some(Ok(_)) = ws.next().await {}
+            Ok::<(), tokio_websockets::Error>(())
+        };
+        let _ = tokio::time::timeout(CLOSE_TIMEOUT, goodbye).await;
     }
     local.conns.borrow_mut().retain(|c| !Rc::ptr_eq(c, &conn));
     service.publish(conn.st.borrow().report.clone());
