@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests and benchmarks need beyond a Rust toolchain, from Debian's packages:
-# redis-server and redis-tools (redis-benchmark), and chromium for the report's browser check. Idempotent: does nothing when present.
+# redis-server and redis-tools (redis-benchmark), and chromium for the browser tick clients and the
+# report's browser check. Idempotent: does nothing when present.
 # msgbench never relies on a running Redis: tests and examples start their own on loopback.
 set -euo pipefail
 need=()
