@@ -6,6 +6,38 @@ use mio::{Interest, Registry, Token};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+/// A non-blocking CLOCK_MONOTONIC timerfd.
+fn timerfd() -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall; the returned fd is checked and then owned.
+    let fd = unsafe {
+        libc::timerfd_create(
+            libc::CLOCK_MONOTONIC,
+            libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh, valid descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Arms timerfd `fd` to fire once, `wait_ns` (> 0) from now.
+fn arm_in(fd: std::os::fd::RawFd, wait_ns: u64) {
+    let spec = libc::itimerspec {
+        it_interval: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+        it_value: libc::timespec {
+            tv_sec: (wait_ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (wait_ns % 1_000_000_000) as libc::c_long,
+        },
+    };
+    // SAFETY: a valid timerfd and spec; the old value is not requested.
+    unsafe { libc::timerfd_settime(fd, 0, &spec, std::ptr::null_mut()) };
+}
+
 /// A one-shot absolute timer.
 pub struct Timer {
     fd: OwnedFd,
@@ -15,18 +47,7 @@ pub struct Timer {
 impl Timer {
     /// A disarmed timer registered with `registry` under `token`.
     pub fn new(registry: &Registry, token: Token) -> io::Result<Timer> {
-        // SAFETY: plain syscall; the returned fd is checked and then owned.
-        let fd = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a fresh, valid descriptor nobody else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fd = timerfd()?;
         registry.register(&mut SourceFd(&fd.as_raw_fd()), token, Interest::READABLE)?;
         Ok(Timer { fd, armed_ns: 0 })
     }
@@ -41,18 +62,7 @@ impl Timer {
         self.armed_ns = deadline_ns;
         // A zero it_value would disarm: wait at least 1 ns.
         let wait = deadline_ns.saturating_sub(crate::clock::now_ns()).max(1);
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: (wait / 1_000_000_000) as libc::time_t,
-                tv_nsec: (wait % 1_000_000_000) as libc::c_long,
-            },
-        };
-        // SAFETY: valid fd and spec; the old value is not requested.
-        unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+        arm_in(self.fd.as_raw_fd(), wait);
     }
 
     /// Call when its token was readable: consumes the expiration so the fd stops being readable.
@@ -73,18 +83,7 @@ pub struct AsyncTimer {
 impl AsyncTimer {
     /// A disarmed timer; call inside a tokio runtime with I/O enabled.
     pub fn new() -> io::Result<AsyncTimer> {
-        // SAFETY: plain syscall; the returned fd is checked and then owned.
-        let fd = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a fresh, valid descriptor nobody else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fd = timerfd()?;
         // SAFETY: an OwnedFd keeps its descriptor open and unchanged for as long as the
         // AsyncFd owns it.
         let fd = unsafe {
@@ -101,18 +100,7 @@ impl AsyncTimer {
         if wait == 0 {
             return;
         }
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: (wait / 1_000_000_000) as libc::time_t,
-                tv_nsec: (wait % 1_000_000_000) as libc::c_long,
-            },
-        };
-        // SAFETY: valid fd and spec; the old value is not requested.
-        unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+        arm_in(self.fd.as_raw_fd(), wait);
         loop {
             let Ok(mut guard) = self.fd.readable().await else {
                 return;
