@@ -68,7 +68,7 @@ fn flag_error<'a>(
 
 fn serve_until(stop: &AtomicBool, run_for: Option<Duration>) {
     let started = std::time::Instant::now();
-    while !stop.load(Ordering::Relaxed) && run_for.map_or(true, |d| started.elapsed() < d) {
+    while !stop.load(Ordering::Relaxed) && run_for.is_none_or(|d| started.elapsed() < d) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }

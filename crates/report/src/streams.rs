@@ -282,7 +282,7 @@ pub fn charts(runs: &[RunResult]) -> Vec<Chart> {
             rate_title,
             "ticks / s",
             Scale::Linear,
-            |v| count(v),
+            count,
             rate,
             "A client's delivered line below its written line is a client falling behind; written below the generated rate is a server (or socket) that cannot keep up. One line per client (first replicate of each sweep point).",
         ),

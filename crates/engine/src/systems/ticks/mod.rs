@@ -362,7 +362,7 @@ impl Run<'_> {
             cpus.push(t.cpu);
         }
         clients.extend(pages);
-        clients.sort_by(|a, b| (a.group, natural(&a.name)).cmp(&(b.group, natural(&b.name))));
+        clients.sort_by_key(|c| (c.group, natural(&c.name)));
         let deadline_ns = self.shared.deadline_ns.load(Ordering::Relaxed);
         let streams = join_streams(
             &clients,
