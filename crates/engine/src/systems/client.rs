@@ -217,25 +217,16 @@ pub fn drive<W: Wire>(
         *sut_window.lock().expect("not poisoned") = (start_cpu, sut_cpu_ns());
         handles.into_iter().map(|h| h.join()).collect::<Vec<_>>()
     });
-    let mut threads = Vec::new();
-    let mut faults = Faults::default();
-    let mut failed = None;
-    for out in outs {
-        match out {
-            Ok(Ok((cpu, f))) => {
-                threads.push(cpu);
-                faults.add(&f);
-            }
-            Ok(Err(e)) => failed = Some(e),
-            Err(_) => failed = Some(EngineError::WorkerPanicked("client")),
-        }
-    }
+    let gathered = gather(
+        outs.into_iter()
+            .map(|o| o.map(|r| r.map(|(cpu, f)| (vec![cpu], f)))),
+        "client",
+    );
+    // The collector is joined first: it ends once every recorder has, error or not.
     let recording = collecting
         .join()
         .map_err(|_| EngineError::WorkerPanicked("collector"))?;
-    if let Some(e) = failed {
-        return Err(e);
-    }
+    let (threads, faults) = gathered?;
     let (start_cpu, end_cpu) = *sut_window.lock().expect("not poisoned");
     let window_end = shared.window_end_ns.load(Ordering::Relaxed);
     let stopped_by = shared.stopped_by.get().cloned();
@@ -658,6 +649,33 @@ impl<W: Wire> ThreadLoop<'_, W> {
                 self.shared.measure_start_ns,
             ));
         }
+    }
+}
+
+/// What a driver thread returns: its threads' CPU and its faults.
+pub(crate) type ThreadOutput = Result<(Vec<ThreadCpu>, Faults), EngineError>;
+
+/// Merges what the driver threads returned; the last error (or panic of `role`) wins.
+pub(crate) fn gather(
+    outs: impl IntoIterator<Item = std::thread::Result<ThreadOutput>>,
+    role: &'static str,
+) -> ThreadOutput {
+    let mut threads = Vec::new();
+    let mut faults = Faults::default();
+    let mut failed = None;
+    for out in outs {
+        match out {
+            Ok(Ok((cpu, f))) => {
+                threads.extend(cpu);
+                faults.add(&f);
+            }
+            Ok(Err(e)) => failed = Some(e),
+            Err(_) => failed = Some(EngineError::WorkerPanicked(role)),
+        }
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok((threads, faults)),
     }
 }
 

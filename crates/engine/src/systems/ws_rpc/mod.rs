@@ -220,26 +220,16 @@ fn drive(
             done += 1;
         }
         let end_cpu = sut_cpu_ns();
-        let mut threads = Vec::new();
-        let mut faults = Faults::default();
-        let mut failed = None;
-        for h in handles {
-            match h.join() {
-                Ok(Ok(Some((cpu, f)))) => {
-                    threads.extend(cpu);
-                    faults.add(&f);
-                }
-                Ok(Ok(None)) => {}
-                Ok(Err(e)) => failed = Some(e),
-                Err(_) => failed = Some(EngineError::WorkerPanicked("ws-rpc caller")),
-            }
-        }
+        let gathered = super::client::gather(
+            handles
+                .into_iter()
+                .map(|h| h.join().map(|r| r.map(Option::unwrap_or_default))),
+            "ws-rpc caller",
+        );
         let recording = collecting
             .join()
             .map_err(|_| EngineError::WorkerPanicked("collector"))?;
-        if let Some(e) = failed {
-            return Err(e);
-        }
+        let (threads, faults) = gathered?;
         let stopped_by = shared.stopped_by.get().cloned();
         Ok(super::client::DriverOutput {
             recording,
