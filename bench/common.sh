@@ -1,8 +1,9 @@
-# Shared helpers of the bench scripts: build msgbench and the C floors (a copy under target/,
-# so ../shared stays untouched), run msgbench with JSON output and pull numbers out of it.
+# Shared helpers of the bench scripts: build msgbench and the C floors (bench/floors, built in a
+# copy under target/ so the source folder stays clean), run msgbench with JSON output and pull
+# numbers out of it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-FLOORS_SRC="$ROOT/../shared/floors"
+FLOORS_SRC="$ROOT/bench/floors"
 FLOORS="$ROOT/target/floors"
 MSGBENCH="$ROOT/target/release/msgbench"
 OUT="$ROOT/target/bench-results"

@@ -4,7 +4,7 @@
 #   msgbench queue  — msgbench's ring, every item's latency and service time recorded
 #   rtrb ring       — the same harness and recording through the rtrb crate (run twice: the
 #                     second run is an A/A control that shows this machine's noise)
-#   C floor         — ../shared/floors/spsc_ring --ts (bare ring, one clock read per item, log2 histogram)
+#   C floor         — bench/floors/spsc_ring --ts (bare ring, one clock read per item, log2 histogram)
 # Prints the median items/s of ROUNDS rounds (default 5) and the ratios the issue asks for:
 # msgbench ≥ 0.8 × C floor and ≥ 1.0 × rtrb.
 source "$(dirname "$0")/common.sh"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The RPC lab against the TCP floor, back to back in one invocation with the same pinning
 # (server on CPU 0, client on CPU 1, 64-byte messages each way, TCP_NODELAY):
-#   C floor   — ../shared/floors/tcp_pingpong: blocking send/recv ping-pong, nothing else
+#   C floor   — bench/floors/tcp_pingpong: blocking send/recv ping-pong, nothing else
 #   msgbench  — rpc, one connection, one request in flight (closed loop), built-in server
 #               in-process; every request's latency recorded
 # Prints the median round-trip p50 of ROUNDS rounds (default 5) and their ratio (target ≤ 1.3),

@@ -1,18 +1,17 @@
 //! One function per subcommand; each turns flags into a validated experiment first, so bad
 //! input fails before anything is measured or written.
 use crate::args::{Cli, Command, RunArgs, ScenarioArgs, SearchArgs};
+use crate::setup::{fail, machine_limits, on_ctrl_c};
 use crate::terminal::Terminal;
 use crate::{EXIT_BAD_INPUT, EXIT_INTERRUPTED};
-use msgbench_engine::affinity::allowed_cpus;
 use msgbench_engine::environment::Environment;
 use msgbench_engine::runner::{run_experiment_to, Destination};
 use msgbench_model::duration;
-use msgbench_model::scenario::MachineLimits;
 use msgbench_model::sweep::{render_params, Override, DEFAULT_SCENARIO};
 use msgbench_model::Experiment;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 pub fn dispatch(cli: Cli) -> ExitCode {
@@ -45,11 +44,6 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             ExitCode::SUCCESS
         }
     }
-}
-
-pub(crate) fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
-    eprintln!("msgbench: error: {message}");
-    ExitCode::from(code)
 }
 
 /// Reads the scenario, applies the flags, expands and validates every run.
@@ -101,12 +95,6 @@ fn load(args: &ScenarioArgs) -> Result<Experiment, String> {
     }
     let limits = machine_limits();
     Experiment::load(&text, &source, &overrides, &limits).map_err(|e| e.to_string())
-}
-
-pub(crate) fn machine_limits() -> MachineLimits {
-    MachineLimits {
-        cpus: allowed_cpus(),
-    }
 }
 
 fn check_duration(flag: &str, text: &str) -> Result<(), String> {
@@ -227,16 +215,11 @@ fn run(args: RunArgs) -> ExitCode {
     }
     // A run the system under test cut short (closed connection, garbage, timeout with
     // on_error = stop) is written, but the experiment did not go as asked.
-    if let Some(r) = outcome
-        .results
-        .iter()
-        .find(|r| r.warnings.iter().any(|w| w.starts_with("stopped early:")))
-    {
-        let why = r
-            .warnings
-            .iter()
-            .find(|w| w.starts_with("stopped early:"))
-            .expect("found");
+    let stopped = outcome.results.iter().find_map(|r| {
+        let why = r.warnings.iter().find(|w| w.is_stopped_early())?;
+        Some((r, why))
+    });
+    if let Some((r, why)) = stopped {
         return fail(
             1,
             format!(
@@ -355,16 +338,6 @@ pub(crate) fn install_ctrl_c(stop: Arc<AtomicBool>) {
         stop,
         "the current run ends now and is written; no further run starts",
     );
-}
-
-/// Raises `stop` on the first Ctrl-C (saying what happens now), quits on the second.
-pub(crate) fn on_ctrl_c(stop: Arc<AtomicBool>, what_happens: &'static str) {
-    let _ = ctrlc::set_handler(move || {
-        if stop.swap(true, Ordering::SeqCst) {
-            std::process::exit(EXIT_INTERRUPTED as i32);
-        }
-        eprintln!("\nmsgbench: stopping: {what_happens} (Ctrl-C again to quit at once)");
-    });
 }
 
 fn search(args: SearchArgs) -> ExitCode {

@@ -3,6 +3,7 @@
 mod args;
 mod commands;
 mod serve;
+mod setup;
 mod terminal;
 
 pub use args::Cli;

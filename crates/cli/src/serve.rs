@@ -2,14 +2,17 @@
 //! another msgbench) can be measured against them. Each runs until Ctrl-C or `--for`, then prints
 //! what it counted.
 use crate::args::{ServeCommand, ServeRpcArgs, ServeTicksArgs, ServeWsRpcArgs};
-use crate::commands::{fail, machine_limits, on_ctrl_c};
+use crate::setup::{fail, machine_limits, on_ctrl_c};
 use crate::{EXIT_BAD_INPUT, EXIT_INTERRUPTED};
 use msgbench_engine::net::tick::Schedule;
 use msgbench_engine::server::ticks::{TickServer, TickServerOptions};
 use msgbench_model::duration;
 use msgbench_model::rpc::RpcServerSpec;
-use msgbench_model::scenario::{PacingMode, PacingSpec, ScenarioError};
 use msgbench_model::ticks::TickServerSpec;
+use msgbench_model::{
+    check::ScenarioError,
+    pacing::{PacingMode, PacingSpec},
+};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};

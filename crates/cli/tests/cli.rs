@@ -679,7 +679,7 @@ fn serve_rpc_serves_other_runs_and_stops_by_itself() {
     let r = single_run(tmp.path());
     r.counters.check().unwrap();
     assert!(r.counters.delivered > 1000, "{:?}", r.counters);
-    assert_eq!(r.system, "rpc");
+    assert_eq!(r.system.name(), "rpc");
     let status = server.wait().unwrap();
     assert!(status.success());
     let mut rest = String::new();

@@ -8,7 +8,7 @@
 //! latency counts from the wake-up, as the naive benchmark did, but its send lag is measured
 //! against the nominal schedule, so the drift shows.
 use crate::clock::Clock;
-use msgbench_model::scenario::{Arrivals, Pacing};
+use msgbench_model::pacing::{Arrivals, Pacing};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 

@@ -7,7 +7,6 @@
 //! histogram set (pre-allocated, O(1)) and ships the full one to the [`Collector`] thread over a
 //! channel; merging, percentiles and encoding happen there, off the hot path.
 use crate::hot_histogram::HotHistogram;
-use crate::runner::LiveStatus;
 use hdrhistogram::Histogram;
 use msgbench_model::histogram::{new_latency_histogram, Percentiles};
 use msgbench_model::result::{Counters, IntervalSample, SequenceErrors};
@@ -350,6 +349,23 @@ fn merged(hs: &[Histogram<u64>]) -> Histogram<u64> {
     all
 }
 
+/// Live figures of the running run, about once a second.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LiveStatus {
+    /// Seconds into the measured window.
+    pub elapsed_s: f64,
+    /// Sent so far.
+    pub sent: u64,
+    /// Delivered so far.
+    pub delivered: u64,
+    /// Dropped or skipped so far.
+    pub dropped: u64,
+    /// Delivered per second in the last interval.
+    pub delivered_per_sec: f64,
+    /// p99 latency of the last interval.
+    pub p99_ns: u64,
+}
+
 /// Called with live figures about once per interval (for a progress line).
 pub type LiveCallback = Arc<dyn Fn(LiveStatus) + Send + Sync>;
 
@@ -632,12 +648,10 @@ impl Merge {
 
 /// Adds the flow counters (everything but `in_flight_end`, which is only known at the end).
 fn add_counters(total: &mut Counters, c: &Counters) {
-    total.attempted += c.attempted;
-    total.sent += c.sent;
-    total.skipped += c.skipped;
-    total.delivered += c.delivered;
-    total.dropped += c.dropped;
-    total.failed += c.failed;
+    *total += Counters {
+        in_flight_end: 0,
+        ..*c
+    };
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! A bounded single-producer/single-consumer ring of any capacity.
 //!
 //! Written by hand because it *is* the system under test of the `queue` lab and must be at least
-//! as fast as the best crate (rtrb, selectable as [`msgbench_model::scenario::RingKind::Rtrb`]):
+//! as fast as the best crate (rtrb, selectable as [`msgbench_model::queue::RingKind::Rtrb`]):
 //! head and tail live on their own cache lines; each side keeps a cached copy of the other side's
 //! position and reads the shared one only when the ring looks full (producer) or empty
 //! (consumer); positions run over `0 .. 2 × capacity` (as in rtrb), so any capacity works

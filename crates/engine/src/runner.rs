@@ -2,32 +2,20 @@
 //! moment its run ends. Ctrl-C (the `stop` flag) ends the current run early — it is still
 //! measured, marked `interrupted` and written — and no further run starts.
 use crate::environment::Environment;
+use crate::error::EngineError;
+use crate::harness::{Measured, RunContext};
+pub use crate::recorder::LiveStatus;
 use crate::store::{ResultStore, StoreError};
-use crate::systems::{self, EngineError, Measured, RunContext};
+use crate::systems;
 use msgbench_model::histogram::{encode, Percentiles};
 use msgbench_model::result::{ClassResult, CpuUsage, Histograms, Param, RunResult, SCHEMA_VERSION};
 use msgbench_model::sweep::{short_axis, SweepPoint};
+use msgbench_model::verdict;
+use msgbench_model::warning::Warning;
 use msgbench_model::Experiment;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-
-/// Live figures of the running run, about once a second.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct LiveStatus {
-    /// Seconds into the measured window.
-    pub elapsed_s: f64,
-    /// Sent so far.
-    pub sent: u64,
-    /// Delivered so far.
-    pub delivered: u64,
-    /// Dropped or skipped so far.
-    pub dropped: u64,
-    /// Delivered per second in the last interval.
-    pub delivered_per_sec: f64,
-    /// p99 latency of the last interval.
-    pub p99_ns: u64,
-}
 
 /// Hears about progress (the terminal's progress line and summary; tests).
 pub trait Observer: Send + Sync {
@@ -194,7 +182,7 @@ pub(crate) fn run_one(
         point,
         replicate,
         run_id,
-        measured.window_start_unix_ms,
+        measured.span_start_unix_ms,
         &measured,
     );
     store.write_run(
@@ -242,7 +230,7 @@ fn assemble(
 ) -> RunResult {
     let rec = &m.recording;
     let scenario = &point.scenario;
-    let duration_s = m.window_ns as f64 / 1e9;
+    let duration_s = m.span_ns as f64 / 1e9;
     let latency_all = rec.latency_all();
     let service_all = rec.service_all();
     let driver_cpu_s: f64 = m.threads.iter().map(|t| t.cpu.total_s()).sum();
@@ -260,7 +248,7 @@ fn assemble(
                 value: value.clone(),
             })
             .collect(),
-        system: scenario.system.kind().into(),
+        system: scenario.system.kind(),
         config: m.config.clone(),
         started_unix_ms,
         duration_s,
@@ -304,75 +292,15 @@ fn assemble(
         warnings: Vec::new(),
         streams: m.streams.clone(),
     };
-    result.warnings = m.notes.clone();
-    result.warnings.extend(warnings(&result));
+    result.warnings = m
+        .stopped_by
+        .iter()
+        .cloned()
+        .map(Warning::StoppedEarly)
+        .collect();
     result
-}
-
-/// What a reader must know before trusting the numbers of a run.
-fn warnings(r: &RunResult) -> Vec<String> {
-    let mut w = Vec::new();
-    if let Err(broken) = r.counters.check() {
-        w.push(format!(
-            "accounting invariant broken ({broken}): a bug in msgbench, please report it"
-        ));
-    }
-    if r.sequence.total() > 0 {
-        let s = r.sequence;
-        w.push(format!("sequence errors: {} gaps, {} duplicates, {} reordered: the system under test lost or reordered messages", s.gaps, s.duplicates, s.reordered));
-    }
-    if r.counters.delivered == 0 && !r.interrupted {
-        w.push(format!(
-            "nothing was delivered ({} attempted): is the system under test what the scenario says it is?",
-            r.counters.attempted
-        ));
-    } else if r.counters.failed > 0 {
-        w.push(format!(
-            "{} of {} attempted messages failed ({:.1} %): latency describes only the others; see the faults",
-            r.counters.failed,
-            r.counters.attempted,
-            100.0 * r.counters.failed as f64 / r.counters.attempted.max(1) as f64
-        ));
-    }
-    if let Some(target) = r.target_per_sec {
-        let achieved = if r.duration_s > 0.0 {
-            r.counters.attempted as f64 / r.duration_s
-        } else {
-            0.0
-        };
-        // Exact for uniform schedules; Poisson counts vary by about 1/sqrt(n), so allow 3 sigma.
-        let tolerance = 0.005_f64.max(3.0 / (target * r.duration_s).max(1.0).sqrt());
-        if !r.interrupted && achieved < (1.0 - tolerance) * target {
-            let what = if r.system == "ticks" {
-                "generated for all clients (the target is the rate × clients: a client that left early was fed less)"
-            } else {
-                "attempted"
-            };
-            w.push(format!(
-                "target rate not reached: {achieved:.0}/s {what} of {target:.0}/s ({:.1} %)",
-                100.0 * achieved / target
-            ));
-        }
-    }
-    if r.send_lag.p99_ns > 1_000_000 {
-        let why = if r.system == "ticks" {
-            "the tick server's generator could not keep its schedule (a busy CPU)"
-        } else {
-            "the driver could not keep its schedule, or the system pushed back under `block`"
-        };
-        w.push(format!(
-            "send lag p99 is {:.2} ms: messages went out late ({why})",
-            r.send_lag.p99_ns as f64 / 1e6
-        ));
-    }
-    if r.counters.in_flight_end > 0 {
-        w.push(format!(
-            "{} messages still in flight when the drain timeout ended",
-            r.counters.in_flight_end
-        ));
-    }
-    if r.interrupted {
-        w.push("interrupted: the measured window was cut short".into());
-    }
-    w
+        .warnings
+        .extend(m.notes.iter().cloned().map(Warning::Note));
+    result.warnings.extend(verdict::warnings(&result));
+    result
 }

@@ -3,17 +3,21 @@
 //! Ramp the rate geometrically (×2) from a start until a step fails, then bisect (geometric
 //! midpoints) between the last rate that passed and the first that failed until they are within
 //! the precision. Every step is a full run (warm-up + measured window) per replicate; a step
-//! passes only when every replicate delivered at least `min_success` of what it attempted,
-//! reached its target rate, kept its send lag under the SLO bound, and the median of the SLO's
-//! percentile over replicates meets the SLO. All runs and `search.json` go to one directory.
+//! passes only when every replicate is valid by the reports' own verdict
+//! ([`msgbench_model::verdict::judge`]: target reached, on schedule, nothing lost, steady, driver
+//! not saturated), delivered at least `min_success` of what it attempted and kept its send lag
+//! under the SLO bound, and the median of the SLO's percentile over replicates meets the SLO. All
+//! runs and `search.json` go to one directory.
 use crate::environment::Environment;
 use crate::runner::{context, run_one, Observer, RunError};
 use crate::store::ResultStore;
+use msgbench_model::pacing::{Arrivals, Pacing};
 use msgbench_model::result::RunResult;
-use msgbench_model::scenario::{Arrivals, Pacing};
 use msgbench_model::search::{SearchRecord, SearchStep};
 use msgbench_model::slo::Slo;
+use msgbench_model::stats::median;
 use msgbench_model::sweep::SweepPoint;
+use msgbench_model::verdict;
 use msgbench_model::Experiment;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -164,19 +168,12 @@ fn next_rate(r: &SearchRecord, s: &SearchSettings) -> Option<f64> {
     }
 }
 
-/// Whether a step's runs pass, and why not.
+/// Whether a step's runs pass, and why not: every run must be valid by the same verdict the
+/// reports give ([`msgbench_model::verdict::judge`]), deliver at least `min_success` of what it
+/// attempted and keep its send lag under the SLO's bound; the median of the SLO's percentile
+/// over the replicates must meet the SLO.
 fn judge(rate: f64, runs: &[RunResult], s: &SearchSettings) -> SearchStep {
     let mut reasons = Vec::new();
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(|a, b| a.total_cmp(b));
-        if v.is_empty() {
-            0.0
-        } else if v.len() % 2 == 1 {
-            v[v.len() / 2]
-        } else {
-            (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
-        }
-    };
     for r in runs {
         let success = r.counters.success_rate();
         if success < s.min_success {
@@ -187,13 +184,6 @@ fn judge(rate: f64, runs: &[RunResult], s: &SearchSettings) -> SearchStep {
                 100.0 * s.min_success
             ));
         }
-        if let Some(w) = r
-            .warnings
-            .iter()
-            .find(|w| w.starts_with("target rate not reached"))
-        {
-            reasons.push(format!("{}: {w}", r.run_id));
-        }
         if r.send_lag.p99_ns > s.slo.bound_ns {
             reasons.push(format!(
                 "{}: send lag p99 {:.2} ms exceeds the SLO bound: the driver fell behind",
@@ -201,14 +191,18 @@ fn judge(rate: f64, runs: &[RunResult], s: &SearchSettings) -> SearchStep {
                 r.send_lag.p99_ns as f64 / 1e6
             ));
         }
-        if r.sequence.total() > 0 || r.interrupted {
-            reasons.push(format!("{}: interrupted or lost messages", r.run_id));
-        }
+        reasons.extend(
+            verdict::judge(r)
+                .reasons
+                .into_iter()
+                .map(|why| format!("{}: {why}", r.run_id)),
+        );
     }
     let latency = median(
-        runs.iter()
+        &runs
+            .iter()
             .map(|r| s.slo.metric.of(&r.latency) as f64)
-            .collect(),
+            .collect::<Vec<_>>(),
     );
     if !s.slo.met_by(latency as u64) {
         reasons.insert(
@@ -227,7 +221,12 @@ fn judge(rate: f64, runs: &[RunResult], s: &SearchSettings) -> SearchStep {
         reasons,
         run_ids: runs.iter().map(|r| r.run_id.clone()).collect(),
         latency_ns: latency as u64,
-        delivered_per_sec: median(runs.iter().map(|r| r.delivered_per_sec()).collect()),
+        delivered_per_sec: median(
+            &runs
+                .iter()
+                .map(|r| r.delivered_per_sec())
+                .collect::<Vec<_>>(),
+        ),
     }
 }
 

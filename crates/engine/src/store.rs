@@ -26,7 +26,26 @@ pub struct StoreError {
 pub struct ResultStore {
     dir: PathBuf,
     axes: Vec<String>,
-    rows: Vec<Vec<String>>,
+    /// The finished runs, in order: `metrics.csv` is rewritten whole from them (its class
+    /// columns are those of every run so far).
+    rows: Vec<MetricsRow>,
+}
+
+/// What `metrics.csv` needs of one run: the result without its histograms, intervals and
+/// stream clients (kept small over long sweeps).
+struct MetricsRow(RunResult);
+
+impl MetricsRow {
+    fn of(result: &RunResult) -> MetricsRow {
+        let mut r = result.clone();
+        r.histograms = Default::default();
+        r.intervals = Vec::new();
+        r.streams = Vec::new();
+        for c in &mut r.classes {
+            c.latency_histogram = String::new();
+        }
+        MetricsRow(r)
+    }
 }
 
 impl ResultStore {
@@ -95,14 +114,11 @@ impl ResultStore {
                 }
             }
         }
-        done.sort_by(|a, b| (a.point, a.replicate).cmp(&(b.point, b.replicate)));
+        done.sort_by_key(|a| (a.point, a.replicate));
         let store = ResultStore {
             dir: dir.to_path_buf(),
             axes: experiment.axes.clone(),
-            rows: done
-                .iter()
-                .map(|r| metrics::row(r, &experiment.axes))
-                .collect(),
+            rows: done.iter().map(MetricsRow::of).collect(),
         };
         store.write_metrics()?;
         Ok((store, done))
@@ -141,16 +157,19 @@ impl ResultStore {
                 Ok(())
             })?;
         }
-        self.rows.push(metrics::row(result, &self.axes));
+        self.rows.push(MetricsRow::of(result));
         self.write_metrics()
     }
 
     fn write_metrics(&self) -> Result<(), StoreError> {
         let mut w = csv::Writer::from_writer(Vec::new());
-        w.write_record(metrics::header(&self.axes))
+        let runs = self.rows.iter().map(|r| &r.0);
+        let classes = metrics::classes(runs.clone());
+        w.write_record(metrics::header(&self.axes, &classes))
             .expect("in memory");
-        for row in &self.rows {
-            w.write_record(row).expect("in memory");
+        for run in runs {
+            w.write_record(metrics::row(run, &self.axes, &classes))
+                .expect("in memory");
         }
         self.write_atomic("metrics.csv", &w.into_inner().expect("in memory"))
     }

@@ -6,7 +6,7 @@
 //! unparks only if the flag is up. Without the fence the waker's flag load could be ordered
 //! before its ring store and a wake-up would be lost (then `PARK_TIMEOUT` bounds the damage). The
 //! fence is paid only when the other side may park.
-use msgbench_model::scenario::WaitStrategy;
+use msgbench_model::queue::WaitStrategy;
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::Thread;

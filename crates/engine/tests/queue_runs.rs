@@ -1,33 +1,13 @@
 //! Real runs of the queue lab, checked for what must always hold: complete accounting under
 //! every when-full policy and pacing, exact schedule counts, drops when overloaded, and files.
-use msgbench_engine::environment::Environment;
-use msgbench_engine::runner::{run_experiment, Outcome, Silent};
-use msgbench_model::scenario::MachineLimits;
-use msgbench_model::sweep::Override;
-use msgbench_model::{Experiment, RunResult};
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+mod common;
 
-/// Runs one at a time: each run keeps two threads busy, and this machine may have two cores.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+use msgbench_engine::runner::Outcome;
+use msgbench_model::RunResult;
 
 fn run(toml: &str, sets: &[&str]) -> (Outcome, tempfile::TempDir) {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let overrides: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
-    let limits = MachineLimits {
-        cpus: msgbench_engine::affinity::allowed_cpus(),
-    };
-    let experiment = Experiment::load(toml, "test.toml", &overrides, &limits).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let outcome = run_experiment(
-        &experiment,
-        dir.path(),
-        Environment::capture(vec![]),
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(Silent),
-    )
-    .unwrap();
-    (outcome, dir)
+    let (outcome, dir) = common::try_run(toml, sets);
+    (outcome.unwrap(), dir)
 }
 
 fn assert_accounted(r: &RunResult) {
@@ -128,7 +108,7 @@ fn rate_pacing_sends_exactly_the_scheduled_count() {
     assert_accounted(r);
     assert_eq!(r.counters.attempted, 10_000);
     assert!(
-        r.warnings.iter().all(|w| !w.contains("target rate")),
+        r.warnings.iter().all(|w| !w.is_target_missed()),
         "{:?}",
         r.warnings
     );
@@ -157,9 +137,7 @@ fn relative_sleeping_misses_its_target_and_says_so() {
         r.counters.attempted
     );
     assert!(
-        r.warnings
-            .iter()
-            .any(|w| w.contains("target rate not reached")),
+        r.warnings.iter().any(|w| w.is_target_missed()),
         "{:?}",
         r.warnings
     );

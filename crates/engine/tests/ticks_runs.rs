@@ -7,7 +7,7 @@ use common::{dead_address, not_websocket, run, try_run, ws_server};
 use futures_util::{SinkExt, StreamExt};
 use msgbench_engine::net::tick::Tick;
 use msgbench_engine::runner::RunError;
-use msgbench_model::scenario::MachineLimits;
+use msgbench_model::check::MachineLimits;
 use msgbench_model::RunResult;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -166,7 +166,7 @@ work = "sleep"
     assert!(disconnect
         .warnings
         .iter()
-        .any(|w| w.contains("slow-0 ended early")));
+        .any(|w| w.to_string().contains("slow-0 ended early")));
 }
 
 /// Sends tick `seq` stamped now, in binary.
@@ -288,7 +288,7 @@ fn a_server_that_closes_mid_run_is_a_counted_disconnect_under_each_on_close() {
     let stopped = run(&external(addr, "on_close = \"stop\"\n"), &[]);
     assert!(stopped[0].interrupted);
     assert!(
-        stopped[0].warnings[0].starts_with("stopped early"),
+        stopped[0].warnings[0].is_stopped_early(),
         "{:?}",
         stopped[0].warnings
     );
@@ -354,9 +354,9 @@ fn the_server_protects_itself_from_clients_that_never_read_or_send_too_much() {
             config,
             format: TickFormat::Binary,
             symbols: 10,
-            pacing: msgbench_model::scenario::Pacing::Rate {
+            pacing: msgbench_model::pacing::Pacing::Rate {
                 per_sec: 20_000.0,
-                arrivals: msgbench_model::scenario::Arrivals::Uniform,
+                arrivals: msgbench_model::pacing::Arrivals::Uniform,
             },
             spin_ns: 50_000,
             seed: 1,
@@ -375,7 +375,7 @@ fn the_server_protects_itself_from_clients_that_never_read_or_send_too_much() {
             let url = format!("{url}?client={name}");
             async move {
                 let stream =
-                    tokio::net::TcpStream::connect(msgbench_model::ticks::ws_authority(&url))
+                    tokio::net::TcpStream::connect(msgbench_model::check::ws_authority(&url))
                         .await
                         .unwrap();
                 tokio_websockets::ClientBuilder::new()

@@ -1,7 +1,9 @@
-//! Settings of a request/response client driver (`rpc`, `redis`): how many connections, how many
-//! requests each keeps in flight, and what happens when that window is full.
+//! The `[client]` section: settings of the request/response drivers (`rpc`, `redis`, `ws-rpc`):
+//! how many connections, how many requests each keeps in flight (its window), and what a due
+//! request does when that window is full.
+use crate::check::{check_pins, Invalid, MachineLimits, ScenarioError};
 use crate::duration::serde_text;
-use crate::scenario::{Invalid, MachineLimits, ScenarioError};
+use crate::when_full::WhenFull;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -16,7 +18,7 @@ pub struct ClientSpec {
     /// Requests in flight per connection (pipeline depth).
     pub window: u32,
     /// When a request is due and the window is full: `block`, `skip` or `adapt`.
-    pub when_full: WindowFull,
+    pub when_full: WhenFull,
     /// A request unanswered this long fails (kind `timeout`) with every other request in
     /// flight on its connection; then `on_error` applies.
     #[serde(with = "serde_text")]
@@ -35,25 +37,12 @@ impl Default for ClientSpec {
             threads: 1,
             connections: 1,
             window: 1,
-            when_full: WindowFull::Block,
+            when_full: WhenFull::Block,
             timeout: Duration::from_secs(5),
             on_error: OnError::Stop,
             pin: Vec::new(),
         }
     }
-}
-
-/// What a request that is due does when its connection's window is full.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum WindowFull {
-    /// Wait for a response; the wait counts as latency (measured from the intended send time).
-    Block,
-    /// Do not send it; count it as skipped.
-    Skip,
-    /// Skip it and halve the connection's rate; add back 5 % of the target every 100 ms without
-    /// a full window (additive increase, multiplicative decrease).
-    Adapt,
 }
 
 /// What a connection does after the server closed it or broke the protocol.
@@ -77,7 +66,7 @@ pub struct ClientConfig {
     /// Requests in flight per connection.
     pub window: usize,
     /// Full-window policy.
-    pub when_full: WindowFull,
+    pub when_full: WhenFull,
     /// Request timeout, ns.
     pub timeout_ns: u64,
     /// Error policy.
@@ -93,13 +82,14 @@ pub struct ClientConfig {
 
 /// Most connections one run opens.
 pub const MAX_CONNECTIONS: u64 = 10_000;
+
 /// Largest window per connection.
 pub const MAX_WINDOW: u32 = 65_536;
 
 impl ClientSpec {
     pub(crate) fn validate(
         &self,
-        pacing: &crate::scenario::PacingSpec,
+        pacing: &crate::pacing::PacingSpec,
         limits: &MachineLimits,
         invalid: &Invalid,
     ) -> Result<ClientConfig, ScenarioError> {
@@ -134,24 +124,31 @@ impl ClientSpec {
                 &format!("keep 1 to {MAX_WINDOW} requests in flight per connection"),
             ));
         }
-        if self.timeout.is_zero() || self.timeout > crate::scenario::MAX_DURATION {
+        if self.timeout.is_zero() || self.timeout > crate::check::MAX_DURATION {
             return Err(invalid(
                 "client.timeout",
                 format!("is {}", crate::duration::format(self.timeout)),
                 "give a timeout between 1ns and 365 days, e.g. \"5s\"",
             ));
         }
-        if pacing.mode == crate::scenario::PacingMode::Relative {
+        if pacing.mode == crate::pacing::PacingMode::Relative {
             return Err(invalid(
                 "pacing.mode",
                 "is `relative`, which only the queue lab supports".into(),
                 "use `interval` (an absolute schedule) for request/response systems",
             ));
         }
-        if self.when_full == WindowFull::Adapt
+        if self.when_full == WhenFull::Drop {
+            return Err(invalid(
+                "client.when_full",
+                "is `drop`, the queue's policy (a system that refuses messages)".into(),
+                "a request/response driver takes `block`, `skip` or `adapt`",
+            ));
+        }
+        if self.when_full == WhenFull::Adapt
             && !matches!(
                 pacing.mode,
-                crate::scenario::PacingMode::Rate | crate::scenario::PacingMode::Interval
+                crate::pacing::PacingMode::Rate | crate::pacing::PacingMode::Interval
             )
         {
             return Err(invalid(
@@ -182,32 +179,6 @@ impl ClientSpec {
     }
 }
 
-/// Checks a per-thread CPU list: empty, or one CPU this process may use per thread.
-pub(crate) fn check_pins(
-    field: &str,
-    role: &str,
-    pin: &[usize],
-    threads: u32,
-    limits: &MachineLimits,
-    invalid: &Invalid,
-) -> Result<(), ScenarioError> {
-    if !pin.is_empty() && pin.len() != threads as usize {
-        return Err(invalid(
-            field,
-            format!("names {} CPUs for {threads} threads", pin.len()),
-            &format!("give one CPU per {role} thread, or none"),
-        ));
-    }
-    if let Some(cpu) = pin.iter().find(|c| !limits.cpus.contains(c)) {
-        return Err(invalid(
-            field,
-            format!("contains CPU {cpu}, which this process cannot run on"),
-            &format!("pick from the CPUs {:?}", limits.cpus),
-        ));
-    }
-    Ok(())
-}
-
 impl ClientConfig {
     /// Total connections.
     pub fn total_connections(&self) -> usize {
@@ -221,12 +192,41 @@ impl ClientConfig {
             self.threads,
             self.connections,
             self.window,
-            match self.when_full {
-                WindowFull::Block => "block",
-                WindowFull::Skip => "skip",
-                WindowFull::Adapt => "adapt",
-            },
+            self.when_full.name(),
             crate::duration::format(Duration::from_nanos(self.timeout_ns))
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::check::testing::{refused, valid};
+
+    #[test]
+    fn the_client_refuses_what_it_cannot_run() {
+        for (text, field) in [
+            ("threads = 0\n", "client.threads"),
+            ("connections = 0\n", "client.connections"),
+            ("threads = 2\nconnections = 6000\n", "client.connections"),
+            ("window = 0\n", "client.window"),
+            ("window = 70000\n", "client.window"),
+            ("timeout = \"0s\"\n", "client.timeout"),
+            ("when_full = \"drop\"\n", "client.when_full"),
+            ("when_full = \"adapt\"\n", "client.when_full"),
+        ] {
+            let text = format!("system = \"redis\"\n[client]\n{text}");
+            assert_eq!(refused(&text).0, field, "{text}");
+        }
+    }
+
+    #[test]
+    fn relative_pacing_is_for_the_queue_only() {
+        let text = "system = \"redis\"\n[pacing]\nmode = \"relative\"\nevery = \"1ms\"\n";
+        assert_eq!(refused(text).0, "pacing.mode");
+        assert!(
+            valid("system = \"redis\"\n[pacing]\nmode = \"closed-loop\"\n")
+                .target_per_sec()
+                .is_none()
+        );
     }
 }

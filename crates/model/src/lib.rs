@@ -6,19 +6,29 @@
 //! this crate alone makes "reports never re-run load" a compile-time fact.
 #![deny(missing_docs)]
 
+pub mod check;
 pub mod client;
 pub mod duration;
 pub mod histogram;
 pub mod metrics;
+pub mod pacing;
+pub mod queue;
+pub mod redis;
 pub mod result;
 pub mod rpc;
 pub mod scenario;
 pub mod search;
 pub mod slo;
+pub mod stats;
+pub mod sut;
 pub mod sweep;
 pub mod ticks;
+pub mod verdict;
+pub mod warning;
+pub mod when_full;
 pub mod ws_rpc;
 
+pub use check::ScenarioError;
 pub use result::RunResult;
-pub use scenario::{Scenario, ScenarioError};
+pub use scenario::Scenario;
 pub use sweep::Experiment;

@@ -1,6 +1,7 @@
-//! `metrics.csv`: one row per run, one column per sweep parameter (`param_<axis>`) and metric.
-//! Units are in the column names. Every column is documented in `docs/metrics.md`.
-use crate::result::RunResult;
+//! `metrics.csv`: one row per run, one column per sweep parameter (`param_<axis>`) and metric,
+//! then per operation class (`class_<name>_latency_p99_ns`, …). Units are in the column names.
+//! Every column is documented in `docs/metrics.md`.
+use crate::result::{ClassResult, RunResult};
 
 /// Metric columns after `run_id`, `replicate` and the `param_*` columns, in order.
 pub const METRIC_COLUMNS: &[&str] = &[
@@ -34,6 +35,16 @@ pub const METRIC_COLUMNS: &[&str] = &[
     "migrations",
     "sequence_errors",
     "interrupted",
+    "sut_cpu_s",
+    "sut_cpu_per_delivered_ns",
+];
+
+/// Per operation class, after the metric columns: `class_<name>_` and one of these.
+pub const CLASS_COLUMNS: &[&str] = &[
+    "latency_p50_ns",
+    "latency_p99_ns",
+    "latency_p999_ns",
+    "latency_max_ns",
 ];
 
 /// Column name of a sweep axis: `queue.capacity` → `param_queue_capacity`.
@@ -51,16 +62,33 @@ pub fn param_column(axis: &str) -> String {
     format!("param_{clean}")
 }
 
-/// The header row for an experiment with these sweep axes.
-pub fn header(axes: &[String]) -> Vec<String> {
+/// The operation classes of `runs`, in order of first appearance: the class columns.
+pub fn classes<'a>(runs: impl IntoIterator<Item = &'a RunResult>) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for r in runs {
+        for c in &r.classes {
+            if !names.contains(&c.name) {
+                names.push(c.name.clone());
+            }
+        }
+    }
+    names
+}
+
+/// The header row for an experiment with these sweep axes and operation classes.
+pub fn header(axes: &[String], classes: &[String]) -> Vec<String> {
     let mut row = vec!["run_id".to_string(), "replicate".to_string()];
     row.extend(axes.iter().map(|a| param_column(a)));
     row.extend(METRIC_COLUMNS.iter().map(|c| c.to_string()));
+    for class in classes {
+        let prefix = param_column(class).replacen("param_", "class_", 1);
+        row.extend(CLASS_COLUMNS.iter().map(|c| format!("{prefix}_{c}")));
+    }
     row
 }
 
-/// One row, aligned with [`header`].
-pub fn row(r: &RunResult, axes: &[String]) -> Vec<String> {
+/// One row, aligned with [`header`]; a class the run does not have is left empty.
+pub fn row(r: &RunResult, axes: &[String], classes: &[String]) -> Vec<String> {
     let c = &r.counters;
     let threads = r.cpu.threads.iter().map(|t| t.cpu);
     let voluntary: u64 = threads.clone().map(|t| t.ctx_switches_voluntary).sum();
@@ -104,10 +132,40 @@ pub fn row(r: &RunResult, axes: &[String]) -> Vec<String> {
         migrations.map(|m| m.to_string()).unwrap_or_default(),
         r.sequence.total().to_string(),
         r.interrupted.to_string(),
+        r.cpu
+            .sut_cpu_s
+            .map(|s| format!("{s:.6}"))
+            .unwrap_or_default(),
+        sut_cpu_per_delivered_ns(r)
+            .map(|ns| format!("{ns:.1}"))
+            .unwrap_or_default(),
     ];
     debug_assert_eq!(metrics.len(), METRIC_COLUMNS.len());
     out.extend(metrics);
+    for name in classes {
+        let class = r.classes.iter().find(|c| &c.name == name);
+        out.extend(class_cells(class));
+    }
     out
+}
+
+/// CPU of the system under test per delivered message, ns (when its CPU was measured and
+/// something was delivered).
+pub fn sut_cpu_per_delivered_ns(r: &RunResult) -> Option<f64> {
+    let cpu = r.cpu.sut_cpu_s?;
+    (r.counters.delivered > 0).then(|| cpu * 1e9 / r.counters.delivered as f64)
+}
+
+fn class_cells(class: Option<&ClassResult>) -> Vec<String> {
+    match class {
+        Some(c) => vec![
+            c.latency.p50_ns.to_string(),
+            c.latency.p99_ns.to_string(),
+            c.latency.p999_ns.to_string(),
+            c.latency.max_ns.to_string(),
+        ],
+        None => vec![String::new(); CLASS_COLUMNS.len()],
+    }
 }
 
 #[cfg(test)]
@@ -122,7 +180,10 @@ mod tests {
 
     #[test]
     fn header_has_the_required_columns() {
-        let h = header(&["pacing.every".into()]);
+        let h = header(
+            &["pacing.every".into()],
+            &["strong".into(), "eth_chainId".into()],
+        );
         for c in [
             "run_id",
             "replicate",
@@ -131,6 +192,10 @@ mod tests {
             "latency_p9999_ns",
             "send_lag_p99_ns",
             "ctx_switches_involuntary",
+            "sut_cpu_s",
+            "sut_cpu_per_delivered_ns",
+            "class_strong_latency_p99_ns",
+            "class_eth_chainid_latency_p50_ns",
         ] {
             assert!(h.iter().any(|x| x == c), "missing {c}");
         }

@@ -3,7 +3,10 @@
 //! Versioned ([`SCHEMA_VERSION`]) and published as a JSON schema (`docs/schema/run.schema.json`,
 //! checked by a test). It carries the full histograms, so any percentile can be recomputed later.
 use crate::histogram::Percentiles;
+use crate::scenario::SystemKind;
+use crate::warning::Warning;
 use serde::{Deserialize, Serialize};
+use std::ops::AddAssign;
 
 /// Version of the run JSON format. Bump on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -24,8 +27,8 @@ pub struct RunResult {
     pub replicate: u32,
     /// Sweep parameters of this point, in the order of the sweep axes.
     pub params: Vec<Param>,
-    /// System under test (`queue`, …).
-    pub system: String,
+    /// System under test (`queue`, `rpc`, `redis`, `ticks`, `ws-rpc`).
+    pub system: SystemKind,
     /// Human description of the configuration, e.g. `queue cap=64 ring=msgbench drop`.
     pub config: String,
     /// Wall-clock time (Unix ms) at which the measured window began (after warm-up).
@@ -59,8 +62,8 @@ pub struct RunResult {
     pub intervals: Vec<IntervalSample>,
     /// Full histograms, HdrHistogram base64 compressed V2.
     pub histograms: Histograms,
-    /// Problems noticed during the run (e.g. "target rate not reached").
-    pub warnings: Vec<String>,
+    /// Problems noticed during the run (e.g. "target rate not reached"), one sentence each.
+    pub warnings: Vec<Warning>,
     /// Per client of a broadcast stream (`ticks`): what the server did for it and what it got.
     /// Empty (and absent from the file) for other systems.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -181,9 +184,9 @@ pub struct Faults {
     pub handshake_failures: u64,
 }
 
-impl Faults {
+impl AddAssign for Faults {
     /// Adds another worker's faults.
-    pub fn add(&mut self, o: &Faults) {
+    fn add_assign(&mut self, o: Faults) {
         self.timeouts += o.timeouts;
         self.disconnects += o.disconnects;
         self.connect_failures += o.connect_failures;
@@ -191,7 +194,9 @@ impl Faults {
         self.server_errors += o.server_errors;
         self.handshake_failures += o.handshake_failures;
     }
+}
 
+impl Faults {
     /// Total events.
     pub fn total(&self) -> u64 {
         self.timeouts
@@ -224,6 +229,28 @@ pub struct Counters {
     pub failed: u64,
     /// Messages still in flight when the drain timeout ended.
     pub in_flight_end: u64,
+}
+
+impl AddAssign for Counters {
+    /// Adds another worker's (or client's) accounting.
+    fn add_assign(&mut self, o: Counters) {
+        self.attempted += o.attempted;
+        self.sent += o.sent;
+        self.skipped += o.skipped;
+        self.delivered += o.delivered;
+        self.dropped += o.dropped;
+        self.failed += o.failed;
+        self.in_flight_end += o.in_flight_end;
+    }
+}
+
+impl AddAssign for SequenceErrors {
+    /// Adds another receiver's sequence errors.
+    fn add_assign(&mut self, o: SequenceErrors) {
+        self.gaps += o.gaps;
+        self.duplicates += o.duplicates;
+        self.reordered += o.reordered;
+    }
 }
 
 impl Counters {

@@ -1,7 +1,10 @@
-//! Settings of the `rpc` system (msgbench's framed request/response protocol over TCP), the
-//! `redis` system (RESP), and of an external server process started for a run (`[sut]`).
+//! The `[rpc]` section: msgbench's framed request/response protocol over TCP, its operation
+//! mix and its built-in server ([`RpcSpec`] → [`RpcConfig`]), and what the `rpc` system checks
+//! across sections.
+use crate::check::{check_address, shares, Invalid, MachineLimits, ScenarioError, MAX_DURATION};
+use crate::client::ClientConfig;
 use crate::duration::{serde_text, serde_text_opt};
-use crate::scenario::{Invalid, MachineLimits, ScenarioError, MAX_DURATION};
+use crate::sut::SutConfig;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -185,54 +188,6 @@ impl Default for RpcServerConfig {
     }
 }
 
-/// Checks `host:port` without resolving it (resolution happens when connecting).
-pub(crate) fn check_address(
-    field: &str,
-    address: &str,
-    invalid: &Invalid,
-) -> Result<(), ScenarioError> {
-    let ok = address
-        .rsplit_once(':')
-        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
-    if ok {
-        Ok(())
-    } else {
-        Err(invalid(
-            field,
-            format!("is \"{address}\", not host:port"),
-            "write it like \"127.0.0.1:6379\" or \"[::1]:7000\"",
-        ))
-    }
-}
-
-/// Turns weights into shares; the map's order (by name) is the class order.
-pub(crate) fn shares<T>(
-    field: &str,
-    ops: &BTreeMap<String, T>,
-    weight: impl Fn(&T) -> f64,
-    invalid: &Invalid,
-) -> Result<Vec<f64>, ScenarioError> {
-    if ops.len() > 64 {
-        return Err(invalid(
-            field,
-            format!("has {} classes", ops.len()),
-            "use at most 64 operation classes",
-        ));
-    }
-    for (name, op) in ops {
-        let w = weight(op);
-        if !(w.is_finite() && w > 0.0) {
-            return Err(invalid(
-                &format!("{field}.{name}.weight"),
-                format!("is {w}"),
-                "give a positive weight, e.g. 50",
-            ));
-        }
-    }
-    let total: f64 = ops.values().map(&weight).sum();
-    Ok(ops.values().map(|op| weight(op) / total).collect())
-}
-
 impl RpcSpec {
     pub(crate) fn validate(
         &self,
@@ -339,7 +294,7 @@ impl RpcServerSpec {
             }
             Some(every) => Some((every.as_nanos() as u64, self.stall_for.as_nanos() as u64)),
         };
-        crate::client::check_pins(
+        crate::check::check_pins(
             "rpc.server.pin",
             "server",
             &self.pin,
@@ -357,183 +312,98 @@ impl RpcServerSpec {
     }
 }
 
-/// The `[redis]` section.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, default)]
-pub struct RedisSpec {
-    /// `host:port` of the Redis server.
-    pub address: String,
-    /// Keys are `key:000000000000` … `key:<keys−1>`, picked uniformly (`redis-benchmark -r`);
-    /// 0 uses the single key `key:__rand_int__` as `redis-benchmark` does without `-r`.
-    pub keys: u64,
-    /// Bytes of each SET value (`redis-benchmark -d`).
-    pub value_bytes: u32,
-    /// Command classes by name, each with its weight and command. Default: `ping`.
-    pub ops: BTreeMap<String, RedisOpSpec>,
-}
-
-impl Default for RedisSpec {
-    fn default() -> Self {
-        RedisSpec {
-            address: "127.0.0.1:6379".into(),
-            keys: 0,
-            value_bytes: 3,
-            ops: BTreeMap::new(),
-        }
-    }
-}
-
-/// One class of the Redis command mix.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, default)]
-pub struct RedisOpSpec {
-    /// Relative weight in the mix.
-    pub weight: f64,
-    /// `ping`, `get` or `set`.
-    pub command: RedisCommand,
-}
-
-impl Default for RedisOpSpec {
-    fn default() -> Self {
-        RedisOpSpec {
-            weight: 1.0,
-            command: RedisCommand::Ping,
-        }
-    }
-}
-
-/// Redis commands the driver sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum RedisCommand {
-    /// `PING` (answer `+PONG`).
-    Ping,
-    /// `GET key` (answer a bulk string or nil).
-    Get,
-    /// `SET key value` (answer `+OK`).
-    Set,
-}
-
-/// Validated `[redis]`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RedisConfig {
-    /// Server address.
-    pub address: String,
-    /// Key space (0: one fixed key).
-    pub keys: u64,
-    /// SET value size.
-    pub value_bytes: u32,
-    /// The mix: `(class name, share, command)`.
-    pub ops: Vec<(String, f64, RedisCommand)>,
-}
-
-impl RedisSpec {
-    pub(crate) fn validate(&self, invalid: &Invalid) -> Result<RedisConfig, ScenarioError> {
-        check_address("redis.address", &self.address, invalid)?;
-        if self.value_bytes > 512 << 20 {
-            return Err(invalid(
-                "redis.value_bytes",
-                format!("is {}", self.value_bytes),
-                "Redis values are at most 512 MiB",
-            ));
-        }
-        let default_ops: BTreeMap<String, RedisOpSpec> =
-            [("ping".to_string(), RedisOpSpec::default())].into();
-        let ops = if self.ops.is_empty() {
-            &default_ops
-        } else {
-            &self.ops
-        };
-        let shares = shares("redis.ops", ops, |o| o.weight, invalid)?;
-        Ok(RedisConfig {
-            address: self.address.clone(),
-            keys: self.keys,
-            value_bytes: self.value_bytes,
-            ops: ops
-                .iter()
-                .zip(shares)
-                .map(|((name, op), share)| (name.clone(), share, op.command))
-                .collect(),
-        })
-    }
-}
-
-/// The `[sut]` section: an external server msgbench starts before the run and stops after it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, default)]
-pub struct SutSpec {
-    /// Shell command that starts the server in the foreground (run with `sh -c`, in its own
-    /// process group, so everything it starts is measured and stopped).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub command: Option<String>,
-    /// `host:port` that accepts TCP connections once the server is ready (default: the
-    /// system's address).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ready: Option<String>,
-    /// How long to wait for readiness.
-    #[serde(with = "serde_text_opt", skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<String>")]
-    pub ready_timeout: Option<Duration>,
-}
-
-/// Validated `[sut]`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SutConfig {
-    /// The command.
-    pub command: String,
-    /// Readiness address.
-    pub ready: String,
-    /// Readiness timeout.
-    pub ready_timeout: Duration,
-}
-
-impl SutSpec {
-    pub(crate) fn validate(
+impl RpcConfig {
+    /// What the `rpc` system checks across sections: requests, responses and connections fit
+    /// the built-in server's limits, and a `[sut]` server has an address.
+    pub(crate) fn check_with(
         &self,
-        system_address: Option<&str>,
+        client: &ClientConfig,
+        sut: Option<&SutConfig>,
         invalid: &Invalid,
-    ) -> Result<Option<SutConfig>, ScenarioError> {
-        let Some(command) = &self.command else {
-            if self.ready.is_some() || self.ready_timeout.is_some() {
-                return Err(invalid(
-                    "sut.command",
-                    "is missing".into(),
-                    "name the command that starts the server, or remove the [sut] section",
-                ));
-            }
-            return Ok(None);
-        };
-        if command.trim().is_empty() {
+    ) -> Result<(), ScenarioError> {
+        crate::sut::check_address_given(
+            sut,
+            self.address.as_deref(),
+            "rpc.address",
+            "address",
+            invalid,
+        )?;
+        if self.address.is_some() {
+            return Ok(());
+        }
+        let server = &self.server;
+        if self.request_bytes as u64 + 32 > server.max_frame as u64 {
             return Err(invalid(
-                "sut.command",
-                "is empty".into(),
-                "name the command that starts the server",
+                "rpc.request_bytes",
+                format!(
+                    "is {}, more than the built-in server's max_frame ({}) allows",
+                    self.request_bytes, server.max_frame
+                ),
+                "raise `rpc.server.max_frame` or send smaller requests",
             ));
         }
-        let ready = match (&self.ready, system_address) {
-            (Some(r), _) => r.clone(),
-            (None, Some(a)) => a.to_string(),
-            (None, None) => {
-                return Err(invalid(
-                    "sut.ready",
-                    "is missing and the system has no address".into(),
-                    "set `sut.ready = \"127.0.0.1:PORT\"` and the system's address to the server's port",
-                ))
-            }
-        };
-        check_address("sut.ready", &ready, invalid)?;
-        let ready_timeout = self.ready_timeout.unwrap_or(Duration::from_secs(10));
-        if ready_timeout.is_zero() || ready_timeout > MAX_DURATION {
+        if self.response_bytes as u64 + 64 > server.max_frame as u64 {
             return Err(invalid(
-                "sut.ready_timeout",
-                format!("is {}", crate::duration::format(ready_timeout)),
-                "give a timeout such as \"10s\"",
+                "rpc.response_bytes",
+                format!(
+                    "is {}, more than the built-in server's max_frame ({}) allows",
+                    self.response_bytes, server.max_frame
+                ),
+                "raise `rpc.server.max_frame` or ask for smaller responses",
             ));
         }
-        Ok(Some(SutConfig {
-            command: command.clone(),
-            ready,
-            ready_timeout,
-        }))
+        if client.total_connections() > server.max_connections {
+            return Err(invalid(
+                "client.connections",
+                format!(
+                    "makes {} connections, more than the built-in server's max_connections ({})",
+                    client.total_connections(),
+                    server.max_connections
+                ),
+                "raise `rpc.server.max_connections` or open fewer connections",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::check::testing::{refused, valid};
+
+    #[test]
+    fn the_rpc_section_refuses_what_it_cannot_run() {
+        for (text, field) in [
+            ("[rpc.server]\nthreads = 0\n", "rpc.server.threads"),
+            ("[rpc.server]\npin = [0, 1]\n", "rpc.server.pin"),
+            ("[rpc.server]\nmax_frame = 10\n", "rpc.server.max_frame"),
+            ("[rpc]\naddress = \"nowhere\"\n", "rpc.address"),
+        ] {
+            assert_eq!(
+                refused(&format!("system = \"rpc\"\n{text}")).0,
+                field,
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_built_in_server_must_take_what_the_client_sends() {
+        let big =
+            "system = \"rpc\"\n[rpc]\nrequest_bytes = 2000000\n[rpc.server]\nmax_frame = 1048576\n";
+        assert_eq!(refused(big).0, "rpc.request_bytes");
+        let many =
+            "system = \"rpc\"\n[client]\nconnections = 20\n[rpc.server]\nmax_connections = 10\n";
+        assert_eq!(refused(many).0, "client.connections");
+        // Someone else's server: its limits are its own.
+        valid("system = \"rpc\"\n[rpc]\naddress = \"127.0.0.1:9\"\nrequest_bytes = 2000000\n[rpc.server]\nmax_frame = 1048576\n");
+    }
+
+    #[test]
+    fn a_started_server_needs_an_address() {
+        let (field, msg) =
+            refused("system = \"rpc\"\n[sut]\ncommand = \"true\"\nready = \"127.0.0.1:9\"\n");
+        assert_eq!(field, "rpc.address");
+        assert!(msg.contains("[sut] starts a server"), "{msg}");
     }
 }

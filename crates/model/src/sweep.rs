@@ -3,7 +3,8 @@
 //! Expansion works on the TOML document itself: each point is the base document with the axis
 //! values written in at their dotted paths, then deserialized and validated like any scenario.
 //! So every field can be swept and every swept value is checked before anything runs.
-use crate::scenario::{MachineLimits, Scenario, ScenarioError, ScenarioSpec};
+use crate::check::{MachineLimits, ScenarioError};
+use crate::scenario::{Scenario, ScenarioSpec};
 use serde::Deserialize;
 
 /// The embedded default experiment, run by `msgbench run` without a file.
@@ -394,7 +395,7 @@ mod tests {
         assert_eq!(q.capacity, 8);
         assert_eq!(
             e.points[1].scenario.pacing,
-            crate::scenario::Pacing::Immediate
+            crate::pacing::Pacing::Immediate
         );
     }
 

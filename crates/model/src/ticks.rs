@@ -2,9 +2,13 @@
 //! clients — native clients (msgbench's own, optionally slowed down per message) and headless
 //! browsers running a page the server serves — each message stamped with its sequence number
 //! and its intended send time (`docs/protocol.md`, "The tick stream").
-use crate::client::check_pins;
+use crate::check::{
+    check_pins, check_ws_address, check_ws_server, Invalid, MachineLimits, ScenarioError,
+    MAX_DURATION,
+};
 use crate::duration::serde_text;
-use crate::scenario::{Invalid, MachineLimits, PacingSpec, ScenarioError, MAX_DURATION};
+use crate::pacing::PacingSpec;
+use crate::sut::SutConfig;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -12,8 +16,10 @@ use std::time::Duration;
 /// Most ticks an `unbounded` queue holds for one client before the server gives up on it
 /// (16 bytes each: 1 GiB). Past it the client is disconnected and the fault counted.
 pub const UNBOUNDED_QUEUE_CAP: u64 = 1 << 26;
+
 /// Most client connections of one run (all groups).
 pub const MAX_TICK_CLIENTS: u64 = 1000;
+
 /// Most headless browsers one run starts.
 pub const MAX_BROWSERS: u64 = 8;
 
@@ -377,31 +383,6 @@ impl TicksConfig {
     }
 }
 
-/// `host:port` of a `ws://host:port/path` address (the part a TCP connection goes to).
-pub fn ws_authority(address: &str) -> &str {
-    let rest = address.strip_prefix("ws://").unwrap_or(address);
-    rest.split('/').next().unwrap_or(rest)
-}
-
-/// Checks `ws://host:port[/path]` without resolving it.
-pub fn check_ws_address(
-    field: &str,
-    address: &str,
-    invalid: &Invalid,
-) -> Result<(), ScenarioError> {
-    let bad = || {
-        invalid(
-            field,
-            format!("is \"{address}\", not a ws:// address"),
-            "write it like \"ws://127.0.0.1:9000/ticks\" (wss:// is not supported)",
-        )
-    };
-    if !address.starts_with("ws://") {
-        return Err(bad());
-    }
-    crate::rpc::check_address(field, ws_authority(address), invalid).map_err(|_| bad())
-}
-
 impl TicksSpec {
     pub(crate) fn validate(
         &self,
@@ -409,7 +390,7 @@ impl TicksSpec {
         limits: &MachineLimits,
         invalid: &Invalid,
     ) -> Result<TicksConfig, ScenarioError> {
-        use crate::scenario::PacingMode;
+        use crate::pacing::PacingMode;
         if matches!(pacing.mode, PacingMode::ClosedLoop | PacingMode::Relative) {
             return Err(invalid(
                 "pacing.mode",
@@ -498,46 +479,6 @@ impl TicksSpec {
             spin_ns: pacing.spin.as_nanos() as u64,
         })
     }
-}
-
-/// Checks what every built-in WebSocket server has: `(threads, pin, max_frame,
-/// max_connections)` under `prefix` (`ticks.server`).
-pub(crate) fn check_ws_server(
-    prefix: &str,
-    (threads, pin, max_frame, max_connections): (u32, &[usize], u32, u32),
-    limits: &MachineLimits,
-    invalid: &Invalid,
-) -> Result<(), ScenarioError> {
-    if threads == 0 || threads > 64 {
-        return Err(invalid(
-            &format!("{prefix}.threads"),
-            format!("is {threads}"),
-            "use 1 to 64 server threads",
-        ));
-    }
-    check_pins(
-        &format!("{prefix}.pin"),
-        "server",
-        pin,
-        threads,
-        limits,
-        invalid,
-    )?;
-    if !(1024..=64 << 20).contains(&max_frame) {
-        return Err(invalid(
-            &format!("{prefix}.max_frame"),
-            format!("is {max_frame}"),
-            "use 1 KiB to 64 MiB (browser reports need a few KiB)",
-        ));
-    }
-    if max_connections == 0 {
-        return Err(invalid(
-            &format!("{prefix}.max_connections"),
-            "is 0".into(),
-            "allow at least 1 connection",
-        ));
-    }
-    Ok(())
 }
 
 impl TickServerSpec {
@@ -692,5 +633,68 @@ impl TickClientSpec {
             work: self.work,
             page: self.page,
         })
+    }
+}
+
+impl TicksConfig {
+    /// What the `ticks` system checks across sections: a broadcast runs for a duration, not an
+    /// operation count, and a `[sut]` server has an address.
+    pub(crate) fn check_with(
+        &self,
+        operations: Option<u64>,
+        sut: Option<&SutConfig>,
+        invalid: &Invalid,
+    ) -> Result<(), ScenarioError> {
+        if operations.is_some() {
+            return Err(invalid(
+                "run.operations",
+                "is set for a broadcast stream".into(),
+                "a tick stream runs for `run.duration`; remove `run.operations`",
+            ));
+        }
+        crate::sut::check_address_given(
+            sut,
+            self.address.as_deref(),
+            "ticks.address",
+            "ws:// address",
+            invalid,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::check::testing::{refused, valid};
+
+    #[test]
+    fn ticks_refuse_what_they_cannot_run() {
+        for (text, field) in [
+            (
+                "[run]\noperations = 5\nduration = \"1s\"\n",
+                "run.operations",
+            ),
+            ("[ticks]\nsymbols = 0\n", "ticks.symbols"),
+            ("[ticks.server]\nqueue = 0\n", "ticks.server.queue"),
+            (
+                "[ticks.clients.many]\nconnections = 1001\n",
+                "ticks.clients",
+            ),
+            ("[pacing]\nmode = \"closed-loop\"\n", "pacing.mode"),
+        ] {
+            assert_eq!(
+                refused(&format!("system = \"ticks\"\n{text}")).0,
+                field,
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_started_tick_server_needs_a_ws_address() {
+        let (field, msg) =
+            refused("system = \"ticks\"\n[sut]\ncommand = \"true\"\nready = \"127.0.0.1:9\"\n");
+        assert_eq!(field, "ticks.address");
+        assert!(msg.contains("ws:// address"), "{msg}");
+        valid("system = \"ticks\"\n[ticks]\naddress = \"ws://127.0.0.1:9/ticks\"\n[sut]\ncommand = \"true\"\n");
     }
 }

@@ -2,11 +2,10 @@
 //! `eth_chainId`), driven with the request/response driver's `[client]` settings. A socket
 //! thread owns the connections and hands each response to the calling thread, which waits for
 //! it with a wait strategy (`busy-spin`, `yield`, `park`, `backoff`).
-use crate::client::check_pins;
+use crate::check::{check_pins, check_ws_address, Invalid, MachineLimits, ScenarioError};
 use crate::duration::serde_text;
+use crate::queue::WaitStrategy;
 use crate::rpc::ServiceWork;
-use crate::scenario::{Invalid, MachineLimits, ScenarioError, WaitStrategy};
-use crate::ticks::check_ws_address;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -203,7 +202,7 @@ impl WsRpcSpec {
         } else {
             &self.methods
         };
-        let shares = crate::rpc::shares("ws_rpc.methods", methods, |m| m.weight, invalid)?;
+        let shares = crate::check::shares("ws_rpc.methods", methods, |m| m.weight, invalid)?;
         let mut out = Vec::new();
         for ((name, m), share) in methods.iter().zip(shares) {
             let field = |key: &str| format!("ws_rpc.methods.{name}.{key}");
@@ -260,7 +259,7 @@ impl WsRpcServerSpec {
         limits: &MachineLimits,
         invalid: &Invalid,
     ) -> Result<WsRpcServerConfig, ScenarioError> {
-        crate::ticks::check_ws_server(
+        crate::check::check_ws_server(
             "ws_rpc.server",
             (
                 self.threads,
@@ -277,5 +276,40 @@ impl WsRpcServerSpec {
             max_frame: self.max_frame as usize,
             max_connections: self.max_connections as usize,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::check::testing::{refused, valid};
+
+    #[test]
+    fn ws_rpc_refuses_what_it_cannot_run() {
+        for (text, field) in [
+            (
+                "[ws_rpc]\naddress = \"http://127.0.0.1:1/\"\n",
+                "ws_rpc.address",
+            ),
+            (
+                "[ws_rpc.methods.m]\nmethod = \"a\\\"b\"\n",
+                "ws_rpc.methods.m.method",
+            ),
+            ("[ws_rpc]\nsocket_pin = [0, 1]\n", "ws_rpc.socket_pin"),
+        ] {
+            assert_eq!(
+                refused(&format!("system = \"ws-rpc\"\n{text}")).0,
+                field,
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_started_json_rpc_server_needs_a_ws_address() {
+        let (field, _) =
+            refused("system = \"ws-rpc\"\n[sut]\ncommand = \"true\"\nready = \"127.0.0.1:9\"\n");
+        assert_eq!(field, "ws_rpc.address");
+        let s = valid("system = \"ws-rpc\"\n[ws_rpc]\naddress = \"ws://127.0.0.1:9/\"\n");
+        assert!(matches!(s.system, crate::scenario::System::WsRpc { .. }));
     }
 }

@@ -3,10 +3,14 @@
 //! latency vs throughput with the knee, and per-second time series.
 use crate::advice::Advice;
 use crate::format::{count, duration_ns};
-use crate::svg::{Axis, BarChart, Callout, LineChart, Scale, Series};
+pub use crate::svg::Chart;
+use crate::svg::{seconds_label, Axis, BarChart, Callout, LineChart, Scale, Series};
 use msgbench_model::result::RunResult;
 use msgbench_model::slo::Slo;
 use std::collections::BTreeMap;
+
+/// A per-run figure a chart plots.
+type Metric = fn(&RunResult) -> f64;
 
 /// The file stems of every chart a report can have.
 pub const ALL_NAMES: &[&str] = &[
@@ -23,16 +27,6 @@ pub const ALL_NAMES: &[&str] = &[
     "stream-backlog",
 ];
 
-/// One chart: file stem, a sentence on how to read it, the SVG.
-pub struct Chart {
-    /// File stem (`spectrum` → `spectrum.svg`).
-    pub name: String,
-    /// How to read it.
-    pub caption: String,
-    /// The SVG document.
-    pub svg: String,
-}
-
 fn ns_label(v: f64) -> String {
     duration_ns(v.max(0.0) as u64)
 }
@@ -45,14 +39,6 @@ fn percent_label(v: f64) -> String {
         format!("{p:.0} %")
     } else {
         format!("{p:.1} %")
-    }
-}
-/// `2 s`, `2.5 s`.
-pub(crate) fn seconds_label(v: f64) -> String {
-    if (v - v.round()).abs() < 1e-9 {
-        format!("{v:.0} s")
-    } else {
-        format!("{v:.1} s")
     }
 }
 fn signed_count_label(v: f64) -> String {
@@ -124,7 +110,7 @@ pub fn charts(runs: &[RunResult], advice: &[Advice], slo: Option<&Slo>) -> Vec<C
         "What the success column hides: messages skipped or dropped under backpressure, failed ones, and those still queued when the drain ended (latency percentiles describe only the delivered).",
     ));
     let with_sut = runs.iter().any(|r| r.cpu.sut_cpu_s.is_some());
-    let mut cpu: Vec<(&str, fn(&RunResult) -> f64)> = vec![("driver CPU per message", |r| {
+    let mut cpu: Vec<(&str, Metric)> = vec![("driver CPU per message", |r| {
         r.cpu.driver_cpu_s * 1e9 / r.counters.delivered.max(1) as f64
     })];
     if with_sut {

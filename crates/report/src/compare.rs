@@ -138,8 +138,8 @@ pub fn compare(a: &[RunResult], b: &[RunResult], noise: f64) -> Result<Vec<Chang
     );
     if first_a.system != first_b.system {
         return Err(CompareError::DifferentSystems {
-            a: first_a.system.clone(),
-            b: first_b.system.clone(),
+            a: first_a.system.to_string(),
+            b: first_b.system.to_string(),
         });
     }
     let (sa, sb) = (Samples { runs: a }, Samples { runs: b });
@@ -196,19 +196,7 @@ fn resample(xs: &[f64], rng: &mut SmallRng) -> Vec<f64> {
         .collect()
 }
 
-/// The median (mean of the middle two for an even count; 0 for none).
-pub(crate) fn median(xs: &[f64]) -> f64 {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        0.0
-    } else if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
+pub(crate) use msgbench_model::stats::median;
 
 /// Renders the comparison as a Markdown table.
 pub fn table(changes: &[Change], noise: f64) -> String {
@@ -261,7 +249,7 @@ mod tests {
             point: 0,
             replicate,
             params: vec![],
-            system: "queue".into(),
+            system: msgbench_model::scenario::SystemKind::Queue,
             config: String::new(),
             started_unix_ms: 0,
             duration_s: 1.0,
@@ -349,14 +337,14 @@ mod tests {
             compare(&a, &b, 0.05).unwrap_err(),
             CompareError::TooFewSamples("A")
         );
-        b[0].system = "rpc".into();
+        b[0].system = msgbench_model::scenario::SystemKind::Rpc;
         assert!(matches!(
             compare(
                 &b,
                 &b.clone()
                     .into_iter()
                     .map(|mut r| {
-                        r.system = "queue".into();
+                        r.system = msgbench_model::scenario::SystemKind::Queue;
                         r
                     })
                     .collect::<Vec<_>>(),

@@ -1,4 +1,5 @@
 //! Number formatting for humans: durations with units, rates with SI suffixes.
+use msgbench_model::verdict::three_digits;
 
 /// `812 ns`, `12.3 µs`, `4.56 ms`, `1.23 s`: three significant digits, unit always shown.
 pub fn duration_ns(ns: u64) -> String {
@@ -17,15 +18,7 @@ pub fn duration_ns(ns: u64) -> String {
 
 /// `950`, `12.3k`, `4.56M`: three significant digits with an SI suffix.
 pub fn count(v: f64) -> String {
-    if v < 1e3 {
-        format!("{v:.0}")
-    } else if v < 1e6 {
-        format!("{}k", three_digits(v / 1e3))
-    } else if v < 1e9 {
-        format!("{}M", three_digits(v / 1e6))
-    } else {
-        format!("{}G", three_digits(v / 1e9))
-    }
+    msgbench_model::verdict::count(v)
 }
 
 /// A ratio 0..1 as a percentage with sensible precision: `0 %`, `0.03 %`, `35.2 %`, `100 %`.
@@ -37,16 +30,6 @@ pub fn percent(ratio: f64) -> String {
         format!("{p:.2} %")
     } else {
         format!("{p:.1} %")
-    }
-}
-
-fn three_digits(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
     }
 }
 

@@ -127,7 +127,7 @@ fn class_table(points: &BTreeMap<usize, Vec<&RunResult>>) -> String {
             };
             row.push(spread(
                 of(|c, r| c.latency.count as f64 / r.duration_s.max(1e-9)),
-                |v| count(v),
+                count,
             ));
             row.push(spread(of(|c, _| c.latency.p50_ns as f64), ns));
             row.push(spread(of(|c, _| c.latency.p99_ns as f64), ns));

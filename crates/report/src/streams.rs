@@ -2,15 +2,9 @@
 //! acknowledged for it next to what the client processed and how late — and per-client time
 //! series. This is where "the server says 480k/s, the client sees 28k/s" is read off: the
 //! server's `written` rate is what it handed its sockets, `delivered` what the client processed.
-use crate::charts::Chart;
 use crate::format::{count, duration_ns};
-use crate::svg::{Axis, LineChart, Scale, Series};
+use crate::svg::{Axis, Chart, LineChart, Scale, Series};
 use msgbench_model::result::{RunResult, StreamClient, StreamInterval};
-
-/// Least full seconds of a client's backlog that can show a trend.
-const BACKLOG_MIN_SECONDS: usize = 3;
-/// Backlog growth, as a share of the client's generated rate, that counts as "not steady".
-const BACKLOG_TREND: f64 = 0.05;
 
 /// True when some run has stream clients.
 pub fn any(runs: &[RunResult]) -> bool {
@@ -177,38 +171,6 @@ pub fn html(runs: &[RunResult], escape: fn(&str) -> String) -> String {
     out
 }
 
-/// "not steady" reasons: a client whose backlog keeps growing is being fed faster than it
-/// processes, so its latency is queueing time that grows with the run's length.
-pub fn backlog_trends(run: &RunResult) -> Vec<String> {
-    let mut reasons = Vec::new();
-    for c in run.streams.iter().filter(|c| c.server.is_some()) {
-        let window: Vec<&StreamInterval> = c
-            .intervals
-            .iter()
-            .filter(|i| i.start_s + i.length_s <= run.duration_s + 0.01)
-            .collect();
-        if window.len() < BACKLOG_MIN_SECONDS {
-            continue;
-        }
-        let generated =
-            window.iter().map(|i| i.generated).sum::<u64>() as f64 / window.len() as f64;
-        let growth = (window[window.len() - 1].backlog - window[0].backlog) as f64
-            / (window.len() - 1) as f64;
-        if generated > 0.0 && growth > BACKLOG_TREND * generated {
-            let delivered =
-                window.iter().map(|i| i.delivered).sum::<u64>() as f64 / window.len() as f64;
-            reasons.push(format!(
-                "not steady: client {}'s backlog grew by {}/s (it processed {}/s of {}/s generated): its latency is queueing time that grows with the run",
-                c.name,
-                count(growth),
-                count(delivered),
-                count(generated)
-            ));
-        }
-    }
-    reasons
-}
-
 /// Per-client charts over time: delivered (and written) per second, p99, backlog.
 pub fn charts(runs: &[RunResult]) -> Vec<Chart> {
     if !any(runs) {
@@ -358,7 +320,7 @@ fn line_chart(
                 "seconds into the measured window",
                 Scale::Linear,
                 &xs,
-                crate::charts::seconds_label,
+                crate::svg::seconds_label,
             ),
             y: Axis::fitted(unit, scale, &ys, format),
             series,

@@ -6,6 +6,25 @@
 //! and here the browser or document viewer lays out the text. The output is deterministic
 //! (snapshot-tested) and has no script and no external reference.
 
+/// One chart: file stem, a sentence on how to read it, the SVG.
+pub struct Chart {
+    /// File stem (`spectrum` → `spectrum.svg`).
+    pub name: String,
+    /// How to read it.
+    pub caption: String,
+    /// The SVG document.
+    pub svg: String,
+}
+
+/// `2 s`, `2.5 s`.
+pub(crate) fn seconds_label(v: f64) -> String {
+    if (v - v.round()).abs() < 1e-9 {
+        format!("{v:.0} s")
+    } else {
+        format!("{v:.1} s")
+    }
+}
+
 /// Colour-blind-safe palette (Okabe–Ito), cycled.
 const PALETTE: [&str; 8] = [
     "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442",
@@ -383,8 +402,11 @@ pub struct BarChart {
     /// Vertical axis.
     pub y: Axis,
     /// `(name, value per category, (min, max) per category)`.
-    pub series: Vec<(String, Vec<f64>, Vec<(f64, f64)>)>,
+    pub series: Vec<BarSeries>,
 }
+
+/// One series of a bar chart: `(name, value per category, (min, max) per category)`.
+pub type BarSeries = (String, Vec<f64>, Vec<(f64, f64)>);
 
 impl BarChart {
     /// The chart as an SVG document.

@@ -38,7 +38,7 @@ fn run(point: usize, window: u32, replicate: u32, rate: f64, base_ns: u64) -> Ru
             axis: "client.window".into(),
             value: window.to_string(),
         }],
-        system: "rpc".into(),
+        system: msgbench_model::scenario::SystemKind::Rpc,
         config: format!("rpc window={window}"),
         started_unix_ms: 1_790_000_000_000,
         duration_s: 2.0,
@@ -215,7 +215,7 @@ fn a_saturated_driver_that_missed_its_target_makes_the_run_invalid() {
 /// A tick-stream run: a fast client that keeps up, a slow one whose backlog grows 9k/s.
 fn stream_run() -> RunResult {
     let mut r = run(0, 5, 1, 5e3, 1_000_000);
-    r.system = "ticks".into();
+    r.system = msgbench_model::scenario::SystemKind::Ticks;
     r.duration_s = 4.0;
     let client = |name: &str, delivered_per_s: u64, backlog_growth: i64| {
         let mut h = msgbench_model::histogram::new_latency_histogram();

@@ -1,6 +1,4 @@
-//! Networking shared by the built-in servers and the client drivers: wire formats and the
-//! event-loop timer.
+//! Wire formats shared by the built-in servers and the drivers.
 pub mod frame;
 pub mod resp;
 pub mod tick;
-pub mod timer;

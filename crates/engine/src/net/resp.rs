@@ -2,7 +2,7 @@
 //! as arrays of bulk strings, and parsing one reply. Hand-written rather than taken from a Redis
 //! client crate because the driver must own the socket, the pipelining and the clock (a client
 //! library would hide exactly what is being measured); the grammar it needs is four lines long.
-use msgbench_model::rpc::RedisCommand;
+use msgbench_model::redis::RedisCommand;
 
 /// Longest simple-string / error / integer line accepted before giving up on the peer.
 const MAX_LINE: usize = 64 * 1024;

@@ -8,11 +8,10 @@
 //! The server protects itself: a frame larger than `max_frame`, a short or unknown frame, or a
 //! client that stops reading while its responses pile up gets that one connection closed
 //! (counted); connections beyond `max_connections` are closed on accept.
-use super::ThreadCpuClock;
-use crate::affinity::pin_current_thread;
 use crate::clock::now_ns;
+use crate::cpu::ThreadCpuClock;
+use crate::harness::timer::Timer;
 use crate::net::frame::{self, FrameError, Header, FLAG_SLEEP, KIND_REQUEST, KIND_RESPONSE};
-use crate::net::timer::Timer;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use msgbench_model::rpc::RpcServerConfig;
@@ -96,12 +95,7 @@ impl RpcServer {
                 std::thread::Builder::new()
                     .name(format!("rpc-server-{i}"))
                     .spawn(move || {
-                        crate::clock::lower_timer_slack();
-                        if let Some(cpu) = pin {
-                            if let Err(e) = pin_current_thread(cpu) {
-                                eprintln!("msgbench serve: cannot pin server thread {i} to CPU {cpu}: {e}");
-                            }
-                        }
+                        crate::harness::worker::prepare_server(i, pin);
                         let _ = clock_tx.send(ThreadCpuClock::current());
                         if let Err(e) = worker.run() {
                             eprintln!("msgbench serve: server thread {i} failed: {e}");

@@ -16,14 +16,14 @@ use super::ws::{
     ConnectionCounts, Counts, LocalFuture, Pool, ServerWs, Service, Settings, Upgrade,
 };
 use crate::clock::{Clock, MonotonicClock};
+use crate::harness::timer::AsyncTimer;
 use crate::hot_histogram::HotHistogram;
 use crate::net::tick::{ClientMessage, PageReport, Schedule, ServerMessage, Tick};
-use crate::net::timer::AsyncTimer;
 use crate::pacer::Pacer;
 use bytes::BytesMut;
 use futures_util::{Sink, SinkExt, Stream, StreamExt};
+use msgbench_model::pacing::Pacing;
 use msgbench_model::result::{PageClock, StreamServerCounts};
-use msgbench_model::scenario::Pacing;
 use msgbench_model::ticks::{SlowClientPolicy, TickFormat, TickServerConfig};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};

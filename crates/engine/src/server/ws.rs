@@ -10,8 +10,7 @@
 //! vectored slice (32 frames per `writev`), which for 36-byte ticks meant ~1 KB per syscall and
 //! 3× fewer messages per second than tokio-tungstenite; with the buffer one flush is one write
 //! of up to 64 KiB (see docs/architecture.md).
-use super::ThreadCpuClock;
-use crate::affinity::pin_current_thread;
+use crate::cpu::ThreadCpuClock;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -216,14 +215,7 @@ impl Pool {
                 std::thread::Builder::new()
                     .name(format!("{}-{index}", settings.name))
                     .spawn(move || {
-                        crate::clock::lower_timer_slack();
-                        if let Some(cpu) = pin {
-                            if let Err(e) = pin_current_thread(cpu) {
-                                eprintln!(
-                                    "msgbench serve: cannot pin server thread {index} to CPU {cpu}: {e}"
-                                );
-                            }
-                        }
+                        crate::harness::worker::prepare_server(index, pin);
                         let _ = clock_tx.send(ThreadCpuClock::current());
                         run_thread(service, counts, shutdown, index, incoming, accept);
                     })?,
@@ -277,10 +269,7 @@ fn run_thread<S: Service>(
     mut incoming: tokio::sync::mpsc::UnboundedReceiver<std::net::TcpStream>,
     accept: Option<Accept>,
 ) {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::harness::worker::runtime() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("msgbench serve: server thread {index} cannot start its event loop: {e}");

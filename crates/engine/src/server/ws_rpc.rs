@@ -7,7 +7,7 @@
 use super::ws::{
     ConnectionCounts, Counts, LocalFuture, Pool, ServerWs, Service, Settings, Upgrade,
 };
-use crate::net::timer::AsyncTimer;
+use crate::harness::timer::AsyncTimer;
 use bytes::{BufMut, BytesMut};
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use msgbench_model::rpc::ServiceWork;

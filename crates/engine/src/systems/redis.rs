@@ -1,16 +1,24 @@
 //! The `redis` system: PING / GET / SET over RESP against a Redis server (any address, or one
 //! started by `[sut]`), with the shared driver's pacing, window and accounting. Replies come in
 //! request order, so they are matched by position.
-use super::client::{self, Response, Wire};
-use super::{EngineError, Measured, RunContext};
 use crate::cpu::CpuSnapshot;
+use crate::drivers::byte_stream::{self, Plan, Response, Wire};
+use crate::error::EngineError;
+use crate::harness::sut::resolve;
+use crate::harness::{Measured, NoServer, RunContext, SystemUnderTest};
 use crate::net::resp::{self, CommandEncoder, Reply};
-use crate::sut::SutProcess;
+use mio::net::TcpStream;
 use msgbench_model::client::ClientConfig;
-use msgbench_model::rpc::{RedisCommand, RedisConfig, SutConfig};
 use msgbench_model::scenario::Scenario;
+use msgbench_model::{
+    redis::{RedisCommand, RedisConfig},
+    sut::SutConfig,
+};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+
+/// How to get a server where the scenario points.
+const HINT: &str = "(start one with `redis-server --port PORT`, or let the scenario start it: `[sut] command = \"exec redis-server --port PORT\"`)";
 
 /// Runs one `redis` scenario.
 pub fn run(
@@ -21,34 +29,27 @@ pub fn run(
     ctx: &RunContext,
 ) -> Result<Measured, EngineError> {
     let process_before = CpuSnapshot::process();
-    let mut external = match sut {
-        Some(cfg) => Some(SutProcess::start(cfg, &ctx.stop)?),
-        None => None,
-    };
-    let address = client::resolve(&redis.address)?;
-    let sut_cpu = || external.as_ref().map(|p| p.cpu_ns());
-    let out = client::drive(
+    let mut server =
+        SystemUnderTest::<NoServer>::start(Some(&redis.address), sut, &ctx.stop, || {
+            unreachable!("Redis has no built-in server")
+        })?;
+    let plan = Plan {
         scenario,
         client,
-        address,
-        redis.ops.len(),
-        redis.ops.iter().map(|o| o.1).collect(),
-        |i| RedisWire::new(redis, scenario.run.seed, i),
-        ctx,
-        &sut_cpu,
-        "(start one with `redis-server --port PORT`, or let the scenario start it: `[sut] command = \"exec redis-server --port PORT\"`)",
-    )?;
-    let mut notes = Vec::new();
-    if let Some(p) = external.as_mut() {
-        notes.extend(p.exited());
-    }
+        address: resolve(&redis.address)?,
+        shares: redis.ops.iter().map(|o| o.1).collect(),
+        make_wire: |i| RedisWire::new(redis, scenario.run.seed, i),
+        hint: HINT,
+    };
+    let out = byte_stream::drive::<_, TcpStream>(plan, ctx, &|| server.cpu_ns())?;
+    let mut notes = server.process_notes();
     if out.faults.server_errors > 0 {
         notes.push(format!(
             "Redis answered {} requests with an error reply (counted as failed)",
             out.faults.server_errors
         ));
     }
-    Ok(client::measured(
+    Ok(Measured::from_driver(
         out,
         redis.ops.iter().map(|o| o.0.clone()).collect(),
         process_before,

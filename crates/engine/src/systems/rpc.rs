@@ -1,19 +1,35 @@
 //! The `rpc` system: msgbench's framed request/response protocol over TCP
 //! ([`crate::net::frame`]), against the built-in server (started in-process when the scenario
 //! names no address), an external server started by `[sut]`, or any address.
-use super::client::{self, Response, Wire};
-use super::{EngineError, Measured, RunContext};
 use crate::cpu::CpuSnapshot;
+use crate::drivers::byte_stream::{self, Plan, Response, Wire};
+use crate::error::EngineError;
+use crate::harness::sut::resolve;
+use crate::harness::{BuiltinServer, Measured, RunContext, SystemUnderTest};
 use crate::net::frame::{self, Header, FLAG_SLEEP, KIND_REQUEST, KIND_RESPONSE};
 use crate::server::rpc::RpcServer;
-use crate::sut::SutProcess;
+use mio::net::TcpStream;
 use msgbench_model::client::ClientConfig;
-use msgbench_model::rpc::{
-    RpcConfig, RpcOp, ServiceDistribution, ServiceWork, SutConfig, MAX_FRAME_LIMIT,
-};
 use msgbench_model::scenario::Scenario;
+use msgbench_model::{
+    rpc::{RpcConfig, RpcOp, ServiceDistribution, ServiceWork, MAX_FRAME_LIMIT},
+    sut::SutConfig,
+};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use std::sync::atomic::Ordering;
+
+/// How to get a server where the scenario points.
+const HINT: &str = "(start msgbench's own with `msgbench serve rpc --listen HOST:PORT`, let `[sut] command` start one, or omit `rpc.address` to run the built-in server in-process)";
+
+impl BuiltinServer for RpcServer {
+    fn cpu_ns(&self) -> u64 {
+        RpcServer::cpu_ns(self)
+    }
+    fn local_addr(&self) -> std::net::SocketAddr {
+        RpcServer::local_addr(self)
+    }
+}
 
 /// Runs one `rpc` scenario.
 pub fn run(
@@ -24,56 +40,29 @@ pub fn run(
     ctx: &RunContext,
 ) -> Result<Measured, EngineError> {
     let process_before = CpuSnapshot::process();
-    let mut server = None;
-    let mut external = None;
-    let address = match &rpc.address {
-        None => {
-            let s = RpcServer::start(&rpc.server, ([127, 0, 0, 1], 0).into())
-                .map_err(EngineError::Server)?;
-            let a = s.local_addr();
-            server = Some(s);
-            a
-        }
-        Some(a) => {
-            if let Some(cfg) = sut {
-                external = Some(SutProcess::start(cfg, &ctx.stop)?);
-            }
-            client::resolve(a)?
-        }
-    };
-    let sut_cpu = || {
-        server
-            .as_ref()
-            .map(|s| s.cpu_ns())
-            .or_else(|| external.as_ref().map(|p| p.cpu_ns()))
-    };
-    let out = client::drive(
+    let mut server = SystemUnderTest::start(rpc.address.as_deref(), sut, &ctx.stop, || {
+        RpcServer::start(&rpc.server, ([127, 0, 0, 1], 0).into())
+    })?;
+    let address = resolve(&server.address(rpc.address.as_deref(), |a| a.to_string()))?;
+    let plan = Plan {
         scenario,
         client,
         address,
-        rpc.ops.len(),
-        rpc.ops.iter().map(|o| o.share).collect(),
-        |i| RpcWire::new(rpc, scenario.run.seed, i),
-        ctx,
-        &sut_cpu,
-        "(start msgbench's own with `msgbench serve rpc --listen HOST:PORT`, let `[sut] command` start one, or omit `rpc.address` to run the built-in server in-process)",
-    )?;
-    let mut notes = Vec::new();
-    if let Some(p) = external.as_mut() {
-        notes.extend(p.exited());
-    }
-    if let Some(s) = &server {
-        let bad = s
-            .stats
-            .protocol_errors
-            .load(std::sync::atomic::Ordering::Relaxed);
+        shares: rpc.ops.iter().map(|o| o.share).collect(),
+        make_wire: |i| RpcWire::new(rpc, scenario.run.seed, i),
+        hint: HINT,
+    };
+    let out = byte_stream::drive::<_, TcpStream>(plan, ctx, &|| server.cpu_ns())?;
+    let mut notes = server.process_notes();
+    if let Some(s) = &server.builtin {
+        let bad = s.stats.protocol_errors.load(Ordering::Relaxed);
         if bad > 0 {
             notes.push(format!(
                 "the built-in server closed {bad} connections for bad frames"
             ));
         }
     }
-    Ok(client::measured(
+    Ok(Measured::from_driver(
         out,
         rpc.ops.iter().map(|o| o.name.clone()).collect(),
         process_before,

@@ -4,7 +4,7 @@
 
 use msgbench_engine::environment::Environment;
 use msgbench_engine::runner::{run_experiment, Outcome, RunError, Silent};
-use msgbench_model::scenario::MachineLimits;
+use msgbench_model::check::MachineLimits;
 use msgbench_model::sweep::Override;
 use msgbench_model::{Experiment, RunResult};
 use std::net::SocketAddr;
@@ -91,4 +91,16 @@ pub fn not_websocket(answer: &'static [u8]) -> SocketAddr {
 pub fn dead_address() -> SocketAddr {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     closed.local_addr().unwrap()
+}
+
+/// What every request/response run must show: both accounting equations, every delivery's
+/// latency and every send's lag recorded, and the classes adding up to the whole.
+pub fn assert_accounted(r: &RunResult) {
+    r.counters
+        .check()
+        .unwrap_or_else(|e| panic!("{}: {e}", r.run_id));
+    assert_eq!(r.latency.count, r.counters.delivered, "{}", r.run_id);
+    assert_eq!(r.send_lag.count, r.counters.sent, "{}", r.run_id);
+    let per_class: u64 = r.classes.iter().map(|c| c.latency.count).sum();
+    assert_eq!(per_class, r.counters.delivered, "{}", r.run_id);
 }

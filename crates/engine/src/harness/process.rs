@@ -2,8 +2,8 @@
 //! process group, waited for until its TCP port accepts, measured (CPU of every process in the
 //! group, from `/proc`), and stopped afterwards — SIGTERM to the group, SIGKILL after 3 s —
 //! also when the run fails, is interrupted, or panics (it is stopped on drop).
-use crate::systems::EngineError;
-use msgbench_model::rpc::SutConfig;
+use crate::error::EngineError;
+use msgbench_model::sut::SutConfig;
 use std::io::{Read, Seek};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::os::unix::process::CommandExt;

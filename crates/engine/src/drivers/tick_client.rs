@@ -8,14 +8,14 @@
 //! A connection ends when the server says the stream is over (`end`), when a tick due after the
 //! window arrives (a server that sends no `end`), at the drain deadline, or when the server
 //! closes it; then `ticks.on_close` decides: go on without it, reconnect, or stop the run.
-use super::stats::StreamStats;
-use crate::affinity::pin_current_thread;
-use crate::clock::{lower_timer_slack, now_ns};
+use super::stream_stats::StreamStats;
+use crate::clock::now_ns;
 use crate::cpu::CpuSnapshot;
+use crate::error::EngineError;
+use crate::harness::worker;
 use crate::net::tick::{is_control, Schedule, ServerMessage, Tick};
 use crate::recorder::Recorder;
 use crate::server::ws::set_socket_buffer;
-use crate::systems::EngineError;
 use futures_util::{Sink, SinkExt, Stream};
 use msgbench_model::result::ThreadCpu;
 use msgbench_model::ticks::{CostWork, OnClose};
@@ -151,7 +151,7 @@ impl OpenError {
 
 /// Opens a WebSocket to `url` (`ws://host:port/path?query`).
 pub async fn open(url: &str, receive_buffer: u32) -> Result<ClientWs, OpenError> {
-    let authority = msgbench_model::ticks::ws_authority(url);
+    let authority = msgbench_model::check::ws_authority(url);
     let address = tokio::net::lookup_host(authority)
         .await
         .map_err(OpenError::Connect)?
@@ -209,24 +209,12 @@ fn run_thread(
     ready: Sender<Result<(), EngineError>>,
     start: Receiver<Recorder>,
 ) -> Option<ThreadOut> {
-    lower_timer_slack();
-    if let Some(cpu) = plan.pin {
-        if let Err(source) = pin_current_thread(cpu) {
-            let _ = ready.send(Err(EngineError::Pin {
-                role: "tick client",
-                cpu,
-                source,
-            }));
-            return None;
-        }
-    }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let prepared = worker::prepare("tick client", plan.pin, true)
+        .and_then(|()| worker::runtime().map_err(EngineError::Io));
+    let runtime = match prepared {
         Ok(r) => r,
         Err(e) => {
-            let _ = ready.send(Err(EngineError::Io(e)));
+            let _ = ready.send(Err(e));
             return None;
         }
     };

@@ -2,12 +2,12 @@
 //! running the page the built-in tick server serves (`server/page/`). The page measures every
 //! tick itself and sends a report per second over its socket; the server hands those reports to
 //! [`bridge`], which records them like a native client's, on the same interval grid.
-use super::native::Shared;
-use super::stats::StreamStats;
+use super::stream_stats::StreamStats;
+use super::tick_client::Shared;
+use crate::error::EngineError;
+use crate::harness::process::SutProcess;
 use crate::net::tick::{PageReport, Schedule};
 use crate::recorder::Recorder;
-use crate::sut::SutProcess;
-use crate::systems::EngineError;
 use std::path::PathBuf;
 use std::sync::mpsc::Receiver;
 use std::time::Duration;

@@ -5,11 +5,10 @@
 //! flushed once per batch. Responses are parsed for their id and outcome and handed back
 //! through a second ring; the caller waits for them with its wait strategy, and this thread
 //! wakes it when that strategy may park.
-use crate::affinity::pin_current_thread;
-use crate::clock::lower_timer_slack;
+use super::tick_client::{open, ClientWs, OpenError};
+use crate::error::EngineError;
+use crate::harness::worker;
 use crate::ring::{Consumer, Producer};
-use crate::systems::ticks::native::{open, ClientWs, OpenError};
-use crate::systems::EngineError;
 use crate::wait::Sleeper;
 use bytes::{BufMut, BytesMut};
 use futures_util::{Sink, Stream};
@@ -113,32 +112,20 @@ pub struct Ends {
     /// Raised by the caller when it is done.
     pub stop: Arc<AtomicBool>,
     /// Where the thread publishes its CPU clock (read by the caller at the window's edges).
-    pub cpu_clock: Arc<std::sync::OnceLock<crate::server::ThreadCpuClock>>,
+    pub cpu_clock: Arc<std::sync::OnceLock<crate::cpu::ThreadCpuClock>>,
 }
 
 /// Runs the socket thread: connects, reports on `ready`, serves until `stop`.
 pub fn run(plan: Plan, ends: Ends, ready: Sender<Result<(), EngineError>>) {
-    lower_timer_slack();
-    if let Some(clock) = crate::server::ThreadCpuClock::current() {
+    if let Some(clock) = crate::cpu::ThreadCpuClock::current() {
         let _ = ends.cpu_clock.set(clock);
     }
-    if let Some(cpu) = plan.pin {
-        if let Err(source) = pin_current_thread(cpu) {
-            let _ = ready.send(Err(EngineError::Pin {
-                role: "ws-rpc socket",
-                cpu,
-                source,
-            }));
-            return;
-        }
-    }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let prepared = worker::prepare("ws-rpc socket", plan.pin, true)
+        .and_then(|()| worker::runtime().map_err(EngineError::Io));
+    let runtime = match prepared {
         Ok(r) => r,
         Err(e) => {
-            let _ = ready.send(Err(EngineError::Io(e)));
+            let _ = ready.send(Err(e));
             return;
         }
     };

@@ -10,30 +10,25 @@
 //! 4. wait for the stream to end (the server sends `end` once its schedule ran and a client's
 //!    queue is empty), for the drain deadline, or for Ctrl-C (which ends the schedule early);
 //! 5. join both ends: per client, what the server generated, dropped, wrote and saw acknowledged,
-//!    and what the client processed and when ([`stats`]).
+//!    and what the client processed and when ([`crate::drivers::stream_stats`]).
 use crate::cpu::CpuSnapshot;
+use crate::drivers::browser;
+use crate::drivers::stream_stats::{self as stats, Join, ServerSide, StreamStats};
+use crate::drivers::tick_client::{self as native, ConnPlan, Shared, ThreadOut, ThreadPlan};
+use crate::error::EngineError;
+use crate::harness::measured::unix_ms_of;
+use crate::harness::{BuiltinServer, Measured, RunContext, SpanCpu, SystemUnderTest, Timeline};
 use crate::net::tick::Schedule;
-use crate::recorder::Collector;
 use crate::server::ticks::{ConnReport, ServerReport, TickServer, TickServerOptions};
-use crate::sut::SutProcess;
-use crate::systems::{EngineError, Measured, RunContext};
 use msgbench_model::result::{Counters, IntervalSample, SequenceErrors, StreamClient};
-use msgbench_model::rpc::SutConfig;
 use msgbench_model::scenario::Scenario;
+use msgbench_model::sut::SutConfig;
 use msgbench_model::ticks::{ClientKind, TicksConfig};
-use native::{ConnPlan, Shared, ThreadOut, ThreadPlan};
-use stats::{Join, ServerSide, StreamStats};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{channel, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub mod browser;
-pub mod native;
-pub mod stats;
-
-/// Lead time between fixing the schedule and its first tick.
-const START_LEAD_NS: u64 = 20_000_000;
 /// Longest the clients may take to connect and subscribe (Chromium starts in a few seconds).
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often the supervisor looks at the clients and the stop flag.
@@ -42,37 +37,35 @@ const SUPERVISE_EVERY: Duration = Duration::from_millis(10);
 /// Where to start msgbench's own server, for error messages.
 const HINT: &str = "(start msgbench's own with `msgbench serve ticks --listen HOST:PORT`, let `[sut] command` start one, or omit `ticks.address` to run the built-in server in-process)";
 
+impl BuiltinServer for TickServer {
+    fn cpu_ns(&self) -> u64 {
+        TickServer::cpu_ns(self)
+    }
+    fn local_addr(&self) -> std::net::SocketAddr {
+        TickServer::local_addr(self)
+    }
+}
+
 /// Runs one `ticks` scenario.
 pub fn run(
     scenario: &Scenario,
     ticks: &TicksConfig,
     sut: Option<&SutConfig>,
-    ctx: &crate::systems::RunContext,
+    ctx: &RunContext,
 ) -> Result<Measured, EngineError> {
     let process_before = CpuSnapshot::process();
-    let mut external = None;
-    let (server, base) = match &ticks.address {
-        None => {
-            let options = TickServerOptions {
-                config: ticks.server.clone(),
-                format: ticks.format,
-                symbols: ticks.symbols,
-                pacing: scenario.pacing,
-                spin_ns: ticks.spin_ns,
-                seed: scenario.run.seed,
-            };
-            let s = TickServer::start(options, ([127, 0, 0, 1], 0).into())
-                .map_err(EngineError::Server)?;
-            let base = format!("ws://{}/ticks", s.local_addr());
-            (Some(s), base)
-        }
-        Some(address) => {
-            if let Some(cfg) = sut {
-                external = Some(SutProcess::start(cfg, &ctx.stop)?);
-            }
-            (None, address.clone())
-        }
+    let options = TickServerOptions {
+        config: ticks.server.clone(),
+        format: ticks.format,
+        symbols: ticks.symbols,
+        pacing: scenario.pacing,
+        spin_ns: ticks.spin_ns,
+        seed: scenario.run.seed,
     };
+    let sut = SystemUnderTest::start(ticks.address.as_deref(), sut, &ctx.stop, || {
+        TickServer::start(options, ([127, 0, 0, 1], 0).into())
+    })?;
+    let base = sut.address(ticks.address.as_deref(), |a| format!("ws://{a}/ticks"));
     let shared = Arc::new(Shared::new(
         ticks.ack_every_ns,
         ticks.on_close,
@@ -83,52 +76,116 @@ pub fn run(
         ticks,
         ctx,
         shared,
-        server,
-        external,
+        sut,
     };
     let outcome = run.measure(&base);
     if outcome.is_err() {
         run.shared.abort.store(true, Ordering::SeqCst);
     }
-    let (threads, pages, schedule, window_ns, sut_cpu_s, recording) = outcome?;
-    run.finish(
-        threads,
-        pages,
-        schedule,
-        window_ns,
-        sut_cpu_s,
-        recording,
-        process_before,
-    )
+    run.finish(outcome?, process_before)
 }
 
-/// What the native threads and the browser bridge returned, the schedule, the window, the SUT's
-/// CPU and the merged recording.
-type Measurement = (
-    Vec<ThreadOut>,
-    Vec<StreamStats>,
-    Schedule,
-    u64,
-    Option<f64>,
-    crate::recorder::Recording,
-);
+/// What one run's clients measured.
+struct Measurement {
+    /// What the native threads returned.
+    threads: Vec<ThreadOut>,
+    /// What the browser pages reported.
+    pages: Vec<StreamStats>,
+    /// The run's schedule.
+    schedule: Schedule,
+    /// Length of the measured span, ns.
+    span_ns: u64,
+    /// The system under test's CPU over it, seconds.
+    sut_cpu_s: Option<f64>,
+    /// The merged recording.
+    recording: crate::recorder::Recording,
+}
 
 struct Run<'a> {
     scenario: &'a Scenario,
     ticks: &'a TicksConfig,
     ctx: &'a RunContext,
     shared: Arc<Shared>,
-    server: Option<TickServer>,
-    external: Option<SutProcess>,
+    sut: SystemUnderTest<TickServer>,
+}
+
+/// Native client threads, each waiting for its recorder to start.
+type Natives = (
+    Vec<std::thread::JoinHandle<Option<ThreadOut>>>,
+    Vec<Sender<crate::recorder::Recorder>>,
+);
+
+/// What the supervisor saw of the measured span.
+struct Watched {
+    /// Where the span ended (clock ns).
+    span_end_ns: u64,
+    /// The system under test's CPU over it, seconds.
+    sut_cpu_s: Option<f64>,
+    /// Each browser's CPU over it, ns.
+    browsers_cpu_ns: Vec<u64>,
 }
 
 impl Run<'_> {
     fn measure(&mut self, base: &str) -> Result<Measurement, EngineError> {
         let (plans, browser_names) = plans(self.ticks, base);
-        // Native clients connect first: a refused address or a non-WebSocket peer fails the
-        // run before anything starts, with one clear message.
+        let (handles, starts) = self.connect_natives(plans)?;
+        let (report_tx, report_rx) = channel();
+        let mut browsers = self.launch_browsers(&browser_names, report_tx)?;
+        self.wait_subscribed(&mut browsers)?;
+        let timeline = Timeline::from_now(&self.scenario.run);
+        let schedule = self.fix_schedule(&timeline);
+        let mut collector =
+            timeline.collector(&self.scenario.run, self.ticks.groups.len(), handles.len());
+        for start in &starts {
+            let _ = start.send(collector.recorder(true));
+        }
+        let pages: Vec<browser::PageClient> = browser_names
+            .iter()
+            .map(|(name, group, _)| browser::PageClient {
+                name: name.clone(),
+                group: *group,
+                recorder: collector.recorder(false),
+            })
+            .collect();
+        let collecting = collector.start(self.ctx.live.clone());
+        if let Some(server) = &self.sut.builtin {
+            server.begin(schedule);
+        }
+        let bridge = {
+            let shared = self.shared.clone();
+            std::thread::Builder::new()
+                .name("msgbench-browser-bridge".into())
+                .spawn(move || browser::bridge(report_rx, pages, schedule, &shared))
+                .expect("spawning a thread")
+        };
+        let watched = self.supervise(&timeline, &handles, &bridge, &browsers);
+        let (mut threads, panicked) = join_natives(handles);
+        let pages = bridge.join().unwrap_or_default();
+        threads.extend(browser_threads(&browsers, &watched.browsers_cpu_ns));
+        drop(browsers);
+        let recording = collecting
+            .join()
+            .map_err(|_| EngineError::WorkerPanicked("collector"))?;
+        if panicked {
+            return Err(EngineError::WorkerPanicked("tick client"));
+        }
+        Ok(Measurement {
+            threads,
+            pages,
+            schedule,
+            span_ns: watched
+                .span_end_ns
+                .saturating_sub(schedule.measure_start_ns),
+            sut_cpu_s: watched.sut_cpu_s,
+            recording,
+        })
+    }
+
+    /// Native clients connect first: a refused address or a non-WebSocket peer fails the run
+    /// before anything starts, with one clear message.
+    fn connect_natives(&self, plans: Vec<ThreadPlan>) -> Result<Natives, EngineError> {
         let (ready_tx, ready_rx) = channel();
-        let mut starts: Vec<Sender<crate::recorder::Recorder>> = Vec::new();
+        let mut starts = Vec::new();
         let mut handles = Vec::new();
         for plan in plans {
             let (start_tx, start_rx) = channel();
@@ -149,171 +206,112 @@ impl Run<'_> {
                 Err(_) => return Err(EngineError::WorkerPanicked("tick client")),
             }
         }
-        let (report_tx, report_rx) = channel();
+        Ok((handles, starts))
+    }
+
+    /// Starts a headless Chromium per browser client, reporting to `reports`.
+    fn launch_browsers(
+        &self,
+        names: &[(String, usize, String)],
+        reports: Sender<(String, crate::net::tick::PageReport)>,
+    ) -> Result<Vec<browser::Browser>, EngineError> {
         let mut browsers = Vec::new();
-        if !browser_names.is_empty() {
-            let server = self.server.as_ref().expect("validated: browsers need ours");
-            server.report_to(report_tx);
-            let binary = browser::chromium()?;
-            for (name, _, url) in &browser_names {
-                let page = format!("http://{}/{url}", server.local_addr());
-                browsers.push(browser::Browser::launch(&binary, name, &page)?);
-            }
+        if names.is_empty() {
+            return Ok(browsers);
         }
-        if let Some(server) = &self.server {
-            let names: Vec<String> = self
-                .ticks
-                .groups
-                .iter()
-                .flat_map(|g| (0..g.connections).map(|i| g.connection_name(i)))
-                .collect();
-            let missing = server.wait_ready(&names, READY_TIMEOUT, &self.ctx.stop);
-            if self.ctx.stop.load(Ordering::Relaxed) {
-                return Err(EngineError::Browser(
-                    "interrupted while waiting for the clients to subscribe".into(),
-                ));
-            }
-            if let Some(name) = missing.first() {
-                let tail = browsers
-                    .iter_mut()
-                    .find(|b| &b.name == name)
-                    .map(|b| format!("; Chromium's output: {}", b.output_tail()))
-                    .unwrap_or_default();
-                return Err(EngineError::Browser(format!(
-                    "client `{name}` did not subscribe within {} s{tail}",
-                    READY_TIMEOUT.as_secs()
-                )));
-            }
+        let server = self
+            .sut
+            .builtin
+            .as_ref()
+            .expect("validated: browsers need ours");
+        server.report_to(reports);
+        let binary = browser::chromium()?;
+        for (name, _, url) in names {
+            let page = format!("http://{}/{url}", server.local_addr());
+            browsers.push(browser::Browser::launch(&binary, name, &page)?);
         }
-        let t0 = crate::clock::now_ns() + START_LEAD_NS;
-        let measure_start_ns = t0 + self.scenario.run.warmup.as_nanos() as u64;
-        let end_ns = measure_start_ns + self.scenario.run.duration.as_nanos() as u64;
-        let schedule = Schedule {
-            t0_ns: t0,
-            measure_start_ns,
-            end_ns,
+        Ok(browsers)
+    }
+
+    /// Waits until every client of the built-in server subscribed (browsers sync their clock
+    /// first).
+    fn wait_subscribed(&self, browsers: &mut [browser::Browser]) -> Result<(), EngineError> {
+        let Some(server) = &self.sut.builtin else {
+            return Ok(());
         };
-        let drain_ns = self.scenario.run.drain_timeout.as_nanos() as u64;
+        let names: Vec<String> = self
+            .ticks
+            .groups
+            .iter()
+            .flat_map(|g| (0..g.connections).map(|i| g.connection_name(i)))
+            .collect();
+        let missing = server.wait_ready(&names, READY_TIMEOUT, &self.ctx.stop);
+        if self.ctx.stop.load(Ordering::Relaxed) {
+            return Err(EngineError::Browser(
+                "interrupted while waiting for the clients to subscribe".into(),
+            ));
+        }
+        let Some(name) = missing.first() else {
+            return Ok(());
+        };
+        let tail = browsers
+            .iter_mut()
+            .find(|b| &b.name == name)
+            .map(|b| format!("; Chromium's output: {}", b.output_tail()))
+            .unwrap_or_default();
+        Err(EngineError::Browser(format!(
+            "client `{name}` did not subscribe within {} s{tail}",
+            READY_TIMEOUT.as_secs()
+        )))
+    }
+
+    /// Hands the timeline to the clients (as the tick schedule) and returns it.
+    fn fix_schedule(&self, timeline: &Timeline) -> Schedule {
+        let schedule = Schedule {
+            t0_ns: timeline.t0_ns,
+            measure_start_ns: timeline.measure_start_ns,
+            end_ns: timeline.end_ns,
+        };
         self.shared.schedule.set(schedule).expect("set once");
-        self.shared.end_ns.store(end_ns, Ordering::SeqCst);
+        self.shared.end_ns.store(schedule.end_ns, Ordering::SeqCst);
         self.shared
             .deadline_ns
-            .store(end_ns + drain_ns, Ordering::SeqCst);
-        let raw_cap = self.scenario.run.emit_latencies.unwrap_or(0) as usize / handles.len().max(1);
-        let mut collector = Collector::new(self.ticks.groups.len(), measure_start_ns, raw_cap);
-        for start in &starts {
-            let _ = start.send(collector.recorder(true));
-        }
-        let pages: Vec<browser::PageClient> = browser_names
-            .iter()
-            .map(|(name, group, _)| browser::PageClient {
-                name: name.clone(),
-                group: *group,
-                recorder: collector.recorder(false),
-            })
-            .collect();
-        let collecting = collector.start(self.ctx.live.clone());
-        if let Some(server) = &self.server {
-            server.begin(schedule);
-        }
-        let bridge = {
-            let shared = self.shared.clone();
-            std::thread::Builder::new()
-                .name("msgbench-browser-bridge".into())
-                .spawn(move || browser::bridge(report_rx, pages, schedule, &shared))
-                .expect("spawning a thread")
-        };
-        let (window_end_ns, sut_cpu_s, browser_cpu_ns) =
-            self.supervise(schedule, drain_ns, &handles, &bridge, &browsers);
-        let mut threads = Vec::new();
-        let mut panicked = false;
-        for h in handles {
-            match h.join() {
-                Ok(Some(out)) => threads.push(out),
-                Ok(None) => {}
-                Err(_) => panicked = true,
-            }
-        }
-        let pages = bridge.join().unwrap_or_default();
-        for (b, cpu_ns) in browsers.iter().zip(browser_cpu_ns) {
-            // /proc gives user + system together; it is reported as user time.
-            threads.push(ThreadOut {
-                stats: Vec::new(),
-                cpu: msgbench_model::result::ThreadCpu {
-                    role: format!("{} (Chromium, all its processes)", b.name),
-                    pinned_cpu: None,
-                    cpu: msgbench_model::result::CpuTimes {
-                        user_s: cpu_ns as f64 / 1e9,
-                        ..Default::default()
-                    },
-                },
-            });
-        }
-        drop(browsers);
-        let recording = collecting
-            .join()
-            .map_err(|_| EngineError::WorkerPanicked("collector"))?;
-        if panicked {
-            return Err(EngineError::WorkerPanicked("tick client"));
-        }
-        Ok((
-            threads,
-            pages,
-            schedule,
-            window_end_ns.saturating_sub(measure_start_ns),
-            sut_cpu_s,
-            recording,
-        ))
+            .store(timeline.drain_deadline(schedule.end_ns), Ordering::SeqCst);
+        schedule
     }
 
     /// Waits for the clients to finish, ends the schedule early on Ctrl-C, reads the SUT's and
-    /// the browsers' CPU at the window's edges. Returns the window's end, the SUT's CPU seconds
-    /// and each browser's CPU ns over it.
+    /// the browsers' CPU at the span's edges.
     fn supervise(
         &self,
-        schedule: Schedule,
-        drain_ns: u64,
+        timeline: &Timeline,
         handles: &[std::thread::JoinHandle<Option<ThreadOut>>],
         bridge: &std::thread::JoinHandle<Vec<StreamStats>>,
         browsers: &[browser::Browser],
-    ) -> (u64, Option<f64>, Vec<u64>) {
+    ) -> Watched {
         let browser_cpu = || browsers.iter().map(|b| b.cpu_ns()).collect::<Vec<_>>();
-        let mut browsers_start = Vec::new();
-        let mut browsers_end = Vec::new();
-        let sut_cpu = || {
-            self.server
-                .as_ref()
-                .map(|s| s.cpu_ns())
-                .or_else(|| self.external.as_ref().map(|p| p.cpu_ns()))
-        };
-        let mut cpu_start = None;
-        let mut cpu_end = None;
-        let mut window_end = schedule.end_ns;
+        let (mut browsers_start, mut browsers_end) = (Vec::new(), Vec::new());
+        let read_sut = || self.sut.cpu_ns();
+        let mut sut_cpu = SpanCpu::new(&read_sut);
+        let mut span_end_ns = timeline.end_ns;
         let mut stopped = false;
         loop {
             let now = crate::clock::now_ns();
-            if cpu_start.is_none() && now >= schedule.measure_start_ns {
-                cpu_start = sut_cpu();
+            if !sut_cpu.has_started() && now >= timeline.measure_start_ns {
+                sut_cpu.started();
                 browsers_start = browser_cpu();
             }
             let end = self.shared.end_ns.load(Ordering::Relaxed);
-            if cpu_end.is_none() && now >= end {
-                cpu_end = sut_cpu();
+            if browsers_end.is_empty() && now >= end {
+                sut_cpu.ended();
                 browsers_end = browser_cpu();
             }
             let stop_asked =
                 self.ctx.stop.load(Ordering::Relaxed) || self.shared.stopped_by.get().is_some();
             if stop_asked && !stopped && now < end {
                 stopped = true;
-                window_end = now.max(schedule.measure_start_ns);
-                self.shared.end_ns.fetch_min(window_end, Ordering::SeqCst);
-                self.shared
-                    .deadline_ns
-                    .fetch_min(now + drain_ns, Ordering::SeqCst);
-                if let Some(s) = &self.server {
-                    s.end_at(window_end);
-                }
-                cpu_end = sut_cpu();
+                span_end_ns = self.end_early(timeline, now);
+                sut_cpu.ended();
                 browsers_end = browser_cpu();
             }
             let clients_done = handles.iter().all(|h| h.is_finished())
@@ -323,96 +321,129 @@ impl Run<'_> {
             }
             std::thread::sleep(SUPERVISE_EVERY);
         }
-        let cpu_end = cpu_end.or_else(sut_cpu);
-        let sut_cpu_s = match (cpu_start, cpu_end) {
-            (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / 1e9),
-            _ => None,
-        };
         if browsers_end.is_empty() {
             browsers_end = browser_cpu();
         }
-        let browsers_cpu = browsers_end
-            .iter()
-            .enumerate()
-            .map(|(i, end)| end.saturating_sub(browsers_start.get(i).copied().unwrap_or(*end)))
-            .collect();
-        (window_end, sut_cpu_s, browsers_cpu)
+        Watched {
+            span_end_ns,
+            sut_cpu_s: sut_cpu.seconds(),
+            browsers_cpu_ns: browsers_end
+                .iter()
+                .enumerate()
+                .map(|(i, end)| end.saturating_sub(browsers_start.get(i).copied().unwrap_or(*end)))
+                .collect(),
+        }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Ctrl-C or an error that stops the run at `now`: the schedule ends now, the drain from
+    /// now. Returns the span's end.
+    fn end_early(&self, timeline: &Timeline, now: u64) -> u64 {
+        let span_end_ns = now.max(timeline.measure_start_ns);
+        self.shared.end_ns.fetch_min(span_end_ns, Ordering::SeqCst);
+        self.shared
+            .deadline_ns
+            .fetch_min(timeline.drain_deadline(now), Ordering::SeqCst);
+        if let Some(s) = &self.sut.builtin {
+            s.end_at(span_end_ns);
+        }
+        span_end_ns
+    }
+
     fn finish(
         mut self,
-        threads: Vec<ThreadOut>,
-        pages: Vec<StreamStats>,
-        schedule: Schedule,
-        window_ns: u64,
-        sut_cpu_s: Option<f64>,
-        mut recording: crate::recorder::Recording,
+        m: Measurement,
         process_before: CpuSnapshot,
     ) -> Result<Measured, EngineError> {
-        let server_report = self.server.take().map(TickServer::stop);
-        let mut notes = Vec::new();
-        if let Some(p) = self.external.as_mut() {
-            notes.extend(p.exited());
-        }
+        let server_report = self.sut.builtin.take().map(TickServer::stop);
+        let mut notes = self.sut.process_notes();
+        let mut recording = m.recording;
         let mut clients: Vec<StreamStats> = Vec::new();
         let mut cpus = Vec::new();
-        for t in threads {
+        for t in m.threads {
             clients.extend(t.stats);
             cpus.push(t.cpu);
         }
-        clients.extend(pages);
+        clients.extend(m.pages);
         clients.sort_by_key(|c| (c.group, natural(&c.name)));
         let deadline_ns = self.shared.deadline_ns.load(Ordering::Relaxed);
         let streams = join_streams(
             &clients,
             server_report.as_ref(),
             self.ticks,
-            schedule,
+            m.schedule,
             deadline_ns,
         );
         if let Some(report) = &server_report {
             recording_send_lag(&mut recording, report);
             notes.extend(server_notes(report));
         }
-        for s in streams.iter().filter(|s| s.closed.is_some()) {
-            notes.push(format!(
-                "client {} ended early: {}",
-                s.name,
-                s.closed.as_deref().unwrap_or_default()
-            ));
-        }
+        notes.extend(streams.iter().filter_map(|s| {
+            let why = s.closed.as_deref()?;
+            Some(format!("client {} ended early: {why}", s.name))
+        }));
         let (counters, sequence) = totals(&streams);
         recording.counters = counters;
         recording.sequence = sequence;
         patch_intervals(&mut recording.intervals, &streams);
         let mut faults = msgbench_model::result::Faults::default();
         for s in &streams {
-            faults.add(&s.faults);
+            faults += s.faults;
         }
         let stopped_by = self.shared.stopped_by.get().cloned();
-        if let Some(why) = &stopped_by {
-            notes.insert(0, format!("stopped early: {why}"));
-        }
-        let now_ns = crate::clock::now_ns();
         Ok(Measured {
             recording,
             classes: self.ticks.groups.iter().map(|g| g.name.clone()).collect(),
-            window_ns,
-            window_start_unix_ms: crate::environment::unix_ms()
-                - now_ns.saturating_sub(schedule.measure_start_ns) / 1_000_000,
+            span_ns: m.span_ns,
+            span_start_unix_ms: unix_ms_of(m.schedule.measure_start_ns),
             process_cpu: CpuSnapshot::process().since(&process_before),
             threads: cpus,
-            // A Ctrl-C during the drain leaves the window whole.
-            interrupted: window_ns < self.scenario.run.duration.as_nanos() as u64
+            // A Ctrl-C during the drain leaves the span whole.
+            interrupted: m.span_ns < self.scenario.run.duration.as_nanos() as u64
                 && (self.ctx.stop.load(Ordering::Relaxed) || stopped_by.is_some()),
             config: self.scenario.system.describe(),
             faults,
-            sut_cpu_s,
+            sut_cpu_s: m.sut_cpu_s,
+            stopped_by,
             notes,
             streams,
         })
     }
+}
+
+/// Joins the native client threads; true when one panicked.
+fn join_natives(
+    handles: Vec<std::thread::JoinHandle<Option<ThreadOut>>>,
+) -> (Vec<ThreadOut>, bool) {
+    let mut threads = Vec::new();
+    let mut panicked = false;
+    for h in handles {
+        match h.join() {
+            Ok(Some(out)) => threads.push(out),
+            Ok(None) => {}
+            Err(_) => panicked = true,
+        }
+    }
+    (threads, panicked)
+}
+
+/// Each browser as a "thread" of the run, with its CPU over the measured span.
+fn browser_threads(browsers: &[browser::Browser], cpu_ns: &[u64]) -> Vec<ThreadOut> {
+    browsers
+        .iter()
+        .zip(cpu_ns)
+        .map(|(b, cpu_ns)| ThreadOut {
+            stats: Vec::new(),
+            // /proc gives user + system together; it is reported as user time.
+            cpu: msgbench_model::result::ThreadCpu {
+                role: format!("{} (Chromium, all its processes)", b.name),
+                pinned_cpu: None,
+                cpu: msgbench_model::result::CpuTimes {
+                    user_s: *cpu_ns as f64 / 1e9,
+                    ..Default::default()
+                },
+            },
+        })
+        .collect()
 }
 
 /// Sorts `fast-2` before `fast-10`.
@@ -526,17 +557,8 @@ fn totals(streams: &[StreamClient]) -> (Counters, SequenceErrors) {
     let mut c = Counters::default();
     let mut s = SequenceErrors::default();
     for client in streams {
-        let x = client.counters;
-        c.attempted += x.attempted;
-        c.sent += x.sent;
-        c.skipped += x.skipped;
-        c.delivered += x.delivered;
-        c.dropped += x.dropped;
-        c.failed += x.failed;
-        c.in_flight_end += x.in_flight_end;
-        s.gaps += client.sequence.gaps;
-        s.duplicates += client.sequence.duplicates;
-        s.reordered += client.sequence.reordered;
+        c += client.counters;
+        s += client.sequence;
     }
     (c, s)
 }

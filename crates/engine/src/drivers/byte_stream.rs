@@ -1,0 +1,601 @@
+//! Request/response over a byte stream, for any protocol with a [`Wire`] (`rpc`, `redis`) and
+//! any [`Transport`] (plain TCP today; TLS slots in here).
+//!
+//! `threads` event loops (mio, one per thread, optionally pinned), each owning `connections`
+//! connections. Every connection has its own [`Launcher`] (pacing and `when_full`, see
+//! [`super::launcher`]) and [`InFlight`] table of at most `client.window` requests. All requests
+//! due at one moment go out in one `write` (a pipelined batch), yet each keeps its own intended
+//! time, so a batch's requests never share one latency figure.
+//!
+//! A response is matched to its request by id (protocols that carry one) or by order (Redis).
+//! A timeout, a closed connection or a protocol error fails every request in flight on that
+//! connection (counted by kind in [`Faults`]) and then stops the run or reconnects
+//! (`client.on_error`). The hot path allocates nothing: buffers, flight tables and histograms
+//! are sized before the run. The run's timeline and the system under test's CPU come from the
+//! [`crate::harness`].
+use super::failure::{stop_message, Failure};
+use super::in_flight::{fail_all_counted, record_response, InFlight};
+use super::launcher::{Budget, Counting, Launcher, Rules};
+use crate::clock::{Clock, MonotonicClock};
+use crate::cpu::CpuSnapshot;
+use crate::error::EngineError;
+use crate::harness::timer::Timer;
+use crate::harness::STOP_CHECK_NS;
+use crate::harness::{gather, worker, DriverOutput, RunContext, RunStop, SpanCpu, Timeline};
+use crate::recorder::Recorder;
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+use msgbench_model::client::{ClientConfig, OnError};
+use msgbench_model::result::{CpuTimes, Faults, ThreadCpu};
+use msgbench_model::scenario::Scenario;
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::sync::mpsc::{channel, Sender};
+use std::time::Duration;
+
+const TIMER: Token = Token(usize::MAX - 1);
+/// Pause between reconnection attempts.
+const RECONNECT_NS: u64 = 100_000_000;
+/// Longest the first connection of a run may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Longest a reconnection may block its thread (loopback refusals return at once; an address
+/// that drops packets costs at most this, while the thread's other connections wait).
+const RECONNECT_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// One response, decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Response {
+    /// Request id, when the protocol carries one (else responses come in request order).
+    pub id: Option<u64>,
+    /// Bytes it took.
+    pub size: usize,
+    /// False for an error reply (the request failed).
+    pub ok: bool,
+}
+
+/// A protocol, as the driver needs it.
+pub trait Wire: Send {
+    /// Appends the request of operation class `class` with `id`, sent at `now_ns`.
+    fn encode(&mut self, class: usize, id: u64, now_ns: u64, out: &mut Vec<u8>);
+    /// Decodes the response at the start of `buf` (`Ok(None)`: incomplete).
+    fn decode(&mut self, buf: &[u8]) -> Result<Option<Response>, String>;
+}
+
+/// A connection's byte stream, as the driver needs it: non-blocking reads and writes, an event
+/// source for mio, and a way to connect.
+pub trait Transport: Read + Write + mio::event::Source + Send + Sized {
+    /// Connects to `address` within `timeout`, ready for non-blocking use.
+    fn connect(address: SocketAddr, timeout: Duration) -> io::Result<Self>;
+}
+
+impl Transport for TcpStream {
+    fn connect(address: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+        let s = std::net::TcpStream::connect_timeout(&address, timeout)?;
+        s.set_nodelay(true)?;
+        s.set_nonblocking(true)?;
+        Ok(TcpStream::from_std(s))
+    }
+}
+
+/// What to drive: the scenario, where, and the protocol.
+pub struct Plan<'a, F> {
+    /// The scenario (timeline, pacing).
+    pub scenario: &'a Scenario,
+    /// Threads, connections, window, policies.
+    pub client: &'a ClientConfig,
+    /// The server.
+    pub address: SocketAddr,
+    /// Share of each operation class in the mix (its length is the number of classes).
+    pub shares: Vec<f64>,
+    /// Builds the protocol state of connection `index`.
+    pub make_wire: F,
+    /// How to get a server there, for the error when nothing accepts connections.
+    pub hint: &'static str,
+}
+
+/// Everything threads share.
+struct Shared<'a> {
+    scenario: &'a Scenario,
+    client: &'a ClientConfig,
+    address: SocketAddr,
+    shares: Vec<f64>,
+    timeline: Timeline,
+    stop: RunStop<'a>,
+}
+
+impl Shared<'_> {
+    /// The rules every connection's launcher follows.
+    fn rules(&self) -> Rules<'_> {
+        Rules {
+            client: self.client,
+            shares: &self.shares,
+            measure_start_ns: self.timeline.measure_start_ns,
+            end_ns: self.timeline.end_ns,
+        }
+    }
+}
+
+/// Runs the driver. `sut_cpu_ns` reads the system under test's CPU (at the measured span's
+/// edges, from this thread).
+pub fn drive<W: Wire, T: Transport>(
+    plan: Plan<'_, impl Fn(usize) -> W>,
+    ctx: &RunContext,
+    sut_cpu_ns: &dyn Fn() -> Option<u64>,
+) -> Result<DriverOutput, EngineError> {
+    let client = plan.client;
+    let mut streams = connect_all::<T>(&plan)?.into_iter();
+    let timeline = Timeline::from_now(&plan.scenario.run);
+    let shared = Shared {
+        scenario: plan.scenario,
+        client,
+        address: plan.address,
+        shares: plan.shares,
+        timeline,
+        stop: RunStop::new(&ctx.stop),
+    };
+    let mut collector = timeline.collector(&plan.scenario.run, shared.shares.len(), client.threads);
+    let loops: Vec<ThreadLoop<W, T>> = (0..client.threads)
+        .map(|t| ThreadLoop {
+            shared: &shared,
+            index: t,
+            conns: (0..client.connections)
+                .map(|c| {
+                    let index = t * client.connections + c;
+                    let stream = streams.next().expect("one stream per connection");
+                    Conn::new(stream, (plan.make_wire)(index), &shared, index)
+                })
+                .collect(),
+            rec: collector.recorder(true),
+            faults: Faults::default(),
+            clock: MonotonicClock::new(client.spin_ns),
+            budget: Budget::share(plan.scenario.run.operations, client.threads, t),
+        })
+        .collect();
+    let collecting = collector.start(ctx.live.clone());
+    let (done_tx, done_rx) = channel::<()>();
+    let (outs, sut_cpu_s) = std::thread::scope(|s| {
+        let handles: Vec<_> = loops
+            .into_iter()
+            .map(|l| {
+                let done_tx = done_tx.clone();
+                std::thread::Builder::new()
+                    .name(format!("msgbench-client-{}", l.index))
+                    .spawn_scoped(s, move || l.run(done_tx))
+                    .expect("spawning a thread")
+            })
+            .collect();
+        drop(done_tx);
+        let cpu = SpanCpu::new(sut_cpu_ns).over_workers(&timeline, &done_rx, handles.len());
+        (
+            handles.into_iter().map(|h| h.join()).collect::<Vec<_>>(),
+            cpu,
+        )
+    });
+    let gathered = gather(
+        outs.into_iter()
+            .map(|o| o.map(|r| r.map(|(cpu, f)| (vec![cpu], f)))),
+        "client",
+    );
+    // The collector is joined first: it ends once every recorder has, error or not.
+    let recording = collecting
+        .join()
+        .map_err(|_| EngineError::WorkerPanicked("collector"))?;
+    Ok(shared
+        .stop
+        .output(&timeline, recording, gathered?, sut_cpu_s))
+}
+
+/// Connects everything first, on this thread: a refused address fails the run before it
+/// starts, with one clear message.
+fn connect_all<T: Transport>(plan: &Plan<'_, impl Sized>) -> Result<Vec<T>, EngineError> {
+    (0..plan.client.total_connections())
+        .map(|_| {
+            T::connect(plan.address, CONNECT_TIMEOUT).map_err(|source| EngineError::Connect {
+                address: plan.address.to_string(),
+                source,
+                hint: plan.hint.to_string(),
+            })
+        })
+        .collect()
+}
+
+struct Conn<W, T> {
+    stream: Option<T>,
+    wire: W,
+    wbuf: Vec<u8>,
+    wpos: usize,
+    want_write: bool,
+    rbuf: Vec<u8>,
+    rstart: usize,
+    rend: usize,
+    in_flight: InFlight,
+    launcher: Launcher,
+    reconnect_at: u64,
+}
+
+impl<W: Wire, T: Transport> Conn<W, T> {
+    fn new(stream: T, wire: W, shared: &Shared, index: usize) -> Self {
+        Conn {
+            stream: Some(stream),
+            wire,
+            wbuf: Vec::with_capacity(64 * 1024),
+            wpos: 0,
+            want_write: false,
+            rbuf: vec![0; 256 * 1024],
+            rstart: 0,
+            rend: 0,
+            in_flight: InFlight::new(shared.client.window),
+            launcher: Launcher::new(
+                shared.scenario.pacing,
+                shared.scenario.run.seed,
+                shared.timeline.t0_ns,
+                (index, shared.client.total_connections()),
+            ),
+            reconnect_at: 0,
+        }
+    }
+}
+
+struct ThreadLoop<'a, W, T> {
+    shared: &'a Shared<'a>,
+    index: usize,
+    conns: Vec<Conn<W, T>>,
+    rec: Recorder,
+    faults: Faults,
+    clock: MonotonicClock,
+    budget: Budget,
+}
+
+type ThreadResult = Result<(ThreadCpu, Faults), EngineError>;
+
+/// Where a thread's loop stands.
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    /// Sending on the schedule; the thread's CPU from the measured span's start, once there.
+    Sending(Option<CpuSnapshot>),
+    /// Sending stopped at this time; draining what is in flight.
+    Draining(u64),
+}
+
+impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
+    fn run(mut self, done: Sender<()>) -> ThreadResult {
+        let pin = self.shared.client.pin.get(self.index).copied();
+        if let Err(e) = worker::prepare("client", pin, true) {
+            let _ = done.send(());
+            return Err(e);
+        }
+        let mut poll = Poll::new().map_err(EngineError::Io)?;
+        let mut timer = Timer::new(poll.registry(), TIMER).map_err(EngineError::Io)?;
+        for (i, c) in self.conns.iter_mut().enumerate() {
+            if let Some(s) = c.stream.as_mut() {
+                poll.registry()
+                    .register(s, Token(i), Interest::READABLE)
+                    .map_err(EngineError::Io)?;
+            }
+        }
+        let mut events = Events::with_capacity(1024);
+        self.clock.sleep_until(self.shared.timeline.t0_ns);
+        let mut phase = Phase::Sending(None);
+        let mut cpu_used = CpuTimes::default();
+        loop {
+            let now = self.clock.now_ns();
+            self.rec.roll_if_due(now);
+            if let Phase::Sending(cpu_before) = &mut phase {
+                if cpu_before.is_none() && now >= self.shared.timeline.measure_start_ns {
+                    *cpu_before = Some(CpuSnapshot::thread());
+                }
+                match self.stop_sending_at(now) {
+                    Some(send_end_ns) => {
+                        cpu_used = cpu_before
+                            .map(|b| CpuSnapshot::thread().since(&b))
+                            .unwrap_or_default();
+                        let _ = done.send(());
+                        phase = Phase::Draining(send_end_ns);
+                    }
+                    None => (0..self.conns.len()).for_each(|i| self.send_due(i, now, &poll)),
+                }
+            }
+            if let Phase::Draining(send_end_ns) = phase {
+                let in_flight: usize = self.conns.iter().map(|c| c.in_flight.in_flight()).sum();
+                if in_flight == 0 || now > self.shared.timeline.drain_deadline(send_end_ns) {
+                    break;
+                }
+            }
+            self.check_timeouts(now, &poll);
+            self.wait(now, phase, &mut poll, &mut events, &mut timer)?;
+        }
+        let role = format!("client-{}", self.index);
+        let faults = self.finish();
+        Ok((
+            ThreadCpu {
+                role,
+                pinned_cpu: pin,
+                cpu: cpu_used,
+            },
+            faults,
+        ))
+    }
+
+    /// `Some(send end)` when this thread stops sending at `now`: Ctrl-C, an error that stops
+    /// the run, its budget spent, or every connection's schedule over. Marks the span's end.
+    fn stop_sending_at(&mut self, now: u64) -> Option<u64> {
+        let all_done = self.conns.iter().all(|c| c.launcher.done);
+        if !(self.shared.stop.stopping() || self.budget.spent() || all_done) {
+            return None;
+        }
+        let stop = &self.shared.stop;
+        Some(stop.stopped_sending(&self.shared.timeline, now, all_done))
+    }
+
+    /// Sleeps until the next thing to do (or an event), then handles the events.
+    fn wait(
+        &mut self,
+        now: u64,
+        phase: Phase,
+        poll: &mut Poll,
+        events: &mut Events,
+        timer: &mut Timer,
+    ) -> Result<(), EngineError> {
+        let wake = self.next_wake(now, phase);
+        let timeout = if wake <= now.saturating_add(self.clock.spin_ns) {
+            Some(Duration::ZERO)
+        } else {
+            timer.arm(wake.min(now + STOP_CHECK_NS) - self.clock.spin_ns);
+            None
+        };
+        match poll.poll(events, timeout) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
+            Err(e) => return Err(EngineError::Io(e)),
+        }
+        for event in events.iter() {
+            match event.token() {
+                TIMER => timer.fired(),
+                Token(i) => {
+                    if event.is_writable() {
+                        self.flush(i, poll);
+                    }
+                    if event.is_readable() || event.is_read_closed() || event.is_error() {
+                        self.receive(i, poll);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts what is still in flight and closes the recorder; returns the thread's faults.
+    fn finish(mut self) -> Faults {
+        let now = self.clock.now_ns();
+        let left: u64 = self
+            .conns
+            .iter()
+            .map(|c| c.in_flight.measured_in_flight())
+            .sum();
+        self.rec.in_flight_at_end(left);
+        self.rec.finish(now);
+        self.faults
+    }
+
+    /// When the loop must look again: the next due send that can go, the oldest timeout, a
+    /// reconnection, the end of the drain.
+    fn next_wake(&mut self, now: u64, phase: Phase) -> u64 {
+        let client = self.shared.client;
+        let timeline = self.shared.timeline;
+        let (sending, mut wake) = match phase {
+            Phase::Sending(_) => (true, u64::MAX),
+            Phase::Draining(end) => (false, timeline.drain_deadline(end).saturating_add(1)),
+        };
+        let rules = self.shared.rules();
+        for c in &mut self.conns {
+            if let Some(d) = c.in_flight.oldest_deadline(client.timeout_ns) {
+                wake = wake.min(d);
+            }
+            if !sending || c.launcher.done {
+                continue;
+            }
+            if c.stream.is_none() {
+                wake = wake.min(c.reconnect_at.max(now));
+                continue;
+            }
+            if let Some(w) = c.launcher.next_wake(&c.in_flight, &rules, now) {
+                wake = wake.min(w);
+            }
+        }
+        if sending && timeline.measure_start_ns > now {
+            wake = wake.min(timeline.measure_start_ns);
+        }
+        wake
+    }
+
+    /// Sends what is due on connection `i` at `now`.
+    fn send_due(&mut self, i: usize, now: u64, poll: &Poll) {
+        if self.conns[i].launcher.done {
+            return;
+        }
+        if self.conns[i].stream.is_none() && now >= self.conns[i].reconnect_at {
+            self.reconnect(i, now, poll);
+        }
+        let rules = self.shared.rules();
+        let Conn {
+            stream,
+            wire,
+            wbuf,
+            in_flight,
+            launcher,
+            ..
+        } = &mut self.conns[i];
+        let mut tally = Counting {
+            budget: &mut self.budget,
+            rec: &mut self.rec,
+        };
+        launcher.send_due(
+            in_flight,
+            stream.is_some(),
+            &rules,
+            (now, &self.clock),
+            &mut tally,
+            |l| wire.encode(l.class, l.id, l.sent_ns, wbuf),
+        );
+        if self.conns[i].wbuf.len() > self.conns[i].wpos {
+            self.flush(i, poll);
+        }
+    }
+
+    fn reconnect(&mut self, i: usize, now: u64, poll: &Poll) {
+        if self.shared.client.on_error != OnError::Reconnect {
+            return;
+        }
+        let connected = T::connect(self.shared.address, RECONNECT_TIMEOUT).and_then(|mut s| {
+            poll.registry()
+                .register(&mut s, Token(i), Interest::READABLE)?;
+            Ok(s)
+        });
+        match connected {
+            Ok(s) => self.conns[i].stream = Some(s),
+            _ => {
+                self.faults.connect_failures += 1;
+                self.conns[i].reconnect_at = now + RECONNECT_NS;
+            }
+        }
+    }
+
+    fn flush(&mut self, i: usize, poll: &Poll) {
+        let c = &mut self.conns[i];
+        let Some(stream) = c.stream.as_mut() else {
+            return;
+        };
+        while c.wpos < c.wbuf.len() {
+            match stream.write(&c.wbuf[c.wpos..]) {
+                Ok(0) => return self.fail(i, Failure::Closed, poll),
+                Ok(n) => c.wpos += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return self.fail(i, Failure::Closed, poll),
+            }
+        }
+        let pending = c.wpos < c.wbuf.len();
+        if !pending {
+            c.wbuf.clear();
+            c.wpos = 0;
+        }
+        if pending != c.want_write {
+            c.want_write = pending;
+            let interest = if pending {
+                Interest::READABLE | Interest::WRITABLE
+            } else {
+                Interest::READABLE
+            };
+            if poll
+                .registry()
+                .reregister(stream, Token(i), interest)
+                .is_err()
+            {
+                self.fail(i, Failure::Closed, poll);
+            }
+        }
+    }
+
+    /// Reads what arrived on connection `i` and completes the requests it answers.
+    fn receive(&mut self, i: usize, poll: &Poll) {
+        loop {
+            let c = &mut self.conns[i];
+            let Some(stream) = c.stream.as_mut() else {
+                return;
+            };
+            if c.rend == c.rbuf.len() {
+                c.rbuf.copy_within(c.rstart..c.rend, 0);
+                c.rend -= c.rstart;
+                c.rstart = 0;
+                if c.rend == c.rbuf.len() {
+                    // One response larger than the buffer (big payloads): grow, rarely.
+                    let grown = c.rbuf.len() * 2;
+                    c.rbuf.resize(grown, 0);
+                }
+            }
+            let n = match stream.read(&mut c.rbuf[c.rend..]) {
+                Ok(0) => return self.fail(i, Failure::Closed, poll),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return self.fail(i, Failure::Closed, poll),
+            };
+            // One timestamp per read: every response in it arrived by now.
+            let now = crate::clock::now_ns();
+            c.rend += n;
+            loop {
+                let c = &mut self.conns[i];
+                let response = match c.wire.decode(&c.rbuf[c.rstart..c.rend]) {
+                    Ok(Some(r)) => r,
+                    Ok(None) => break,
+                    Err(_) => {
+                        return self.fail(
+                            i,
+                            Failure::Protocol("bytes that are not a valid response"),
+                            poll,
+                        )
+                    }
+                };
+                c.rstart += response.size;
+                let flight = match response.id {
+                    Some(id) => c.in_flight.complete(id),
+                    None => c.in_flight.complete_oldest(),
+                };
+                let Some(f) = flight else {
+                    let what = if response.id.is_some() {
+                        "a response to no request in flight"
+                    } else {
+                        "a reply with no request in flight"
+                    };
+                    return self.fail(i, Failure::Protocol(what), poll);
+                };
+                record_response(&mut self.rec, &mut self.faults, &f, response.ok, now);
+            }
+            let c = &mut self.conns[i];
+            if c.rstart == c.rend {
+                c.rstart = 0;
+                c.rend = 0;
+            }
+        }
+    }
+
+    fn check_timeouts(&mut self, now: u64, poll: &Poll) {
+        let timeout = self.shared.client.timeout_ns;
+        for i in 0..self.conns.len() {
+            if self.conns[i]
+                .in_flight
+                .oldest_deadline(timeout)
+                .is_some_and(|d| now > d)
+            {
+                self.fail(i, Failure::Timeout, poll);
+            }
+        }
+    }
+
+    /// Fails every request in flight on connection `i`, closes it, and stops the run or plans a
+    /// reconnection.
+    fn fail(&mut self, i: usize, why: Failure, poll: &Poll) {
+        let now = crate::clock::now_ns();
+        let c = &mut self.conns[i];
+        fail_all_counted(&mut c.in_flight, &mut self.rec);
+        c.wbuf.clear();
+        c.wpos = 0;
+        c.want_write = false;
+        c.rstart = 0;
+        c.rend = 0;
+        if let Some(mut s) = c.stream.take() {
+            let _ = poll.registry().deregister(&mut s);
+        }
+        c.reconnect_at = now + RECONNECT_NS;
+        let what = why.count(&mut self.faults, self.shared.client.timeout_ns);
+        if self.shared.client.on_error == OnError::Stop {
+            self.shared.stop.stop_because(stop_message(
+                &what,
+                self.index * self.shared.client.connections + i,
+                &self.shared.address.to_string(),
+                now,
+                self.shared.timeline.measure_start_ns,
+            ));
+        }
+    }
+}

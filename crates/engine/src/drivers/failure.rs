@@ -1,0 +1,60 @@
+//! What ends the requests of a connection early (a timeout, a closed connection, a protocol
+//! error), how each is counted, and the sentence a run stopped by one (`on_error = "stop"`)
+//! carries.
+use msgbench_model::result::Faults;
+
+/// Why a connection's requests failed.
+#[derive(Debug, Clone, Copy)]
+pub enum Failure {
+    /// The oldest request got no response within `client.timeout`.
+    Timeout,
+    /// The connection was closed or reset.
+    Closed,
+    /// The server sent this (not a valid response).
+    Protocol(&'static str),
+}
+
+impl Failure {
+    /// Counts the failure in `faults`; returns what happened, in words.
+    pub fn count(self, faults: &mut Faults, timeout_ns: u64) -> String {
+        match self {
+            Failure::Timeout => {
+                faults.timeouts += 1;
+                format!(
+                    "a request got no response within {}",
+                    msgbench_model::duration::format(std::time::Duration::from_nanos(timeout_ns))
+                )
+            }
+            Failure::Closed => {
+                faults.disconnects += 1;
+                "the connection was closed or reset".to_string()
+            }
+            Failure::Protocol(what) => {
+                faults.protocol_errors += 1;
+                format!("the server sent {what}")
+            }
+        }
+    }
+}
+
+/// Why a run stopped under `client.on_error = "stop"`: what happened, on which connection,
+/// and when.
+pub fn stop_message(
+    what: &str,
+    connection: usize,
+    address: &str,
+    now_ns: u64,
+    measure_start_ns: u64,
+) -> String {
+    let when = if now_ns < measure_start_ns {
+        "during the warm-up".to_string()
+    } else {
+        format!(
+            "{:.2} s into the measured window",
+            (now_ns - measure_start_ns) as f64 / 1e9
+        )
+    };
+    format!(
+        "{what} on connection {connection} to {address} {when}; the run stopped (set `client.on_error = \"reconnect\"` to go on)"
+    )
+}

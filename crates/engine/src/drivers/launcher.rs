@@ -1,0 +1,644 @@
+//! When the requests of one connection go, whatever carries the bytes (`rpc` and `redis` over
+//! a byte stream, `ws-rpc` through a WebSocket socket thread): the pacer says when each request
+//! is due, [`InFlight`] holds the requests in flight, and `client.when_full` decides what a due
+//! request does when the connection's window (`client.window` requests in flight) is full:
+//!
+//! * [`block`]: it waits for a response; the wait is latency, since latency counts from the
+//!   intended send time;
+//! * [`skip`]: it is attempted and counted as skipped;
+//! * [`adapt`]: as `skip`, and the connection's rate halves; every 100 ms without a full window
+//!   5 % of the target comes back (AIMD). Slots the thinned schedule leaves out are not
+//!   attempts.
+//!
+//! Each policy is one small function of the connection's state; [`Launcher::send_due`] applies
+//! it to every due slot and keeps the measured span's accounting through a [`Tally`].
+use super::in_flight::InFlight;
+use crate::clock::Clock;
+use crate::pacer::Pacer;
+use crate::recorder::Recorder;
+use msgbench_model::client::ClientConfig;
+use msgbench_model::pacing::Pacing;
+use msgbench_model::when_full::WhenFull;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+/// `adapt`: rate added back per step without a full window, as a share of the target.
+const ADAPT_STEP: f64 = 0.05;
+/// `adapt`: length of that step.
+const ADAPT_STEP_NS: u64 = 100_000_000;
+/// `adapt`: lowest share of the target a connection slows down to.
+const ADAPT_FLOOR: f64 = 1.0 / 1024.0;
+
+/// What every connection's launcher shares.
+pub struct Rules<'a> {
+    /// Client settings (window, when full, …).
+    pub client: &'a ClientConfig,
+    /// Share of each operation class in the mix.
+    pub shares: &'a [f64],
+    /// Start of the measured span.
+    pub measure_start_ns: u64,
+    /// End of the schedule.
+    pub end_ns: u64,
+}
+
+/// The measured span's budget of one driver thread (`run.operations`).
+#[derive(Debug)]
+pub struct Budget {
+    /// Most measured attempts.
+    pub limit: u64,
+    /// Measured attempts so far.
+    pub used: u64,
+}
+
+impl Budget {
+    /// Thread `t`'s share of `ops` over `threads` threads (no limit without `ops`).
+    pub fn share(ops: Option<u64>, threads: usize, t: usize) -> Budget {
+        let limit = match ops {
+            None => u64::MAX,
+            Some(n) => n / threads as u64 + u64::from((t as u64) < n % threads as u64),
+        };
+        Budget { limit, used: 0 }
+    }
+
+    /// The budget is spent.
+    #[inline]
+    pub fn spent(&self) -> bool {
+        self.used >= self.limit
+    }
+}
+
+/// Where a launcher counts what it did with the measured span's requests.
+pub trait Tally {
+    /// The thread's operation budget is spent.
+    fn spent(&self) -> bool;
+    /// A measured request was due (it takes one unit of the budget).
+    fn attempted(&mut self);
+    /// A measured request was not sent.
+    fn skipped(&mut self);
+    /// A measured request went at `actual_ns`; its slot was `scheduled_ns`.
+    fn sent(&mut self, scheduled_ns: u64, actual_ns: u64);
+}
+
+/// The driver thread's tally: its budget and its recorder.
+pub struct Counting<'a> {
+    /// The thread's share of `run.operations`.
+    pub budget: &'a mut Budget,
+    /// The thread's recorder.
+    pub rec: &'a mut Recorder,
+}
+
+impl Tally for Counting<'_> {
+    #[inline]
+    fn spent(&self) -> bool {
+        self.budget.spent()
+    }
+    #[inline]
+    fn attempted(&mut self) {
+        self.budget.used += 1;
+        self.rec.attempted();
+    }
+    #[inline]
+    fn skipped(&mut self) {
+        self.rec.skipped();
+    }
+    #[inline]
+    fn sent(&mut self, scheduled_ns: u64, actual_ns: u64) {
+        self.rec.sent(scheduled_ns, actual_ns);
+    }
+}
+
+/// One request to send now.
+#[derive(Debug, Clone, Copy)]
+pub struct Launch {
+    /// Operation class.
+    pub class: usize,
+    /// Its id in the connection's [`InFlight`].
+    pub id: u64,
+    /// When it goes.
+    pub sent_ns: u64,
+}
+
+/// What a due request does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Goes now.
+    Send,
+    /// Is attempted and not sent (counted as skipped).
+    Skip,
+    /// Stays due until the window has room (nothing is counted yet).
+    Wait,
+    /// Is left out of a thinned schedule (`adapt`): not an attempt.
+    Thin,
+}
+
+/// `block`: a due request waits for room, unless the connection is down (then it is skipped:
+/// nothing could take it).
+pub fn block(full: bool, connected: bool) -> Decision {
+    match (full || !connected, connected) {
+        (false, _) => Decision::Send,
+        (true, true) => Decision::Wait,
+        (true, false) => Decision::Skip,
+    }
+}
+
+/// `skip`: a due request that finds the window full (or the connection down) is skipped.
+pub fn skip(full: bool, connected: bool) -> Decision {
+    if full || !connected {
+        Decision::Skip
+    } else {
+        Decision::Send
+    }
+}
+
+/// `adapt` state of one connection: the share of the target it sends at.
+#[derive(Debug, Clone, Copy)]
+pub struct Adapt {
+    share: f64,
+    credit: f64,
+    last_step_ns: u64,
+}
+
+impl Adapt {
+    /// Full rate from `t0_ns`.
+    pub fn new(t0_ns: u64) -> Adapt {
+        Adapt {
+            share: 1.0,
+            credit: 0.0,
+            last_step_ns: t0_ns,
+        }
+    }
+
+    /// The share of the target this connection sends at now.
+    pub fn share(&self) -> f64 {
+        self.share
+    }
+}
+
+/// `adapt`: the rate comes back by [`ADAPT_STEP`] every [`ADAPT_STEP_NS`]; the schedule is
+/// thinned to the current share; a full window skips the request and halves the share.
+pub fn adapt(state: &mut Adapt, now: u64, full: bool, connected: bool) -> Decision {
+    if now.saturating_sub(state.last_step_ns) >= ADAPT_STEP_NS {
+        state.share = (state.share + ADAPT_STEP).min(1.0);
+        state.last_step_ns = now;
+    }
+    state.credit += state.share;
+    if state.credit < 1.0 {
+        return Decision::Thin;
+    }
+    state.credit -= 1.0;
+    let decision = skip(full, connected);
+    // A connection being re-established says nothing about the server's capacity.
+    if decision == Decision::Skip && connected {
+        state.share = (state.share / 2.0).max(ADAPT_FLOOR);
+        state.last_step_ns = now;
+    }
+    decision
+}
+
+/// Decides when the requests of one connection go: its pacer, its `adapt` state, its mix.
+pub struct Launcher {
+    /// The connection's schedule.
+    pub pacer: Pacer,
+    rng: SmallRng,
+    adapt: Adapt,
+    /// No more sends: the schedule passed the span's end.
+    pub done: bool,
+}
+
+impl Launcher {
+    /// The launcher of connection `index` of `total` on a schedule from `t0_ns`: rate pacing
+    /// gives each connection an equal share of the rate, offset so that their union stays even.
+    /// `seed` is the run's (`run.seed`).
+    pub fn new(pacing: Pacing, seed: u64, t0_ns: u64, (index, total): (usize, usize)) -> Launcher {
+        let (pacing, offset) = match pacing {
+            Pacing::Rate { per_sec, arrivals } => (
+                Pacing::Rate {
+                    per_sec: per_sec / total as f64,
+                    arrivals,
+                },
+                (1e9 / per_sec * index as f64) as u64,
+            ),
+            p => (p, 0),
+        };
+        let seed = seed ^ (index as u64).wrapping_mul(0xA24B_AED4_963E_E407);
+        Launcher {
+            pacer: Pacer::new(pacing, t0_ns + offset, seed),
+            rng: SmallRng::seed_from_u64(seed.wrapping_add(1)),
+            adapt: Adapt::new(t0_ns),
+            done: false,
+        }
+    }
+
+    /// When this connection next needs the loop's attention for sending (`None`: not before
+    /// something else happens, e.g. a response frees the window).
+    pub fn next_wake(&mut self, in_flight: &InFlight, rules: &Rules, now: u64) -> Option<u64> {
+        if self.done {
+            return None;
+        }
+        match self.pacer.upcoming_ns() {
+            // Unpaced: send when the window has room; with a full window wait for a response.
+            None => (!in_flight.is_full()).then_some(now).or(Some(rules.end_ns)),
+            Some(due) => {
+                (rules.client.when_full != WhenFull::Block || !in_flight.is_full()).then_some(due)
+            }
+        }
+    }
+
+    /// Sends what is due at `now`: each request is opened in `in_flight` and handed to `send`.
+    /// `connected == false` skips what is due (a connection being re-established).
+    pub fn send_due<C: Clock, T: Tally>(
+        &mut self,
+        in_flight: &mut InFlight,
+        connected: bool,
+        rules: &Rules,
+        (now, clock): (u64, &C),
+        tally: &mut T,
+        mut send: impl FnMut(Launch),
+    ) {
+        if self.done {
+            return;
+        }
+        if self.pacer.upcoming_ns().is_none() {
+            self.send_unpaced(in_flight, connected, now, rules, tally, &mut send);
+        } else {
+            self.send_paced(in_flight, connected, now, rules, clock, tally, &mut send);
+        }
+    }
+
+    /// Unpaced: keep the window full (`block`, `adapt`: a closed loop), or attempt a batch of
+    /// `client.turn_batch` per turn of the loop and skip what does not fit (`skip`).
+    fn send_unpaced<T: Tally>(
+        &mut self,
+        in_flight: &mut InFlight,
+        connected: bool,
+        now: u64,
+        rules: &Rules,
+        tally: &mut T,
+        send: &mut impl FnMut(Launch),
+    ) {
+        if now >= rules.end_ns {
+            self.done = true;
+            return;
+        }
+        // Unpaced and disconnected: nothing is due, so nothing is attempted.
+        if !connected {
+            return;
+        }
+        let client = rules.client;
+        let measured = now >= rules.measure_start_ns;
+        let attempts = match client.when_full {
+            WhenFull::Skip if !in_flight.is_full() => client.turn_batch,
+            WhenFull::Skip => 0,
+            _ => in_flight.room(),
+        };
+        for _ in 0..attempts {
+            if tally.spent() {
+                break;
+            }
+            if measured {
+                tally.attempted();
+            }
+            if in_flight.is_full() {
+                if measured {
+                    tally.skipped();
+                }
+                continue;
+            }
+            let launch = self.open(in_flight, rules, now, now, measured);
+            if measured {
+                tally.sent(now, now);
+            }
+            send(launch);
+        }
+    }
+
+    /// Paced: every slot due by `now` goes through the `when_full` policy.
+    #[allow(clippy::too_many_arguments)]
+    fn send_paced<C: Clock, T: Tally>(
+        &mut self,
+        in_flight: &mut InFlight,
+        connected: bool,
+        now: u64,
+        rules: &Rules,
+        clock: &C,
+        tally: &mut T,
+        send: &mut impl FnMut(Launch),
+    ) {
+        while let Some(due) = self.pacer.upcoming_ns() {
+            if due >= rules.end_ns {
+                self.done = true;
+                return;
+            }
+            let measured = due >= rules.measure_start_ns;
+            if due > now || (measured && tally.spent()) {
+                return;
+            }
+            let full = in_flight.is_full();
+            let decision = match rules.client.when_full {
+                // `drop` is the queue's; validation refuses it for a client.
+                WhenFull::Block | WhenFull::Drop => block(full, connected),
+                WhenFull::Skip => skip(full, connected),
+                WhenFull::Adapt => adapt(&mut self.adapt, now, full, connected),
+            };
+            if decision == Decision::Wait {
+                return;
+            }
+            let slot = self.pacer.next(clock);
+            if measured && decision != Decision::Thin {
+                tally.attempted();
+            }
+            match decision {
+                Decision::Send => {
+                    let launch =
+                        self.open(in_flight, rules, slot.intended_ns, slot.actual_ns, measured);
+                    if measured {
+                        tally.sent(slot.scheduled_ns, slot.actual_ns);
+                    }
+                    send(launch);
+                }
+                Decision::Skip if measured => tally.skipped(),
+                _ => {}
+            }
+        }
+    }
+
+    /// Opens a request of a class drawn from the mix in `in_flight`.
+    #[inline]
+    fn open(
+        &mut self,
+        in_flight: &mut InFlight,
+        rules: &Rules,
+        intended_ns: u64,
+        sent_ns: u64,
+        measured: bool,
+    ) -> Launch {
+        let class = pick_class(rules.shares, &mut self.rng);
+        let id = in_flight.open(class as u16, intended_ns, sent_ns, measured);
+        Launch { class, id, sent_ns }
+    }
+}
+
+#[inline]
+fn pick_class(shares: &[f64], rng: &mut SmallRng) -> usize {
+    if shares.len() == 1 {
+        return 0;
+    }
+    let mut r: f64 = rng.gen();
+    for (i, s) in shares.iter().enumerate() {
+        if r < *s {
+            return i;
+        }
+        r -= s;
+    }
+    shares.len() - 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use msgbench_model::client::OnError;
+    use msgbench_model::pacing::Arrivals;
+
+    /// Counts like the recorder does, without one.
+    #[derive(Debug, Default)]
+    struct Counted {
+        limit: Option<u64>,
+        attempted: u64,
+        skipped: u64,
+        sent: Vec<(u64, u64)>,
+    }
+
+    impl Tally for Counted {
+        fn spent(&self) -> bool {
+            self.limit.is_some_and(|l| self.attempted >= l)
+        }
+        fn attempted(&mut self) {
+            self.attempted += 1;
+        }
+        fn skipped(&mut self) {
+            self.skipped += 1;
+        }
+        fn sent(&mut self, scheduled_ns: u64, actual_ns: u64) {
+            self.sent.push((scheduled_ns, actual_ns));
+        }
+    }
+
+    fn client(when_full: WhenFull, window: usize) -> ClientConfig {
+        ClientConfig {
+            threads: 1,
+            connections: 1,
+            window,
+            when_full,
+            timeout_ns: 1_000_000_000,
+            on_error: OnError::Stop,
+            pin: Vec::new(),
+            turn_batch: 1,
+            spin_ns: 0,
+        }
+    }
+
+    /// 1000/s on one connection: a request every ms from t = 0, schedule to 1 s.
+    fn per_ms() -> Pacing {
+        Pacing::Rate {
+            per_sec: 1000.0,
+            arrivals: Arrivals::Uniform,
+        }
+    }
+
+    struct Conn {
+        launcher: Launcher,
+        in_flight: InFlight,
+        sent: Vec<Launch>,
+    }
+
+    impl Conn {
+        fn new(pacing: Pacing, window: usize) -> Conn {
+            Conn {
+                launcher: Launcher::new(pacing, 1, 0, (0, 1)),
+                in_flight: InFlight::new(window),
+                sent: Vec::new(),
+            }
+        }
+
+        fn turn(
+            &mut self,
+            c: &ClientConfig,
+            clock: &ManualClock,
+            connected: bool,
+            t: &mut Counted,
+        ) {
+            let rules = Rules {
+                client: c,
+                shares: &[1.0],
+                measure_start_ns: 0,
+                end_ns: 1_000_000_000,
+            };
+            let now = clock.now_ns();
+            let sent = &mut self.sent;
+            self.launcher.send_due(
+                &mut self.in_flight,
+                connected,
+                &rules,
+                (now, clock),
+                t,
+                |l| sent.push(l),
+            );
+        }
+    }
+
+    #[test]
+    fn block_waits_and_the_wait_is_latency() {
+        let (s, c) = (per_ms(), client(WhenFull::Block, 1));
+        let clock = ManualClock::starting_at(0);
+        let mut conn = Conn::new(s, 1);
+        let mut t = Counted::default();
+        conn.turn(&c, &clock, true, &mut t);
+        clock.advance(3_500_000); // three more slots fall due while the window is full
+        conn.turn(&c, &clock, true, &mut t);
+        assert_eq!(
+            (t.attempted, conn.sent.len()),
+            (1, 1),
+            "nothing counted while waiting"
+        );
+        let first = conn.in_flight.complete(conn.sent[0].id).unwrap();
+        assert_eq!(first.intended_ns, 0);
+        conn.turn(&c, &clock, true, &mut t);
+        let second = conn.in_flight.complete(conn.sent[1].id).unwrap();
+        assert_eq!(
+            (second.intended_ns, second.sent_ns),
+            (1_000_000, 3_500_000),
+            "latency counts from the slot, not from when the window had room"
+        );
+        assert_eq!((t.attempted, t.skipped), (2, 0));
+    }
+
+    #[test]
+    fn block_skips_while_the_connection_is_down() {
+        assert_eq!(block(false, false), Decision::Skip);
+        assert_eq!(block(true, true), Decision::Wait);
+        assert_eq!(block(false, true), Decision::Send);
+    }
+
+    #[test]
+    fn skip_counts_every_due_request_the_window_cannot_take() {
+        let (s, c) = (per_ms(), client(WhenFull::Skip, 1));
+        let clock = ManualClock::starting_at(0);
+        let mut conn = Conn::new(s, 1);
+        let mut t = Counted::default();
+        conn.turn(&c, &clock, true, &mut t);
+        clock.advance(3_500_000);
+        conn.turn(&c, &clock, true, &mut t);
+        assert_eq!((t.attempted, t.skipped, conn.sent.len()), (4, 3, 1));
+        assert_eq!(
+            t.attempted,
+            t.sent.len() as u64 + t.skipped,
+            "attempted = sent + skipped"
+        );
+    }
+
+    #[test]
+    fn adapt_halves_on_a_full_window_and_recovers_in_steps() {
+        let mut a = Adapt::new(0);
+        assert_eq!(adapt(&mut a, 0, false, true), Decision::Send);
+        assert_eq!(adapt(&mut a, 1, true, true), Decision::Skip);
+        assert_eq!(a.share(), 0.5);
+        // At half the rate every other slot is left out, and those are not attempts.
+        let thinned: Vec<Decision> = (2..6).map(|n| adapt(&mut a, n, false, true)).collect();
+        assert_eq!(
+            thinned,
+            [
+                Decision::Thin,
+                Decision::Send,
+                Decision::Thin,
+                Decision::Send
+            ]
+        );
+        adapt(&mut a, 1 + ADAPT_STEP_NS, false, true);
+        assert!((a.share() - 0.55).abs() < 1e-9, "{}", a.share());
+        // A connection being re-established does not slow it down.
+        let before = a.share();
+        let _ = adapt(&mut a, 2 + ADAPT_STEP_NS, true, false);
+        assert_eq!(a.share(), before);
+        // A window that stays full within one step halves the rate at every slot it takes.
+        for _ in 0..20_000 {
+            adapt(&mut a, 3 + ADAPT_STEP_NS, true, true);
+        }
+        assert_eq!(a.share(), ADAPT_FLOOR, "never below the floor");
+    }
+
+    #[test]
+    fn adapt_thins_the_schedule_without_counting_attempts() {
+        let (s, c) = (per_ms(), client(WhenFull::Adapt, 1));
+        let clock = ManualClock::starting_at(0);
+        let mut conn = Conn::new(s, 1);
+        let mut t = Counted::default();
+        conn.turn(&c, &clock, true, &mut t); // slot 0 goes
+        clock.advance(1_000_000);
+        conn.turn(&c, &clock, true, &mut t); // slot 1: full, skipped, share halves
+        conn.in_flight.complete(conn.sent[0].id);
+        clock.advance(4_000_000);
+        // Slots 2..=5 at half rate: 2 and 4 are left out (not attempts), 3 goes and fills the
+        // window, 5 finds it full: skipped, and the rate halves again.
+        conn.turn(&c, &clock, true, &mut t);
+        assert_eq!((t.attempted, t.skipped), (4, 2));
+        assert_eq!(conn.sent.len(), 2, "{:?}", conn.sent);
+        assert_eq!(conn.launcher.adapt.share(), 0.25);
+    }
+
+    #[test]
+    fn unpaced_block_keeps_the_window_full_and_skip_sends_batches() {
+        let s = Pacing::Immediate;
+        let clock = ManualClock::starting_at(0);
+        let c = client(WhenFull::Block, 4);
+        let mut conn = Conn::new(s, 4);
+        let mut t = Counted::default();
+        conn.turn(&c, &clock, true, &mut t);
+        conn.turn(&c, &clock, true, &mut t);
+        assert_eq!((t.attempted, t.skipped, conn.sent.len()), (4, 0, 4));
+
+        let mut c = client(WhenFull::Skip, 4);
+        c.turn_batch = 3;
+        let mut conn = Conn::new(s, 4);
+        let mut t = Counted::default();
+        conn.turn(&c, &clock, true, &mut t); // 3 fit
+        conn.turn(&c, &clock, true, &mut t); // 1 fits, 2 skipped
+        conn.turn(&c, &clock, true, &mut t); // full: nothing attempted
+        assert_eq!((t.attempted, t.skipped, conn.sent.len()), (6, 2, 4));
+    }
+
+    #[test]
+    fn the_budget_ends_sending_and_the_schedule_end_ends_the_launcher() {
+        let (s, c) = (per_ms(), client(WhenFull::Skip, 1000));
+        let clock = ManualClock::starting_at(0);
+        let mut conn = Conn::new(s, 1000);
+        let mut t = Counted {
+            limit: Some(5),
+            ..Default::default()
+        };
+        clock.advance(10_000_000);
+        conn.turn(&c, &clock, true, &mut t);
+        assert_eq!((t.attempted, conn.sent.len()), (5, 5));
+        assert!(!conn.launcher.done);
+        let mut t = Counted::default();
+        clock.advance(2_000_000_000);
+        conn.turn(&c, &clock, true, &mut t);
+        assert!(conn.launcher.done, "the schedule passed its end");
+        assert_eq!(
+            conn.sent.len(),
+            1000,
+            "every slot of the second was sent once"
+        );
+    }
+
+    #[test]
+    fn classes_follow_their_shares() {
+        let mut rng = SmallRng::seed_from_u64(3);
+        let shares = [0.25, 0.75];
+        let n = 40_000;
+        let first = (0..n)
+            .filter(|_| pick_class(&shares, &mut rng) == 0)
+            .count();
+        assert!((first as f64 / n as f64 - 0.25).abs() < 0.01, "{first}");
+    }
+}

@@ -1,0 +1,483 @@
+//! In-process producer/consumer around a bounded SPSC ring (any [`RingProducer`] /
+//! [`RingConsumer`]): a producer thread paced by the [`Pacer`] pushes stamped items; a consumer
+//! thread pops them, does the configured work, checks the sequence and records latency
+//! (completion − intended send) and service time (completion − actual push).
+//!
+//! On the run's [timeline](crate::harness): items scheduled before the measured span are warm-up
+//! (sent and consumed, never counted, marked by the top bit of their sequence number); the span
+//! ends at its scheduled end or after `operations` measured attempts. The consumer then drains
+//! for at most `drain_timeout`; what is still in the ring is `in_flight_end`.
+use crate::clock::{Clock, MonotonicClock};
+use crate::cpu::CpuSnapshot;
+use crate::error::EngineError;
+use crate::harness::measured::unix_ms_of;
+use crate::harness::{worker, Measured, RunContext, Timeline, STOP_CHECK_NS};
+use crate::pacer::Pacer;
+use crate::recorder::Recorder;
+use crate::ring::{RingConsumer, RingProducer};
+use crate::wait::{Sleeper, Waiter};
+use msgbench_model::result::ThreadCpu;
+use msgbench_model::{pacing::Pacing, queue::QueueConfig, scenario::Scenario, when_full::WhenFull};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+
+/// One message in the ring: 24 bytes, copied, never allocated.
+#[derive(Debug, Clone, Copy)]
+pub struct Item {
+    /// Sequence number; the top bit marks an item of the measured window.
+    pub seq: u64,
+    /// Time latency is measured from.
+    pub intended_ns: u64,
+    /// Time of the push that succeeded.
+    pub sent_ns: u64,
+}
+
+const MEASURED: u64 = 1 << 63;
+
+/// What producer and consumer share besides the ring.
+struct Shared {
+    timeline: Timeline,
+    operations: Option<u64>,
+    /// Time the producer stopped (0 while it runs).
+    producer_done_ns: AtomicU64,
+    stop: Arc<AtomicBool>,
+    interrupted: AtomicBool,
+    /// Raised when the other thread failed (pinning refused, panic): stop at once.
+    abort: AtomicBool,
+    barrier: Barrier,
+}
+
+/// Raises `abort` (and, for the producer, `producer_done_ns`) if its thread leaves early: on a
+/// start-up error or a panic, the other thread must not wait forever for it.
+struct AbortGuard<'a> {
+    shared: &'a Shared,
+    producer: bool,
+    armed: bool,
+}
+
+impl Drop for AbortGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.shared.abort.store(true, Ordering::SeqCst);
+            if self.producer {
+                let _ = self.shared.producer_done_ns.compare_exchange(
+                    0,
+                    self.shared.timeline.measure_start_ns.max(1),
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                );
+            }
+        }
+    }
+}
+
+/// Runs the producer and the consumer around `producer`/`consumer`, the two ends of one ring.
+pub fn drive<P: RingProducer<Item>, C: RingConsumer<Item>>(
+    scenario: &Scenario,
+    q: &QueueConfig,
+    ctx: &RunContext,
+    producer: P,
+    consumer: C,
+) -> Result<Measured, EngineError> {
+    let process_before = CpuSnapshot::process();
+    let timeline = Timeline::from_now(&scenario.run);
+    let shared = Shared {
+        timeline,
+        operations: scenario.run.operations,
+        producer_done_ns: AtomicU64::new(0),
+        stop: ctx.stop.clone(),
+        interrupted: AtomicBool::new(false),
+        abort: AtomicBool::new(false),
+        barrier: Barrier::new(2),
+    };
+    let mut collector = timeline.collector(&scenario.run, 1, 1);
+    let producer_rec = collector.recorder(false);
+    let consumer_rec = collector.recorder(true);
+    let collecting = collector.start(ctx.live.clone());
+    let (to_producer, from_consumer) = std::sync::mpsc::channel::<Arc<Sleeper>>();
+    let (to_consumer, from_producer) = std::sync::mpsc::channel::<Arc<Sleeper>>();
+    let (producer_out, consumer_out) = std::thread::scope(|s| {
+        let shared = &shared;
+        let p = std::thread::Builder::new()
+            .name("msgbench-producer".into())
+            .spawn_scoped(s, move || {
+                let ends = Ends {
+                    tell_other: to_consumer,
+                    from_other: from_consumer,
+                };
+                producer_thread(scenario, q, shared, producer, producer_rec, ends)
+            })
+            .expect("spawning a thread");
+        let c = std::thread::Builder::new()
+            .name("msgbench-consumer".into())
+            .spawn_scoped(s, move || {
+                let ends = Ends {
+                    tell_other: to_producer,
+                    from_other: from_producer,
+                };
+                consumer_thread(q, shared, consumer, consumer_rec, ends)
+            })
+            .expect("spawning a thread");
+        (p.join(), c.join())
+    });
+    let producer_cpu = producer_out.map_err(|_| EngineError::WorkerPanicked("producer"))??;
+    let consumer_cpu = consumer_out.map_err(|_| EngineError::WorkerPanicked("consumer"))??;
+    let recording = collecting
+        .join()
+        .map_err(|_| EngineError::WorkerPanicked("collector"))?;
+    let done = shared.producer_done_ns.load(Ordering::Acquire);
+    Ok(Measured {
+        recording,
+        classes: vec!["item".into()],
+        span_ns: done.saturating_sub(timeline.measure_start_ns),
+        span_start_unix_ms: unix_ms_of(timeline.measure_start_ns),
+        process_cpu: CpuSnapshot::process().since(&process_before),
+        threads: vec![producer_cpu, consumer_cpu],
+        interrupted: shared.interrupted.load(Ordering::Relaxed),
+        config: q.describe(),
+        faults: Default::default(),
+        sut_cpu_s: None,
+        stopped_by: None,
+        notes: Vec::new(),
+        streams: Vec::new(),
+    })
+}
+
+/// How the two threads swap the sleepers they wake each other with.
+struct Ends {
+    tell_other: std::sync::mpsc::Sender<Arc<Sleeper>>,
+    from_other: std::sync::mpsc::Receiver<Arc<Sleeper>>,
+}
+
+/// The producer thread: prepared (exact sleeps unless `relative` pacing, which reproduces a
+/// plain `usleep` loop, default slack included), then paced to the schedule's end.
+fn producer_thread<P: RingProducer<Item>>(
+    scenario: &Scenario,
+    q: &QueueConfig,
+    shared: &Shared,
+    ring: P,
+    rec: Recorder,
+    ends: Ends,
+) -> Result<ThreadCpu, EngineError> {
+    let waiter = Waiter::new(q.producer_wait);
+    let _ = ends.tell_other.send(waiter.sleeper());
+    let mut guard = AbortGuard {
+        shared,
+        producer: true,
+        armed: true,
+    };
+    let exact_sleeps = !matches!(scenario.pacing, Pacing::Relative { .. });
+    let prepared = worker::prepare("producer", q.pin_producer, exact_sleeps);
+    shared.barrier.wait();
+    let consumer_sleeper = ends.from_other.recv().expect("consumer started");
+    prepared?;
+    let t0 = shared.timeline.t0_ns;
+    let p = ProducerLoop {
+        q,
+        shared,
+        ring,
+        rec,
+        pacer: Pacer::new(scenario.pacing, t0, scenario.run.seed),
+        clock: MonotonicClock::new(q.spin_ns),
+        waiter,
+        consumer_sleeper,
+        next_seq: 0,
+        pacing: scenario.pacing,
+    };
+    let cpu = p.run(("producer", q.pin_producer), t0);
+    guard.armed = false;
+    Ok(cpu)
+}
+
+/// The consumer thread: prepared, then popping until the producer is done and the ring drained
+/// (or the drain timed out).
+fn consumer_thread<C: RingConsumer<Item>>(
+    q: &QueueConfig,
+    shared: &Shared,
+    ring: C,
+    rec: Recorder,
+    ends: Ends,
+) -> Result<ThreadCpu, EngineError> {
+    let waiter = Waiter::new(q.consumer_wait);
+    let _ = ends.tell_other.send(waiter.sleeper());
+    let mut guard = AbortGuard {
+        shared,
+        producer: false,
+        armed: true,
+    };
+    let prepared = worker::prepare("consumer", q.pin_consumer, true);
+    shared.barrier.wait();
+    let producer_sleeper = ends.from_other.recv().expect("producer started");
+    prepared?;
+    let c = ConsumerLoop {
+        q,
+        shared,
+        ring,
+        rec,
+        waiter,
+        producer_sleeper,
+        work: vec![0u8; q.work_bytes],
+    };
+    let cpu = c.run(("consumer", q.pin_consumer));
+    guard.armed = false;
+    Ok(cpu)
+}
+
+struct ProducerLoop<'a, P> {
+    q: &'a QueueConfig,
+    shared: &'a Shared,
+    ring: P,
+    rec: Recorder,
+    pacer: Pacer,
+    clock: MonotonicClock,
+    waiter: Waiter,
+    consumer_sleeper: Arc<Sleeper>,
+    next_seq: u64,
+    pacing: Pacing,
+}
+
+impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
+    fn run(mut self, (role, cpu): (&'static str, Option<usize>), t0: u64) -> ThreadCpu {
+        self.clock.sleep_until(t0);
+        self.send_until(self.shared.timeline.measure_start_ns, false);
+        let before = CpuSnapshot::thread();
+        let ended = self.send_until(self.shared.timeline.end_ns, true);
+        let cpu_used = CpuSnapshot::thread().since(&before);
+        let now = self.clock.now_ns();
+        let timeline = &self.shared.timeline;
+        let span_end = timeline.send_end(now, ended == PhaseEnd::Schedule);
+        self.shared
+            .producer_done_ns
+            .store(span_end.max(timeline.measure_start_ns), Ordering::Release);
+        self.rec.finish(now);
+        self.consumer_sleeper.wake();
+        ThreadCpu {
+            role: role.into(),
+            pinned_cpu: cpu,
+            cpu: cpu_used,
+        }
+    }
+
+    /// Sends every message scheduled before `phase_end_ns`; counts them when `measured`.
+    fn send_until(&mut self, phase_end_ns: u64, measured: bool) -> PhaseEnd {
+        let wake_consumer = Waiter::may_park(self.q.consumer_wait);
+        let mut last_actual = self.clock.now_ns();
+        let mut attempts = 0u64;
+        let budget = if measured {
+            self.shared.operations.unwrap_or(u64::MAX)
+        } else {
+            u64::MAX
+        };
+        loop {
+            if self.shared.stop.load(Ordering::Relaxed) || self.shared.abort.load(Ordering::Relaxed)
+            {
+                self.shared.interrupted.store(true, Ordering::Relaxed);
+                return PhaseEnd::Stopped;
+            }
+            let next = self.pacer.upcoming_ns().unwrap_or(last_actual);
+            if next >= phase_end_ns {
+                return PhaseEnd::Schedule;
+            }
+            if attempts >= budget {
+                return PhaseEnd::Budget;
+            }
+            // Relative sleeping must stay one plain sleep per batch (it reproduces `usleep`).
+            if !matches!(self.pacing, Pacing::Relative { .. }) && !self.wait_interruptibly(next) {
+                continue;
+            }
+            let slot = self.pacer.next(&self.clock);
+            last_actual = slot.actual_ns;
+            attempts += 1;
+            let flag = if measured { MEASURED } else { 0 };
+            let item = Item {
+                seq: self.next_seq | flag,
+                intended_ns: slot.intended_ns,
+                sent_ns: slot.actual_ns,
+            };
+            if measured {
+                self.rec.attempted();
+            }
+            let pushed = match self.ring.push(item) {
+                Ok(()) => Some(slot.actual_ns),
+                Err(item) if self.q.when_full == WhenFull::Block => self.push_blocking(item),
+                Err(_) => {
+                    if measured {
+                        self.rec.sent(slot.scheduled_ns, slot.actual_ns);
+                        self.rec.dropped();
+                    }
+                    continue;
+                }
+            };
+            match pushed {
+                Some(sent_ns) => {
+                    self.next_seq += 1;
+                    if measured {
+                        self.rec.sent(slot.scheduled_ns, sent_ns);
+                    }
+                    if wake_consumer {
+                        self.consumer_sleeper.wake();
+                    }
+                }
+                None if measured => self.rec.skipped(),
+                None => {}
+            }
+        }
+    }
+
+    /// Sleeps in slices of at most `STOP_CHECK_NS` until shortly before `next_ns`, so Ctrl-C is
+    /// heard during long gaps between sends; the pacer then sleeps the precise rest. Returns false
+    /// when a stop or abort arrived meanwhile.
+    fn wait_interruptibly(&self, next_ns: u64) -> bool {
+        loop {
+            let now = self.clock.now_ns();
+            if next_ns <= now.saturating_add(2 * STOP_CHECK_NS) {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_nanos(STOP_CHECK_NS));
+            if self.shared.stop.load(Ordering::Relaxed) || self.shared.abort.load(Ordering::Relaxed)
+            {
+                return false;
+            }
+        }
+    }
+
+    /// Waits for space; the item's send time is the moment it got in. `None` when stopped.
+    #[cold]
+    fn push_blocking(&mut self, mut item: Item) -> Option<u64> {
+        self.waiter.progressed();
+        loop {
+            if self.shared.stop.load(Ordering::Relaxed) || self.shared.abort.load(Ordering::Relaxed)
+            {
+                return None;
+            }
+            let (ring, shared) = (&self.ring, self.shared);
+            self.waiter.idle(|| {
+                !ring.is_full()
+                    || shared.stop.load(Ordering::Relaxed)
+                    || shared.abort.load(Ordering::Relaxed)
+            });
+            item.sent_ns = self.clock.now_ns();
+            match self.ring.push(item) {
+                Ok(()) => return Some(item.sent_ns),
+                Err(back) => item = back,
+            }
+        }
+    }
+}
+
+/// Why a sending phase ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PhaseEnd {
+    /// The schedule reached the end of the phase.
+    Schedule,
+    /// The operation budget was used up.
+    Budget,
+    /// Ctrl-C.
+    Stopped,
+}
+
+struct ConsumerLoop<'a, C> {
+    q: &'a QueueConfig,
+    shared: &'a Shared,
+    ring: C,
+    rec: Recorder,
+    waiter: Waiter,
+    producer_sleeper: Arc<Sleeper>,
+    work: Vec<u8>,
+}
+
+impl<C: RingConsumer<Item>> ConsumerLoop<'_, C> {
+    fn run(mut self, (role, cpu): (&'static str, Option<usize>)) -> ThreadCpu {
+        let wake_producer =
+            self.q.when_full == WhenFull::Block && Waiter::may_park(self.q.producer_wait);
+        let mut before: Option<CpuSnapshot> = None;
+        loop {
+            match self.ring.pop() {
+                Some(item) => {
+                    self.waiter.progressed();
+                    if wake_producer {
+                        self.producer_sleeper.wake();
+                    }
+                    self.work();
+                    let now = crate::clock::now_ns();
+                    self.rec.sequence.check(item.seq & !MEASURED);
+                    if item.seq & MEASURED != 0 {
+                        if before.is_none() {
+                            before = Some(CpuSnapshot::thread());
+                        }
+                        self.rec.delivered(0, item.intended_ns, item.sent_ns, now);
+                    }
+                    if self.drain_expired(now) {
+                        break;
+                    }
+                }
+                None => {
+                    if self.drained_or_timed_out() {
+                        break;
+                    }
+                    let ring = &self.ring;
+                    let shared = self.shared;
+                    self.waiter.idle(|| {
+                        ring.waiting() > 0
+                            || shared.producer_done_ns.load(Ordering::Relaxed) != 0
+                            || shared.abort.load(Ordering::Relaxed)
+                    });
+                }
+            }
+        }
+        // No measured delivery (Ctrl-C during warm-up): nothing of the window was used.
+        let cpu_used = before
+            .map(|b| CpuSnapshot::thread().since(&b))
+            .unwrap_or_default();
+        let mut left = 0;
+        while let Some(item) = self.ring.pop() {
+            left += (item.seq & MEASURED != 0) as u64;
+        }
+        self.rec.in_flight_at_end(left);
+        self.rec.finish(crate::clock::now_ns());
+        ThreadCpu {
+            role: role.into(),
+            pinned_cpu: cpu,
+            cpu: cpu_used,
+        }
+    }
+
+    /// The simulated work per item: touch `work_bytes`, then spin `work_ns`.
+    #[inline]
+    fn work(&mut self) {
+        if !self.work.is_empty() {
+            for b in self.work.iter_mut() {
+                *b = b.wrapping_add(1);
+            }
+            std::hint::black_box(&mut self.work);
+        }
+        if self.q.work_ns > 0 {
+            let until = crate::clock::now_ns() + self.q.work_ns;
+            while crate::clock::now_ns() < until {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// True once the producer is done and the ring is empty, or the drain timeout passed.
+    fn drained_or_timed_out(&mut self) -> bool {
+        let now = crate::clock::now_ns();
+        self.rec.roll_if_due(now);
+        if self.shared.abort.load(Ordering::Relaxed) {
+            return true;
+        }
+        match self.shared.producer_done_ns.load(Ordering::Acquire) {
+            0 => false,
+            done => {
+                self.ring.waiting() == 0 || now > done.saturating_add(self.shared.timeline.drain_ns)
+            }
+        }
+    }
+
+    /// True when the producer is done and the drain timeout has passed at `now`.
+    #[inline]
+    fn drain_expired(&self, now: u64) -> bool {
+        let done = self.shared.producer_done_ns.load(Ordering::Relaxed);
+        done != 0 && now > done.saturating_add(self.shared.timeline.drain_ns)
+    }
+}

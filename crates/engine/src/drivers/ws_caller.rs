@@ -1,0 +1,561 @@
+//! Request/response through a WebSocket socket thread: JSON-RPC 2.0 as a wallet or an indexer
+//! calls a node (`eth_chainId`). Each of `client.threads` caller threads owns
+//! `client.connections` connections, each with a [`Launcher`] (pacing and `when_full`) and an
+//! [`InFlight`] table; a socket thread per caller ([`super::ws_socket`]) owns the WebSockets.
+//! The caller hands requests over through an SPSC ring; responses come back through another,
+//! and the caller waits for them with `ws_rpc.wait` — `busy-spin`, `yield`, `park` or
+//! `backoff` — the hand-off the wait-strategy report compared. A response counts as complete
+//! when the caller has taken it: the hand-off is part of the latency, as it is for a real
+//! caller. The run's timeline and the system under test's CPU come from the
+//! [`crate::harness`].
+use super::failure::{stop_message, Failure};
+use super::in_flight::{fail_all_counted, record_response, InFlight};
+use super::launcher::{Budget, Counting, Launcher, Rules};
+use super::ws_socket::{self as socket, Down, Event, Request, RESET};
+use crate::clock::{Clock, MonotonicClock};
+use crate::cpu::{CpuSnapshot, ThreadCpuClock};
+use crate::error::EngineError;
+use crate::harness::STOP_CHECK_NS;
+use crate::harness::{gather, worker, DriverOutput, RunContext, RunStop, SpanCpu, Timeline};
+use crate::recorder::Recorder;
+use crate::wait::Waiter;
+use msgbench_model::client::{ClientConfig, OnError};
+use msgbench_model::result::{CpuTimes, Faults, ThreadCpu};
+use msgbench_model::scenario::Scenario;
+use msgbench_model::ws_rpc::WsRpcConfig;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// What a protocol error of `ws-rpc` is.
+const NOT_A_RESPONSE: &str = "something that is not a response to a request in flight";
+
+/// What the callers share.
+struct Shared<'a> {
+    scenario: &'a Scenario,
+    client: &'a ClientConfig,
+    ws_rpc: &'a WsRpcConfig,
+    url: &'a str,
+    hint: &'static str,
+    shares: Vec<f64>,
+    stop: RunStop<'a>,
+}
+
+/// What a caller gets once every caller is connected: the timeline and its recorder.
+type Start = (Timeline, Recorder);
+
+/// Runs the callers against `url`. `sut_cpu_ns` reads the system under test's CPU (at the
+/// measured span's edges, from this thread); `hint` says how to get a server there.
+pub fn drive(
+    scenario: &Scenario,
+    client: &ClientConfig,
+    ws_rpc: &WsRpcConfig,
+    (url, hint): (&str, &'static str),
+    ctx: &RunContext,
+    sut_cpu_ns: &dyn Fn() -> Option<u64>,
+) -> Result<DriverOutput, EngineError> {
+    let shared = Shared {
+        scenario,
+        client,
+        ws_rpc,
+        url,
+        hint,
+        shares: ws_rpc.methods.iter().map(|m| m.share).collect(),
+        stop: RunStop::new(&ctx.stop),
+    };
+    let (ready_tx, ready_rx) = channel();
+    let (done_tx, done_rx) = channel::<()>();
+    let (recording, gathered, timeline, sut_cpu_s) = std::thread::scope(|s| {
+        let mut starts = Vec::new();
+        let mut handles = Vec::new();
+        for t in 0..client.threads {
+            let (start_tx, start_rx) = channel::<Start>();
+            starts.push(start_tx);
+            let (shared, ready, done) = (&shared, ready_tx.clone(), done_tx.clone());
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("msgbench-caller-{t}"))
+                    .spawn_scoped(s, move || caller(shared, t, ready, start_rx, done))
+                    .expect("spawning a thread"),
+            );
+        }
+        drop((ready_tx, done_tx));
+        if let Err(e) = all_ready(&ready_rx, client.threads) {
+            drop(starts); // every caller sees a closed channel and stops
+            for h in handles {
+                let _ = h.join();
+            }
+            return Err(e);
+        }
+        let timeline = Timeline::from_now(&scenario.run);
+        let mut collector = timeline.collector(&scenario.run, shared.shares.len(), client.threads);
+        for tx in &starts {
+            let _ = tx.send((timeline, collector.recorder(true)));
+        }
+        let collecting = collector.start(ctx.live.clone());
+        let sut_cpu_s = SpanCpu::new(sut_cpu_ns).over_workers(&timeline, &done_rx, client.threads);
+        let gathered = gather(
+            handles
+                .into_iter()
+                .map(|h| h.join().map(|r| r.map(Option::unwrap_or_default))),
+            "ws-rpc caller",
+        );
+        let recording = collecting
+            .join()
+            .map_err(|_| EngineError::WorkerPanicked("collector"))?;
+        Ok((recording, gathered?, timeline, sut_cpu_s))
+    })?;
+    Ok(shared
+        .stop
+        .output(&timeline, recording, gathered, sut_cpu_s))
+}
+
+/// Waits until `workers` threads said they are ready; the first failure wins.
+fn all_ready(ready: &Receiver<Result<(), EngineError>>, workers: usize) -> Result<(), EngineError> {
+    for _ in 0..workers {
+        match ready.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(EngineError::WorkerPanicked("ws-rpc caller")),
+        }
+    }
+    Ok(())
+}
+
+/// One connection as its caller sees it.
+struct Conn {
+    in_flight: InFlight,
+    launcher: Launcher,
+    up: bool,
+}
+
+type CallerResult = Result<Option<(Vec<ThreadCpu>, Faults)>, EngineError>;
+
+/// The caller's end of its socket thread.
+struct SocketThread {
+    handle: std::thread::JoinHandle<()>,
+    requests: crate::ring::Producer<Request>,
+    events: crate::ring::Consumer<Event>,
+    notify: Arc<tokio::sync::Notify>,
+    stop: Arc<AtomicBool>,
+    cpu: Arc<OnceLock<ThreadCpuClock>>,
+}
+
+impl SocketThread {
+    /// Starts caller `t`'s socket thread; it connects and then reports on `ready`.
+    fn start(
+        shared: &Shared,
+        t: usize,
+        waiter: &Waiter,
+        ready: Sender<Result<(), EngineError>>,
+    ) -> SocketThread {
+        let client = shared.client;
+        // Room for every request in flight, plus a reset and two state changes per connection.
+        let capacity = (client.window + 3) * client.connections + 16;
+        let (req_tx, req_rx) = crate::ring::channel::<Request>(capacity);
+        let (ev_tx, ev_rx) = crate::ring::channel::<Event>(capacity);
+        let notify = Arc::new(tokio::sync::Notify::new());
+        let stop = Arc::new(AtomicBool::new(false));
+        let cpu = Arc::new(OnceLock::new());
+        let plan = socket::Plan {
+            url: shared.url.to_string(),
+            connections: client.connections,
+            pin: shared.ws_rpc.socket_pin.get(t).copied(),
+            prefixes: shared
+                .ws_rpc
+                .methods
+                .iter()
+                .map(|m| {
+                    format!(
+                        r#"{{"jsonrpc":"2.0","method":"{}","params":{},"id":"#,
+                        m.method, m.params_json
+                    )
+                })
+                .collect(),
+            reconnect: client.on_error == OnError::Reconnect,
+            hint: shared.hint.to_string(),
+        };
+        let ends = socket::Ends {
+            cpu_clock: cpu.clone(),
+            requests: req_rx,
+            events: ev_tx,
+            notify: notify.clone(),
+            caller: Waiter::may_park(shared.ws_rpc.wait).then(|| waiter.sleeper()),
+            stop: stop.clone(),
+        };
+        let handle = std::thread::Builder::new()
+            .name(format!("msgbench-socket-{t}"))
+            .spawn(move || socket::run(plan, ends, ready))
+            .expect("spawning a thread");
+        SocketThread {
+            handle,
+            requests: req_tx,
+            events: ev_rx,
+            notify,
+            stop,
+            cpu,
+        }
+    }
+
+    /// Tells the socket thread to close its connections and waits for it.
+    fn stop(stop: &AtomicBool, notify: &tokio::sync::Notify, handle: std::thread::JoinHandle<()>) {
+        stop.store(true, Ordering::Release);
+        notify.notify_one();
+        let _ = handle.join();
+    }
+}
+
+/// A caller thread: starts its socket thread, then paces, hands requests over and takes
+/// responses back until its schedule and drain are over.
+fn caller(
+    shared: &Shared,
+    t: usize,
+    ready: Sender<Result<(), EngineError>>,
+    start: Receiver<Start>,
+    done: Sender<()>,
+) -> CallerResult {
+    let client = shared.client;
+    let pin = client.pin.get(t).copied();
+    if let Err(e) = worker::prepare("ws-rpc caller", pin, true) {
+        let _ = ready.send(Err(e));
+        return Ok(None);
+    }
+    let waiter = Waiter::new(shared.ws_rpc.wait);
+    let socket = SocketThread::start(shared, t, &waiter, ready);
+    let SocketThread {
+        handle,
+        requests,
+        events,
+        notify,
+        stop,
+        cpu,
+    } = socket;
+    let Ok((timeline, rec)) = start.recv() else {
+        SocketThread::stop(&stop, &notify, handle);
+        let _ = done.send(());
+        return Ok(None);
+    };
+    let me = Caller {
+        shared,
+        index: t,
+        conns: (0..client.connections)
+            .map(|c| Conn {
+                in_flight: InFlight::new(client.window),
+                launcher: Launcher::new(
+                    shared.scenario.pacing,
+                    shared.scenario.run.seed,
+                    timeline.t0_ns,
+                    (t * client.connections + c, client.total_connections()),
+                ),
+                up: true,
+            })
+            .collect(),
+        timeline,
+        rules: Rules {
+            client,
+            shares: &shared.shares,
+            measure_start_ns: timeline.measure_start_ns,
+            end_ns: timeline.end_ns,
+        },
+        rec,
+        faults: Faults::default(),
+        clock: MonotonicClock::new(client.spin_ns),
+        budget: Budget::share(shared.scenario.run.operations, client.threads, t),
+        requests,
+        events,
+        notify: notify.clone(),
+        waiter,
+        socket_cpu: cpu,
+    };
+    let (cpu, socket_cpu_ns, faults) = me.run(&done);
+    SocketThread::stop(&stop, &notify, handle);
+    Ok(Some((
+        vec![
+            ThreadCpu {
+                role: format!("caller-{t}"),
+                pinned_cpu: pin,
+                cpu,
+            },
+            // Its CPU clock gives user + system together; reported as user time.
+            ThreadCpu {
+                role: format!("socket-{t}"),
+                pinned_cpu: shared.ws_rpc.socket_pin.get(t).copied(),
+                cpu: CpuTimes {
+                    user_s: socket_cpu_ns as f64 / 1e9,
+                    ..Default::default()
+                },
+            },
+        ],
+        faults,
+    )))
+}
+
+struct Caller<'a> {
+    shared: &'a Shared<'a>,
+    index: usize,
+    conns: Vec<Conn>,
+    timeline: Timeline,
+    rules: Rules<'a>,
+    rec: Recorder,
+    faults: Faults,
+    clock: MonotonicClock,
+    budget: Budget,
+    requests: crate::ring::Producer<Request>,
+    events: crate::ring::Consumer<Event>,
+    notify: Arc<tokio::sync::Notify>,
+    waiter: Waiter,
+    socket_cpu: Arc<OnceLock<ThreadCpuClock>>,
+}
+
+/// The caller's and its socket thread's CPU over the measured span.
+#[derive(Debug, Default)]
+struct SpanCpuUse {
+    caller: Option<CpuSnapshot>,
+    socket_ns: Option<u64>,
+}
+
+impl Caller<'_> {
+    /// The caller's loop; returns its CPU and its socket thread's (ns) over the measured span,
+    /// and its faults.
+    fn run(mut self, done: &Sender<()>) -> (CpuTimes, u64, Faults) {
+        self.clock.sleep_until(self.timeline.t0_ns);
+        let mut before = SpanCpuUse::default();
+        let mut used = (CpuTimes::default(), 0);
+        let mut send_end_ns = None;
+        loop {
+            let now = self.clock.now_ns();
+            self.rec.roll_if_due(now);
+            if send_end_ns.is_none() {
+                if before.caller.is_none() && now >= self.timeline.measure_start_ns {
+                    before = SpanCpuUse {
+                        caller: Some(CpuSnapshot::thread()),
+                        socket_ns: self.socket_cpu_ns(),
+                    };
+                }
+                send_end_ns = self.stop_sending_at(now);
+                match send_end_ns {
+                    Some(_) => {
+                        used = self.cpu_since(&before);
+                        let _ = done.send(());
+                    }
+                    None => self.send_due(now),
+                }
+            }
+            let progressed = self.take_events();
+            self.check_timeouts(self.clock.now_ns());
+            let in_flight: usize = self.conns.iter().map(|c| c.in_flight.in_flight()).sum();
+            let drain_end = send_end_ns.map(|e| self.timeline.drain_deadline(e));
+            if drain_end.is_some_and(|d| in_flight == 0 || now > d) {
+                break;
+            }
+            if progressed {
+                self.waiter.progressed();
+                continue;
+            }
+            self.wait(now, drain_end, in_flight);
+        }
+        (used.0, used.1, self.finish())
+    }
+
+    /// `Some(send end)` when this caller stops sending at `now`: Ctrl-C, an error that stops
+    /// the run, its budget spent, or every connection's schedule over. Marks the span's end.
+    fn stop_sending_at(&mut self, now: u64) -> Option<u64> {
+        let all_done = self.conns.iter().all(|c| c.launcher.done);
+        if !(self.shared.stop.stopping() || self.budget.spent() || all_done) {
+            return None;
+        }
+        Some(
+            self.shared
+                .stop
+                .stopped_sending(&self.timeline, now, all_done),
+        )
+    }
+
+    fn socket_cpu_ns(&self) -> Option<u64> {
+        self.socket_cpu.get().map(|c| c.read_ns())
+    }
+
+    /// The caller's CPU and its socket thread's (ns) since `before`.
+    fn cpu_since(&self, before: &SpanCpuUse) -> (CpuTimes, u64) {
+        let caller = before
+            .caller
+            .map(|b| CpuSnapshot::thread().since(&b))
+            .unwrap_or_default();
+        let socket = match (before.socket_ns, self.socket_cpu_ns()) {
+            (Some(b), Some(a)) => a.saturating_sub(b),
+            _ => 0,
+        };
+        (caller, socket)
+    }
+
+    /// Counts what is still in flight and closes the recorder; returns the caller's faults.
+    fn finish(mut self) -> Faults {
+        let left: u64 = self
+            .conns
+            .iter()
+            .map(|c| c.in_flight.measured_in_flight())
+            .sum();
+        self.rec.in_flight_at_end(left);
+        let now = self.clock.now_ns();
+        self.rec.finish(now);
+        self.faults
+    }
+
+    fn send_due(&mut self, now: u64) {
+        let mut pushed = false;
+        for (i, c) in self.conns.iter_mut().enumerate() {
+            let requests = &mut self.requests;
+            let mut tally = Counting {
+                budget: &mut self.budget,
+                rec: &mut self.rec,
+            };
+            c.launcher.send_due(
+                &mut c.in_flight,
+                c.up,
+                &self.rules,
+                (now, &self.clock),
+                &mut tally,
+                |l| {
+                    // The ring holds every request the windows allow: this cannot fail.
+                    let _ = requests.push(Request {
+                        conn: i as u32,
+                        class: l.class as u32,
+                        id: l.id,
+                    });
+                    pushed = true;
+                },
+            );
+        }
+        if pushed {
+            self.notify.notify_one();
+        }
+    }
+
+    /// Takes every response and state change the socket thread handed over.
+    fn take_events(&mut self) -> bool {
+        let mut any = false;
+        while let Some(event) = self.events.pop() {
+            any = true;
+            match event {
+                Event::Reply { conn, id, ok } => {
+                    let now = self.clock.now_ns();
+                    let c = &mut self.conns[conn as usize];
+                    if !c.up {
+                        // An answer to a request that already failed with its connection.
+                        continue;
+                    }
+                    let Some(f) = c.in_flight.complete(id) else {
+                        self.fail(conn as usize, Failure::Protocol(NOT_A_RESPONSE));
+                        self.reset(conn as usize);
+                        continue;
+                    };
+                    record_response(&mut self.rec, &mut self.faults, &f, ok, now);
+                }
+                Event::Down { conn, why } => {
+                    let c = &mut self.conns[conn as usize];
+                    c.up = false;
+                    match why {
+                        Down::Closed => self.fail(conn as usize, Failure::Closed),
+                        Down::Protocol => {
+                            self.fail(conn as usize, Failure::Protocol(NOT_A_RESPONSE))
+                        }
+                        Down::Reset => {}
+                    }
+                }
+                Event::Up { conn } => self.conns[conn as usize].up = true,
+                Event::ConnectFailed { handshake } => {
+                    if handshake {
+                        self.faults.handshake_failures += 1;
+                    } else {
+                        self.faults.connect_failures += 1;
+                    }
+                }
+            }
+        }
+        any
+    }
+
+    fn check_timeouts(&mut self, now: u64) {
+        let timeout = self.shared.client.timeout_ns;
+        for i in 0..self.conns.len() {
+            if self.conns[i]
+                .in_flight
+                .oldest_deadline(timeout)
+                .is_some_and(|d| now > d)
+            {
+                self.fail(i, Failure::Timeout);
+                self.reset(i);
+            }
+        }
+    }
+
+    /// Asks for a fresh connection `i`: answers to failed requests may still come on the old
+    /// one, and must not be taken for answers to new ones.
+    fn reset(&mut self, i: usize) {
+        if !self.conns[i].up {
+            return;
+        }
+        self.conns[i].up = false;
+        let _ = self.requests.push(Request {
+            conn: i as u32,
+            class: RESET,
+            id: 0,
+        });
+        self.notify.notify_one();
+    }
+
+    /// Fails every request in flight on connection `i`; stops the run under `on_error = stop`.
+    fn fail(&mut self, i: usize, why: Failure) {
+        fail_all_counted(&mut self.conns[i].in_flight, &mut self.rec);
+        let what = why.count(&mut self.faults, self.shared.client.timeout_ns);
+        if self.shared.client.on_error == OnError::Stop {
+            self.shared.stop.stop_because(stop_message(
+                &what,
+                self.index * self.shared.client.connections + i,
+                self.shared.url,
+                self.clock.now_ns(),
+                self.rules.measure_start_ns,
+            ));
+        }
+    }
+
+    /// Nothing happened: wait for the next send, a response, or the drain's end.
+    /// `drain_end`: `None` while sending, the drain's deadline after.
+    fn wait(&mut self, now: u64, drain_end: Option<u64>, in_flight: usize) {
+        let sending = drain_end.is_none();
+        let mut wake = drain_end.unwrap_or(u64::MAX);
+        if sending {
+            for c in &mut self.conns {
+                if c.up {
+                    if let Some(w) = c.launcher.next_wake(&c.in_flight, &self.rules, now) {
+                        wake = wake.min(w);
+                    }
+                }
+            }
+            if self.rules.measure_start_ns > now {
+                wake = wake.min(self.rules.measure_start_ns);
+            }
+        }
+        for c in &mut self.conns {
+            if let Some(d) = c.in_flight.oldest_deadline(self.shared.client.timeout_ns) {
+                wake = wake.min(d + 1);
+            }
+        }
+        let wake = wake.min(now + STOP_CHECK_NS);
+        if wake <= now {
+            return;
+        }
+        if in_flight == 0 {
+            // No response to wait for: sleep precisely to the next send, whatever the wait
+            // strategy (it is about responses).
+            self.clock.sleep_until(wake);
+            return;
+        }
+        let events = &mut self.events;
+        self.waiter.idle_at_most(
+            || events.has_items(),
+            Duration::from_nanos(wake.saturating_sub(now + self.clock.spin_ns).max(1)),
+        );
+    }
+}

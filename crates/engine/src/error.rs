@@ -1,0 +1,62 @@
+//! Why a run could not be carried out: one error type for every system, driver and server
+//! start-up, each variant naming the remedy.
+
+/// Why a run could not be carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// `sched_setaffinity` refused.
+    #[error("cannot pin the {role} thread to CPU {cpu}: {source}; choose a CPU this process may use (see `taskset -p $$`)")]
+    Pin {
+        /// Thread role.
+        role: &'static str,
+        /// The CPU.
+        cpu: usize,
+        /// OS error.
+        source: std::io::Error,
+    },
+    /// A worker thread panicked (a bug in msgbench).
+    #[error(
+        "the {0} thread panicked; this is a bug in msgbench, please report it with the scenario"
+    )]
+    WorkerPanicked(&'static str),
+    /// The server did not accept a connection.
+    #[error(
+        "cannot connect to {address}: {source}; is the server running and listening there? {hint}"
+    )]
+    Connect {
+        /// The address.
+        address: String,
+        /// OS error.
+        source: std::io::Error,
+        /// How to get a server there.
+        hint: String,
+    },
+    /// An address did not resolve.
+    #[error("cannot resolve `{0}` to an address; write it as host:port, e.g. 127.0.0.1:6379")]
+    Resolve(String),
+    /// The external server process could not be started or did not become ready.
+    #[error("system under test `{command}`: {problem}")]
+    Sut {
+        /// Its command.
+        command: String,
+        /// What went wrong.
+        problem: String,
+    },
+    /// The peer accepted TCP but is not a WebSocket server, or refused the upgrade.
+    #[error("cannot open a WebSocket to {address}: {problem}")]
+    Handshake {
+        /// The address.
+        address: String,
+        /// What went wrong.
+        problem: String,
+    },
+    /// A browser client could not be started or did not connect.
+    #[error("browser client: {0}")]
+    Browser(String),
+    /// The built-in server could not start.
+    #[error("cannot start the built-in server: {0}")]
+    Server(std::io::Error),
+    /// An OS call of the event loop failed.
+    #[error("event loop: {0}")]
+    Io(std::io::Error),
+}

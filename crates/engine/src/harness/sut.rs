@@ -1,0 +1,100 @@
+//! The system under test of one run: msgbench's built-in server started in-process, an external
+//! server started by `[sut]` ([`super::process`]), or just an address. Either way the run reads
+//! its CPU over the measured span and hears what happened to it.
+use super::process::SutProcess;
+use crate::error::EngineError;
+use msgbench_model::sut::SutConfig;
+use std::sync::atomic::AtomicBool;
+
+/// A built-in server, as a run needs it.
+pub trait BuiltinServer {
+    /// CPU used so far by its threads, ns.
+    fn cpu_ns(&self) -> u64;
+    /// Where it listens.
+    fn local_addr(&self) -> std::net::SocketAddr;
+}
+
+/// The server of systems that have no built-in one (Redis).
+pub enum NoServer {}
+
+impl BuiltinServer for NoServer {
+    fn cpu_ns(&self) -> u64 {
+        match *self {}
+    }
+    fn local_addr(&self) -> std::net::SocketAddr {
+        match *self {}
+    }
+}
+
+/// Where the system under test runs, for the length of a run (a `[sut]` process is stopped
+/// when this is dropped, also on errors and panics).
+pub struct SystemUnderTest<S> {
+    /// The built-in server, when the scenario names no address.
+    pub builtin: Option<S>,
+    process: Option<SutProcess>,
+}
+
+impl<S: BuiltinServer> SystemUnderTest<S> {
+    /// With no `address`, starts the built-in server with `start_builtin`; with one, starts the
+    /// `[sut]` process when there is one and waits until it accepts connections.
+    pub fn start(
+        address: Option<&str>,
+        sut: Option<&SutConfig>,
+        stop: &AtomicBool,
+        start_builtin: impl FnOnce() -> std::io::Result<S>,
+    ) -> Result<SystemUnderTest<S>, EngineError> {
+        let mut started = SystemUnderTest {
+            builtin: None,
+            process: None,
+        };
+        match (address, sut) {
+            (None, _) => started.builtin = Some(start_builtin().map_err(EngineError::Server)?),
+            (Some(_), Some(cfg)) => started.process = Some(SutProcess::start(cfg, stop)?),
+            (Some(_), None) => {}
+        }
+        Ok(started)
+    }
+
+    /// Where the clients connect: `url(the built-in server's address)`, or the `configured`
+    /// address (validated: there is one when there is no built-in server).
+    pub fn address(
+        &self,
+        configured: Option<&str>,
+        url: impl FnOnce(std::net::SocketAddr) -> String,
+    ) -> String {
+        match &self.builtin {
+            Some(s) => url(s.local_addr()),
+            None => configured
+                .expect("validated: an address when there is no built-in server")
+                .to_string(),
+        }
+    }
+
+    /// CPU used so far by the built-in server or the `[sut]` process group, ns; `None` for a
+    /// server msgbench did not start.
+    pub fn cpu_ns(&self) -> Option<u64> {
+        self.builtin
+            .as_ref()
+            .map(|s| s.cpu_ns())
+            .or_else(|| self.process.as_ref().map(|p| p.cpu_ns()))
+    }
+
+    /// What the reader must know about the `[sut]` process (it exited during the run).
+    pub fn process_notes(&mut self) -> Vec<String> {
+        self.process
+            .as_mut()
+            .and_then(|p| p.exited())
+            .into_iter()
+            .collect()
+    }
+}
+
+/// Resolves `host:port` (the first address it names).
+pub fn resolve(address: &str) -> Result<std::net::SocketAddr, EngineError> {
+    use std::net::ToSocketAddrs;
+    address
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| EngineError::Resolve(address.to_string()))
+}

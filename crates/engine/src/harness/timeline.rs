@@ -1,0 +1,89 @@
+//! When a run starts, warms up, measures, ends and drains: one [`Timeline`] for every system.
+use crate::recorder::Collector;
+use msgbench_model::check::MAX_RAW_LATENCIES;
+use msgbench_model::scenario::RunSettings;
+
+/// Lead time between fixing the timeline and its first send: every worker is ready and waiting
+/// (pinned, connected) before the schedule starts.
+pub const START_LEAD_NS: u64 = 20_000_000;
+/// Longest a worker sleeps without looking at the stop flag.
+pub const STOP_CHECK_NS: u64 = 20_000_000;
+
+/// The run's timeline, in clock ns (see the [timing model](super)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeline {
+    /// The schedule starts (warm-up begins).
+    pub t0_ns: u64,
+    /// The measured span begins.
+    pub measure_start_ns: u64,
+    /// The schedule ends: nothing due at or after it is sent (`u64::MAX` when only an
+    /// operation budget ends the span).
+    pub end_ns: u64,
+    /// How long to wait for what is in flight once sending stopped.
+    pub drain_ns: u64,
+}
+
+impl Timeline {
+    /// A timeline starting [`START_LEAD_NS`] from now.
+    pub fn from_now(run: &RunSettings) -> Timeline {
+        Timeline::starting_at(crate::clock::now_ns() + START_LEAD_NS, run)
+    }
+
+    /// A timeline whose schedule starts at `t0_ns`.
+    pub fn starting_at(t0_ns: u64, run: &RunSettings) -> Timeline {
+        let measure_start_ns = t0_ns + run.warmup.as_nanos() as u64;
+        Timeline {
+            t0_ns,
+            measure_start_ns,
+            // No duration but an operation budget: the budget alone ends the span.
+            end_ns: match (run.duration.is_zero(), run.operations) {
+                (true, Some(_)) => u64::MAX,
+                _ => measure_start_ns.saturating_add(run.duration.as_nanos() as u64),
+            },
+            drain_ns: run.drain_timeout.as_nanos() as u64,
+        }
+    }
+
+    /// The end of the drain after sending stopped at `send_end_ns`.
+    pub fn drain_deadline(&self, send_end_ns: u64) -> u64 {
+        send_end_ns.saturating_add(self.drain_ns)
+    }
+
+    /// The collector of a run with `classes` operation classes and `recorders` recorders that
+    /// keep raw latencies: `run.emit_latencies` are shared evenly among them.
+    pub fn collector(&self, run: &RunSettings, classes: usize, recorders: usize) -> Collector {
+        let raw = run.emit_latencies.unwrap_or(0).min(MAX_RAW_LATENCIES) as usize;
+        Collector::new(classes, self.measure_start_ns, raw / recorders.max(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn run(duration_ms: u64, operations: Option<u64>) -> RunSettings {
+        RunSettings {
+            duration: Duration::from_millis(duration_ms),
+            warmup: Duration::from_millis(100),
+            operations,
+            drain_timeout: Duration::from_millis(50),
+            emit_latencies: None,
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn warm_up_then_duration_then_drain() {
+        let t = Timeline::starting_at(1_000, &run(2_000, None));
+        assert_eq!(t.measure_start_ns, 1_000 + 100_000_000);
+        assert_eq!(t.end_ns, t.measure_start_ns + 2_000_000_000);
+        assert_eq!(t.drain_deadline(5), 5 + 50_000_000);
+    }
+
+    #[test]
+    fn an_operation_budget_without_duration_has_no_scheduled_end() {
+        assert_eq!(Timeline::starting_at(0, &run(0, Some(10))).end_ns, u64::MAX);
+        assert_ne!(Timeline::starting_at(0, &run(5, Some(10))).end_ns, u64::MAX);
+    }
+}

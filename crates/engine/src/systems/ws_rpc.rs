@@ -1,0 +1,87 @@
+//! The `ws-rpc` system: JSON-RPC 2.0 over WebSocket against the built-in server (started
+//! in-process when the scenario names no address: busy methods answer in order, sleeping ones
+//! out of order), an external server started by `[sut]`, or any `ws://` address. The load is
+//! offered by [`crate::drivers::ws_caller`].
+use crate::cpu::CpuSnapshot;
+use crate::drivers::ws_caller;
+use crate::error::EngineError;
+use crate::harness::{BuiltinServer, Measured, RunContext, SystemUnderTest};
+use crate::server::ws_rpc::{MethodAnswer, WsRpcServer};
+use msgbench_model::client::ClientConfig;
+use msgbench_model::scenario::Scenario;
+use msgbench_model::sut::SutConfig;
+use msgbench_model::ws_rpc::WsRpcConfig;
+
+/// How to get a server where the scenario points.
+const HINT: &str = "(start msgbench's own with `msgbench serve ws-rpc --listen HOST:PORT`, let `[sut] command` start one, or omit `ws_rpc.address` to run the built-in server in-process)";
+
+impl BuiltinServer for WsRpcServer {
+    fn cpu_ns(&self) -> u64 {
+        WsRpcServer::cpu_ns(self)
+    }
+    fn local_addr(&self) -> std::net::SocketAddr {
+        WsRpcServer::local_addr(self)
+    }
+}
+
+/// Runs one `ws-rpc` scenario.
+pub fn run(
+    scenario: &Scenario,
+    client: &ClientConfig,
+    ws_rpc: &WsRpcConfig,
+    sut: Option<&SutConfig>,
+    ctx: &RunContext,
+) -> Result<Measured, EngineError> {
+    let process_before = CpuSnapshot::process();
+    let mut server = SystemUnderTest::start(ws_rpc.address.as_deref(), sut, &ctx.stop, || {
+        WsRpcServer::start(&ws_rpc.server, answers(ws_rpc), ([127, 0, 0, 1], 0).into())
+    })?;
+    let url = server.address(ws_rpc.address.as_deref(), |a| format!("ws://{a}/"));
+    let out = ws_caller::drive(scenario, client, ws_rpc, (&url, HINT), ctx, &|| {
+        server.cpu_ns()
+    })?;
+    let mut notes = server.process_notes();
+    if let Some(s) = server.builtin.take() {
+        notes.extend(server_notes(s));
+    }
+    Ok(Measured::from_driver(
+        out,
+        ws_rpc.methods.iter().map(|m| m.name.clone()).collect(),
+        process_before,
+        scenario.system.describe(),
+        notes,
+    ))
+}
+
+/// What the built-in server answers to each method.
+fn answers(ws_rpc: &WsRpcConfig) -> Vec<MethodAnswer> {
+    ws_rpc
+        .methods
+        .iter()
+        .map(|m| MethodAnswer {
+            method: m.method.clone(),
+            result_json: m.result_json.clone(),
+            service_ns: m.service_ns,
+            work: m.work,
+        })
+        .collect()
+}
+
+/// Stops the built-in server; what it counted that the reader must know.
+fn server_notes(server: WsRpcServer) -> Vec<String> {
+    let report = server.stop();
+    let mut notes = Vec::new();
+    if report.errors > 0 {
+        notes.push(format!(
+            "the built-in server answered {} requests with a JSON-RPC error",
+            report.errors
+        ));
+    }
+    if report.counts.protocol_errors > 0 {
+        notes.push(format!(
+            "the built-in server closed {} connections for bad frames",
+            report.counts.protocol_errors
+        ));
+    }
+    notes
+}

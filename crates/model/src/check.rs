@@ -1,0 +1,248 @@
+//! The validation vocabulary every section of a scenario shares: the error that names the
+//! field and the fix ([`ScenarioError`]), the machine's limits, the caps every duration and
+//! count obeys, and checks more than one section makes (CPU pins, addresses, shares of a mix,
+//! WebSocket addresses, built-in server limits). Imported by every section, importing none.
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Longest duration any field accepts (one year): keeps every timestamp sum far from overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Most raw latencies a run keeps (`run.emit_latencies`): 800 MB of memory.
+pub const MAX_RAW_LATENCIES: u64 = 100_000_000;
+
+/// Why a scenario is not valid. Every message names the field and how to fix it.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ScenarioError {
+    /// The file is not valid TOML or has wrong keys/types (message carries line and column).
+    #[error("{source_name}: {message}")]
+    Syntax {
+        /// File name or `--set`.
+        source_name: String,
+        /// toml's message (line, column, snippet, expected keys).
+        message: String,
+    },
+    /// A field has a value the engine cannot run.
+    #[error("{source_name}: `{field}` {problem}; {fix}")]
+    Invalid {
+        /// File name.
+        source_name: String,
+        /// Dotted field path.
+        field: String,
+        /// What is wrong.
+        problem: String,
+        /// How to fix it.
+        fix: String,
+    },
+}
+
+/// CPUs that the process may run on, passed in by the caller so validation stays pure.
+#[derive(Debug, Clone)]
+pub struct MachineLimits {
+    /// Allowed CPU ids.
+    pub cpus: Vec<usize>,
+}
+
+/// Builds the error for an invalid field: `(field, problem, fix)`.
+pub type Invalid<'a> = dyn Fn(&str, String, &str) -> ScenarioError + 'a;
+
+/// Checks a per-thread CPU list: empty, or one CPU this process may use per thread.
+pub(crate) fn check_pins(
+    field: &str,
+    role: &str,
+    pin: &[usize],
+    threads: u32,
+    limits: &MachineLimits,
+    invalid: &Invalid,
+) -> Result<(), ScenarioError> {
+    if !pin.is_empty() && pin.len() != threads as usize {
+        return Err(invalid(
+            field,
+            format!("names {} CPUs for {threads} threads", pin.len()),
+            &format!("give one CPU per {role} thread, or none"),
+        ));
+    }
+    if let Some(cpu) = pin.iter().find(|c| !limits.cpus.contains(c)) {
+        return Err(invalid(
+            field,
+            format!("contains CPU {cpu}, which this process cannot run on"),
+            &format!("pick from the CPUs {:?}", limits.cpus),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks `host:port` without resolving it (resolution happens when connecting).
+pub(crate) fn check_address(
+    field: &str,
+    address: &str,
+    invalid: &Invalid,
+) -> Result<(), ScenarioError> {
+    let ok = address
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(
+            field,
+            format!("is \"{address}\", not host:port"),
+            "write it like \"127.0.0.1:6379\" or \"[::1]:7000\"",
+        ))
+    }
+}
+
+/// Turns weights into shares; the map's order (by name) is the class order.
+pub(crate) fn shares<T>(
+    field: &str,
+    ops: &BTreeMap<String, T>,
+    weight: impl Fn(&T) -> f64,
+    invalid: &Invalid,
+) -> Result<Vec<f64>, ScenarioError> {
+    if ops.len() > 64 {
+        return Err(invalid(
+            field,
+            format!("has {} classes", ops.len()),
+            "use at most 64 operation classes",
+        ));
+    }
+    for (name, op) in ops {
+        let w = weight(op);
+        if !(w.is_finite() && w > 0.0) {
+            return Err(invalid(
+                &format!("{field}.{name}.weight"),
+                format!("is {w}"),
+                "give a positive weight, e.g. 50",
+            ));
+        }
+    }
+    let total: f64 = ops.values().map(&weight).sum();
+    Ok(ops.values().map(|op| weight(op) / total).collect())
+}
+
+/// `host:port` of a `ws://host:port/path` address (the part a TCP connection goes to).
+pub fn ws_authority(address: &str) -> &str {
+    let rest = address.strip_prefix("ws://").unwrap_or(address);
+    rest.split('/').next().unwrap_or(rest)
+}
+
+/// Checks `ws://host:port[/path]` without resolving it.
+pub fn check_ws_address(
+    field: &str,
+    address: &str,
+    invalid: &Invalid,
+) -> Result<(), ScenarioError> {
+    let bad = || {
+        invalid(
+            field,
+            format!("is \"{address}\", not a ws:// address"),
+            "write it like \"ws://127.0.0.1:9000/ticks\" (wss:// is not supported)",
+        )
+    };
+    if !address.starts_with("ws://") {
+        return Err(bad());
+    }
+    check_address(field, ws_authority(address), invalid).map_err(|_| bad())
+}
+
+/// Checks what every built-in WebSocket server has: `(threads, pin, max_frame,
+/// max_connections)` under `prefix` (`ticks.server`).
+pub(crate) fn check_ws_server(
+    prefix: &str,
+    (threads, pin, max_frame, max_connections): (u32, &[usize], u32, u32),
+    limits: &MachineLimits,
+    invalid: &Invalid,
+) -> Result<(), ScenarioError> {
+    if threads == 0 || threads > 64 {
+        return Err(invalid(
+            &format!("{prefix}.threads"),
+            format!("is {threads}"),
+            "use 1 to 64 server threads",
+        ));
+    }
+    check_pins(
+        &format!("{prefix}.pin"),
+        "server",
+        pin,
+        threads,
+        limits,
+        invalid,
+    )?;
+    if !(1024..=64 << 20).contains(&max_frame) {
+        return Err(invalid(
+            &format!("{prefix}.max_frame"),
+            format!("is {max_frame}"),
+            "use 1 KiB to 64 MiB (browser reports need a few KiB)",
+        ));
+    }
+    if max_connections == 0 {
+        return Err(invalid(
+            &format!("{prefix}.max_connections"),
+            "is 0".into(),
+            "allow at least 1 connection",
+        ));
+    }
+    Ok(())
+}
+
+/// Helpers for the validation tests of every section.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{MachineLimits, ScenarioError};
+    use crate::scenario::{Scenario, ScenarioSpec};
+
+    /// Validates a scenario file on a machine with CPUs 0 and 1.
+    pub fn validate(text: &str) -> Result<Scenario, ScenarioError> {
+        let spec: ScenarioSpec = toml::from_str(text).expect("well-formed TOML of known keys");
+        spec.validate("t.toml", &MachineLimits { cpus: vec![0, 1] })
+    }
+
+    /// The validated scenario; panics with the error when it is refused.
+    pub fn valid(text: &str) -> Scenario {
+        validate(text).unwrap_or_else(|e| panic!("refused: {e}"))
+    }
+
+    /// The field a scenario is refused for, and the whole message (which must name a fix).
+    pub fn refused(text: &str) -> (String, String) {
+        match validate(text) {
+            Err(e @ ScenarioError::Invalid { .. }) => {
+                let ScenarioError::Invalid { ref field, .. } = e else {
+                    unreachable!()
+                };
+                (field.clone(), e.to_string())
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::refused;
+
+    #[test]
+    fn pins_name_one_cpu_per_thread_of_this_machine() {
+        let (field, msg) = refused("system = \"rpc\"\n[client]\nthreads = 2\npin = [0]\n");
+        assert_eq!(field, "client.pin");
+        assert!(msg.contains("names 1 CPUs for 2 threads"), "{msg}");
+        let (field, msg) = refused("system = \"rpc\"\n[client]\npin = [7]\n");
+        assert_eq!(field, "client.pin");
+        assert!(msg.contains("CPU 7") && msg.contains("[0, 1]"), "{msg}");
+    }
+
+    #[test]
+    fn addresses_are_host_and_port() {
+        let (field, _) = refused("system = \"redis\"\n[redis]\naddress = \"localhost\"\n");
+        assert_eq!(field, "redis.address");
+        let (field, _) =
+            refused("system = \"ticks\"\n[ticks]\naddress = \"http://127.0.0.1:1/\"\n");
+        assert_eq!(field, "ticks.address");
+    }
+
+    #[test]
+    fn a_mix_needs_a_positive_weight() {
+        let (field, _) =
+            refused("system = \"rpc\"\n[rpc.ops.a]\nweight = 0\n[rpc.ops.b]\nweight = 0\n");
+        assert_eq!(field, "rpc.ops.a.weight");
+    }
+}

@@ -1,0 +1,324 @@
+//! May a run's numbers be trusted? One answer, used by the engine (the warnings it writes into
+//! each result, the search's steps) and by every report alike.
+//!
+//! * [`Warning`] ([`crate::warning`]): what the engine noticed about a run, as a value.
+//! * [`warnings`]: the checks made on a finished run (accounting, sequence, target rate, send
+//!   lag, drain, interruption).
+//! * [`judge`]: the verdict: every warning, plus what only the whole window shows — a
+//!   delivered rate or p99 still trending, a stream client's backlog growing, a driver thread
+//!   that saturated its CPU while the target was missed.
+use crate::result::{IntervalSample, RunResult, StreamInterval};
+use crate::scenario::SystemKind;
+use crate::warning::Warning;
+
+/// Send lag p99 above which a run is late.
+pub const SEND_LAG_LIMIT_NS: u64 = 1_000_000;
+
+/// The checks made on a finished run; the engine writes them into the result after the notes
+/// of the system.
+pub fn warnings(r: &RunResult) -> Vec<Warning> {
+    let mut w = Vec::new();
+    if let Err(broken) = r.counters.check() {
+        w.push(Warning::AccountingBroken(broken));
+    }
+    if r.sequence.total() > 0 {
+        w.push(Warning::SequenceErrors {
+            gaps: r.sequence.gaps,
+            duplicates: r.sequence.duplicates,
+            reordered: r.sequence.reordered,
+        });
+    }
+    let c = &r.counters;
+    if c.delivered == 0 && !r.interrupted {
+        w.push(Warning::NothingDelivered {
+            attempted: c.attempted,
+        });
+    } else if c.failed > 0 {
+        w.push(Warning::Failed {
+            failed: c.failed,
+            attempted: c.attempted,
+            percent: round_to(100.0 * c.failed as f64 / c.attempted.max(1) as f64, 1),
+        });
+    }
+    w.extend(target_missed(r));
+    let stream = r.system == SystemKind::Ticks;
+    if r.send_lag.p99_ns > SEND_LAG_LIMIT_NS {
+        w.push(Warning::SendLag {
+            p99_ms: round_to(r.send_lag.p99_ns as f64 / 1e6, 2),
+            stream,
+        });
+    }
+    if c.in_flight_end > 0 {
+        w.push(Warning::InFlightAtEnd {
+            messages: c.in_flight_end,
+        });
+    }
+    if r.interrupted {
+        w.push(Warning::Interrupted);
+    }
+    w
+}
+
+/// The target rate missed by more than chance allows.
+fn target_missed(r: &RunResult) -> Option<Warning> {
+    let target = r.target_per_sec?;
+    let achieved = if r.duration_s > 0.0 {
+        r.counters.attempted as f64 / r.duration_s
+    } else {
+        0.0
+    };
+    // Exact for uniform schedules; Poisson counts vary by about 1/sqrt(n), so allow 3 sigma.
+    let tolerance = 0.005_f64.max(3.0 / (target * r.duration_s).max(1.0).sqrt());
+    if r.interrupted || achieved >= (1.0 - tolerance) * target {
+        return None;
+    }
+    Some(Warning::TargetMissed {
+        achieved_per_sec: round_to(achieved, 0),
+        target_per_sec: round_to(target, 0),
+        percent: round_to(100.0 * achieved / target, 1),
+        stream: r.system == SystemKind::Ticks,
+    })
+}
+
+/// `v` rounded to `digits` decimals, as `{:.digits$}` would print it.
+fn round_to(v: f64, digits: usize) -> f64 {
+    format!("{v:.digits$}").parse().unwrap_or(v)
+}
+
+/// The verdict on one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// Why the run is not valid, in words; empty when it is.
+    pub reasons: Vec<String>,
+}
+
+impl Verdict {
+    /// True when nothing speaks against the run.
+    pub fn is_valid(&self) -> bool {
+        self.reasons.is_empty()
+    }
+}
+
+/// Relative change of the delivered rate across the window that counts as a trend.
+pub const RATE_TREND: f64 = 0.10;
+/// Growth factor of p99 across the window that counts as a trend.
+pub const P99_TREND: f64 = 2.0;
+/// A stream client's backlog growing by more than this share of what was generated for it per
+/// second is "not steady".
+pub const BACKLOG_TREND: f64 = 0.05;
+/// Seconds of stream intervals needed to judge a backlog trend.
+pub const BACKLOG_MIN_SECONDS: usize = 3;
+
+/// Judges one run: its warnings, then what only its whole window shows.
+pub fn judge(run: &RunResult) -> Verdict {
+    let mut reasons: Vec<String> = run.warnings.iter().map(|w| w.to_string()).collect();
+    // Only seconds inside the measured window: the drain after it is not the steady state.
+    let window: Vec<IntervalSample> = run
+        .intervals
+        .iter()
+        .filter(|i| i.start_s + i.length_s <= run.duration_s + 0.01)
+        .cloned()
+        .collect();
+    reasons.extend(trend(&window));
+    reasons.extend(backlog_trends(run));
+    reasons.extend(driver_saturated(run));
+    Verdict { reasons }
+}
+
+/// A driver thread that used (nearly) a whole CPU while the run missed its target: the load
+/// generator, not the system, set the pace.
+fn driver_saturated(run: &RunResult) -> Option<String> {
+    let target = run.target_per_sec?;
+    let attempted = run.counters.attempted as f64 / run.duration_s.max(1e-9);
+    if run.duration_s <= 0.0 || attempted >= 0.99 * target {
+        return None;
+    }
+    let busiest = run
+        .cpu
+        .threads
+        .iter()
+        .max_by(|a, b| a.cpu.total_s().total_cmp(&b.cpu.total_s()))?;
+    let share = busiest.cpu.total_s() / run.duration_s;
+    (share >= 0.95).then(|| {
+        format!(
+            "driver CPU saturated: the {} thread used {:.0} % of a CPU while the target rate was missed; the load generator, not the system, was the bottleneck (add driver threads or CPUs)",
+            busiest.role,
+            100.0 * share
+        )
+    })
+}
+
+/// "not steady" reasons from the full one-second intervals of the measured window (at least 4
+/// are needed): a least-squares line through the delivered rate, and through log p99.
+pub fn trend(intervals: &[IntervalSample]) -> Vec<String> {
+    let full: Vec<&IntervalSample> = intervals.iter().filter(|i| i.length_s >= 0.9).collect();
+    if full.len() < 4 {
+        return Vec::new();
+    }
+    let xs: Vec<f64> = full.iter().map(|i| i.start_s).collect();
+    let span = xs[xs.len() - 1] - xs[0];
+    let mut reasons = Vec::new();
+    let rates: Vec<f64> = full
+        .iter()
+        .map(|i| i.delivered as f64 / i.length_s)
+        .collect();
+    let mean_rate = rates.iter().sum::<f64>() / rates.len() as f64;
+    if mean_rate > 0.0 {
+        let change = slope(&xs, &rates) * span / mean_rate;
+        if change.abs() > RATE_TREND {
+            reasons.push(format!(
+                "not steady: delivered rate changed {:+.0} % across the window",
+                100.0 * change
+            ));
+        }
+    }
+    if full.iter().all(|i| i.latency_p99_ns > 0) {
+        let logs: Vec<f64> = full
+            .iter()
+            .map(|i| (i.latency_p99_ns as f64).ln())
+            .collect();
+        let growth = (slope(&xs, &logs) * span).exp();
+        if growth > P99_TREND {
+            reasons.push(format!(
+                "not steady: p99 grew {growth:.1}x across the window (a queue is building up)"
+            ));
+        }
+    }
+    reasons
+}
+
+/// "not steady" reasons of a broadcast stream: a client whose backlog keeps growing is being
+/// fed faster than it processes, so its latency is queueing time that grows with the run.
+pub fn backlog_trends(run: &RunResult) -> Vec<String> {
+    let mut reasons = Vec::new();
+    for c in run.streams.iter().filter(|c| c.server.is_some()) {
+        let window: Vec<&StreamInterval> = c
+            .intervals
+            .iter()
+            .filter(|i| i.start_s + i.length_s <= run.duration_s + 0.01)
+            .collect();
+        if window.len() < BACKLOG_MIN_SECONDS {
+            continue;
+        }
+        let per_second = |f: fn(&StreamInterval) -> u64| {
+            window.iter().map(|i| f(i)).sum::<u64>() as f64 / window.len() as f64
+        };
+        let generated = per_second(|i| i.generated);
+        let growth = (window[window.len() - 1].backlog - window[0].backlog) as f64
+            / (window.len() - 1) as f64;
+        if generated > 0.0 && growth > BACKLOG_TREND * generated {
+            reasons.push(format!(
+                "not steady: client {}'s backlog grew by {}/s (it processed {}/s of {}/s generated): its latency is queueing time that grows with the run",
+                c.name,
+                count(growth),
+                count(per_second(|i| i.delivered)),
+                count(generated)
+            ));
+        }
+    }
+    reasons
+}
+
+fn slope(xs: &[f64], ys: &[f64]) -> f64 {
+    let n = xs.len() as f64;
+    let (mx, my) = (xs.iter().sum::<f64>() / n, ys.iter().sum::<f64>() / n);
+    let num: f64 = xs.iter().zip(ys).map(|(x, y)| (x - mx) * (y - my)).sum();
+    let den: f64 = xs.iter().map(|x| (x - mx) * (x - mx)).sum();
+    if den == 0.0 {
+        0.0
+    } else {
+        num / den
+    }
+}
+
+/// `1.23`, `12.3`, `123`: three significant digits for 1 ≤ v < 1000.
+pub fn three_digits(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// `950`, `12.3k`, `4.56M`, `1.00G`: three significant digits.
+pub fn count(v: f64) -> String {
+    let three = three_digits;
+    if v < 1e3 {
+        format!("{v:.0}")
+    } else if v < 1e6 {
+        format!("{}k", three(v / 1e3))
+    } else if v < 1e9 {
+        format!("{}M", three(v / 1e6))
+    } else {
+        format!("{}G", three(v / 1e9))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_round_as_the_sentences_always_printed_them() {
+        // `{:.0}` rounds half to even: 1234.5/s was written "1234/s".
+        assert_eq!(round_to(1234.5, 0), 1234.0);
+        assert_eq!(round_to(1235.5, 0), 1236.0);
+        assert_eq!(round_to(61.75, 1).to_string(), format!("{:.1}", 61.75));
+    }
+
+    #[test]
+    fn counts_have_three_digits() {
+        assert_eq!(count(950.0), "950");
+        assert_eq!(count(12_345.0), "12.3k");
+        assert_eq!(count(4_560_000.0), "4.56M");
+    }
+
+    fn intervals(rates: &[u64], p99s: &[u64]) -> Vec<IntervalSample> {
+        rates
+            .iter()
+            .zip(p99s)
+            .enumerate()
+            .map(|(k, (&d, &p))| IntervalSample {
+                start_s: k as f64,
+                length_s: 1.0,
+                delivered: d,
+                latency_p99_ns: p,
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_flat_run_is_steady() {
+        assert!(trend(&intervals(
+            &[1000, 1010, 990, 1000, 1005],
+            &[50, 55, 48, 52, 50]
+        ))
+        .is_empty());
+    }
+
+    #[test]
+    fn a_growing_p99_is_not_steady() {
+        let r = trend(&intervals(
+            &[1000; 5],
+            &[1_000, 2_000, 4_000, 8_000, 16_000],
+        ));
+        assert!(r.len() == 1 && r[0].contains("p99 grew 16.0x"), "{r:?}");
+    }
+
+    #[test]
+    fn a_falling_rate_is_not_steady() {
+        let r = trend(&intervals(&[1000, 900, 800, 700, 600], &[50; 5]));
+        assert!(
+            r.len() == 1 && r[0].contains("delivered rate changed -"),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn short_runs_are_not_judged_for_trends() {
+        assert!(trend(&intervals(&[1000, 10, 1], &[1, 1000, 100000])).is_empty());
+    }
+}

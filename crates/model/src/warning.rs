@@ -1,0 +1,311 @@
+//! What the engine noticed about a run, as a value ([`Warning`]). Its `Display` is the
+//! sentence written into `warnings` of the result file; files hold those sentences, and
+//! [`Warning::parse`] turns them back into values (a sentence this version does not know is a
+//! [`Warning::Note`], kept verbatim), so older result files still load. The checks that produce
+//! them, and the verdict on a run, are in [`crate::verdict`].
+use std::fmt;
+
+/// Something a reader must know before trusting a run's numbers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Warning {
+    /// An error of the system under test stopped the run (`on_error = "stop"`): why.
+    StoppedEarly(String),
+    /// What the system reported about the run (a server's own counts, a client that left
+    /// early, a process that exited), or a sentence from a result file this version does not
+    /// know.
+    Note(String),
+    /// `attempted = sent + skipped` or `sent = delivered + dropped + failed + in flight` broke:
+    /// a bug in msgbench. Which one, with the figures.
+    AccountingBroken(String),
+    /// The receiver saw sequence errors: the system lost, repeated or reordered messages.
+    SequenceErrors {
+        /// Sequence numbers skipped.
+        gaps: u64,
+        /// Sequence numbers seen twice.
+        duplicates: u64,
+        /// Sequence numbers that arrived after a later one.
+        reordered: u64,
+    },
+    /// Nothing completed (and the run was not interrupted).
+    NothingDelivered {
+        /// Messages attempted.
+        attempted: u64,
+    },
+    /// Some attempts failed (errors, timeouts, closed connections).
+    Failed {
+        /// Failed messages.
+        failed: u64,
+        /// Attempted messages.
+        attempted: u64,
+        /// failed / attempted, percent (as written: one decimal).
+        percent: f64,
+    },
+    /// The schedule's rate was not reached.
+    TargetMissed {
+        /// Attempted (or generated) per second, as written (no decimals).
+        achieved_per_sec: f64,
+        /// The target, as written (no decimals).
+        target_per_sec: f64,
+        /// achieved / target, percent (one decimal).
+        percent: f64,
+        /// A broadcast stream: the target is the rate × clients.
+        stream: bool,
+    },
+    /// Messages went out late: send lag p99 above 1 ms.
+    SendLag {
+        /// p99 of the send lag, ms (two decimals).
+        p99_ms: f64,
+        /// A broadcast stream: the server's generator was late, not the driver.
+        stream: bool,
+    },
+    /// Messages were still in flight when the drain timeout ended.
+    InFlightAtEnd {
+        /// How many.
+        messages: u64,
+    },
+    /// Ctrl-C (or a stop) cut the measured window short.
+    Interrupted,
+}
+
+const STOPPED_EARLY: &str = "stopped early: ";
+const ACCOUNTING: (&str, &str) = (
+    "accounting invariant broken (",
+    "): a bug in msgbench, please report it",
+);
+const INTERRUPTED: &str = "interrupted: the measured window was cut short";
+const STREAM_TARGET: &str = "generated for all clients (the target is the rate × clients: a client that left early was fed less)";
+const STREAM_LAG: &str = "the tick server's generator could not keep its schedule (a busy CPU)";
+const DRIVER_LAG: &str =
+    "the driver could not keep its schedule, or the system pushed back under `block`";
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Warning::StoppedEarly(why) => write!(f, "{STOPPED_EARLY}{why}"),
+            Warning::Note(text) => f.write_str(text),
+            Warning::AccountingBroken(what) => write!(f, "{}{what}{}", ACCOUNTING.0, ACCOUNTING.1),
+            Warning::SequenceErrors {
+                gaps,
+                duplicates,
+                reordered,
+            } => write!(
+                f,
+                "sequence errors: {gaps} gaps, {duplicates} duplicates, {reordered} reordered: the system under test lost or reordered messages"
+            ),
+            Warning::NothingDelivered { attempted } => write!(
+                f,
+                "nothing was delivered ({attempted} attempted): is the system under test what the scenario says it is?"
+            ),
+            Warning::Failed { failed, attempted, percent } => write!(
+                f,
+                "{failed} of {attempted} attempted messages failed ({percent:.1} %): latency describes only the others; see the faults"
+            ),
+            Warning::TargetMissed { achieved_per_sec, target_per_sec, percent, stream } => write!(
+                f,
+                "target rate not reached: {achieved_per_sec:.0}/s {} of {target_per_sec:.0}/s ({percent:.1} %)",
+                if *stream { STREAM_TARGET } else { "attempted" }
+            ),
+            Warning::SendLag { p99_ms, stream } => write!(
+                f,
+                "send lag p99 is {p99_ms:.2} ms: messages went out late ({})",
+                if *stream { STREAM_LAG } else { DRIVER_LAG }
+            ),
+            Warning::InFlightAtEnd { messages } => write!(
+                f,
+                "{messages} messages still in flight when the drain timeout ended"
+            ),
+            Warning::Interrupted => f.write_str(INTERRUPTED),
+        }
+    }
+}
+
+impl Warning {
+    /// The warning a result file's sentence stands for. A sentence is only taken for a typed
+    /// warning when that warning writes it back exactly; anything else is a [`Warning::Note`].
+    pub fn parse(text: &str) -> Warning {
+        let typed = Self::recognise(text).filter(|w| w.to_string() == text);
+        typed.unwrap_or_else(|| Warning::Note(text.to_string()))
+    }
+
+    fn recognise(text: &str) -> Option<Warning> {
+        if let Some(why) = text.strip_prefix(STOPPED_EARLY) {
+            return Some(Warning::StoppedEarly(why.to_string()));
+        }
+        if text == INTERRUPTED {
+            return Some(Warning::Interrupted);
+        }
+        if let Some(rest) = text.strip_prefix(ACCOUNTING.0) {
+            return Some(Warning::AccountingBroken(
+                rest.strip_suffix(ACCOUNTING.1)?.to_string(),
+            ));
+        }
+        let n = numbers(text);
+        let int = |i: usize| n.get(i).map(|v| *v as u64);
+        if text.starts_with("sequence errors: ") {
+            return Some(Warning::SequenceErrors {
+                gaps: int(0)?,
+                duplicates: int(1)?,
+                reordered: int(2)?,
+            });
+        }
+        if text.starts_with("nothing was delivered (") {
+            return Some(Warning::NothingDelivered { attempted: int(0)? });
+        }
+        if text.contains(" attempted messages failed (") {
+            return Some(Warning::Failed {
+                failed: int(0)?,
+                attempted: int(1)?,
+                percent: *n.get(2)?,
+            });
+        }
+        if text.starts_with("target rate not reached: ") {
+            return Some(Warning::TargetMissed {
+                achieved_per_sec: *n.first()?,
+                target_per_sec: *n.get(1)?,
+                percent: *n.last()?,
+                stream: text.contains(STREAM_TARGET),
+            });
+        }
+        if text.starts_with("send lag p99 is ") {
+            return Some(Warning::SendLag {
+                p99_ms: *n.get(1)?,
+                stream: text.contains(STREAM_LAG),
+            });
+        }
+        if text.ends_with(" messages still in flight when the drain timeout ended") {
+            return Some(Warning::InFlightAtEnd { messages: int(0)? });
+        }
+        None
+    }
+
+    /// The run did not go as asked: the system under test's error stopped it.
+    pub fn is_stopped_early(&self) -> bool {
+        matches!(self, Warning::StoppedEarly(_))
+    }
+
+    /// The schedule's rate was not reached.
+    pub fn is_target_missed(&self) -> bool {
+        matches!(self, Warning::TargetMissed { .. })
+    }
+}
+
+/// The decimal numbers in `text`, in order (`p99` gives 99: callers index past such words).
+fn numbers(text: &str) -> Vec<f64> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for c in text.chars().chain(std::iter::once(' ')) {
+        if c.is_ascii_digit() || (c == '.' && !current.is_empty()) {
+            current.push(c);
+        } else if !current.is_empty() {
+            if let Ok(v) = current.trim_end_matches('.').parse() {
+                out.push(v);
+            }
+            current.clear();
+        }
+    }
+    out
+}
+
+impl serde::Serialize for Warning {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Warning {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Ok(Warning::parse(&text))
+    }
+}
+
+impl schemars::JsonSchema for Warning {
+    fn schema_name() -> String {
+        "Warning".into()
+    }
+
+    fn is_referenceable() -> bool {
+        false
+    }
+
+    fn json_schema(gen: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
+        String::json_schema(gen)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn every_kind() -> Vec<Warning> {
+        vec![
+            Warning::StoppedEarly("the connection was closed or reset on connection 0".into()),
+            Warning::Note("the built-in server closed 3 connections for bad frames".into()),
+            Warning::AccountingBroken("attempted 3 != sent 2 + skipped 0".into()),
+            Warning::SequenceErrors {
+                gaps: 4,
+                duplicates: 0,
+                reordered: 2,
+            },
+            Warning::NothingDelivered { attempted: 1000 },
+            Warning::Failed {
+                failed: 5,
+                attempted: 1000,
+                percent: 0.5,
+            },
+            Warning::TargetMissed {
+                achieved_per_sec: 91234.0,
+                target_per_sec: 100000.0,
+                percent: 91.2,
+                stream: false,
+            },
+            Warning::TargetMissed {
+                achieved_per_sec: 4000.0,
+                target_per_sec: 5000.0,
+                percent: 80.0,
+                stream: true,
+            },
+            Warning::SendLag {
+                p99_ms: 2.57,
+                stream: false,
+            },
+            Warning::SendLag {
+                p99_ms: 12.0,
+                stream: true,
+            },
+            Warning::InFlightAtEnd { messages: 17 },
+            Warning::Interrupted,
+        ]
+    }
+
+    #[test]
+    fn every_warning_reads_back_as_itself() {
+        for w in every_kind() {
+            assert_eq!(Warning::parse(&w.to_string()), w, "{w}");
+            let json = serde_json::to_string(&w).unwrap();
+            assert_eq!(json, serde_json::to_string(&w.to_string()).unwrap());
+            assert_eq!(serde_json::from_str::<Warning>(&json).unwrap(), w);
+        }
+    }
+
+    #[test]
+    fn sentences_of_older_files_keep_their_text() {
+        for text in [
+            "target rate not reached: 12346/s attempted of 20000/s (61.7 %)",
+            "send lag p99 is 1.30 ms: messages went out late (the driver could not keep its schedule, or the system pushed back under `block`)",
+            "client slow-0 ended early: the server closed the connection",
+            "sequence errors: 1 gaps, 2 duplicates",
+        ] {
+            assert_eq!(Warning::parse(text).to_string(), text);
+        }
+        assert!(
+            Warning::parse("target rate not reached: 12346/s attempted of 20000/s (61.7 %)")
+                .is_target_missed()
+        );
+        assert!(matches!(
+            Warning::parse("sequence errors: 1 gaps, 2 duplicates"),
+            Warning::Note(_)
+        ));
+        assert!(Warning::parse("stopped early: why").is_stopped_early());
+    }
+}
