@@ -313,9 +313,40 @@ fn every_example_runs_shortened() {
             tmp.path().to_str().unwrap(),
         ]);
         assert!(o.status.success(), "{}: {}", path.display(), stderr(&o));
+        if path.ends_with("pipeline-depth.toml") {
+            classes_and_server_cpu_are_columns(&only_result_dir(tmp.path()));
+        }
         count += 1;
     }
     assert!(count >= 2);
+}
+
+/// The strong and weak operations of `examples/pipeline-depth.toml` have their own latency
+/// columns in `metrics.csv`, and the built-in server's CPU is there, every row filled.
+fn classes_and_server_cpu_are_columns(dir: &Path) {
+    let mut csv = csv::Reader::from_path(dir.join("metrics.csv")).unwrap();
+    let header = csv.headers().unwrap().clone();
+    let rows: Vec<csv::StringRecord> = csv.records().map(|r| r.unwrap()).collect();
+    assert_eq!(rows.len(), 5, "one row per window");
+    for column in [
+        "sut_cpu_s",
+        "sut_cpu_per_delivered_ns",
+        "class_strong_latency_p50_ns",
+        "class_strong_latency_p99_ns",
+        "class_weak_latency_p99_ns",
+        "class_weak_latency_max_ns",
+    ] {
+        let i = header
+            .iter()
+            .position(|h| h == column)
+            .unwrap_or_else(|| panic!("metrics.csv lacks {column}: {header:?}"));
+        for row in &rows {
+            let v: f64 = row[i]
+                .parse()
+                .unwrap_or_else(|_| panic!("{column}: {:?}", &row[i]));
+            assert!(v > 0.0, "{column} = {v}");
+        }
+    }
 }
 
 /// Starts `msgbench run ARGS --out OUT`, sends it SIGINT after `after`, returns its output and
