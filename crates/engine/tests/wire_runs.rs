@@ -1,5 +1,5 @@
 //! A new request/response protocol needs only its wire format: a line protocol written here
-//! (`PING <id>` → `PONG <id>`, answered out of order in pairs) runs on the byte-stream driver
+//! (`PING <id>` → `PONG <id>`; a ping whose id ends in 0 is answered after the next one) runs on the byte-stream driver
 //! with every pacing and window rule, and its accounting holds. This is step 3 of "How to add
 //! a system" in docs/architecture.md, kept true by a test.
 mod common;

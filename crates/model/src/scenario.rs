@@ -30,7 +30,7 @@ pub struct ScenarioSpec {
     pub pacing: PacingSpec,
     /// Settings of the `queue` system under test.
     pub queue: QueueSpec,
-    /// Connections, window and policies of the request/response drivers (`rpc`, `redis`).
+    /// Connections, window and policies of the request/response drivers (`rpc`, `redis`, `ws-rpc`).
     pub client: crate::client::ClientSpec,
     /// Settings of the `rpc` system under test.
     pub rpc: crate::rpc::RpcSpec,
@@ -228,6 +228,17 @@ pub enum System {
 }
 
 impl System {
+    /// The request/response driver's settings, for the systems driven through one. (No
+    /// wildcard: a new system must say.)
+    pub fn client(&self) -> Option<&crate::client::ClientConfig> {
+        match self {
+            System::Rpc { client, .. }
+            | System::Redis { client, .. }
+            | System::WsRpc { client, .. } => Some(client),
+            System::Queue(_) | System::Ticks { .. } => None,
+        }
+    }
+
     /// Which system this is (results carry it).
     pub fn kind(&self) -> SystemKind {
         match self {
@@ -308,12 +319,10 @@ impl Scenario {
     pub fn target_per_sec(&self) -> Option<f64> {
         let per_schedule = self.pacing.target_per_sec()?;
         Some(match (&self.system, self.pacing) {
-            (
-                System::Rpc { client, .. }
-                | System::Redis { client, .. }
-                | System::WsRpc { client, .. },
-                Pacing::Interval { .. } | Pacing::Relative { .. },
-            ) => per_schedule * client.total_connections() as f64,
+            (s, Pacing::Interval { .. } | Pacing::Relative { .. }) if s.client().is_some() => {
+                let client = s.client().expect("checked");
+                per_schedule * client.total_connections() as f64
+            }
             // Someone else's server keeps its own schedule.
             (System::Ticks { ticks, .. }, _) if ticks.address.is_some() => return None,
             // A broadcast: every client is meant to get every tick.

@@ -2,9 +2,9 @@
 //! each result, the search's steps) and by every report alike.
 //!
 //! * [`Warning`] ([`crate::warning`]): what the engine noticed about a run, as a value.
-//! * [`warnings`]: the checks made on a finished run (accounting, sequence, target rate, send
-//!   lag, drain, interruption).
-//! * [`judge`]: the verdict: every warning, plus what only the whole window shows — a
+//! * [`warnings`]: the checks made on a finished run (accounting, sequence, delivery and
+//!   failures, target rate, send lag, drain, interruption).
+//! * [`judge`]: the verdict: every warning, plus what only the whole measured span shows — a
 //!   delivered rate or p99 still trending, a stream client's backlog growing, a driver thread
 //!   that saturated its CPU while the target was missed.
 use crate::result::{IntervalSample, RunResult, StreamInterval};

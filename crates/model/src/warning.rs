@@ -1,8 +1,9 @@
 //! What the engine noticed about a run, as a value ([`Warning`]). Its `Display` is the
 //! sentence written into `warnings` of the result file; files hold those sentences, and
 //! [`Warning::parse`] turns them back into values (a sentence this version does not know is a
-//! [`Warning::Note`], kept verbatim), so older result files still load. The checks that produce
-//! them, and the verdict on a run, are in [`crate::verdict`].
+//! [`Warning::Note`], kept verbatim), so older result files still load. `StoppedEarly` and
+//! `Note` come from the engine (the runner's `assemble`); the checks that produce the others,
+//! and the verdict on a run, are in [`crate::verdict`].
 use std::fmt;
 
 /// Something a reader must know before trusting a run's numbers.

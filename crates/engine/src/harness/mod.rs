@@ -2,8 +2,9 @@
 //!
 //! # Timing model
 //!
-//! A run is laid on one timeline ([`Timeline`]), fixed once every worker is ready (connected,
-//! subscribed, pinned):
+//! A run is laid on one timeline ([`Timeline`]), fixed once every connection is open (for
+//! `ws-rpc` and `ticks` also once every worker is pinned and every client subscribed; the
+//! others pin within the start lead):
 //!
 //! ```text
 //!   now ──START_LEAD──▶ t0 ──warm-up──▶ measure_start ──duration──▶ end ──drain──▶ deadline

@@ -1,6 +1,7 @@
 //! The system under test of one run: msgbench's built-in server started in-process, an external
-//! server started by `[sut]` ([`super::process`]), or just an address. Either way the run reads
-//! its CPU over the measured span and hears what happened to it.
+//! server started by `[sut]` ([`super::process`]), or just an address. When msgbench started
+//! it, the run reads its CPU over the measured span and hears what happened to it; a server at
+//! just an address is not measured.
 use super::process::SutProcess;
 use crate::error::EngineError;
 use msgbench_model::sut::SutConfig;

@@ -31,6 +31,12 @@ use std::time::Duration;
 
 /// Longest the clients may take to connect and subscribe (Chromium starts in a few seconds).
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How far ahead of a Ctrl-C the schedule ends. A generator thread reads the schedule's end
+/// before it makes the ticks due by its clock: had the end been "now", a tick made just after
+/// now by a generator that had not yet seen the new end would count as generated for the
+/// measured span while its client no longer measured it (one tick "in flight" forever, seen in
+/// CI). Every tick made before the generators see an end this far ahead is inside it.
+const END_MARGIN_NS: u64 = crate::harness::STOP_CHECK_NS;
 /// How often the supervisor looks at the clients and the stop flag.
 const SUPERVISE_EVERY: Duration = Duration::from_millis(10);
 
@@ -335,14 +341,16 @@ impl Run<'_> {
         }
     }
 
-    /// Ctrl-C or an error that stops the run at `now`: the schedule ends now, the drain from
-    /// now. Returns the span's end.
+    /// Ctrl-C or an error that stops the run at `now`: the schedule ends [`END_MARGIN_NS`]
+    /// from now, the drain after that. Returns the span's end.
     fn end_early(&self, timeline: &Timeline, now: u64) -> u64 {
-        let span_end_ns = now.max(timeline.measure_start_ns);
+        let span_end_ns = (now + END_MARGIN_NS)
+            .min(timeline.end_ns)
+            .max(timeline.measure_start_ns);
         self.shared.end_ns.fetch_min(span_end_ns, Ordering::SeqCst);
         self.shared
             .deadline_ns
-            .fetch_min(timeline.drain_deadline(now), Ordering::SeqCst);
+            .fetch_min(timeline.drain_deadline(span_end_ns), Ordering::SeqCst);
         if let Some(s) = &self.sut.builtin {
             s.end_at(span_end_ns);
         }
