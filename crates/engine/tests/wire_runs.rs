@@ -104,9 +104,8 @@ fn a_new_protocol_needs_only_its_wire_format() {
     assert!(c.delivered >= 1190, "{c:?}");
     assert_eq!(out.faults.total(), 0, "{:?}", out.faults);
     assert!(out.stopped_by.is_none() && !out.interrupted);
-    assert!(
-        (out.span_ns as f64 / 1e6 - 300.0).abs() < 5.0,
-        "{}",
-        out.span_ns
-    );
+    // The span is the schedule's 300 ms even though the last pong is held back: the loop
+    // sees every schedule over at once, not at its next response or stop check (20 ms).
+    let span_ms = out.span_ns as f64 / 1e6;
+    assert!((span_ms - 300.0).abs() < 5.0, "{span_ms} ms");
 }

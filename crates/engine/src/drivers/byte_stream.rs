@@ -14,7 +14,7 @@
 //! are sized before the run. The run's timeline and the system under test's CPU come from the
 //! [`crate::harness`].
 use super::failure::{stop_message, Failure};
-use super::in_flight::{fail_all_counted, record_response, InFlight};
+use super::in_flight::{close_recording, fail_all_counted, record_response, InFlight};
 use super::launcher::{Budget, Counting, Launcher, Rules};
 use crate::clock::{Clock, MonotonicClock};
 use crate::cpu::CpuSnapshot;
@@ -365,15 +365,9 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
     }
 
     /// Counts what is still in flight and closes the recorder; returns the thread's faults.
-    fn finish(mut self) -> Faults {
+    fn finish(self) -> Faults {
         let now = self.clock.now_ns();
-        let left: u64 = self
-            .conns
-            .iter()
-            .map(|c| c.in_flight.measured_in_flight())
-            .sum();
-        self.rec.in_flight_at_end(left);
-        self.rec.finish(now);
+        close_recording(self.rec, self.conns.iter().map(|c| &c.in_flight), now);
         self.faults
     }
 
@@ -386,6 +380,11 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
             Phase::Sending(_) => (true, u64::MAX),
             Phase::Draining(end) => (false, timeline.drain_deadline(end).saturating_add(1)),
         };
+        // Every schedule is over: stop sending now (where the measured span ends), not after
+        // the next response or the next stop check.
+        if sending && self.conns.iter().all(|c| c.launcher.done) {
+            return now;
+        }
         let rules = self.shared.rules();
         for c in &mut self.conns {
             if let Some(d) = c.in_flight.oldest_deadline(client.timeout_ns) {

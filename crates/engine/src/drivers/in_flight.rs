@@ -195,6 +195,17 @@ pub fn fail_all_counted(in_flight: &mut InFlight, rec: &mut Recorder) {
     });
 }
 
+/// Ends a driver thread's recording at `now`: the measured requests still in flight on its
+/// connections are its `in_flight_end`.
+pub fn close_recording<'a>(
+    mut rec: Recorder,
+    in_flight: impl Iterator<Item = &'a InFlight>,
+    now: u64,
+) {
+    rec.in_flight_at_end(in_flight.map(InFlight::measured_in_flight).sum());
+    rec.finish(now);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

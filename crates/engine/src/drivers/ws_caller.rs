@@ -9,7 +9,7 @@
 //! caller. The run's timeline and the system under test's CPU come from the
 //! [`crate::harness`].
 use super::failure::{stop_message, Failure};
-use super::in_flight::{fail_all_counted, record_response, InFlight};
+use super::in_flight::{close_recording, fail_all_counted, record_response, InFlight};
 use super::launcher::{Budget, Counting, Launcher, Rules};
 use super::ws_socket::{self as socket, Down, Event, Request, RESET};
 use crate::clock::{Clock, MonotonicClock};
@@ -390,15 +390,9 @@ impl Caller<'_> {
     }
 
     /// Counts what is still in flight and closes the recorder; returns the caller's faults.
-    fn finish(mut self) -> Faults {
-        let left: u64 = self
-            .conns
-            .iter()
-            .map(|c| c.in_flight.measured_in_flight())
-            .sum();
-        self.rec.in_flight_at_end(left);
+    fn finish(self) -> Faults {
         let now = self.clock.now_ns();
-        self.rec.finish(now);
+        close_recording(self.rec, self.conns.iter().map(|c| &c.in_flight), now);
         self.faults
     }
 
@@ -524,6 +518,11 @@ impl Caller<'_> {
     /// `drain_end`: `None` while sending, the drain's deadline after.
     fn wait(&mut self, now: u64, drain_end: Option<u64>, in_flight: usize) {
         let sending = drain_end.is_none();
+        // Every schedule is over: stop sending now (where the measured span ends), not after
+        // the next response or the next stop check.
+        if sending && self.conns.iter().all(|c| c.launcher.done) {
+            return;
+        }
         let mut wake = drain_end.unwrap_or(u64::MAX);
         if sending {
             for c in &mut self.conns {
