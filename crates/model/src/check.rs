@@ -132,11 +132,16 @@ pub fn check_ws_address(
     address: &str,
     invalid: &Invalid,
 ) -> Result<(), ScenarioError> {
+    let example = if field.starts_with("ticks") {
+        "ws://127.0.0.1:9000/ticks"
+    } else {
+        "ws://127.0.0.1:8546/"
+    };
     let bad = || {
         invalid(
             field,
             format!("is \"{address}\", not a ws:// address"),
-            "write it like \"ws://127.0.0.1:9000/ticks\" (wss:// is not supported)",
+            &format!("write it like \"{example}\" (wss:// is not supported)"),
         )
     };
     if !address.starts_with("ws://") {
