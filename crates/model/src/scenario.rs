@@ -318,15 +318,14 @@ impl Scenario {
     /// A tick stream sends every tick to every client: its target is the rate × clients.
     pub fn target_per_sec(&self) -> Option<f64> {
         let per_schedule = self.pacing.target_per_sec()?;
-        Some(match (&self.system, self.pacing) {
-            (s, Pacing::Interval { .. } | Pacing::Relative { .. }) if s.client().is_some() => {
-                let client = s.client().expect("checked");
+        Some(match (&self.system, self.system.client(), self.pacing) {
+            (_, Some(client), Pacing::Interval { .. } | Pacing::Relative { .. }) => {
                 per_schedule * client.total_connections() as f64
             }
             // Someone else's server keeps its own schedule.
-            (System::Ticks { ticks, .. }, _) if ticks.address.is_some() => return None,
+            (System::Ticks { ticks, .. }, _, _) if ticks.address.is_some() => return None,
             // A broadcast: every client is meant to get every tick.
-            (System::Ticks { ticks, .. }, _) => per_schedule * ticks.total_connections() as f64,
+            (System::Ticks { ticks, .. }, _, _) => per_schedule * ticks.total_connections() as f64,
             _ => per_schedule,
         })
     }

@@ -147,6 +147,11 @@ impl InFlight {
         None
     }
 
+    /// The oldest request in flight got no response within `timeout_ns` by `now`.
+    pub fn timed_out(&mut self, timeout_ns: u64, now: u64) -> bool {
+        self.oldest_deadline(timeout_ns).is_some_and(|d| now > d)
+    }
+
     /// Ends every request in flight (the connection failed); `failed` sees each one.
     pub fn fail_all(&mut self, mut failed: impl FnMut(&Flight)) {
         for f in self.flights.iter_mut().filter(|f| f.active) {

@@ -473,11 +473,7 @@ impl Caller<'_> {
     fn check_timeouts(&mut self, now: u64) {
         let timeout = self.shared.client.timeout_ns;
         for i in 0..self.conns.len() {
-            if self.conns[i]
-                .in_flight
-                .oldest_deadline(timeout)
-                .is_some_and(|d| now > d)
-            {
+            if self.conns[i].in_flight.timed_out(timeout, now) {
                 self.fail(i, Failure::Timeout);
                 self.reset(i);
             }

@@ -71,6 +71,17 @@ impl<S: BuiltinServer> SystemUnderTest<S> {
         }
     }
 
+    /// For systems without a built-in server: starts the `[sut]` process when there is one.
+    pub fn external(
+        sut: Option<&SutConfig>,
+        stop: &AtomicBool,
+    ) -> Result<SystemUnderTest<S>, EngineError> {
+        Ok(SystemUnderTest {
+            builtin: None,
+            process: sut.map(|cfg| SutProcess::start(cfg, stop)).transpose()?,
+        })
+    }
+
     /// CPU used so far by the built-in server or the `[sut]` process group, ns; `None` for a
     /// server msgbench did not start.
     pub fn cpu_ns(&self) -> Option<u64> {

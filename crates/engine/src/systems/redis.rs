@@ -29,10 +29,7 @@ pub fn run(
     ctx: &RunContext,
 ) -> Result<Measured, EngineError> {
     let process_before = CpuSnapshot::process();
-    let mut server =
-        SystemUnderTest::<NoServer>::start(Some(&redis.address), sut, &ctx.stop, || {
-            unreachable!("Redis has no built-in server")
-        })?;
+    let mut server = SystemUnderTest::<NoServer>::external(sut, &ctx.stop)?;
     let plan = Plan {
         scenario,
         client,
