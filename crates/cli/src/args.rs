@@ -202,6 +202,13 @@ pub struct ServeRpcArgs {
     /// CPUs of the server threads, comma-separated, one per thread.
     #[arg(long, value_name = "CPUS", value_delimiter = ',')]
     pub pin: Vec<usize>,
+    /// Longest service time a request may ask for; longer ones are served this long and
+    /// counted as clamped.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub max_service: String,
+    /// Close a connection that sends and reads nothing for this long ("0": never).
+    #[arg(long, value_name = "DURATION", default_value = "60s")]
+    pub idle_timeout: String,
     /// Stop by itself after this long (e.g. 30s); without it, serve until Ctrl-C.
     #[arg(long = "for", value_name = "DURATION")]
     pub run_for: Option<String>,

@@ -109,6 +109,14 @@ fn serve_rpc(args: ServeRpcArgs) -> ExitCode {
             Err(e) => return fail(EXIT_BAD_INPUT, e),
         },
         pin: args.pin,
+        max_service: match parse_duration("max-service", &args.max_service) {
+            Ok(v) => v,
+            Err(e) => return fail(EXIT_BAD_INPUT, e),
+        },
+        idle_timeout: match parse_duration("idle-timeout", &args.idle_timeout) {
+            Ok(v) => v,
+            Err(e) => return fail(EXIT_BAD_INPUT, e),
+        },
     };
     let run_for = match args
         .run_for
@@ -152,13 +160,16 @@ fn serve_rpc(args: ServeRpcArgs) -> ExitCode {
     let st = &server.stats;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     println!(
-        "served {} responses on {} connections in {:.1} s, {cpu_s:.2} CPU-s; closed {} for bad frames, {} slow readers; refused {} over the connection limit",
+        "served {} responses on {} connections in {:.1} s, {cpu_s:.2} CPU-s; closed {} for bad frames, {} slow readers, {} idle; refused {} over the connection limit, {} failed accepts; clamped {} service times",
         load(&st.responses),
         load(&st.accepted),
         started.elapsed().as_secs_f64(),
         load(&st.protocol_errors),
         load(&st.slow_readers),
-        load(&st.rejected)
+        load(&st.idle_closed),
+        load(&st.rejected),
+        load(&st.accept_errors),
+        load(&st.clamped)
     );
     server.stop();
     exit_code(&stop)

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 /// Largest frame the protocol allows at all (the server's `max_frame` may be lower).
 pub const MAX_FRAME_LIMIT: u32 = 64 << 20;
+/// Longest service time a scenario or a server may allow at all.
+pub const MAX_SERVICE: Duration = Duration::from_secs(3600);
 
 /// The `[rpc]` section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -112,6 +114,16 @@ pub struct RpcServerSpec {
     pub stall_for: Duration,
     /// CPUs of the server threads, one per thread (empty: not pinned).
     pub pin: Vec<usize>,
+    /// Longest service time a request may ask for; a longer one is served for this long and
+    /// counted as clamped (a frame asking for 2^63 ns must not hold a thread for centuries).
+    #[serde(with = "serde_text")]
+    #[schemars(with = "String")]
+    pub max_service: Duration,
+    /// A connection that neither sends nor reads anything for this long is closed (counted);
+    /// `"0"` keeps idle connections open for ever.
+    #[serde(with = "serde_text")]
+    #[schemars(with = "String")]
+    pub idle_timeout: Duration,
 }
 
 impl Default for RpcServerSpec {
@@ -123,6 +135,8 @@ impl Default for RpcServerSpec {
             stall_every: None,
             stall_for: Duration::from_millis(100),
             pin: Vec::new(),
+            max_service: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -170,6 +184,10 @@ pub struct RpcServerConfig {
     pub stall: Option<(u64, u64)>,
     /// CPU per thread.
     pub pin: Vec<usize>,
+    /// Longest service time served, ns (longer requests are clamped and counted).
+    pub max_service_ns: u64,
+    /// Idle connections are closed after this long, ns (0: never).
+    pub idle_timeout_ns: u64,
 }
 
 impl Default for RpcServerConfig {
@@ -219,7 +237,7 @@ impl RpcSpec {
         let shares = shares("rpc.ops", ops, |o| o.weight, invalid)?;
         let mut out = Vec::new();
         for ((name, op), share) in ops.iter().zip(shares) {
-            if op.service > Duration::from_secs(3600) {
+            if op.service > MAX_SERVICE {
                 return Err(invalid(
                     &format!("rpc.ops.{name}.service"),
                     format!("is {}", crate::duration::format(op.service)),
@@ -294,6 +312,20 @@ impl RpcServerSpec {
             }
             Some(every) => Some((every.as_nanos() as u64, self.stall_for.as_nanos() as u64)),
         };
+        if self.max_service.is_zero() || self.max_service > MAX_SERVICE {
+            return Err(invalid(
+                "rpc.server.max_service",
+                format!("is {}", crate::duration::format(self.max_service)),
+                "use 1ns to 1h",
+            ));
+        }
+        if self.idle_timeout > MAX_DURATION {
+            return Err(invalid(
+                "rpc.server.idle_timeout",
+                format!("is {}", crate::duration::format(self.idle_timeout)),
+                "use at most 365 days, or \"0\" for no timeout",
+            ));
+        }
         crate::check::check_pins(
             "rpc.server.pin",
             "server",
@@ -308,6 +340,8 @@ impl RpcServerSpec {
             max_connections: self.max_connections as usize,
             stall,
             pin: self.pin.clone(),
+            max_service_ns: self.max_service.as_nanos() as u64,
+            idle_timeout_ns: self.idle_timeout.as_nanos() as u64,
         })
     }
 }
@@ -352,6 +386,21 @@ impl RpcConfig {
                 "raise `rpc.server.max_frame` or ask for smaller responses",
             ));
         }
+        if let Some(op) = self
+            .ops
+            .iter()
+            .find(|o| o.service_ns > server.max_service_ns)
+        {
+            return Err(invalid(
+                &format!("rpc.ops.{}.service", op.name),
+                format!(
+                    "is {}, longer than the built-in server's max_service ({})",
+                    crate::duration::format(std::time::Duration::from_nanos(op.service_ns)),
+                    crate::duration::format(std::time::Duration::from_nanos(server.max_service_ns))
+                ),
+                "raise `rpc.server.max_service` or simulate a shorter service time",
+            ));
+        }
         if client.total_connections() > server.max_connections {
             return Err(invalid(
                 "client.connections",
@@ -375,6 +424,18 @@ mod tests {
     fn the_rpc_section_refuses_what_it_cannot_run() {
         for (text, field) in [
             ("[rpc.server]\nthreads = 0\n", "rpc.server.threads"),
+            (
+                "[rpc.server]\nmax_service = \"0\"\n",
+                "rpc.server.max_service",
+            ),
+            (
+                "[rpc.server]\nmax_service = \"2h\"\n",
+                "rpc.server.max_service",
+            ),
+            (
+                "[rpc.ops.slow]\nservice = \"11s\"\n",
+                "rpc.ops.slow.service",
+            ),
             ("[rpc.server]\npin = [0, 1]\n", "rpc.server.pin"),
             ("[rpc.server]\nmax_frame = 10\n", "rpc.server.max_frame"),
             ("[rpc]\naddress = \"nowhere\"\n", "rpc.address"),

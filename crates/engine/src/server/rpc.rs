@@ -5,9 +5,13 @@
 //! worker (which serves nothing else meanwhile, so a worker's capacity is 1/service time);
 //! `sleep` holds the response on a timer. Responses go out in completion order.
 //!
-//! The server protects itself: a frame larger than `max_frame`, a short or unknown frame, or a
-//! client that stops reading while its responses pile up gets that one connection closed
-//! (counted); connections beyond `max_connections` are closed on accept.
+//! The server protects itself (limits in `docs/limits.md`): a frame larger than `max_frame`, a
+//! short or unknown frame gets that one connection closed (counted); a service time above
+//! `max_service` is served for `max_service` (counted as clamped); a connection stops being read
+//! while its queued responses (written but unread, or held by `sleep`) exceed 4 MiB, or while
+//! its worker's share of the server-wide 256 MiB budget is spent; a connection that neither sends
+//! nor reads for `idle_timeout` is closed (counted as idle, or as a slow reader when responses
+//! were waiting); connections beyond `max_connections` are closed on accept.
 use crate::clock::now_ns;
 use crate::cpu::ThreadCpuClock;
 use crate::harness::timer::Timer;
@@ -29,10 +33,15 @@ const WAKE: Token = Token(usize::MAX - 2);
 const TIMER: Token = Token(usize::MAX - 3);
 /// Work (ns) after which responses computed so far are written, even in mid-batch.
 const FLUSH_AFTER_WORK_NS: u64 = 20_000;
-/// Responses queued for one client beyond which its requests are left unread (backpressure).
+/// Responses queued for one client (unread or held) beyond which its requests are left unread:
+/// backpressure, so one client's memory is bounded whatever it sends.
 const PAUSE_READING_BYTES: usize = 4 << 20;
-/// Responses queued for one client beyond which it is disconnected as a non-reader.
-const MAX_PENDING_BYTES: usize = 64 << 20;
+/// Responses queued on the whole server beyond which no connection holding any takes more.
+pub const SERVER_QUEUE_BUDGET: usize = 256 << 20;
+/// How often idle connections are looked for.
+const IDLE_SWEEP_NS: u64 = 1_000_000_000;
+/// Entries of closed connections left in the delay queue beyond which it is compacted.
+const STALE_DELAYED_COMPACT: usize = 4096;
 
 /// What the server counted since it started.
 #[derive(Debug, Default)]
@@ -45,6 +54,12 @@ pub struct ServerStats {
     pub protocol_errors: AtomicU64,
     /// Connections closed because the client stopped reading.
     pub slow_readers: AtomicU64,
+    /// Connections closed after `idle_timeout` without a byte either way.
+    pub idle_closed: AtomicU64,
+    /// Requests that asked for more than `max_service` (served for `max_service`).
+    pub clamped: AtomicU64,
+    /// Accepts that failed (out of file descriptors and the like).
+    pub accept_errors: AtomicU64,
     /// Requests answered.
     pub responses: AtomicU64,
     open: AtomicUsize,
@@ -82,7 +97,14 @@ impl RpcServer {
                 conns: Vec::new(),
                 free: Vec::new(),
                 delayed: BinaryHeap::new(),
+                stale_delayed: 0,
+                queued: 0,
+                budget: SERVER_QUEUE_BUDGET / config.threads.max(1),
+                paused: Vec::new(),
                 max_frame: config.max_frame,
+                max_service_ns: config.max_service_ns,
+                idle_timeout_ns: config.idle_timeout_ns,
+                next_sweep_ns: 0,
                 stall: config.stall,
                 started_ns: now_ns(),
                 shutdown: shutdown.clone(),
@@ -202,6 +224,7 @@ fn accept_loop(
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(_) => {
+                    stats.accept_errors.fetch_add(1, Ordering::Relaxed);
                     retry = Some(std::time::Duration::from_millis(10));
                     break;
                 }
@@ -238,6 +261,19 @@ struct Conn {
     wbuf: Vec<u8>,
     wpos: usize,
     want_write: bool,
+    /// Responses held by `sleep` service times.
+    held: usize,
+    /// What they will cost once written, bytes (counted as queued meanwhile).
+    held_bytes: usize,
+    /// The last time a byte went either way, ns.
+    active_ns: u64,
+}
+
+impl Conn {
+    /// Bytes of responses queued for this client: written but unread, or held.
+    fn queued(&self) -> usize {
+        self.wbuf.len() - self.wpos + self.held_bytes
+    }
 }
 
 struct Worker {
@@ -246,7 +282,19 @@ struct Worker {
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
     delayed: BinaryHeap<Reverse<Delayed>>,
+    /// Entries of `delayed` whose connection has closed.
+    stale_delayed: usize,
+    /// Bytes queued on all of this worker's connections.
+    queued: usize,
+    /// This worker's share of [`SERVER_QUEUE_BUDGET`].
+    budget: usize,
+    /// Connections whose reading paused for the budget (their own socket gives no event when
+    /// the budget frees up).
+    paused: Vec<usize>,
     max_frame: u32,
+    max_service_ns: u64,
+    idle_timeout_ns: u64,
+    next_sweep_ns: u64,
     stall: Option<(u64, u64)>,
     started_ns: u64,
     shutdown: Arc<AtomicBool>,
@@ -259,6 +307,20 @@ enum Close {
     Peer,
     Protocol,
     SlowReader,
+    Idle,
+}
+
+/// What serving the buffered frames of a connection came to.
+enum Served {
+    /// Every complete frame is served: read more.
+    NeedBytes,
+    /// Its queued responses are over the limit: read nothing until they drain.
+    Paused,
+}
+
+/// Bytes a response held by a timer is counted as while it waits.
+fn held_cost(reply_bytes: u32) -> usize {
+    frame::HEADER_BYTES + reply_bytes as usize + std::mem::size_of::<Delayed>()
 }
 
 impl Worker {
@@ -267,14 +329,8 @@ impl Worker {
         let mut timer = Timer::new(self.poll.registry(), TIMER)?;
         while !self.shutdown.load(Ordering::Relaxed) {
             self.stall_if_due();
-            let now = now_ns();
-            let mut wake_at = self.delayed.peek().map(|d| d.0.due_ns);
-            if let Some((every, _)) = self.stall {
-                let next_stall = self.started_ns + ((now - self.started_ns) / every + 1) * every;
-                wake_at = Some(wake_at.map_or(next_stall, |w| w.min(next_stall)));
-            }
-            if let Some(at) = wake_at {
-                timer.arm(at.max(now + 1));
+            if let Some(at) = self.next_wake(now_ns()) {
+                timer.arm(at);
             }
             match self.poll.poll(&mut events, None) {
                 Ok(()) => {}
@@ -295,9 +351,29 @@ impl Worker {
                     }
                 }
             }
-            self.release_due();
+            for slot in self.release_due() {
+                // Reading may have paused on the responses just written.
+                self.on_readable(slot);
+            }
+            self.resume_paused();
+            self.close_idle();
         }
         Ok(())
+    }
+
+    /// When the loop must wake without a socket event: the next held response, the next stall,
+    /// the next idle sweep (never in the past). `None`: only sockets and wakers.
+    fn next_wake(&self, now: u64) -> Option<u64> {
+        let mut at = self.delayed.peek().map(|d| d.0.due_ns);
+        if let Some((every, _)) = self.stall {
+            let next_stall = self.started_ns + ((now - self.started_ns) / every + 1) * every;
+            at = Some(at.map_or(next_stall, |a| a.min(next_stall)));
+        }
+        if self.idle_timeout_ns > 0 && self.conns.len() > self.free.len() {
+            // The same deadline for a whole second: re-arming it is free.
+            at = Some(at.map_or(self.next_sweep_ns, |a| a.min(self.next_sweep_ns)));
+        }
+        at.map(|a| a.max(now + 1))
     }
 
     /// Fault injection: sleeps through a stall window if one is open now.
@@ -329,6 +405,9 @@ impl Worker {
                 wbuf: Vec::with_capacity(64 * 1024),
                 wpos: 0,
                 want_write: false,
+                held: 0,
+                held_bytes: 0,
+                active_ns: now_ns(),
             });
             // Data may have arrived before registration (edge-triggered): read now.
             self.on_readable(slot);
@@ -337,22 +416,20 @@ impl Worker {
     }
 
     fn on_readable(&mut self, slot: usize) {
-        loop {
-            let paused = match self.read_and_serve(slot).and_then(|paused| {
-                self.flush(slot)?;
-                Ok(paused)
-            }) {
-                Ok(paused) => paused,
-                Err(why) => return self.close(slot, why),
-            };
-            // Reading paused for backpressure and the flush drained it: bytes may still wait
-            // in the socket with no new edge to announce them, so read on now.
-            let drained = self.conns[slot]
-                .as_ref()
-                .is_some_and(|c| c.wbuf.len() - c.wpos <= PAUSE_READING_BYTES);
-            if !(paused && drained) {
-                return;
+        let served = self.read_and_serve(slot).and_then(|served| {
+            self.flush(slot)?;
+            Ok(served)
+        });
+        match served {
+            Ok(Served::NeedBytes) => {}
+            Ok(Served::Paused) => {
+                // The flush may have drained enough already; otherwise a writable event, a
+                // released response or the budget resumes it.
+                if !self.paused.contains(&slot) {
+                    self.paused.push(slot);
+                }
             }
+            Err(why) => self.close(slot, why),
         }
     }
 
@@ -365,17 +442,17 @@ impl Worker {
         self.on_readable(slot);
     }
 
-    /// Reads and serves until the socket is empty (`Ok(false)`) or responses pile up beyond
-    /// the backpressure threshold (`Ok(true)`: reading paused).
-    fn read_and_serve(&mut self, slot: usize) -> Result<bool, Close> {
+    /// Serves what is buffered, then reads and serves until the socket is empty
+    /// (`NeedBytes`) or the connection's responses are over the limit (`Paused`).
+    fn read_and_serve(&mut self, slot: usize) -> Result<Served, Close> {
         let max_frame = self.max_frame;
         loop {
-            let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
-                return Ok(false);
-            };
-            if conn.wbuf.len() - conn.wpos > PAUSE_READING_BYTES {
-                return Ok(true);
+            if let Served::Paused = self.serve_frames(slot)? {
+                return Ok(Served::Paused);
             }
+            let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
+                return Ok(Served::NeedBytes);
+            };
             // Make room: move the partial frame to the front, grow for a frame that needs it.
             if conn.rend == conn.rbuf.len() {
                 conn.rbuf.copy_within(conn.rstart..conn.rend, 0);
@@ -389,19 +466,30 @@ impl Worker {
             let n = match conn.stream.read(&mut conn.rbuf[conn.rend..]) {
                 Ok(0) => return Err(Close::Peer),
                 Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Served::NeedBytes),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return Err(Close::Peer),
             };
             conn.rend += n;
-            self.serve_frames(slot)?;
+            conn.active_ns = now_ns();
         }
     }
 
-    fn serve_frames(&mut self, slot: usize) -> Result<(), Close> {
+    /// True when a response of `cost` bytes may be queued for `conn`: it has none queued (so
+    /// every connection makes progress), or it stays under its own limit and the budget.
+    fn may_queue(&self, conn: &Conn, cost: usize) -> bool {
+        let queued = conn.queued();
+        queued == 0 || (queued + cost <= PAUSE_READING_BYTES && self.queued + cost <= self.budget)
+    }
+
+    /// Serves the complete frames in the read buffer.
+    fn serve_frames(&mut self, slot: usize) -> Result<Served, Close> {
         let mut last_flush_ns = now_ns();
         loop {
-            let conn = self.conns[slot].as_mut().expect("open");
+            // A flush failure inside `release_due` below may have closed this connection.
+            let Some(conn) = self.conns.get(slot).and_then(|c| c.as_ref()) else {
+                return Err(Close::Peer);
+            };
             let decoded = frame::decode(
                 &conn.rbuf[conn.rstart..conn.rend],
                 self.max_frame,
@@ -409,77 +497,150 @@ impl Worker {
             );
             let (h, size) = match decoded {
                 Ok(Some(f)) => f,
-                Ok(None) => return Ok(()),
+                Ok(None) => return Ok(Served::NeedBytes),
                 Err(
                     FrameError::TooLarge { .. }
                     | FrameError::TooShort { .. }
                     | FrameError::WrongKind { .. },
                 ) => return Err(Close::Protocol),
             };
-            conn.rstart += size;
-            if conn.rstart == conn.rend {
-                conn.rstart = 0;
-                conn.rend = 0;
+            let reply_bytes = h.reply_bytes.min(self.max_frame.saturating_sub(64));
+            if !self.may_queue(conn, held_cost(reply_bytes)) {
+                return Ok(Served::Paused);
             }
+            let service_ns = if h.service_ns > self.max_service_ns {
+                self.stats.clamped.fetch_add(1, Ordering::Relaxed);
+                self.max_service_ns
+            } else {
+                h.service_ns
+            };
             let key = HeaderKey {
                 class: h.class,
                 id: h.id,
                 client_ns: h.client_ns,
                 service_ns: h.service_ns,
-                reply_bytes: h.reply_bytes.min(self.max_frame.saturating_sub(64)),
+                reply_bytes,
             };
-            if h.service_ns > 0 && h.flags & FLAG_SLEEP != 0 {
+            let conn = self.conns[slot].as_mut().expect("checked above");
+            conn.rstart += size;
+            if conn.rstart == conn.rend {
+                conn.rstart = 0;
+                conn.rend = 0;
+            }
+            if service_ns > 0 && h.flags & FLAG_SLEEP != 0 {
+                conn.held += 1;
+                conn.held_bytes += held_cost(reply_bytes);
+                self.queued += held_cost(reply_bytes);
                 let generation = conn.generation;
                 self.delayed.push(Reverse(Delayed {
-                    due_ns: now_ns().saturating_add(h.service_ns),
+                    due_ns: now_ns().saturating_add(service_ns),
                     slot,
                     generation,
                     header: key,
                 }));
-            } else {
-                if h.service_ns > 0 {
-                    let until = now_ns().saturating_add(h.service_ns);
-                    while now_ns() < until {
-                        std::hint::spin_loop();
-                    }
-                }
-                respond(conn, key);
-                self.stats.responses.fetch_add(1, Ordering::Relaxed);
-                if conn.wbuf.len() - conn.wpos > MAX_PENDING_BYTES {
-                    return Err(Close::SlowReader);
-                }
-                // A read can hold hundreds of requests: responses of computed ones must not
-                // wait for the whole batch, or one busy batch delays every answer in it.
-                // Cheap requests are still answered with one write per batch.
-                let now = now_ns();
-                if now.saturating_sub(last_flush_ns) >= FLUSH_AFTER_WORK_NS {
-                    self.flush(slot)?;
-                    self.release_due();
-                    last_flush_ns = now;
-                }
+                continue;
+            }
+            if service_ns > 0 {
+                self.compute_for(service_ns);
+            }
+            let conn = self.conns[slot].as_mut().expect("checked above");
+            let before = conn.wbuf.len();
+            respond(conn, key);
+            self.queued += conn.wbuf.len() - before;
+            self.stats.responses.fetch_add(1, Ordering::Relaxed);
+            // A read can hold hundreds of requests: responses of computed ones must not
+            // wait for the whole batch, or one busy batch delays every answer in it.
+            // Cheap requests are still answered with one write per batch.
+            let now = now_ns();
+            if now.saturating_sub(last_flush_ns) >= FLUSH_AFTER_WORK_NS {
+                self.flush(slot)?;
+                // Connections paused on the responses released here resume in the main loop.
+                let _ = self.release_due();
+                last_flush_ns = now;
             }
         }
     }
 
-    /// Sends the delayed responses that are due.
-    fn release_due(&mut self) {
+    /// `busy` service: computes for `ns`, but gives up when the server stops (stopping never
+    /// waits on a request).
+    fn compute_for(&self, ns: u64) {
+        let until = now_ns().saturating_add(ns);
+        while now_ns() < until && !self.shutdown.load(Ordering::Relaxed) {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Sends the delayed responses that are due; returns the connections written to.
+    fn release_due(&mut self) -> Vec<usize> {
         let now = now_ns();
         let mut touched = Vec::new();
         while self.delayed.peek().is_some_and(|d| d.0.due_ns <= now) {
             let Reverse(d) = self.delayed.pop().expect("peeked");
-            if let Some(conn) = self.conns.get_mut(d.slot).and_then(|c| c.as_mut()) {
-                if conn.generation == d.generation {
+            let live = self.conns.get_mut(d.slot).and_then(|c| c.as_mut());
+            match live {
+                Some(conn) if conn.generation == d.generation => {
+                    let cost = held_cost(d.header.reply_bytes);
+                    conn.held -= 1;
+                    conn.held_bytes -= cost;
+                    let before = conn.wbuf.len();
                     respond(conn, d.header);
+                    self.queued = self.queued.saturating_sub(cost) + (conn.wbuf.len() - before);
                     self.stats.responses.fetch_add(1, Ordering::Relaxed);
-                    touched.push(d.slot);
+                    if touched.last() != Some(&d.slot) {
+                        touched.push(d.slot);
+                    }
                 }
+                _ => self.stale_delayed = self.stale_delayed.saturating_sub(1),
             }
         }
+        touched.sort_unstable();
         touched.dedup();
-        for slot in touched {
-            if let Err(why) = self.flush(slot) {
+        touched.retain(|&slot| match self.flush(slot) {
+            Ok(()) => true,
+            Err(why) => {
                 self.close(slot, why);
+                false
             }
+        });
+        touched
+    }
+
+    /// Reads again from connections paused for the budget, once there is room.
+    fn resume_paused(&mut self) {
+        if self.paused.is_empty() || self.queued >= self.budget {
+            return;
+        }
+        for slot in std::mem::take(&mut self.paused) {
+            self.on_readable(slot);
+        }
+    }
+
+    /// Closes connections that sent and read nothing for `idle_timeout` (a connection waiting
+    /// for a held response is not idle: it waits for the server).
+    fn close_idle(&mut self) {
+        let now = now_ns();
+        if self.idle_timeout_ns == 0 || now < self.next_sweep_ns {
+            return;
+        }
+        self.next_sweep_ns = now + IDLE_SWEEP_NS.min(self.idle_timeout_ns);
+        let timeout = self.idle_timeout_ns;
+        let idle: Vec<(usize, Close)> = self
+            .conns
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, c)| {
+                let c = c.as_ref()?;
+                let quiet = c.held == 0 && now.saturating_sub(c.active_ns) > timeout;
+                let why = if c.wpos < c.wbuf.len() {
+                    Close::SlowReader
+                } else {
+                    Close::Idle
+                };
+                quiet.then_some((slot, why))
+            })
+            .collect();
+        for (slot, why) in idle {
+            self.close(slot, why);
         }
     }
 
@@ -487,6 +648,7 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
             return Ok(());
         };
+        let start = conn.wpos;
         while conn.wpos < conn.wbuf.len() {
             match conn.stream.write(&conn.wbuf[conn.wpos..]) {
                 Ok(0) => return Err(Close::Peer),
@@ -495,6 +657,10 @@ impl Worker {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return Err(Close::Peer),
             }
+        }
+        if conn.wpos > start {
+            self.queued = self.queued.saturating_sub(conn.wpos - start);
+            conn.active_ns = now_ns();
         }
         let pending = conn.wpos < conn.wbuf.len();
         if !pending {
@@ -517,20 +683,41 @@ impl Worker {
     }
 
     fn close(&mut self, slot: usize, why: Close) {
-        if let Some(mut conn) = self.conns[slot].take() {
-            let _ = self.poll.registry().deregister(&mut conn.stream);
-            self.free.push(slot);
-            self.stats.open.fetch_sub(1, Ordering::Relaxed);
-            match why {
-                Close::Peer => {}
-                Close::Protocol => {
-                    self.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
-                }
-                Close::SlowReader => {
-                    self.stats.slow_readers.fetch_add(1, Ordering::Relaxed);
-                }
-            }
+        let Some(mut conn) = self.conns.get_mut(slot).and_then(|c| c.take()) else {
+            return;
+        };
+        let _ = self.poll.registry().deregister(&mut conn.stream);
+        self.free.push(slot);
+        self.paused.retain(|&s| s != slot);
+        self.queued = self.queued.saturating_sub(conn.queued());
+        self.forget_held(conn.held);
+        self.stats.open.fetch_sub(1, Ordering::Relaxed);
+        let counter = match why {
+            Close::Peer => return,
+            Close::Protocol => &self.stats.protocol_errors,
+            Close::SlowReader => &self.stats.slow_readers,
+            Close::Idle => &self.stats.idle_closed,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A closed connection had `held` responses in the delay queue: they are skipped when due,
+    /// and the queue is compacted once they are many (a client that floods `sleep` requests
+    /// and reconnects must not grow it for `max_service`).
+    fn forget_held(&mut self, held: usize) {
+        self.stale_delayed += held;
+        if self.stale_delayed < STALE_DELAYED_COMPACT || self.stale_delayed * 2 < self.delayed.len()
+        {
+            return;
         }
+        let conns = &self.conns;
+        self.delayed.retain(|Reverse(d)| {
+            conns
+                .get(d.slot)
+                .and_then(|c| c.as_ref())
+                .is_some_and(|c| c.generation == d.generation)
+        });
+        self.stale_delayed = 0;
     }
 }
 

@@ -1,0 +1,225 @@
+//! Hostile peers against the built-in servers: each test reproduces one way a client could
+//! crash, hang or exhaust a server (found by probing it), and checks the server survives, stays
+//! within its documented memory and still serves a well-behaved client. Memory is the test
+//! process's resident set, which holds the in-process server; tests take turns so that one's
+//! growth is not read by another. Latency ratios under attack are in `bench/hostile.sh`.
+mod common;
+
+use msgbench_engine::net::frame::{self, Header, FLAG_SLEEP, KIND_REQUEST, KIND_RESPONSE};
+use msgbench_engine::server::rpc::RpcServer;
+use msgbench_model::rpc::RpcServerConfig;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+/// Resident memory of this process, bytes.
+fn rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+fn request(id: u64, service_ns: u64, sleep: bool, reply_bytes: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    frame::encode(
+        &Header {
+            kind: KIND_REQUEST,
+            flags: if sleep { FLAG_SLEEP } else { 0 },
+            class: 0,
+            id,
+            client_ns: 0,
+            service_ns,
+            reply_bytes,
+        },
+        0,
+        &mut out,
+    );
+    out
+}
+
+/// One request and its response on a fresh connection: the server still serves.
+fn serves(addr: SocketAddr) -> bool {
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
+        return false;
+    };
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    if s.write_all(&request(7, 0, false, 0)).is_err() {
+        return false;
+    }
+    let mut buf = [0u8; frame::HEADER_BYTES];
+    if s.read_exact(&mut buf).is_err() {
+        return false;
+    }
+    matches!(
+        frame::decode(&buf, 1 << 20, KIND_RESPONSE),
+        Ok(Some((h, _))) if h.id == 7
+    )
+}
+
+fn server(config: RpcServerConfig) -> RpcServer {
+    RpcServer::start(&config, "127.0.0.1:0".parse().unwrap()).unwrap()
+}
+
+/// Writes `chunk` again and again for `time` without reading, as far as the socket takes it.
+fn flood(addr: SocketAddr, chunk: &[u8], time: Duration) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_write_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    let end = Instant::now() + time;
+    while Instant::now() < end {
+        if s.write_all(chunk).is_err() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    s
+}
+
+#[test]
+fn rpc_worker_survives_a_client_that_leaves_mid_batch() {
+    // A held `sleep` response released in the middle of a busy batch, to a client that has
+    // gone: the flush fails, the connection closes, and the batch went on serving it (a panic
+    // that left the worker dead while the server kept accepting).
+    let _turn = common::turn();
+    let srv = server(RpcServerConfig::default());
+    let addr = srv.local_addr();
+    for _ in 0..20 {
+        let mut s = TcpStream::connect(addr).unwrap();
+        let mut batch = request(1, 1_000_000, true, 0);
+        for id in 2..6 {
+            batch.extend(request(id, 2_000_000, false, 0));
+        }
+        s.write_all(&batch).unwrap();
+        drop(s);
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(serves(addr), "the worker no longer serves");
+    srv.stop();
+}
+
+#[test]
+fn rpc_service_time_is_clamped_and_stopping_never_waits_on_it() {
+    let _turn = common::turn();
+    let config = RpcServerConfig {
+        max_service_ns: 200_000_000,
+        ..RpcServerConfig::default()
+    };
+    let srv = server(config);
+    let addr = srv.local_addr();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(&request(1, 1 << 63, false, 0)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let mut buf = [0u8; frame::HEADER_BYTES];
+    let asked = Instant::now();
+    s.read_exact(&mut buf).expect("answered after max_service");
+    assert!(asked.elapsed() < Duration::from_secs(2));
+    assert_eq!(
+        srv.stats.clamped.load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    // With the default limit (10 s) a busy request holds the worker, but not its stop.
+    let srv2 = server(RpcServerConfig::default());
+    let mut s2 = TcpStream::connect(srv2.local_addr()).unwrap();
+    s2.write_all(&request(1, 1 << 63, false, 0)).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let stopping = Instant::now();
+    srv2.stop();
+    assert!(
+        stopping.elapsed() < Duration::from_secs(1),
+        "stop waited {:?}",
+        stopping.elapsed()
+    );
+    srv.stop();
+}
+
+#[test]
+fn rpc_sleep_flood_is_bounded_and_others_are_served() {
+    // Before: 3.5 GB in 8 s of `sleep 5s` requests from one client, kept after it left.
+    let _turn = common::turn();
+    let srv = server(RpcServerConfig::default());
+    let addr = srv.local_addr();
+    let before = rss();
+    let floods: Vec<_> = (0..4)
+        .map(|_| {
+            std::thread::spawn(move || {
+                drop(flood(
+                    addr,
+                    &chunk_of(5_000_000_000),
+                    Duration::from_secs(2),
+                ))
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(serves(addr), "a well-behaved client is locked out");
+    for f in floods {
+        f.join().unwrap();
+    }
+    let grown = rss().saturating_sub(before);
+    assert!(grown < 96 << 20, "grew {} MiB", grown >> 20);
+    assert!(serves(addr));
+    srv.stop();
+}
+
+fn chunk_of(service_ns: u64) -> Vec<u8> {
+    (0..1000)
+        .flat_map(|id| request(id, service_ns, true, 0))
+        .collect()
+}
+
+#[test]
+fn rpc_clients_that_never_read_big_replies_are_bounded() {
+    // Before: 64 MiB per connection of 1 MiB replies nobody reads, and no cap over them.
+    let _turn = common::turn();
+    let srv = server(RpcServerConfig::default());
+    let addr = srv.local_addr();
+    let before = rss();
+    let chunk: Vec<u8> = (0..64)
+        .flat_map(|id| request(id, 0, false, 1 << 20))
+        .collect();
+    let readers: Vec<_> = (0..16)
+        .map(|_| {
+            let chunk = chunk.clone();
+            std::thread::spawn(move || flood(addr, &chunk, Duration::from_secs(3)))
+        })
+        .collect();
+    // Read while the floods go on: a server that frees a connection's queue when it drops it
+    // as a slow reader still held all of it until then.
+    let mut peak = 0;
+    for _ in 0..25 {
+        std::thread::sleep(Duration::from_millis(100));
+        peak = peak.max(rss().saturating_sub(before));
+    }
+    assert!(serves(addr), "a well-behaved client is locked out");
+    let streams: Vec<TcpStream> = readers.into_iter().map(|t| t.join().unwrap()).collect();
+    // 16 connections × (4 MiB queued + 1 MiB read buffer + a reply) and the socket buffers.
+    assert!(peak < 160 << 20, "grew {} MiB", peak >> 20);
+    drop(streams);
+    srv.stop();
+}
+
+#[test]
+fn rpc_idle_connections_are_closed_and_counted() {
+    let _turn = common::turn();
+    let config = RpcServerConfig {
+        idle_timeout_ns: 300_000_000,
+        ..RpcServerConfig::default()
+    };
+    let srv = server(config);
+    let mut idle = TcpStream::connect(srv.local_addr()).unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let opened = Instant::now();
+    let mut buf = [0u8; 1];
+    assert_eq!(idle.read(&mut buf).unwrap_or(0), 0, "closed by the server");
+    assert!(opened.elapsed() >= Duration::from_millis(250));
+    assert_eq!(
+        srv.stats
+            .idle_closed
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    srv.stop();
+}
