@@ -25,5 +25,6 @@ pub fn main_with_args(args: Vec<OsString>) -> ExitCode {
             return ExitCode::from(if e.use_stderr() { EXIT_BAD_INPUT } else { 0 });
         }
     };
+    msgbench_engine::harness::worker::raise_fd_limit();
     commands::dispatch(cli)
 }

@@ -28,6 +28,14 @@ pub fn serve(command: ServeCommand) -> ExitCode {
     }
 }
 
+/// What a WebSocket server closed or refused, in one clause.
+fn connection_summary(c: &msgbench_engine::server::ws::ConnectionCounts) -> String {
+    format!(
+        "{} refused over the limit, {} failed accepts, {} failed handshakes, {} closed for bad messages, {} idle, {} slow readers",
+        c.refused, c.accept_errors, c.handshake_failures, c.protocol_errors, c.idle_closed, c.slow_readers
+    )
+}
+
 fn parse_duration(flag: &str, text: &str) -> Result<Duration, String> {
     duration::parse(text).map_err(|e| format!("--{flag} {text}: {e}"))
 }
@@ -284,8 +292,10 @@ fn run_tick_server(
     let report = server.stop();
     let c = report.counts;
     println!(
-        "generated {} ticks in {elapsed:.1} s, {cpu_s:.2} CPU-s; {} connections ({} refused over the limit, {} failed handshakes, {} closed for bad messages)",
-        report.generated, c.accepted, c.refused, c.handshake_failures, c.protocol_errors
+        "generated {} ticks in {elapsed:.1} s, {cpu_s:.2} CPU-s; {} connections ({})",
+        report.generated,
+        c.accepted,
+        connection_summary(&c)
     );
     println!(
         "{:<16} {:>12} {:>12} {:>12} {:>12} {:>12}  closed",
@@ -317,6 +327,7 @@ fn serve_ws_rpc(args: ServeWsRpcArgs) -> ExitCode {
             pin: args.pin.clone(),
             max_frame: args.max_frame,
             max_connections: args.max_connections,
+            idle_timeout: parse_duration("idle-timeout", &args.idle_timeout)?,
         };
         let config = spec
             .validate(&machine_limits(), &flag_error("ws-rpc", "ws_rpc.server."))
@@ -376,14 +387,12 @@ fn serve_ws_rpc(args: ServeWsRpcArgs) -> ExitCode {
     let cpu_s = server.cpu_ns() as f64 / 1e9;
     let r = server.stop();
     println!(
-        "answered {} calls ({} with an error) on {} connections in {:.1} s, {cpu_s:.2} CPU-s; {} refused over the limit, {} failed handshakes, {} closed for bad frames",
+        "answered {} calls ({} with an error) on {} connections in {:.1} s, {cpu_s:.2} CPU-s; {}",
         r.results + r.errors,
         r.errors,
         r.counts.accepted,
         started.elapsed().as_secs_f64(),
-        r.counts.refused,
-        r.counts.handshake_failures,
-        r.counts.protocol_errors
+        connection_summary(&r.counts)
     );
     exit_code(&stop)
 }

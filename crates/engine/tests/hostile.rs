@@ -223,3 +223,234 @@ fn rpc_idle_connections_are_closed_and_counted() {
     );
     srv.stop();
 }
+
+// ---- WebSocket servers ----
+
+use msgbench_engine::server::ticks::{TickServer, TickServerOptions};
+use msgbench_engine::server::ws_rpc::{MethodAnswer, WsRpcServer};
+use msgbench_model::rpc::ServiceWork;
+use msgbench_model::ticks::{TickFormat, TickServerSpec};
+use msgbench_model::ws_rpc::WsRpcServerConfig;
+
+/// A client's masked text frame.
+fn ws_text(payload: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x81];
+    match payload.len() {
+        n if n < 126 => out.push(0x80 | n as u8),
+        n => {
+            out.push(0x80 | 126);
+            out.extend((n as u16).to_be_bytes());
+        }
+    }
+    let mask = [1u8, 2, 3, 4];
+    out.extend(mask);
+    out.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    out
+}
+
+const UPGRADE_KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
+
+fn upgrade_head(addr: SocketAddr, target: &str) -> String {
+    format!(
+        "GET {target} HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: {UPGRADE_KEY}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+}
+
+/// Opens a WebSocket by hand; returns the stream and the status line of the answer.
+fn ws_open(addr: SocketAddr, target: &str) -> (TcpStream, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    s.write_all(upgrade_head(addr, target).as_bytes()).unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap_or(0) == 1 {
+        head.push(byte[0]);
+    }
+    let text = String::from_utf8_lossy(&head).to_string();
+    let status = text.lines().next().unwrap_or_default().to_string();
+    (s, status)
+}
+
+fn ws_rpc_server(service_ns: u64, work: ServiceWork, idle_timeout_ns: u64) -> WsRpcServer {
+    let config = WsRpcServerConfig {
+        threads: 1,
+        pin: vec![],
+        max_frame: 1 << 20,
+        max_connections: 1024,
+        idle_timeout_ns,
+    };
+    WsRpcServer::start(
+        &config,
+        vec![MethodAnswer {
+            method: "m".into(),
+            result_json: "1".into(),
+            service_ns,
+            work,
+        }],
+        ([127, 0, 0, 1], 0).into(),
+    )
+    .unwrap()
+}
+
+/// One call on a fresh connection gets its answer.
+fn ws_rpc_serves(addr: SocketAddr) -> bool {
+    let (mut s, status) = ws_open(addr, "/");
+    if !status.contains("101") {
+        return false;
+    }
+    let call = br#"{"jsonrpc":"2.0","id":9,"method":"m"}"#;
+    if s.write_all(&ws_text(call)).is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 256];
+    let mut got = Vec::new();
+    while !String::from_utf8_lossy(&got).contains(r#""id":9"#) {
+        match s.read(&mut buf) {
+            Ok(n) if n > 0 => got.extend_from_slice(&buf[..n]),
+            _ => return false,
+        }
+    }
+    true
+}
+
+#[test]
+fn ws_upgrade_heads_tokio_websockets_cannot_take_are_answered_not_panics() {
+    // A path with a backtick made tokio-websockets panic (121 lines of backtrace each).
+    let _turn = common::turn();
+    let srv = ws_rpc_server(0, ServiceWork::Busy, 0);
+    let addr = srv.local_addr();
+    let (_s, status) = ws_open(addr, "/t`x");
+    assert!(status.contains("101"), "{status}");
+    let mut bad = TcpStream::connect(addr).unwrap();
+    bad.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let head = upgrade_head(addr, "/").replace(UPGRADE_KEY, "short");
+    bad.write_all(head.as_bytes()).unwrap();
+    let mut answer = String::new();
+    let _ = bad.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("Sec-WebSocket-Key"), "{answer}");
+    assert!(ws_rpc_serves(addr));
+    assert!(srv.report().counts.handshake_failures >= 1);
+}
+
+#[test]
+fn ws_slowloris_heads_cost_the_server_no_polling() {
+    // Before: a partial head was peeked every 1 ms for 5 s: 2000 slow connections held a
+    // server thread at 63–97 % CPU.
+    let _turn = common::turn();
+    let srv = ws_rpc_server(0, ServiceWork::Busy, 0);
+    let addr = srv.local_addr();
+    let slow: Vec<TcpStream> = (0..300)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let cpu_before = srv.cpu_ns();
+    std::thread::sleep(Duration::from_secs(1));
+    let cpu = srv.cpu_ns() - cpu_before;
+    assert!(cpu < 100_000_000, "{} ms of CPU in 1 s", cpu / 1_000_000);
+    assert!(ws_rpc_serves(addr));
+    drop(slow);
+}
+
+#[test]
+fn ws_rpc_slow_call_flood_is_bounded_and_idle_connections_close() {
+    // Before: calls to a method that sleeps 1 h, sent without reading, grew 1.4 GB.
+    let _turn = common::turn();
+    let srv = ws_rpc_server(3_600_000_000_000, ServiceWork::Sleep, 0);
+    let addr = srv.local_addr();
+    let before = rss();
+    let call: Vec<u8> = (0..200)
+        .flat_map(|i| ws_text(format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"m"}}"#).as_bytes()))
+        .collect();
+    let floods: Vec<_> = (0..4)
+        .map(|_| {
+            let call = call.clone();
+            std::thread::spawn(move || {
+                let (mut s, _) = ws_open(addr, "/");
+                s.set_write_timeout(Some(Duration::from_millis(50)))
+                    .unwrap();
+                let end = Instant::now() + Duration::from_secs(3);
+                while Instant::now() < end {
+                    if s.write_all(&call).is_err() {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                }
+                s
+            })
+        })
+        .collect();
+    let streams: Vec<TcpStream> = floods.into_iter().map(|f| f.join().unwrap()).collect();
+    let grown = rss().saturating_sub(before);
+    // 4 connections × 65 536 held calls.
+    assert!(grown < 96 << 20, "grew {} MiB", grown >> 20);
+    drop(streams);
+    drop(srv);
+
+    let srv = ws_rpc_server(0, ServiceWork::Busy, 300_000_000);
+    let (mut idle, _) = ws_open(srv.local_addr(), "/");
+    let mut buf = [0u8; 64];
+    let opened = Instant::now();
+    while matches!(idle.read(&mut buf), Ok(n) if n > 0) {}
+    assert!(opened.elapsed() < Duration::from_secs(2));
+    assert_eq!(srv.report().counts.idle_closed, 1);
+}
+
+#[test]
+fn ticks_ping_flood_without_reading_is_bounded() {
+    // Before: JSON pings from a client that never reads grew the pong queue by 2 GB in 8 s.
+    let _turn = common::turn();
+    let limits = msgbench_model::check::MachineLimits { cpus: vec![] };
+    let config = TickServerSpec::default()
+        .validate(&limits, &|f, p, _| msgbench_model::ScenarioError::Invalid {
+            source_name: "test".into(),
+            field: f.into(),
+            problem: p,
+            fix: String::new(),
+        })
+        .unwrap();
+    let srv = TickServer::start(
+        TickServerOptions {
+            config,
+            format: TickFormat::Binary,
+            symbols: 10,
+            pacing: msgbench_model::pacing::Pacing::Immediate,
+            spin_ns: 0,
+            seed: 1,
+        },
+        ([127, 0, 0, 1], 0).into(),
+    )
+    .unwrap();
+    let addr = srv.local_addr();
+    let before = rss();
+    let pings: Vec<u8> = (0..500)
+        .flat_map(|_| ws_text(br#"{"type":"ping","t":1}"#))
+        .collect();
+    let floods: Vec<_> = (0..2)
+        .map(|_| {
+            let pings = pings.clone();
+            std::thread::spawn(move || {
+                let (mut s, status) = ws_open(addr, "/ticks?wait=1");
+                assert!(status.contains("101"), "{status}");
+                s.set_write_timeout(Some(Duration::from_millis(50)))
+                    .unwrap();
+                let end = Instant::now() + Duration::from_secs(3);
+                while Instant::now() < end {
+                    if s.write_all(&pings).is_err() {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                }
+                s
+            })
+        })
+        .collect();
+    let streams: Vec<TcpStream> = floods.into_iter().map(|f| f.join().unwrap()).collect();
+    let grown = rss().saturating_sub(before);
+    assert!(grown < 64 << 20, "grew {} MiB", grown >> 20);
+    drop(streams);
+    srv.stop();
+}

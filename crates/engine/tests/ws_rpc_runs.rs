@@ -218,6 +218,7 @@ fn the_built_in_server_refuses_oversized_requests_and_answers_unknown_methods() 
         pin: vec![],
         max_frame: 2048,
         max_connections: 16,
+        idle_timeout_ns: 0,
     };
     let server = WsRpcServer::start(
         &config,

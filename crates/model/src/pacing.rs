@@ -1,5 +1,10 @@
 //! The `[pacing]` section: when the driver means to send ([`PacingSpec`] → [`Pacing`]).
 use crate::check::{Invalid, ScenarioError, MAX_DURATION};
+
+/// Highest pacing rate accepted, messages per second: one message every 10 ns is already
+/// beyond what a clock read and a send can do per message; above it a schedule cannot be kept
+/// and its catch-up would never end.
+pub const MAX_RATE_PER_SEC: f64 = 1e8;
 use crate::duration::{serde_text, serde_text_opt};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -154,6 +159,23 @@ impl PacingSpec {
                 "send at least 1 message per tick",
             ));
         }
+        let pacing = self.schedule(invalid)?;
+        if let Some(rate) = pacing.target_per_sec().filter(|r| *r > MAX_RATE_PER_SEC) {
+            let field = if self.mode == PacingMode::Rate {
+                "pacing.per_sec"
+            } else {
+                "pacing.every"
+            };
+            return Err(invalid(
+                field,
+                format!("asks for {rate:.3e} messages per second"),
+                "pace at most 100 million messages per second (1e8), or use mode = \"immediate\" to send as fast as the system takes them",
+            ));
+        }
+        Ok(pacing)
+    }
+
+    fn schedule(&self, invalid: &Invalid) -> Result<Pacing, ScenarioError> {
         let every = |mode: &str| {
             self.every.ok_or_else(|| {
                 invalid(
@@ -244,6 +266,13 @@ mod tests {
             ("mode = \"rate\"\nper_sec = 0\n", "pacing.per_sec"),
             ("batch = 0\n", "pacing.batch"),
             ("spin = \"400d\"\n", "pacing.spin"),
+            // A schedule no clock can keep (this one ran for ever).
+            ("mode = \"rate\"\nper_sec = 1e30\n", "pacing.per_sec"),
+            ("mode = \"interval\"\nevery = \"1ns\"\n", "pacing.every"),
+            (
+                "mode = \"relative\"\nevery = \"1ms\"\nbatch = 1000000000\n",
+                "pacing.every",
+            ),
         ] {
             assert_eq!(refused(&format!("[pacing]\n{text}")).0, field, "{text}");
         }

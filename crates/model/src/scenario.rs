@@ -138,6 +138,9 @@ pub struct RunSpec {
     pub emit_latencies: Option<u64>,
     /// Seed for random arrivals, so Poisson schedules are reproducible.
     pub seed: u64,
+    /// Most runs (sweep points × replicates) one experiment may make: a typo such as a sweep
+    /// of 10⁴ × 10⁴ values is refused before its points are built.
+    pub max_runs: u64,
 }
 
 impl Default for RunSpec {
@@ -150,6 +153,7 @@ impl Default for RunSpec {
             drain_timeout: Duration::from_secs(1),
             emit_latencies: None,
             seed: 1,
+            max_runs: 10_000,
         }
     }
 }

@@ -105,6 +105,7 @@ impl Experiment {
         }
         let base = spec_of(&doc).map_err(syntax)?;
         let axes = axes_of(&base, source_name)?;
+        check_run_count(&axes, &base.run, source_name)?;
         let mut base_doc = doc.clone();
         base_doc.remove("sweep");
         let mut points = Vec::new();
@@ -247,6 +248,38 @@ fn with_article(noun: &str) -> String {
     }
 }
 
+/// Refuses an experiment of more than `run.max_runs` runs before any point is built.
+fn check_run_count(
+    axes: &[(String, Vec<toml::Value>)],
+    run: &crate::scenario::RunSpec,
+    source_name: &str,
+) -> Result<(), ScenarioError> {
+    let runs = axes
+        .iter()
+        .try_fold(u64::from(run.replicates.max(1)), |n, (_, v)| {
+            n.checked_mul(v.len() as u64)
+        });
+    if runs.is_some_and(|n| n <= run.max_runs) {
+        return Ok(());
+    }
+    let sizes: Vec<String> = axes
+        .iter()
+        .map(|(a, v)| format!("{a}: {}", v.len()))
+        .collect();
+    Err(ScenarioError::Invalid {
+        source_name: source_name.into(),
+        field: "sweep".into(),
+        problem: format!(
+            "makes {} runs ({} × {} replicates), more than run.max_runs ({})",
+            runs.map_or("more than 2^64".to_string(), |n| n.to_string()),
+            sizes.join(" × "),
+            run.replicates.max(1),
+            run.max_runs
+        ),
+        fix: "sweep fewer values, or raise run.max_runs (e.g. --set run.max_runs=100000)".into(),
+    })
+}
+
 /// Cartesian product; the last axis varies fastest. No axes = one empty combination.
 fn cartesian(axes: &[(String, Vec<toml::Value>)]) -> Vec<Vec<toml::Value>> {
     let mut out = vec![Vec::new()];
@@ -332,6 +365,25 @@ mod tests {
     fn default_scenario_is_valid() {
         let e = Experiment::load(DEFAULT_SCENARIO, "default", &[], &limits()).unwrap();
         assert!(e.run_count() >= 1);
+    }
+
+    #[test]
+    fn a_sweep_over_max_runs_is_refused_before_its_points_are_built() {
+        // 10⁴ × 10⁴ values: building the points allocated until the process aborted.
+        let values: Vec<String> = (1..=10_000).map(|v| v.to_string()).collect();
+        let list = values.join(", ");
+        let text = format!("[sweep]\n\"queue.capacity\" = [{list}]\n\"pacing.batch\" = [{list}]\n");
+        let err = Experiment::load(&text, "t.toml", &[], &limits())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("100000000 runs"), "{err}");
+        assert!(err.contains("run.max_runs"), "{err}");
+        let raised = [Override::parse("run.max_runs=20").unwrap()];
+        let small = "[run]\nreplicates = 2\n[sweep]\n\"queue.capacity\" = [64, 8, 4]\n";
+        assert!(Experiment::load(small, "t.toml", &[], &limits()).is_ok());
+        let lowered = [Override::parse("run.max_runs=5").unwrap()];
+        assert!(Experiment::load(small, "t.toml", &lowered, &limits()).is_err());
+        assert!(Experiment::load(small, "t.toml", &raised, &limits()).is_ok());
     }
 
     #[test]

@@ -87,6 +87,11 @@ pub struct WsRpcServerSpec {
     pub max_frame: u32,
     /// Most connections at once; more are refused.
     pub max_connections: u32,
+    /// A connection that sends nothing (and waits for no answer) for this long is closed, as is
+    /// one that reads none of its answers for this long; `"0"`: never.
+    #[serde(with = "crate::duration::serde_text")]
+    #[schemars(with = "String")]
+    pub idle_timeout: std::time::Duration,
 }
 
 impl Default for WsRpcServerSpec {
@@ -96,6 +101,7 @@ impl Default for WsRpcServerSpec {
             pin: Vec::new(),
             max_frame: 1 << 20,
             max_connections: 1024,
+            idle_timeout: std::time::Duration::from_secs(60),
         }
     }
 }
@@ -145,6 +151,8 @@ pub struct WsRpcServerConfig {
     pub max_frame: usize,
     /// Connection limit.
     pub max_connections: usize,
+    /// Idle (and non-reading) connections are closed after this long, ns (0: never).
+    pub idle_timeout_ns: u64,
 }
 
 impl WsRpcConfig {
@@ -270,11 +278,19 @@ impl WsRpcServerSpec {
             limits,
             invalid,
         )?;
+        if self.idle_timeout > crate::check::MAX_DURATION {
+            return Err(invalid(
+                "ws_rpc.server.idle_timeout",
+                format!("is {}", crate::duration::format(self.idle_timeout)),
+                "use at most 365 days, or \"0\" for no timeout",
+            ));
+        }
         Ok(WsRpcServerConfig {
             threads: self.threads as usize,
             pin: self.pin.clone(),
             max_frame: self.max_frame as usize,
             max_connections: self.max_connections as usize,
+            idle_timeout_ns: self.idle_timeout.as_nanos() as u64,
         })
     }
 }

@@ -40,3 +40,29 @@ pub fn prepare_server(index: usize, pin: Option<usize>) {
         }
     }
 }
+
+/// Raises this process's open-file limit to its hard limit and returns the limit now in force.
+/// Every connection is a descriptor: under the common soft limit of 1024 a server (or a client
+/// with many connections) runs out at ~500 connections and must drop the rest.
+pub fn raise_fd_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain syscalls on a local struct of the right type.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 0;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim = raised;
+            }
+        }
+    }
+    lim.rlim_cur as u64
+}

@@ -45,6 +45,17 @@ const IDLE_WAKE_NS: u64 = 1_000_000;
 /// Longest the server waits for a slow client to read through what was written and answer its
 /// close frame (a client at 10k ticks/s needs ~0.4 s to drain 128 KiB of socket buffers).
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
+/// Reports of ended connections kept one by one; beyond, a report is folded into the kept one
+/// of the same client name (or one for all others), so a standalone server with connection
+/// churn keeps bounded memory.
+pub const MAX_KEPT_REPORTS: usize = 4096;
+/// Messages read from one client before its answers (pongs) are flushed: a client that sends
+/// pings and reads nothing must not grow the server's write queue.
+const READS_PER_FLUSH: usize = 256;
+/// Ticks queued on the whole server (16 B each: 256 MiB) beyond which a client with ticks
+/// already queued is treated as full, whatever its own queue size (policy `unbounded`
+/// included).
+pub const SERVER_TICK_BUDGET: usize = 16 << 20;
 /// Bytes of tick encoding allocated at once (one allocation per ~1800 binary ticks).
 const ARENA_BYTES: usize = 64 << 10;
 /// The browser client: a page and its script, served on `GET /` and `GET /ticks.js`.
@@ -92,6 +103,32 @@ pub struct ConnReport {
     pub page_clock: Option<PageClock>,
 }
 
+impl ConnReport {
+    /// Adds a later connection's counts to this one (it takes the later one's end).
+    fn absorb(&mut self, later: ConnReport) {
+        let (c, l) = (&mut self.counts, &later.counts);
+        c.generated += l.generated;
+        c.queued += l.queued;
+        c.dropped += l.dropped;
+        c.written += l.written;
+        c.acked += l.acked;
+        c.queue_peak = c.queue_peak.max(l.queue_peak);
+        if self.per_second.len() < later.per_second.len() {
+            self.per_second.resize(later.per_second.len(), [0; 3]);
+        }
+        for (mine, theirs) in self.per_second.iter_mut().zip(&later.per_second) {
+            for k in 0..3 {
+                mine[k] += theirs[k];
+            }
+        }
+        self.generated_all += later.generated_all;
+        self.dropped_all += later.dropped_all;
+        self.written_warmup += later.written_warmup;
+        self.closed = later.closed;
+        self.page_clock = later.page_clock.or(self.page_clock);
+    }
+}
+
 /// Everything the server measured, returned by [`TickServer::stop`].
 #[derive(Debug)]
 pub struct ServerReport {
@@ -125,6 +162,7 @@ impl TickServer {
             send_buffer: options.config.send_buffer,
             max_connections: options.config.max_connections,
             name: "ticks-server",
+            stop: Arc::new(super::ws::Shutdown::default()),
         };
         let counts = Arc::new(Counts::default());
         let service = Arc::new(TickService {
@@ -267,7 +305,27 @@ impl TickService {
     }
 
     fn publish(&self, report: ConnReport) {
-        self.finished.lock().expect("not poisoned").push(report);
+        let mut finished = self.finished.lock().expect("not poisoned");
+        if finished.len() < MAX_KEPT_REPORTS {
+            finished.push(report);
+            return;
+        }
+        const OTHERS: &str = "(earlier connections)";
+        let name = report.name.clone();
+        let kept = match finished.iter().position(|r| r.name == name) {
+            Some(i) => i,
+            None => match finished.iter().position(|r| r.name == OTHERS) {
+                Some(i) => i,
+                None => {
+                    // Room for the catch-all: fold the oldest report into it.
+                    let mut others = finished.remove(0);
+                    others.name = OTHERS.into();
+                    finished.push(others);
+                    finished.len() - 1
+                }
+            },
+        };
+        finished[kept].absorb(report);
     }
 }
 
@@ -280,6 +338,10 @@ struct Local {
     /// A queue made room (immediate pacing waits for it) or a client subscribed.
     room: tokio::sync::Notify,
     send_lag: RefCell<HotHistogram>,
+    /// Ticks queued on this thread's connections.
+    queued: Cell<usize>,
+    /// This thread's share of [`SERVER_TICK_BUDGET`].
+    budget: usize,
 }
 
 /// One client connection, shared by its task and the generator.
@@ -317,6 +379,7 @@ impl ConnState {
         schedule: &Schedule,
         now_ns: u64,
         config: &TickServerConfig,
+        over_budget: bool,
     ) -> Offer {
         let r = &mut self.report;
         r.generated_all += 1;
@@ -325,7 +388,8 @@ impl ConnState {
             r.counts.generated += 1;
             bump(&mut r.per_second, schedule.second(intended_ns), 0);
         }
-        let outcome = if self.queue.len() < config.queue {
+        let full = self.queue.len() >= config.queue || (over_budget && !self.queue.is_empty());
+        let outcome = if !full {
             Offer::Queued
         } else {
             match config.policy {
@@ -344,8 +408,9 @@ impl ConnState {
                     config.queue
                 )),
                 SlowClientPolicy::Unbounded => Offer::Close(format!(
-                    "the server disconnected it: its `unbounded` queue reached {} ticks",
-                    config.queue
+                    "the server disconnected it: its `unbounded` queue reached {} ticks (at most {} ticks, 16 B each, wait on the whole server)",
+                    self.queue.len(),
+                    SERVER_TICK_BUDGET
                 )),
             }
         };
@@ -394,6 +459,8 @@ impl Service for TickService {
             done: Cell::new(false),
             room: tokio::sync::Notify::new(),
             send_lag: RefCell::new(HotHistogram::new()),
+            queued: Cell::new(0),
+            budget: SERVER_TICK_BUDGET / self.settings.threads.max(1),
         })
     }
 
@@ -582,9 +649,20 @@ fn make(
             if !st.subscribed || st.closing.is_some() {
                 continue;
             }
-            if let Offer::Close(why) =
-                st.offer(*seq, slot.intended_ns, schedule, slot.actual_ns, config)
-            {
+            let over_budget = local.queued.get() >= local.budget;
+            let before = st.queue.len();
+            let offer = st.offer(
+                *seq,
+                slot.intended_ns,
+                schedule,
+                slot.actual_ns,
+                config,
+                over_budget,
+            );
+            local
+                .queued
+                .set((local.queued.get() + st.queue.len()).saturating_sub(before));
+            if let Offer::Close(why) = offer {
                 st.closing = Some(why);
             }
         }
@@ -670,6 +748,9 @@ async fn serve(service: Arc<TickService>, local: Rc<Local>, upgrade: Upgrade, mu
         // Recorded now: if the server stops during the goodbye below, this is what it publishes.
         let mut st = conn.st.borrow_mut();
         st.subscribed = false;
+        local
+            .queued
+            .set(local.queued.get().saturating_sub(st.queue.len()));
         st.queue.clear();
         if let Some(r) = reason.or_else(|| cut_short.then(|| "the client closed it".to_string())) {
             st.report.closed = Some((r, now));
@@ -738,10 +819,18 @@ impl Writer {
                 st.waker = Some(cx.waker().clone());
             }
         }
-        // Everything the client sent: acknowledgements, pings, reports.
-        loop {
+        // Everything the client sent: acknowledgements, pings, reports. After a bounded number
+        // their answers (pongs, also those tokio-websockets queues for WebSocket pings) are
+        // flushed before more is read.
+        let mut more_to_read = false;
+        for read in 0..=READS_PER_FLUSH {
+            if read == READS_PER_FLUSH {
+                more_to_read = true;
+                break;
+            }
             match Pin::new(&mut *ws).poll_next(cx) {
                 Poll::Ready(Some(Ok(message))) => {
+                    self.unflushed = true;
                     if let Err(e) = self.on_message(service, local, conn, ws, message) {
                         return Poll::Ready(e);
                     }
@@ -751,6 +840,7 @@ impl Writer {
                 Poll::Pending => break,
             }
         }
+
         if let Some(why) = conn.st.borrow_mut().closing.take() {
             return Poll::Ready(Ended::Policy(why));
         }
@@ -769,6 +859,11 @@ impl Writer {
             if !self.unflushed {
                 // Nothing to write: the generator wakes us for new ticks.
                 conn.st.borrow_mut().waker = Some(cx.waker().clone());
+                if more_to_read {
+                    // Reading stopped with messages left and no read readiness registered
+                    // for them: come back now that the answers are flushed.
+                    cx.waker().wake_by_ref();
+                }
                 return Poll::Pending;
             }
         }
@@ -799,6 +894,7 @@ impl Writer {
         let symbols = service.options.symbols;
         let mut st = conn.st.borrow_mut();
         let n = st.queue.len().min(self.batch);
+        local.queued.set(local.queued.get().saturating_sub(n));
         let mut measured = 0;
         let mut warmup = 0;
         for _ in 0..n {

@@ -1,10 +1,13 @@
 //! What msgbench's WebSocket servers (the tick stream, JSON-RPC) share: `threads` threads,
 //! each a single-threaded tokio runtime (no work stealing: on two cores a predictable thread
 //! per connection beats a pool), optionally pinned; thread 0 also accepts and deals connections
-//! round-robin. Each connection's first bytes are peeked: a WebSocket upgrade is handed to
-//! tokio-websockets for the handshake and then to the [`Service`]; a plain `GET` gets the
-//! service's page (the browser client) or a 404. The service decides what a connection and a
-//! thread do.
+//! round-robin. Each connection's request head is read as its bytes arrive (readiness-driven:
+//! a slow sender costs one wake-up per segment, never a polling timer) within a handshake
+//! timeout; a WebSocket upgrade is answered here (RFC 6455's accept key) and the stream handed
+//! to tokio-websockets and then to the [`Service`]; a plain `GET` gets the service's page (the
+//! browser client) or a 404. Answering the upgrade here rather than in tokio-websockets keeps
+//! every head it cannot take (it panicked on a path with a backtick) a counted `400`. The
+//! service decides what a connection and a thread do.
 //!
 //! Writes go through a 64 KiB `BufWriter`: tokio-websockets writes each frame as its own
 //! vectored slice (32 frames per `writev`), which for 36-byte ticks meant ~1 KB per syscall and
@@ -27,9 +30,11 @@ pub type ServerWs = tokio_websockets::WebSocketStream<BufWriter<TcpStream>>;
 /// Bytes a flush may coalesce into one write.
 pub const WRITE_BUFFER: usize = 64 << 10;
 /// Longest a connection may take to send its request head.
-const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// Largest request head read before the handshake.
 const MAX_HEAD: usize = 8 << 10;
+/// RFC 6455's key suffix for `Sec-WebSocket-Accept`.
+const WS_GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
 /// A boxed future that stays on its thread.
 pub type LocalFuture = Pin<Box<dyn Future<Output = ()>>>;
@@ -93,6 +98,8 @@ pub struct Settings {
     pub max_connections: usize,
     /// Thread name prefix.
     pub name: &'static str,
+    /// The pool's stop signal, shared with the service (its busy work gives up on it).
+    pub stop: Arc<Shutdown>,
 }
 
 /// Connection-level counts every WebSocket server keeps.
@@ -112,6 +119,12 @@ pub struct Counts {
     pub open: AtomicUsize,
     /// Connections closed without a byte (browsers open spare connections in advance).
     pub idle: AtomicU64,
+    /// Connections closed after the service's idle timeout.
+    pub idle_closed: AtomicU64,
+    /// Connections closed because the client stopped reading.
+    pub slow_readers: AtomicU64,
+    /// Accepts that failed (out of file descriptors and the like).
+    pub accept_errors: AtomicU64,
 }
 
 /// A reading of [`Counts`].
@@ -127,6 +140,12 @@ pub struct ConnectionCounts {
     pub pages: u64,
     /// Connections closed for a protocol violation or an oversized message.
     pub protocol_errors: u64,
+    /// Connections closed after the idle timeout.
+    pub idle_closed: u64,
+    /// Connections closed because the client stopped reading.
+    pub slow_readers: u64,
+    /// Accepts that failed.
+    pub accept_errors: u64,
 }
 
 impl Counts {
@@ -139,6 +158,9 @@ impl Counts {
             handshake_failures: get(&self.handshake_failures),
             pages: get(&self.pages),
             protocol_errors: get(&self.protocol_errors),
+            idle_closed: get(&self.idle_closed),
+            slow_readers: get(&self.slow_readers),
+            accept_errors: get(&self.accept_errors),
         }
     }
 }
@@ -152,7 +174,7 @@ pub struct Pool {
 }
 
 /// The stop signal every thread watches.
-#[derive(Default)]
+#[derive(Default, Debug)]
 pub struct Shutdown {
     flag: AtomicBool,
     notify: tokio::sync::Notify,
@@ -194,8 +216,8 @@ impl Pool {
         let listener = std::net::TcpListener::bind(listen)?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
-        let shutdown = Arc::new(Shutdown::default());
         let settings = service.settings().clone();
+        let shutdown = settings.stop.clone();
         let mut senders = Vec::new();
         let mut receivers = Vec::new();
         for _ in 0..settings.threads {
@@ -327,7 +349,10 @@ async fn accept_loop<S: Service>(
                 next = next.wrapping_add(1);
             }
             // Out of descriptors and the like: no new edge may come for queued connections.
-            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+            Err(_) => {
+                counts.accept_errors.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await
+            }
         }
     }
 }
@@ -371,55 +396,65 @@ async fn handle<S: Service>(
     let peer = stream
         .peer_addr()
         .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-    let head = match tokio::time::timeout(HANDSHAKE_TIMEOUT, peek_head(&stream)).await {
-        Ok(Some(head)) => head,
+    let mut stream = stream;
+    let mut received = Vec::with_capacity(1024);
+    let read = tokio::time::timeout(HANDSHAKE_TIMEOUT, read_head(&mut stream, &mut received));
+    let head = match read.await {
+        Ok(Ok(head)) => head,
         // A connection that never says anything (a browser's speculative preconnect) is not a
         // failed handshake.
-        _ if !has_bytes(&stream) => {
+        Ok(Err(HeadError::Silent)) => {
             counts.idle.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        _ => {
+        Err(_) if received.is_empty() => {
+            counts.idle.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        Ok(Err(e)) => {
             counts.handshake_failures.fetch_add(1, Ordering::Relaxed);
-            return reply(
-                stream,
-                "400 Bad Request",
-                "text/plain",
-                "not an HTTP request\n",
-            )
-            .await;
+            return reply(stream, "400 Bad Request", "text/plain", e.text()).await;
+        }
+        Err(_) => {
+            // Part of a head, then nothing more for the whole timeout (slowloris).
+            counts.handshake_failures.fetch_add(1, Ordering::Relaxed);
+            let why = "request head too slow\n";
+            return reply(stream, "408 Request Timeout", "text/plain", why).await;
         }
     };
-    if !head.upgrade {
-        counts.pages.fetch_add(1, Ordering::Relaxed);
-        let page = (head.method == "GET")
-            .then(|| service.page(&head.path))
-            .flatten();
-        return match page {
-            Some((kind, body)) => reply(stream, "200 OK", kind, body).await,
-            None => reply(stream, "404 Not Found", "text/plain", "not found\n").await,
-        };
+    let key = match head.asks {
+        Asks::Page => {
+            counts.pages.fetch_add(1, Ordering::Relaxed);
+            let page = (head.method == "GET")
+                .then(|| service.page(&head.path))
+                .flatten();
+            return match page {
+                Some((kind, body)) => reply(stream, "200 OK", kind, body).await,
+                None => reply(stream, "404 Not Found", "text/plain", "not found\n").await,
+            };
+        }
+        Asks::BadUpgrade(why) => {
+            counts.handshake_failures.fetch_add(1, Ordering::Relaxed);
+            return reply(stream, "400 Bad Request", "text/plain", why).await;
+        }
+        Asks::Upgrade(key) => key,
+    };
+    let answer = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Accept: {}\r\n\r\n",
+        accept_key(&key)
+    );
+    if stream.write_all(answer.as_bytes()).await.is_err() {
+        counts.handshake_failures.fetch_add(1, Ordering::Relaxed);
+        return;
     }
     let limits =
         tokio_websockets::Limits::default().max_payload_len(Some(service.settings().max_frame));
     let config = tokio_websockets::Config::default().flush_threshold(usize::MAX);
-    let accepted = tokio_websockets::ServerBuilder::new()
+    let ws = tokio_websockets::ServerBuilder::new()
         .limits(limits)
         .config(config)
-        .accept(BufWriter::with_capacity(WRITE_BUFFER, stream))
-        .await;
-    let mut ws = match accepted {
-        Ok((_, ws)) => ws,
-        Err(_) => {
-            counts.handshake_failures.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-    };
-    // The handshake's answer sits in the write buffer until flushed.
-    if ws.get_mut().flush().await.is_err() {
-        counts.handshake_failures.fetch_add(1, Ordering::Relaxed);
-        return;
-    }
+        .serve(BufWriter::with_capacity(WRITE_BUFFER, stream));
     counts.accepted.fetch_add(1, Ordering::Relaxed);
     counts.open.fetch_add(1, Ordering::Relaxed);
     let upgrade = Upgrade {
@@ -435,60 +470,121 @@ struct Head {
     method: String,
     path: String,
     query: Vec<(String, String)>,
-    upgrade: bool,
+    asks: Asks,
 }
 
-/// True when the peer sent anything at all.
-fn has_bytes(stream: &TcpStream) -> bool {
-    use std::os::fd::AsRawFd;
-    let mut one = [0u8; 1];
-    // SAFETY: a valid socket and a 1-byte buffer; MSG_PEEK leaves the byte where it is.
-    let n = unsafe {
-        libc::recv(
-            stream.as_raw_fd(),
-            one.as_mut_ptr().cast(),
-            1,
-            libc::MSG_PEEK | libc::MSG_DONTWAIT,
-        )
-    };
-    n > 0
+/// What a head asks for.
+enum Asks {
+    /// A plain HTTP request.
+    Page,
+    /// A WebSocket upgrade with this `Sec-WebSocket-Key`.
+    Upgrade(String),
+    /// An upgrade that cannot be answered, and why.
+    BadUpgrade(&'static str),
 }
 
-/// Peeks (without consuming) until the request head is complete, so that tokio-websockets can
-/// still read it for the handshake. `None`: not HTTP, or too long.
-async fn peek_head(stream: &TcpStream) -> Option<Head> {
-    let mut buf = vec![0u8; MAX_HEAD];
-    loop {
-        let n = stream.peek(&mut buf).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut request = httparse::Request::new(&mut headers);
-        match request.parse(&buf[..n]) {
-            Ok(httparse::Status::Complete(_)) => {
-                let target = request.path.unwrap_or("/");
-                let (path, query) = target.split_once('?').unwrap_or((target, ""));
-                let upgrade = request.headers.iter().any(|h| {
-                    h.name.eq_ignore_ascii_case("upgrade")
-                        && String::from_utf8_lossy(h.value)
-                            .to_ascii_lowercase()
-                            .contains("websocket")
-                });
-                return Some(Head {
-                    method: request.method.unwrap_or_default().to_string(),
-                    path: path.to_string(),
-                    query: parse_query(query),
-                    upgrade,
-                });
-            }
-            Ok(httparse::Status::Partial) if n < MAX_HEAD => {
-                // A peek returns the same bytes until more arrive: wait a little.
-                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-            }
-            _ => return None,
+/// Why no request head was read.
+#[derive(Debug)]
+enum HeadError {
+    /// The peer sent nothing and closed.
+    Silent,
+    /// The peer closed in the middle of the head.
+    Truncated,
+    /// Not HTTP.
+    Malformed,
+    /// Longer than [`MAX_HEAD`].
+    TooLong,
+}
+
+impl HeadError {
+    fn text(&self) -> &'static str {
+        match self {
+            HeadError::Silent | HeadError::Truncated => "incomplete request head\n",
+            HeadError::Malformed => "not an HTTP request\n",
+            HeadError::TooLong => "request head over 8 KiB\n",
         }
     }
+}
+
+/// Reads the request head as its bytes arrive (each read waits for readiness: no polling).
+/// A WebSocket client sends nothing more before the server's answer (RFC 6455, 4.1), so the
+/// head is all there is to read.
+async fn read_head(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Head, HeadError> {
+    use tokio::io::AsyncReadExt;
+    let mut chunk = [0u8; 2048];
+    loop {
+        let n = stream
+            .read(&mut chunk)
+            .await
+            .map_err(|_| HeadError::Truncated)?;
+        if n == 0 {
+            return Err(if buf.is_empty() {
+                HeadError::Silent
+            } else {
+                HeadError::Truncated
+            });
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut request = httparse::Request::new(&mut headers);
+        match request.parse(buf) {
+            Ok(httparse::Status::Complete(_)) => return Ok(parse_head(&request)),
+            Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => {}
+            Ok(httparse::Status::Partial) => return Err(HeadError::TooLong),
+            Err(httparse::Error::TooManyHeaders) => return Err(HeadError::TooLong),
+            Err(_) => return Err(HeadError::Malformed),
+        }
+    }
+}
+
+fn parse_head(request: &httparse::Request<'_, '_>) -> Head {
+    let target = request.path.unwrap_or("/");
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let header = |name: &str| {
+        request
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| String::from_utf8_lossy(h.value).trim().to_string())
+    };
+    let wants_upgrade = header("upgrade").is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+    let asks = if !wants_upgrade {
+        Asks::Page
+    } else if request.method != Some("GET") || request.version != Some(1) {
+        Asks::BadUpgrade("a WebSocket upgrade is a GET over HTTP/1.1\n")
+    } else if !header("connection").is_some_and(|v| v.to_ascii_lowercase().contains("upgrade")) {
+        Asks::BadUpgrade("Connection: Upgrade is missing\n")
+    } else if header("sec-websocket-version").as_deref() != Some("13") {
+        Asks::BadUpgrade("Sec-WebSocket-Version: 13 is missing\n")
+    } else {
+        match header("sec-websocket-key") {
+            Some(key) if is_key(&key) => Asks::Upgrade(key),
+            _ => Asks::BadUpgrade("Sec-WebSocket-Key is not 16 bytes in base64\n"),
+        }
+    };
+    Head {
+        method: request.method.unwrap_or_default().to_string(),
+        path: path.to_string(),
+        query: parse_query(query),
+        asks,
+    }
+}
+
+/// A `Sec-WebSocket-Key`: 16 bytes in base64.
+fn is_key(key: &str) -> bool {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(key)
+        .is_ok_and(|k| k.len() == 16)
+}
+
+/// `Sec-WebSocket-Accept` for `key` (RFC 6455, 4.2.2).
+fn accept_key(key: &str) -> String {
+    use base64::Engine;
+    let mut sha1 = sha1_smol::Sha1::new();
+    sha1.update(key.as_bytes());
+    sha1.update(WS_GUID.as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(sha1.digest().bytes())
 }
 
 /// `a=1&b=x%20y` → `[("a","1"), ("b","x y")]`.
@@ -528,11 +624,6 @@ fn unescape(text: &str) -> String {
 /// Answers a plain HTTP request and closes. The page is served cross-origin isolated
 /// (COOP/COEP), which gives its `performance.now()` 5 µs resolution instead of 100 µs.
 async fn reply(mut stream: TcpStream, status: &str, kind: &str, body: &str) {
-    use tokio::io::AsyncReadExt;
-    // Consume the request so closing does not reset the connection under the answer.
-    let mut sink = [0u8; 4096];
-    let _ =
-        tokio::time::timeout(std::time::Duration::from_millis(50), stream.read(&mut sink)).await;
     let head = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\
          Cross-Origin-Opener-Policy: same-origin\r\nCross-Origin-Embedder-Policy: require-corp\r\n\
@@ -561,5 +652,16 @@ mod tests {
         );
         assert_eq!(parse_query(""), vec![]);
         assert_eq!(parse_query("bad=%zz%"), vec![("bad".into(), "%zz%".into())]);
+    }
+
+    #[test]
+    fn the_accept_key_is_rfc_6455s() {
+        // The example of RFC 6455, section 1.3.
+        assert_eq!(
+            accept_key("dGhlIHNhbXBsZSBub25jZQ=="),
+            "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+        );
+        assert!(is_key("dGhlIHNhbXBsZSBub25jZQ=="));
+        assert!(!is_key("short"));
     }
 }

@@ -25,6 +25,10 @@ use tokio_websockets::Message;
 
 /// Requests read (when already buffered) before one flush of their answers.
 const READS_PER_FLUSH: usize = 64;
+/// Answers one connection may have waiting on `sleep` timers; beyond, its requests are left
+/// unread until some are due (backpressure: a flood of slow calls costs the server a bounded
+/// ~6 MiB per connection, not memory until it dies).
+pub const MAX_HELD: usize = 65_536;
 
 /// What the server answers for one method.
 #[derive(Debug, Clone)]
@@ -73,7 +77,9 @@ impl WsRpcServer {
                 send_buffer: 0,
                 max_connections: config.max_connections,
                 name: "ws-rpc-server",
+                stop: Arc::new(super::ws::Shutdown::default()),
             },
+            idle_timeout_ns: config.idle_timeout_ns,
             methods,
             results: AtomicU64::new(0),
             errors: AtomicU64::new(0),
@@ -115,6 +121,7 @@ impl WsRpcServer {
 
 struct RpcService {
     settings: Settings,
+    idle_timeout_ns: u64,
     methods: Vec<MethodAnswer>,
     results: AtomicU64,
     errors: AtomicU64,
@@ -168,15 +175,21 @@ async fn serve(service: Arc<RpcService>, mut ws: ServerWs) {
     let Ok(timer) = AsyncTimer::new() else {
         return;
     };
+    let idle = (service.idle_timeout_ns > 0)
+        .then(|| std::time::Duration::from_nanos(service.idle_timeout_ns));
     let mut delayed: BinaryHeap<Delayed> = BinaryHeap::new();
     let mut arrivals = 0u64;
     let mut arena = BytesMut::with_capacity(64 << 10);
+    let mut heard = tokio::time::Instant::now();
     loop {
         let due = delayed.peek().map(|Reverse((due, ..))| *due);
+        // Idle: nothing heard, and no answer owed.
+        let idle_at = idle.filter(|_| delayed.is_empty()).map(|i| heard + i);
         let mut answered = 0;
+        let mut heard_now = false;
         tokio::select! {
             biased;
-            message = ws.next() => {
+            message = ws.next(), if delayed.len() < MAX_HELD => {
                 let message = match message {
                     Some(Ok(m)) => m,
                     Some(Err(_)) => {
@@ -187,9 +200,13 @@ async fn serve(service: Arc<RpcService>, mut ws: ServerWs) {
                     }
                     None => return,
                 };
+                heard_now = true;
                 answered += handle(&service, &message, &mut ws, &mut arena, &mut delayed, &mut arrivals).await;
                 // Answer what is already buffered before one flush.
                 for _ in 0..READS_PER_FLUSH {
+                    if delayed.len() >= MAX_HELD {
+                        break;
+                    }
                     match ws.next().now_or_never() {
                         Some(Some(Ok(m))) => {
                             answered += handle(&service, &m, &mut ws, &mut arena, &mut delayed, &mut arrivals).await;
@@ -200,6 +217,15 @@ async fn serve(service: Arc<RpcService>, mut ws: ServerWs) {
                 }
             }
             _ = timer.sleep_until(due.unwrap_or(u64::MAX)), if due.is_some() => {}
+            _ = tokio::time::sleep_until(idle_at.unwrap_or(heard)), if idle_at.is_some() => {
+                service.counts.idle_closed.fetch_add(1, Ordering::Relaxed);
+                let close = Message::close(Some(tokio_websockets::CloseCode::GOING_AWAY), "idle");
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(1), ws.send(close)).await;
+                return;
+            }
+        }
+        if heard_now {
+            heard = tokio::time::Instant::now();
         }
         let now = crate::clock::now_ns();
         while delayed.peek().is_some_and(|Reverse((due, ..))| *due <= now) {
@@ -216,8 +242,22 @@ async fn serve(service: Arc<RpcService>, mut ws: ServerWs) {
             }
             answered += 1;
         }
-        if answered > 0 && ws.flush().await.is_err() {
-            return;
+        // Pings read are answered by pongs queued inside the stream: flush those too, or a
+        // client that pings without reading grows the queue.
+        if answered > 0 || heard_now {
+            let flushed = match idle {
+                Some(limit) => tokio::time::timeout(limit, ws.flush()).await,
+                None => Ok(ws.flush().await),
+            };
+            match flushed {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return,
+                Err(_) => {
+                    // Nothing of its answers read for the whole idle timeout.
+                    service.counts.slow_readers.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+            }
         }
     }
 }
@@ -260,14 +300,15 @@ async fn handle(
     match answer.work {
         ServiceWork::Sleep if answer.service_ns > 0 => {
             *arrivals += 1;
-            let due = crate::clock::now_ns() + answer.service_ns;
+            let due = crate::clock::now_ns().saturating_add(answer.service_ns);
             delayed.push(Reverse((due, *arrivals, id.to_string(), m)));
             0
         }
         _ => {
             if answer.service_ns > 0 {
-                let until = crate::clock::now_ns() + answer.service_ns;
-                while crate::clock::now_ns() < until {
+                // Busy work gives up when the server stops: stopping never waits on a call.
+                let until = crate::clock::now_ns().saturating_add(answer.service_ns);
+                while crate::clock::now_ns() < until && !service.settings.stop.raised() {
                     std::hint::spin_loop();
                 }
             }
