@@ -42,7 +42,7 @@ sleep 1
 
 "$MSGBENCH" run --quiet --out "$DIR" --replicates "$MINUTES" --duration 60s --warmup 0 \
   --set 'name="soak-rpc"' --set 'system="rpc"' --set "rpc.address=\"127.0.0.1:$RPC_PORT\"" \
-  --set 'pacing.mode="rate"' --set pacing.per_sec=100000 --set 'sweep={}' \
+  --set 'pacing.mode="rate"' --set pacing.per_sec=100000 --set client.window=64 --set 'sweep={}' \
   >"$DIR/run-rpc.log" 2>&1 &
 RPC_CLIENT=$!
 "$MSGBENCH" run --quiet --out "$DIR" --replicates "$MINUTES" --duration 60s --warmup 0 \

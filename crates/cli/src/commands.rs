@@ -18,18 +18,22 @@ pub fn dispatch(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Run(args) => run(args),
         Command::Check(args) => check(args),
-        Command::Report(args) => match write_report(&args.dir, args.slo.as_deref()) {
-            Ok(paths) => {
-                for p in paths.iter().take(2) {
-                    println!("{}", p.display());
+        Command::Report(args) => {
+            match msgbench_report::publish::publish(&args.dir, args.slo.as_deref()) {
+                Ok(paths) => {
+                    for p in paths.iter().take(2) {
+                        println!("{}", p.display());
+                    }
+                    if paths.len() > 2 {
+                        println!("{} charts: {}/*.svg", paths.len() - 2, args.dir.display());
+                    }
+                    ExitCode::SUCCESS
                 }
-                if paths.len() > 2 {
-                    println!("{} charts: {}/*.svg", paths.len() - 2, args.dir.display());
-                }
-                ExitCode::SUCCESS
+                // A file that cannot be written is not bad input: 1, as for `run`.
+                Err(e @ msgbench_report::publish::PublishError::Write { .. }) => fail(1, e),
+                Err(e) => fail(EXIT_BAD_INPUT, e),
             }
-            Err(e) => fail(EXIT_BAD_INPUT, e),
-        },
+        }
         Command::Search(args) => search(args),
         Command::Compare(args) => match compare(&args.a, &args.b, args.noise / 100.0) {
             Ok(text) => {
@@ -184,11 +188,11 @@ fn run(args: RunArgs) -> ExitCode {
             return fail(1, e);
         }
     };
-    if !outcome.results.is_empty() {
-        if let Err(e) = write_report(&outcome.dir, None) {
-            eprintln!("msgbench: warning: {e}");
-        }
-    }
+    let report_failed = if outcome.results.is_empty() {
+        None
+    } else {
+        write_report(&outcome.dir, None).err()
+    };
     if args.json {
         let doc = serde_json::json!({ "dir": outcome.dir, "interrupted": outcome.interrupted, "runs": outcome.results });
         println!(
@@ -225,6 +229,17 @@ fn run(args: RunArgs) -> ExitCode {
             format!(
                 "run {} {why}; what it measured is in {}",
                 r.run_id,
+                outcome.dir.display()
+            ),
+        );
+    }
+    if let Some(e) = report_failed {
+        // The runs are on disk; their reports are not (a full disk, say).
+        return fail(
+            1,
+            format!(
+                "{e}; the runs are in {}: free some space and run `msgbench report {}`",
+                outcome.dir.display(),
                 outcome.dir.display()
             ),
         );
@@ -407,9 +422,7 @@ fn search(args: SearchArgs) -> ExitCode {
             return fail(1, e);
         }
     };
-    if let Err(e) = write_report(&outcome.dir, Some(&slo.to_string())) {
-        eprintln!("msgbench: warning: {e}");
-    }
+    let report_failed = write_report(&outcome.dir, Some(&slo.to_string())).err();
     if !args.quiet {
         for (i, step) in outcome.record.steps.iter().enumerate() {
             println!(
@@ -426,6 +439,9 @@ fn search(args: SearchArgs) -> ExitCode {
     }
     println!("{}", msgbench_report::search::verdict(&outcome.record));
     println!("results: {}", outcome.dir.display());
+    if let Some(e) = report_failed {
+        return fail(1, e);
+    }
     if outcome.record.interrupted {
         return ExitCode::from(EXIT_INTERRUPTED);
     }

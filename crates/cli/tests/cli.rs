@@ -950,13 +950,17 @@ fn an_interrupted_sweep_resumes_without_redoing_finished_runs() {
     let dir = only_result_dir(&out);
     let runs = dir.join("runs");
     let kept = std::fs::read_to_string(runs.join("000-capacity=16.json")).unwrap();
-    // As if Ctrl-C had struck during the second run: its files never got written.
+    // As if Ctrl-C had struck during the second run: its files never got written. And the
+    // third was killed between its .hlog and its .json... or, as an older msgbench wrote them,
+    // between its .json and its .hlog: without both it is not done.
+    let third_json = std::fs::read_to_string(runs.join("002-capacity=256.json")).unwrap();
     for f in std::fs::read_dir(&runs).unwrap() {
         let p = f.unwrap().path();
         if !p.file_name().unwrap().to_string_lossy().starts_with("000-") {
             std::fs::remove_file(p).unwrap();
         }
     }
+    std::fs::write(runs.join("002-capacity=256.json"), third_json).unwrap();
     let o = msgbench(&[
         "run",
         "--resume",
@@ -973,6 +977,10 @@ fn an_interrupted_sweep_resumes_without_redoing_finished_runs() {
         "a finished run is not redone"
     );
     assert!(runs.join("002-capacity=256.json").exists());
+    assert!(
+        runs.join("002-capacity=256.hlog").exists(),
+        "a run without its .hlog is run again"
+    );
     let metrics = std::fs::read_to_string(dir.join("metrics.csv")).unwrap();
     assert_eq!(metrics.lines().count(), 4, "{metrics}");
     for f in [

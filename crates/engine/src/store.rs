@@ -1,7 +1,8 @@
 //! Writes results the moment each run ends: `runs/<id>.json`, `runs/<id>.hlog`, optional
 //! `runs/<id>.latencies.csv`, and `metrics.csv` rewritten whole. Every file is written to a
 //! temporary name and renamed, so a crash or Ctrl-C never leaves a half-written file, and
-//! nothing measured before is lost.
+//! nothing measured before is lost. A run's `.json` is written last: it is what makes the run
+//! count as done for `--resume`.
 use crate::environment::{stamp, Environment};
 use crate::recorder::IntervalLatency;
 use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
@@ -74,19 +75,28 @@ impl ResultStore {
             axes: experiment.axes.clone(),
             rows: Vec::new(),
         };
+        if let Err(e) = store.write_header(experiment, env) {
+            // Nothing of this experiment is on disk yet: leave no empty folder behind.
+            let _ = std::fs::remove_dir_all(&store.dir);
+            return Err(e);
+        }
+        Ok(store)
+    }
+
+    /// `experiment.toml`, `environment.json` and an empty `metrics.csv`.
+    fn write_header(&self, experiment: &Experiment, env: &Environment) -> Result<(), StoreError> {
         let header = format!(
             "# Resolved experiment ({}), as run by msgbench {}.\n",
             experiment.source_name, env.msgbench_version
         );
-        store.write_atomic(
+        self.write_atomic(
             "experiment.toml",
             format!("{header}{}", experiment.resolved_toml).as_bytes(),
         )?;
         let mut env_json = serde_json::to_vec_pretty(env).expect("serializable");
         env_json.push(b'\n');
-        store.write_atomic("environment.json", &env_json)?;
-        store.write_metrics()?;
-        Ok(store)
+        self.write_atomic("environment.json", &env_json)?;
+        self.write_metrics()
     }
 
     /// Opens the result directory `dir` of an interrupted run of `experiment` to go on
@@ -104,7 +114,10 @@ impl ResultStore {
         let mut done = Vec::new();
         for entry in std::fs::read_dir(&runs_dir).map_err(|e| err(&runs_dir, e))? {
             let path = entry.map_err(|e| err(&runs_dir, e))?.path();
-            if path.extension().is_some_and(|e| e == "json") {
+            // A run is done when its .json and .hlog are both there (a result written by an
+            // older msgbench could have its .json without its .hlog).
+            if path.extension().is_some_and(|e| e == "json") && path.with_extension("hlog").exists()
+            {
                 // A truncated or foreign file is not a finished run: it is run again.
                 if let Ok(r) = std::fs::read_to_string(&path)
                     .map_err(|e| e.to_string())
@@ -142,10 +155,6 @@ impl ResultStore {
         raw_latencies: &[u64],
     ) -> Result<(), StoreError> {
         let id = &result.run_id;
-        self.write_atomic(
-            &format!("runs/{id}.json"),
-            &serde_json::to_vec_pretty(result).expect("serializable"),
-        )?;
         self.write_atomic(&format!("runs/{id}.hlog"), &hlog(result, intervals))?;
         if !raw_latencies.is_empty() {
             // Streamed: up to 100 M lines must not become one string in memory.
@@ -157,6 +166,12 @@ impl ResultStore {
                 Ok(())
             })?;
         }
+        // Last: a run is done (for --resume) once its .json is there, so everything it
+        // names must be there before it.
+        self.write_atomic(
+            &format!("runs/{id}.json"),
+            &serde_json::to_vec_pretty(result).expect("serializable"),
+        )?;
         self.rows.push(MetricsRow::of(result));
         self.write_metrics()
     }
@@ -178,27 +193,20 @@ impl ResultStore {
         self.write_atomic_with(name, |w| w.write_all(bytes))
     }
 
-    /// Writes `name` through `fill` into a temporary file, then renames it into place.
+    /// Writes `name` whole or not at all (see [`msgbench_model::files::write_atomic`]).
     fn write_atomic_with(
         &self,
         name: &str,
-        fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+        fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
     ) -> Result<(), StoreError> {
         let path = self.dir.join(name);
-        let tmp = self.dir.join(format!("{name}.tmp"));
-        let err = |source| StoreError {
+        msgbench_model::files::write_atomic(&path, fill).map_err(|source| StoreError {
             path: path.clone(),
             source,
-        };
-        let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(err)?);
-        fill(&mut w).map_err(err)?;
-        let f = w.into_inner().map_err(|e| err(e.into_error()))?;
-        f.sync_data().map_err(err)?;
-        std::fs::rename(&tmp, &path).map_err(err)
+        })
     }
 }
 
-/// The HdrHistogram interval log of a run: one latency histogram per second.
 fn hlog(result: &RunResult, intervals: &[IntervalLatency]) -> Vec<u8> {
     let mut out = Vec::new();
     let mut serializer = V2DeflateSerializer::new();

@@ -256,14 +256,21 @@ impl AddAssign for SequenceErrors {
 impl Counters {
     /// Checks both accounting invariants; the error says which one broke and by how much.
     pub fn check(&self) -> Result<(), String> {
-        if self.attempted != self.sent + self.skipped {
+        // Summed wide: counters read back from a file may be anything.
+        let sum = |v: &[u64]| v.iter().map(|&x| u128::from(x)).sum::<u128>();
+        if u128::from(self.attempted) != sum(&[self.sent, self.skipped]) {
             return Err(format!(
                 "attempted {} != sent {} + skipped {}",
                 self.attempted, self.sent, self.skipped
             ));
         }
-        let accounted = self.delivered + self.dropped + self.failed + self.in_flight_end;
-        if self.sent != accounted {
+        let accounted = sum(&[
+            self.delivered,
+            self.dropped,
+            self.failed,
+            self.in_flight_end,
+        ]);
+        if u128::from(self.sent) != accounted {
             return Err(format!(
                 "sent {} != delivered {} + dropped {} + failed {} + in_flight_end {}",
                 self.sent, self.delivered, self.dropped, self.failed, self.in_flight_end
@@ -272,14 +279,20 @@ impl Counters {
         Ok(())
     }
 
-    /// delivered / attempted (1.0 when nothing was attempted).
+    /// delivered / attempted (1.0 when nothing was attempted; NaN for counters that break the
+    /// accounting, which have no meaningful share).
     pub fn success_rate(&self) -> f64 {
+        if self.check().is_err() {
+            return f64::NAN;
+        }
         ratio(self.delivered, self.attempted)
     }
 
-    /// (dropped + skipped) / attempted: the share the system or driver shed.
+    /// (dropped + skipped) / attempted: the share the system or driver shed (NaN as above).
     pub fn drop_rate(&self) -> f64 {
-        if self.attempted == 0 {
+        if self.check().is_err() {
+            f64::NAN
+        } else if self.attempted == 0 {
             0.0
         } else {
             (self.dropped + self.skipped) as f64 / self.attempted as f64

@@ -111,7 +111,8 @@ pub const BACKLOG_MIN_SECONDS: usize = 3;
 
 /// Judges one run: its warnings, then what only its whole window shows.
 pub fn judge(run: &RunResult) -> Verdict {
-    let mut reasons: Vec<String> = run.warnings.iter().map(|w| w.to_string()).collect();
+    let mut reasons: Vec<String> = impossible(run);
+    reasons.extend(run.warnings.iter().map(|w| w.to_string()));
     // Only seconds inside the measured window: the drain after it is not the steady state.
     let window: Vec<IntervalSample> = run
         .intervals
@@ -123,6 +124,25 @@ pub fn judge(run: &RunResult) -> Verdict {
     reasons.extend(backlog_trends(run));
     reasons.extend(driver_saturated(run));
     Verdict { reasons }
+}
+
+/// What no run can have measured: counters that break the accounting, a latency histogram
+/// that does not decode (a file edited by hand or damaged on disk).
+fn impossible(run: &RunResult) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if let Err(e) = run.counters.check() {
+        reasons.push(format!(
+            "impossible counters ({e}): the result file was changed or damaged after the run"
+        ));
+    }
+    if !run.histograms.latency.is_empty() {
+        if let Err(e) = crate::histogram::decode(&run.histograms.latency) {
+            reasons.push(format!(
+                "its latency histogram cannot be read ({e}): the result file was changed or damaged after the run"
+            ));
+        }
+    }
+    reasons
 }
 
 /// A driver thread that used (nearly) a whole CPU while the run missed its target: the load

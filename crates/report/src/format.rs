@@ -24,7 +24,10 @@ pub fn count(v: f64) -> String {
 /// A ratio 0..1 as a percentage with sensible precision: `0 %`, `0.03 %`, `35.2 %`, `100 %`.
 pub fn percent(ratio: f64) -> String {
     let p = ratio * 100.0;
-    if p == 0.0 || p == 100.0 {
+    if !p.is_finite() {
+        // Counters that break the accounting have no meaningful share (the run is invalid).
+        "–".to_string()
+    } else if p == 0.0 || p == 100.0 {
         format!("{p:.0} %")
     } else if p < 1.0 {
         format!("{p:.2} %")

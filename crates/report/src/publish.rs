@@ -50,7 +50,9 @@ pub fn publish(dir: &Path, slo: Option<&str>) -> Result<Vec<PathBuf>, PublishErr
     let charts = crate::charts::charts(&runs, &advice, slo.as_ref());
     let write = |name: &str, text: &str| -> Result<PathBuf, PublishError> {
         let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|source| PublishError::Write {
+        // Whole or not at all: a full disk must not replace a good report with half of one.
+        let written = msgbench_model::files::write_atomic(&path, |w| w.write_all(text.as_bytes()));
+        written.map_err(|source| PublishError::Write {
             path: path.clone(),
             source,
         })?;

@@ -312,3 +312,53 @@ fn stream_clients_get_their_table_charts_and_a_not_steady_verdict() {
         "{summary}"
     );
 }
+
+#[test]
+fn impossible_data_is_shown_invalid_with_its_reason() {
+    // Before: delivered > sent rendered "success 20000 %", and a histogram that did not
+    // decode was left out of the chart without a word.
+    let tmp = tempfile::tempdir().unwrap();
+    write_results(tmp.path());
+    let path = tmp.path().join("runs/000-window=5-r1.json");
+    let mut r: RunResult = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    r.counters.delivered *= 200;
+    std::fs::write(&path, serde_json::to_string(&r).unwrap()).unwrap();
+    let path2 = tmp.path().join("runs/001-window=10-r1.json");
+    let mut r2: RunResult =
+        serde_json::from_str(&std::fs::read_to_string(&path2).unwrap()).unwrap();
+    r2.histograms.latency = "SElTVEZBQUFBRVh4".into();
+    std::fs::write(&path2, serde_json::to_string(&r2).unwrap()).unwrap();
+
+    let v = msgbench_report::validity::judge(&r);
+    assert!(
+        v.reasons[0].starts_with("impossible counters (sent "),
+        "{:?}",
+        v.reasons
+    );
+    let v2 = msgbench_report::validity::judge(&r2);
+    assert!(
+        v2.reasons[0].starts_with("its latency histogram cannot be read"),
+        "{:?}",
+        v2.reasons
+    );
+    msgbench_report::publish::publish(tmp.path(), None).unwrap();
+    let md = std::fs::read_to_string(tmp.path().join("report.md")).unwrap();
+    // No share above 100 % anywhere ("success 20000 %" before).
+    let shares = md.split(" %").filter_map(|before| {
+        let number = before
+            .rsplit(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .next()?;
+        number.parse::<f64>().ok()
+    });
+    for share in shares {
+        assert!(share <= 100.0, "a share of {share} % was printed");
+    }
+    assert!(
+        md.contains("impossible counters"),
+        "the reason is not in report.md"
+    );
+    assert!(md.contains("latency histogram cannot be read"));
+    let html = std::fs::read_to_string(tmp.path().join("report.html")).unwrap();
+    assert!(html.contains("impossible counters"));
+    assert!(!html.contains("20000 %"));
+}

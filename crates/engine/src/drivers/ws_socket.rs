@@ -191,6 +191,19 @@ struct Reply {
     error: bool,
 }
 
+/// A JSON-RPC response's id and whether it carries a `result` (else an `error`); `None` for
+/// anything else (no numeric id, both or neither member, not JSON).
+pub fn parse_reply(payload: &[u8]) -> Option<(u64, bool)> {
+    match serde_json::from_slice::<Reply>(payload) {
+        Ok(Reply {
+            id: Some(id),
+            result,
+            error,
+        }) if result != error => Some((id, result)),
+        _ => None,
+    }
+}
+
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     IgnoredAny::deserialize(d).map(|_| true)
 }
@@ -295,17 +308,13 @@ impl Io {
             };
             match Pin::new(ws).poll_next(cx) {
                 Poll::Ready(Some(Ok(m))) if m.is_text() || m.is_binary() => {
-                    match serde_json::from_slice::<Reply>(m.as_payload()) {
-                        Ok(Reply {
-                            id: Some(id),
-                            result,
-                            error,
-                        }) if result != error => self.push(Event::Reply {
+                    match parse_reply(m.as_payload()) {
+                        Some((id, ok)) => self.push(Event::Reply {
                             conn: i as u32,
                             id,
-                            ok: result,
+                            ok,
                         }),
-                        _ => return self.down(i, Down::Protocol),
+                        None => return self.down(i, Down::Protocol),
                     }
                 }
                 Poll::Ready(Some(Ok(_))) => {} // ping, pong
