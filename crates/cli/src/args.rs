@@ -9,7 +9,10 @@ use std::path::PathBuf;
     name = "msgbench",
     version,
     propagate_version = true,
-    arg_required_else_help = true
+    arg_required_else_help = true,
+    after_help = "Exit codes: 0 done; 1 a run failed or a file could not be written (what was measured \
+                  is on disk); 2 bad input (nothing run or written); 130 interrupted by Ctrl-C (the \
+                  current run is written). Limits of runs and servers: docs/limits.md."
 )]
 pub struct Cli {
     /// What to do.

@@ -424,6 +424,46 @@ fn ctrl_c_writes_what_was_measured_and_exits_130() {
 }
 
 #[test]
+fn ctrl_c_writes_the_run_even_while_the_server_computes_for_an_hour() {
+    // Before: the in-process server's stop waited on a busy request's service time, so
+    // Ctrl-C said "the current run ends now and is written" and wrote nothing for hours.
+    let _turn = turn();
+    let args = [
+        "--duration",
+        "30s",
+        "--warmup",
+        "0",
+        "--set",
+        "system=\"rpc\"",
+        "--set",
+        "sweep={}",
+        "--set",
+        "rpc.server.max_service=\"1h\"",
+        "--set",
+        "rpc.ops.slow.service=\"1h\"",
+        "--set",
+        "client.timeout=\"1h\"",
+        "--set",
+        "pacing.mode=\"rate\"",
+        "--set",
+        "pacing.per_sec=100",
+    ];
+    let started = std::time::Instant::now();
+    let (o, run, _dir, _tmp) = interrupt_run(&args, std::time::Duration::from_millis(1000));
+    // 1 s before the signal, the drain (run.drain_timeout, 1 s), writing, and a busy CI.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    run.counters.check().unwrap();
+    assert!(run.interrupted);
+    assert_eq!(run.counters.delivered, 0);
+    assert!(run.counters.in_flight_end > 0);
+}
+
+#[test]
 fn ctrl_c_during_warm_up_writes_an_empty_but_sane_run() {
     let _turn = turn();
     let args = [

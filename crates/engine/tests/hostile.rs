@@ -454,3 +454,37 @@ fn ticks_ping_flood_without_reading_is_bounded() {
     drop(streams);
     srv.stop();
 }
+
+#[test]
+fn a_run_whose_server_computes_for_an_hour_still_ends_and_is_written() {
+    // Before: `service = "1h"` (busy) with a 2 s client timeout ran for hours — the in-process
+    // server's stop waited on the computation — and Ctrl-C then wrote nothing.
+    let toml = r#"system = "rpc"
+[run]
+duration = "300ms"
+warmup = "0"
+drain_timeout = "200ms"
+[pacing]
+mode = "rate"
+per_sec = 100
+[client]
+timeout = "500ms"
+[rpc.server]
+max_service = "1h"
+[rpc.ops.slow]
+service = "1h"
+"#;
+    let started = Instant::now();
+    let (outcome, dir) = common::try_run(toml, &[]);
+    let results = outcome.unwrap().results;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the run took {:?}",
+        started.elapsed()
+    );
+    let r = &results[0];
+    common::assert_accounted(r);
+    assert_eq!(r.counters.delivered, 0);
+    assert!(r.counters.failed + r.counters.in_flight_end > 0);
+    assert!(std::fs::read_dir(dir.path()).unwrap().next().is_some());
+}

@@ -199,6 +199,7 @@ fn accept_loop(
     let mut events = Events::with_capacity(64);
     let mut next = 0;
     let mut retry = None;
+    let mut log = super::RateLimitedLog::default();
     while !shutdown.load(Ordering::Relaxed) {
         // After an accept error (out of descriptors) no new edge may come for the connections
         // still queued: look again shortly.
@@ -210,6 +211,7 @@ fn accept_loop(
                 Ok((stream, _)) => {
                     if stats.open.load(Ordering::Relaxed) >= max_connections {
                         stats.rejected.fetch_add(1, Ordering::Relaxed);
+                        log.say(|| format!("msgbench rpc server: refused a connection: {max_connections} are open (max_connections); raise --max-connections or rpc.server.max_connections"));
                         drop(stream);
                         continue;
                     }
@@ -223,8 +225,9 @@ fn accept_loop(
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(_) => {
+                Err(e) => {
                     stats.accept_errors.fetch_add(1, Ordering::Relaxed);
+                    log.say(|| format!("msgbench rpc server: cannot accept a connection: {e}; out of file descriptors? raise `ulimit -n`"));
                     retry = Some(std::time::Duration::from_millis(10));
                     break;
                 }

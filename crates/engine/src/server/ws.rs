@@ -334,11 +334,15 @@ async fn accept_loop<S: Service>(
     counts: Arc<Counts>,
 ) {
     let mut next = 0usize;
+    let mut log = super::RateLimitedLog::default();
+    let name = service.settings().name;
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
-                if counts.open.load(Ordering::Relaxed) >= service.settings().max_connections {
+                let max = service.settings().max_connections;
+                if counts.open.load(Ordering::Relaxed) >= max {
                     counts.refused.fetch_add(1, Ordering::Relaxed);
+                    log.say(|| format!("msgbench {name}: refused a connection: {max} are open (max_connections); raise --max-connections"));
                     drop(stream);
                     continue;
                 }
@@ -349,8 +353,9 @@ async fn accept_loop<S: Service>(
                 next = next.wrapping_add(1);
             }
             // Out of descriptors and the like: no new edge may come for queued connections.
-            Err(_) => {
+            Err(e) => {
                 counts.accept_errors.fetch_add(1, Ordering::Relaxed);
+                log.say(|| format!("msgbench {name}: cannot accept a connection: {e}; out of file descriptors? raise `ulimit -n`"));
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await
             }
         }
