@@ -317,8 +317,11 @@ enum Close {
 enum Served {
     /// Every complete frame is served: read more.
     NeedBytes,
-    /// Its queued responses are over the limit: read nothing until they drain.
+    /// Its own queued responses are over the limit: read nothing until they drain (a writable
+    /// event or a released response resumes it).
     Paused,
+    /// The server's budget is spent: read nothing until it has room (the main loop resumes it).
+    OverBudget,
 }
 
 /// Bytes a response held by a timer is counted as while it waits.
@@ -425,9 +428,9 @@ impl Worker {
         });
         match served {
             Ok(Served::NeedBytes) => {}
-            Ok(Served::Paused) => {
-                // The flush may have drained enough already; otherwise a writable event, a
-                // released response or the budget resumes it.
+            // A writable event or a released response resumes it.
+            Ok(Served::Paused) => {}
+            Ok(Served::OverBudget) => {
                 if !self.paused.contains(&slot) {
                     self.paused.push(slot);
                 }
@@ -450,8 +453,9 @@ impl Worker {
     fn read_and_serve(&mut self, slot: usize) -> Result<Served, Close> {
         let max_frame = self.max_frame;
         loop {
-            if let Served::Paused = self.serve_frames(slot)? {
-                return Ok(Served::Paused);
+            match self.serve_frames(slot)? {
+                Served::NeedBytes => {}
+                paused => return Ok(paused),
             }
             let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
                 return Ok(Served::NeedBytes);
@@ -478,11 +482,19 @@ impl Worker {
         }
     }
 
-    /// True when a response of `cost` bytes may be queued for `conn`: it has none queued (so
-    /// every connection makes progress), or it stays under its own limit and the budget.
-    fn may_queue(&self, conn: &Conn, cost: usize) -> bool {
+    /// Whether a response of `cost` bytes may be queued for `conn` (`None`), or why not. A
+    /// connection with nothing queued always may: every connection makes progress.
+    fn may_queue(&self, conn: &Conn, cost: usize) -> Option<Served> {
         let queued = conn.queued();
-        queued == 0 || (queued + cost <= PAUSE_READING_BYTES && self.queued + cost <= self.budget)
+        if queued == 0 {
+            None
+        } else if queued + cost > PAUSE_READING_BYTES {
+            Some(Served::Paused)
+        } else if self.queued + cost > self.budget {
+            Some(Served::OverBudget)
+        } else {
+            None
+        }
     }
 
     /// Serves the complete frames in the read buffer.
@@ -508,8 +520,8 @@ impl Worker {
                 ) => return Err(Close::Protocol),
             };
             let reply_bytes = h.reply_bytes.min(self.max_frame.saturating_sub(64));
-            if !self.may_queue(conn, held_cost(reply_bytes)) {
-                return Ok(Served::Paused);
+            if let Some(paused) = self.may_queue(conn, held_cost(reply_bytes)) {
+                return Ok(paused);
             }
             let service_ns = if h.service_ns > self.max_service_ns {
                 self.stats.clamped.fetch_add(1, Ordering::Relaxed);
