@@ -241,6 +241,7 @@ fn ticks_options(
         pacing,
         spin_ns,
         seed: 1,
+        per_second: false,
     };
     let run_for = args
         .run_for

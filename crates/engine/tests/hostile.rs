@@ -449,6 +449,7 @@ fn ticks_ping_flood_without_reading_is_bounded() {
             pacing: msgbench_model::pacing::Pacing::Immediate,
             spin_ns: 0,
             seed: 1,
+            per_second: false,
         },
         ([127, 0, 0, 1], 0).into(),
     )

@@ -360,6 +360,7 @@ fn the_server_protects_itself_from_clients_that_never_read_or_send_too_much() {
             },
             spin_ns: 50_000,
             seed: 1,
+            per_second: true,
         },
         ([127, 0, 0, 1], 0).into(),
     )

@@ -77,6 +77,10 @@ pub struct TickServerOptions {
     pub spin_ns: u64,
     /// Seed of Poisson arrivals.
     pub seed: u64,
+    /// Keep each connection's counts per second of the schedule (a run's report charts them).
+    /// Off for a standalone server: a connection joining after hours would otherwise hold a
+    /// slot for every second since the server started.
+    pub per_second: bool,
 }
 
 /// What the server counted for one connection, published when it ended (or the server did).
@@ -353,6 +357,8 @@ struct Conn {
 
 #[derive(Default)]
 struct ConnState {
+    /// Counts per second are kept ([`TickServerOptions::per_second`]).
+    per_second: bool,
     subscribed: bool,
     /// `(seq, intended_ns)` of ticks waiting to be written.
     queue: VecDeque<(u64, u64)>,
@@ -386,7 +392,9 @@ impl ConnState {
         let measured = schedule.measures(intended_ns);
         if measured {
             r.counts.generated += 1;
-            bump(&mut r.per_second, schedule.second(intended_ns), 0);
+            if self.per_second {
+                bump(&mut r.per_second, schedule.second(intended_ns), 0);
+            }
         }
         let full = self.queue.len() >= config.queue || (over_budget && !self.queue.is_empty());
         let outcome = if !full {
@@ -398,7 +406,9 @@ impl ConnState {
                     r.dropped_all += 1;
                     if schedule.measures(evicted) {
                         r.counts.dropped += 1;
-                        bump(&mut r.per_second, schedule.second(now_ns), 1);
+                        if self.per_second {
+                            bump(&mut r.per_second, schedule.second(now_ns), 1);
+                        }
                     }
                     Offer::Queued
                 }
@@ -426,7 +436,9 @@ impl ConnState {
                 r.dropped_all += 1;
                 if measured {
                     r.counts.dropped += 1;
-                    bump(&mut r.per_second, schedule.second(now_ns), 1);
+                    if self.per_second {
+                        bump(&mut r.per_second, schedule.second(now_ns), 1);
+                    }
                 }
             }
             Offer::Close(_) => {}
@@ -712,6 +724,7 @@ async fn serve(service: Arc<TickService>, local: Rc<Local>, upgrade: Upgrade, mu
         name: name.clone(),
         format,
         st: RefCell::new(ConnState {
+            per_second: service.options.per_second,
             report: ConnReport {
                 name: name.clone(),
                 format: Some(format),
@@ -942,7 +955,7 @@ impl Writer {
         st.report.written_warmup += warmup;
         if measured > 0 {
             st.report.counts.written += measured;
-            if let Some(s) = local.schedule.get() {
+            if let Some(s) = local.schedule.get().filter(|_| st.per_second) {
                 add(
                     &mut st.report.per_second,
                     s.second(crate::clock::now_ns()),

@@ -67,6 +67,7 @@ pub fn run(
         pacing: scenario.pacing,
         spin_ns: ticks.spin_ns,
         seed: scenario.run.seed,
+        per_second: true,
     };
     let sut = SystemUnderTest::start(ticks.address.as_deref(), sut, &ctx.stop, || {
         TickServer::start(options, ([127, 0, 0, 1], 0).into())
