@@ -168,13 +168,14 @@ fn serve_rpc(args: ServeRpcArgs) -> ExitCode {
     let st = &server.stats;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     println!(
-        "served {} responses on {} connections in {:.1} s, {cpu_s:.2} CPU-s; closed {} for bad frames, {} slow readers, {} idle; refused {} over the connection limit, {} failed accepts; clamped {} service times",
+        "served {} responses on {} connections in {:.1} s, {cpu_s:.2} CPU-s; closed {} for bad frames, {} slow readers, {} idle, {} idle to admit new ones; refused {} over the connection limit, {} failed accepts; clamped {} service times",
         load(&st.responses),
         load(&st.accepted),
         started.elapsed().as_secs_f64(),
         load(&st.protocol_errors),
         load(&st.slow_readers),
         load(&st.idle_closed),
+        load(&st.evicted),
         load(&st.rejected),
         load(&st.accept_errors),
         load(&st.clamped)

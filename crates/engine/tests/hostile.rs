@@ -250,6 +250,32 @@ fn rpc_idle_connections_are_closed_and_counted() {
     srv.stop();
 }
 
+#[test]
+fn rpc_idle_connections_do_not_lock_real_clients_out() {
+    // Before: max_connections idle connections refused everyone else until they left.
+    let _turn = common::turn();
+    let config = RpcServerConfig {
+        max_connections: 50,
+        ..RpcServerConfig::default()
+    };
+    let srv = server(config);
+    let addr = srv.local_addr();
+    let idle: Vec<TcpStream> = (0..50).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    // Fresh connections are not replaced: a new one is refused.
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        !serves(addr),
+        "a connection over the limit was served at once"
+    );
+    std::thread::sleep(Duration::from_millis(1100));
+    assert!(serves(addr), "idle connections locked a real client out");
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(load(&srv.stats.evicted) >= 1);
+    assert!(load(&srv.stats.rejected) >= 1);
+    drop(idle);
+    srv.stop();
+}
+
 // ---- WebSocket servers ----
 
 use msgbench_engine::server::ticks::{TickServer, TickServerOptions};

@@ -11,7 +11,8 @@
 //! while its queued responses (written but unread, or held by `sleep`) exceed 4 MiB, or while
 //! its worker's share of the server-wide 256 MiB budget is spent; a connection that neither sends
 //! nor reads for `idle_timeout` is closed (counted as idle, or as a slow reader when responses
-//! were waiting); connections beyond `max_connections` are closed on accept.
+//! were waiting); a connection beyond `max_connections` replaces one silent for a second or
+//! more, or is closed on accept.
 use crate::clock::now_ns;
 use crate::cpu::ThreadCpuClock;
 use crate::harness::timer::Timer;
@@ -40,6 +41,8 @@ const PAUSE_READING_BYTES: usize = 4 << 20;
 pub const SERVER_QUEUE_BUDGET: usize = 256 << 20;
 /// How often idle connections are looked for.
 const IDLE_SWEEP_NS: u64 = 1_000_000_000;
+/// Silence after which a connection may be replaced by a new one when the server is full.
+const EVICT_IDLE_NS: u64 = 1_000_000_000;
 /// Entries of closed connections left in the delay queue beyond which it is compacted.
 const STALE_DELAYED_COMPACT: usize = 4096;
 
@@ -56,6 +59,8 @@ pub struct ServerStats {
     pub slow_readers: AtomicU64,
     /// Connections closed after `idle_timeout` without a byte either way.
     pub idle_closed: AtomicU64,
+    /// Idle connections closed to admit a new one when `max_connections` were open.
+    pub evicted: AtomicU64,
     /// Requests that asked for more than `max_service` (served for `max_service`).
     pub clamped: AtomicU64,
     /// Accepts that failed (out of file descriptors and the like).
@@ -90,7 +95,7 @@ impl RpcServer {
         for i in 0..config.threads {
             let poll = Poll::new()?;
             let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
-            let (tx, rx) = channel::<TcpStream>();
+            let (tx, rx) = channel::<(TcpStream, bool)>();
             let mut worker = Worker {
                 poll,
                 incoming: rx,
@@ -105,6 +110,7 @@ impl RpcServer {
                 max_service_ns: config.max_service_ns,
                 idle_timeout_ns: config.idle_timeout_ns,
                 next_sweep_ns: 0,
+                evict_cursor: 0,
                 stall: config.stall,
                 started_ns: now_ns(),
                 shutdown: shutdown.clone(),
@@ -191,7 +197,7 @@ impl Drop for RpcServer {
 fn accept_loop(
     mut poll: Poll,
     listener: TcpListener,
-    workers: Vec<(Sender<TcpStream>, Arc<Waker>)>,
+    workers: Vec<(Sender<(TcpStream, bool)>, Arc<Waker>)>,
     max_connections: usize,
     shutdown: Arc<AtomicBool>,
     stats: Arc<ServerStats>,
@@ -209,18 +215,19 @@ fn accept_loop(
         loop {
             match listener.accept() {
                 Ok((stream, _)) => {
-                    if stats.open.load(Ordering::Relaxed) >= max_connections {
-                        stats.rejected.fetch_add(1, Ordering::Relaxed);
-                        log.say(|| format!("msgbench rpc server: refused a connection: {max_connections} are open (max_connections); raise --max-connections or rpc.server.max_connections"));
-                        drop(stream);
-                        continue;
+                    // Full: the worker lets it replace a connection idle for a second or more
+                    // (a flood of idle connections must not lock real clients out), or
+                    // refuses it.
+                    let full = stats.open.load(Ordering::Relaxed) >= max_connections;
+                    if full {
+                        log.say(|| format!("msgbench rpc server: {max_connections} connections are open (max_connections): new ones replace idle ones or are refused; raise --max-connections or rpc.server.max_connections"));
+                    } else {
+                        stats.open.fetch_add(1, Ordering::Relaxed);
                     }
                     let _ = stream.set_nodelay(true);
-                    stats.open.fetch_add(1, Ordering::Relaxed);
-                    stats.accepted.fetch_add(1, Ordering::Relaxed);
                     let (tx, waker) = &workers[next % workers.len()];
                     next += 1;
-                    if tx.send(stream).is_ok() {
+                    if tx.send((stream, full)).is_ok() {
                         let _ = waker.wake();
                     }
                 }
@@ -281,7 +288,8 @@ impl Conn {
 
 struct Worker {
     poll: Poll,
-    incoming: Receiver<TcpStream>,
+    /// New connections; `true`: the server was full when it came.
+    incoming: Receiver<(TcpStream, bool)>,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
     delayed: BinaryHeap<Reverse<Delayed>>,
@@ -298,6 +306,7 @@ struct Worker {
     max_service_ns: u64,
     idle_timeout_ns: u64,
     next_sweep_ns: u64,
+    evict_cursor: usize,
     stall: Option<(u64, u64)>,
     started_ns: u64,
     shutdown: Arc<AtomicBool>,
@@ -311,6 +320,7 @@ enum Close {
     Protocol,
     SlowReader,
     Idle,
+    Evicted,
 }
 
 /// What serving the buffered frames of a connection came to.
@@ -393,7 +403,20 @@ impl Worker {
     }
 
     fn adopt_new_connections(&mut self) -> io::Result<()> {
-        while let Ok(mut stream) = self.incoming.try_recv() {
+        while let Ok((mut stream, full)) = self.incoming.try_recv() {
+            if full {
+                match self.idle_victim() {
+                    Some(victim) => {
+                        self.close(victim, Close::Evicted);
+                        self.stats.open.fetch_add(1, Ordering::Relaxed);
+                    }
+                    None => {
+                        self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                }
+            }
+            self.stats.accepted.fetch_add(1, Ordering::Relaxed);
             let slot = self.free.pop().unwrap_or_else(|| {
                 self.conns.push(None);
                 self.conns.len() - 1
@@ -419,6 +442,26 @@ impl Worker {
             self.on_readable(slot);
         }
         Ok(())
+    }
+
+    /// A connection of this worker that has been silent both ways for [`EVICT_IDLE_NS`] and
+    /// is owed nothing, found from a rotating cursor (an idle flood yields one at once).
+    fn idle_victim(&mut self) -> Option<usize> {
+        let now = now_ns();
+        let n = self.conns.len();
+        for step in 0..n {
+            let slot = (self.evict_cursor + step) % n;
+            let quiet = self.conns[slot].as_ref().is_some_and(|c| {
+                c.held == 0
+                    && c.wpos == c.wbuf.len()
+                    && now.saturating_sub(c.active_ns) >= EVICT_IDLE_NS
+            });
+            if quiet {
+                self.evict_cursor = slot + 1;
+                return Some(slot);
+            }
+        }
+        None
     }
 
     fn on_readable(&mut self, slot: usize) {
@@ -712,6 +755,7 @@ impl Worker {
             Close::Protocol => &self.stats.protocol_errors,
             Close::SlowReader => &self.stats.slow_readers,
             Close::Idle => &self.stats.idle_closed,
+            Close::Evicted => &self.stats.evicted,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }

@@ -31,6 +31,8 @@ pub type ServerWs = tokio_websockets::WebSocketStream<BufWriter<TcpStream>>;
 pub const WRITE_BUFFER: usize = 64 << 10;
 /// Longest a connection may take to send its request head.
 pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// Connections the kernel queues before they are accepted (as mio's listener for rpc).
+const LISTEN_BACKLOG: libc::c_int = 4096;
 /// Largest request head read before the handshake.
 const MAX_HEAD: usize = 8 << 10;
 /// RFC 6455's key suffix for `Sec-WebSocket-Accept`.
@@ -214,6 +216,13 @@ impl Pool {
         listen: SocketAddr,
     ) -> io::Result<Pool> {
         let listener = std::net::TcpListener::bind(listen)?;
+        {
+            // std listens with a backlog of 128: a burst of connections beyond it is reset
+            // (seen with 500 at once). The kernel caps this at net.core.somaxconn.
+            use std::os::fd::AsRawFd;
+            // SAFETY: listen() again on a listening socket only changes its backlog.
+            unsafe { libc::listen(listener.as_raw_fd(), LISTEN_BACKLOG) };
+        }
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let settings = service.settings().clone();
