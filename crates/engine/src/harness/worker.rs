@@ -64,5 +64,5 @@ pub fn raise_fd_limit() -> u64 {
             }
         }
     }
-    lim.rlim_cur as u64
+    lim.rlim_cur
 }

@@ -194,10 +194,13 @@ impl Drop for RpcServer {
     }
 }
 
+/// Where the acceptor hands a worker its connections: `(stream, the server was full)`.
+type Handoff = (Sender<(TcpStream, bool)>, Arc<Waker>);
+
 fn accept_loop(
     mut poll: Poll,
     listener: TcpListener,
-    workers: Vec<(Sender<(TcpStream, bool)>, Arc<Waker>)>,
+    workers: Vec<Handoff>,
     max_connections: usize,
     shutdown: Arc<AtomicBool>,
     stats: Arc<ServerStats>,

@@ -29,8 +29,13 @@ use tokio::net::TcpStream;
 pub type ServerWs = tokio_websockets::WebSocketStream<BufWriter<TcpStream>>;
 /// Bytes a flush may coalesce into one write.
 pub const WRITE_BUFFER: usize = 64 << 10;
-/// Longest a connection may take to send its request head.
-pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// Longest a connection may take to send its request head: 5 s, plus up to 2 s spread by the
+/// peer's port. Connections an attacker opens together would otherwise time out together, and
+/// closing 10 000 at once stalls the thread for ~35 ms (`bench/hostile.sh`).
+pub fn handshake_timeout(peer: SocketAddr) -> std::time::Duration {
+    let spread_ms = u64::from(peer.port()).wrapping_mul(7919) % 2000;
+    std::time::Duration::from_millis(5000 + spread_ms)
+}
 /// Connections the kernel queues before they are accepted (as mio's listener for rpc).
 const LISTEN_BACKLOG: libc::c_int = 4096;
 /// Largest request head read before the handshake.
@@ -412,7 +417,10 @@ async fn handle<S: Service>(
         .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
     let mut stream = stream;
     let mut received = Vec::with_capacity(1024);
-    let read = tokio::time::timeout(HANDSHAKE_TIMEOUT, read_head(&mut stream, &mut received));
+    let read = tokio::time::timeout(
+        handshake_timeout(peer),
+        read_head(&mut stream, &mut received),
+    );
     let head = match read.await {
         Ok(Ok(head)) => head,
         // A connection that never says anything (a browser's speculative preconnect) is not a
