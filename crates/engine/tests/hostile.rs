@@ -86,7 +86,11 @@ fn server(config: RpcServerConfig) -> RpcServer {
 
 /// Writes `chunk` again and again for `time` without reading, as far as the socket takes it.
 fn flood(addr: SocketAddr, chunk: &[u8], time: Duration) -> TcpStream {
-    let mut s = TcpStream::connect(addr).unwrap();
+    flood_on(TcpStream::connect(addr).unwrap(), chunk, time)
+}
+
+/// [`flood`] on a connection already open (a WebSocket after its upgrade).
+fn flood_on(mut s: TcpStream, chunk: &[u8], time: Duration) -> TcpStream {
     s.set_write_timeout(Some(Duration::from_millis(50)))
         .unwrap();
     let end = Instant::now() + time;
@@ -224,6 +228,38 @@ fn rpc_clients_that_never_read_big_replies_are_bounded() {
         drop(streams);
         std::thread::sleep(Duration::from_millis(200));
     }
+    srv.stop();
+}
+
+#[test]
+fn rpc_a_pipelining_client_that_reads_everything_gets_everything() {
+    // Backpressure pauses a connection at 4 MiB of queued responses; when one flush drains
+    // them all, no writable event will come, and the requests still buffered must be served
+    // without waiting for the client to send more.
+    let _turn = common::turn();
+    let srv = server(RpcServerConfig::default());
+    let mut s = TcpStream::connect(srv.local_addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut reader = s.try_clone().unwrap();
+    let requests = 2000u64;
+    let reply = 64 << 10;
+    let read_all = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 20];
+        let mut total = 0u64;
+        let want = requests * (frame::HEADER_BYTES as u64 + reply as u64);
+        while total < want {
+            match reader.read(&mut buf) {
+                Ok(n) if n > 0 => total += n as u64,
+                _ => break,
+            }
+        }
+        total == want
+    });
+    let batch: Vec<u8> = (0..requests)
+        .flat_map(|id| request(id, 0, false, reply))
+        .collect();
+    s.write_all(&batch).unwrap();
+    assert!(read_all.join().unwrap(), "responses stopped coming");
     srv.stop();
 }
 
@@ -424,16 +460,8 @@ fn ws_rpc_slow_call_flood_is_bounded_and_idle_connections_close() {
         .map(|_| {
             let call = call.clone();
             std::thread::spawn(move || {
-                let (mut s, _) = ws_open(addr, "/");
-                s.set_write_timeout(Some(Duration::from_millis(50)))
-                    .unwrap();
-                let end = Instant::now() + Duration::from_secs(3);
-                while Instant::now() < end {
-                    if s.write_all(&call).is_err() {
-                        std::thread::sleep(Duration::from_millis(5));
-                    }
-                }
-                s
+                let (s, _) = ws_open(addr, "/");
+                flood_on(s, &call, Duration::from_secs(3))
             })
         })
         .collect();
@@ -489,17 +517,9 @@ fn ticks_ping_flood_without_reading_is_bounded() {
         .map(|_| {
             let pings = pings.clone();
             std::thread::spawn(move || {
-                let (mut s, status) = ws_open(addr, "/ticks?wait=1");
+                let (s, status) = ws_open(addr, "/ticks?wait=1");
                 assert!(status.contains("101"), "{status}");
-                s.set_write_timeout(Some(Duration::from_millis(50)))
-                    .unwrap();
-                let end = Instant::now() + Duration::from_secs(3);
-                while Instant::now() < end {
-                    if s.write_all(&pings).is_err() {
-                        std::thread::sleep(Duration::from_millis(5));
-                    }
-                }
-                s
+                flood_on(s, &pings, Duration::from_secs(3))
             })
         })
         .collect();

@@ -468,20 +468,27 @@ impl Worker {
     }
 
     fn on_readable(&mut self, slot: usize) {
-        let served = self.read_and_serve(slot).and_then(|served| {
-            self.flush(slot)?;
-            Ok(served)
-        });
-        match served {
-            Ok(Served::NeedBytes) => {}
-            // A writable event or a released response resumes it.
-            Ok(Served::Paused) => {}
-            Ok(Served::OverBudget) => {
-                if !self.paused.contains(&slot) {
-                    self.paused.push(slot);
+        loop {
+            let served = self.read_and_serve(slot).and_then(|served| {
+                self.flush(slot)?;
+                Ok(served)
+            });
+            match served {
+                // Paused, and the flush drained everything: no writable event will come, and
+                // requests may wait in the buffer or the socket with no new edge to announce
+                // them, so serve on now (with nothing queued, a request is always served).
+                Ok(Served::Paused)
+                    if self.conns[slot].as_ref().is_some_and(|c| c.queued() == 0) => {}
+                // Otherwise a writable event or a released response resumes it.
+                Ok(Served::NeedBytes | Served::Paused) => return,
+                Ok(Served::OverBudget) => {
+                    if !self.paused.contains(&slot) {
+                        self.paused.push(slot);
+                    }
+                    return;
                 }
+                Err(why) => return self.close(slot, why),
             }
-            Err(why) => self.close(slot, why),
         }
     }
 

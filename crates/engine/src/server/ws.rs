@@ -425,11 +425,7 @@ async fn handle<S: Service>(
         Ok(Ok(head)) => head,
         // A connection that never says anything (a browser's speculative preconnect) is not a
         // failed handshake.
-        Ok(Err(HeadError::Silent)) => {
-            counts.idle.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        Err(_) if received.is_empty() => {
+        Ok(Err(HeadError::Silent)) | Err(_) if received.is_empty() => {
             counts.idle.fetch_add(1, Ordering::Relaxed);
             return;
         }
