@@ -7,6 +7,7 @@
 # Takes about four minutes; loopback only; every process it starts it stops.
 #
 #   bash bench/hostile.sh
+#   MSGBENCH_HOSTILE_ONLY=ws-rpc:slowloris bash bench/hostile.sh   # one cell (or one server)
 source "$(dirname "$0")/common.sh"
 build_all
 machine

@@ -388,6 +388,28 @@ fn attack(
     Some(())
 }
 
+/// Runs attack `name` on the server at `target` while a well-behaved client measures the one
+/// at `served` (the same server, or another to tell the host's cost from the server's).
+fn under_attack(
+    name: &'static str,
+    kind: Kind,
+    target: SocketAddr,
+    served: SocketAddr,
+    out: &std::path::Path,
+) -> Option<Measured> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let attacker = {
+        let stop = stop.clone();
+        std::thread::spawn(move || attack(name, kind, target, stop, ready_tx))
+    };
+    let _ = ready_rx.recv_timeout(Duration::from_secs(30));
+    let got = measured(well_behaved(kind, served, out));
+    stop.store(true, Ordering::Relaxed);
+    let _ = attacker.join();
+    got
+}
+
 #[test]
 #[ignore = "a benchmark: bench/hostile.sh"]
 fn hostile_matrix() {
@@ -407,7 +429,13 @@ fn hostile_matrix() {
         "server", "attack", "quiet p99", "p99", "ratio", "peak RSS"
     );
     let mut failures = 0;
+    // `MSGBENCH_HOSTILE_ONLY=ws-rpc` or `=ws-rpc:slowloris` runs part of the matrix.
+    let only = std::env::var("MSGBENCH_HOSTILE_ONLY").unwrap_or_default();
+    let (only_kind, only_attack) = only.split_once(':').unwrap_or((&only, ""));
     for kind in [Kind::Rpc, Kind::WsRpc, Kind::Ticks] {
+        if !only_kind.is_empty() && only_kind != kind.name() {
+            continue;
+        }
         let quiet = {
             let server = Server::start(kind);
             measured(well_behaved(kind, server.addr, out.path())).expect("the quiet run")
@@ -422,21 +450,28 @@ fn hostile_matrix() {
             ""
         );
         for name in attacks {
+            if !only_attack.is_empty() && !name.starts_with(only_attack) {
+                continue;
+            }
             if name == "max service" && kind != Kind::Rpc {
                 continue; // the WebSocket servers' service times are theirs, not the client's
             }
             let mut server = Server::start(kind);
-            let stop = Arc::new(AtomicBool::new(false));
-            let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-            let attacker = {
-                let (stop, addr) = (stop.clone(), server.addr);
-                std::thread::spawn(move || attack(name, kind, addr, stop, ready_tx))
-            };
-            let _ = ready_rx.recv_timeout(Duration::from_secs(30));
-            let client = well_behaved(kind, server.addr, out.path());
-            let got = measured(client);
-            stop.store(true, Ordering::Relaxed);
-            let _ = attacker.join();
+            let got = under_attack(name, kind, server.addr, server.addr, out.path());
+            let within = |p99: f64, of: f64| p99 <= (2.0 * of).max(of + 100.0);
+            let delivered = got.as_ref().is_some_and(|m| m.delivered_share >= 0.999);
+            // A p99 beyond 2× quiet may be the host's, not the server's: on two CPUs the attack
+            // itself (its writes, the kernel's work, the attacked process's reads) takes the
+            // CPUs the client and the server need. The same attack aimed at another server
+            // process shows what the host alone costs the client.
+            let host = (kind != Kind::Ticks
+                && delivered
+                && !got.as_ref().is_some_and(|m| within(m.p99_us, quiet.p99_us)))
+            .then(|| {
+                let (decoy, clean) = (Server::start(kind), Server::start(kind));
+                under_attack(name, kind, decoy.addr, clean.addr, out.path())
+            })
+            .flatten();
             let rss = server.peak_rss_mb();
             let alive = server.alive();
             let cap = if kind == Kind::Rpc {
@@ -445,10 +480,11 @@ fn hostile_matrix() {
                 WS_CAP_MB
             };
             let serves_ok = match (&got, kind) {
-                (Some(m), Kind::Ticks) => m.delivered_share >= 0.999,
+                (Some(_), Kind::Ticks) => delivered,
                 (Some(m), _) => {
-                    m.delivered_share >= 0.999
-                        && m.p99_us <= (2.0 * quiet.p99_us).max(quiet.p99_us + 100.0)
+                    delivered
+                        && (within(m.p99_us, quiet.p99_us)
+                            || host.as_ref().is_some_and(|h| within(m.p99_us, h.p99_us)))
                 }
                 (None, _) => false,
             };
@@ -465,7 +501,13 @@ fn hostile_matrix() {
                     .map_or("-".into(), |m| format!("{:.2}", m.p99_us / quiet.p99_us)),
                 rss,
                 if ok {
-                    "holds".to_string()
+                    match &host {
+                        Some(h) => format!(
+                            "holds: the host's (the attack on another server: p99 {:.0}µs)",
+                            h.p99_us
+                        ),
+                        None => "holds".to_string(),
+                    }
                 } else {
                     format!(
                         "FAILS ({}{}{})",
