@@ -892,6 +892,101 @@ command = "exec redis-server --port {port} --bind 127.0.0.1 --save '' --appendon
     assert!(!accepts(port), "redis-server is stopped after the run");
 }
 
+/// A Redis that stalls (`DEBUG SLEEP 1`) past the client's timeout, with `on_error = "stop"`:
+/// the answered requests took under a millisecond, but the ones that timed out waited 300 ms
+/// and more. The result and the summary must say so (they showed max 0.4 ms).
+#[test]
+fn a_stalled_redis_shows_the_wait_of_the_requests_it_never_answered() {
+    let _turn = turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let scenario = write(
+        tmp.path(),
+        "stall.toml",
+        &format!(
+            r#"system = "redis"
+[run]
+duration = "4s"
+warmup = "200ms"
+[client]
+connections = 2
+window = 1
+timeout = "300ms"
+on_error = "stop"
+[pacing]
+mode = "rate"
+per_sec = 2000
+[redis]
+address = "127.0.0.1:{port}"
+[redis.ops.get]
+command = "get"
+[sut]
+command = "exec redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no --enable-debug-command yes"
+"#
+        ),
+    );
+    let out = tmp.path().join("results");
+    let run = Command::new(env!("CARGO_BIN_EXE_msgbench"))
+        .args(["run", &scenario, "--out", out.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the measured window is under way, stall the server for a second.
+    let started = std::time::Instant::now();
+    let mut redis = loop {
+        match std::net::TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => break s,
+            Err(_) if started.elapsed() < std::time::Duration::from_secs(10) => {
+                std::thread::sleep(std::time::Duration::from_millis(50))
+            }
+            Err(e) => panic!("redis-server never came up: {e} (run `bash scripts/setup.sh`)"),
+        }
+    };
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    use std::io::Write;
+    redis.write_all(b"DEBUG SLEEP 1\r\n").unwrap();
+    let o = run.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "a run the server stopped: {}",
+        stderr(&o)
+    );
+    let r = single_run(&out);
+    r.counters.check().unwrap();
+    assert!(r.counters.failed >= 1, "{:?}", r.counters);
+    assert!(
+        r.latency.max_ns < 300_000_000,
+        "answers came in time: {:?}",
+        r.latency
+    );
+    assert_eq!(
+        r.unanswered.count,
+        r.counters.failed + r.counters.in_flight_end
+    );
+    assert!(
+        r.unanswered.max_ns >= 300_000_000,
+        "the timed-out requests waited the timeout: {:?}",
+        r.unanswered
+    );
+    assert_eq!(r.max_latency_at_least(), Some(r.unanswered.max_ns));
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| matches!(w, msgbench_model::warning::Warning::Unanswered { .. })),
+        "{:?}",
+        r.warnings
+    );
+    let shown = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        shown.contains("≥ "),
+        "the summary's max is a lower bound:\n{shown}"
+    );
+    let md = std::fs::read_to_string(only_result_dir(&out).join("report.md")).unwrap();
+    assert!(md.contains("≥ "), "{md}");
+}
+
 #[test]
 fn search_finds_the_capacity_of_a_server_with_a_fixed_service_time() {
     let _turn = turn();

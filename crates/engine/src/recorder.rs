@@ -61,6 +61,7 @@ enum Report {
         counters: Counters,
         sequence: SequenceErrors,
         raw_latencies: Vec<u64>,
+        unanswered: HotHistogram,
     },
 }
 
@@ -153,6 +154,8 @@ pub struct Recorder {
     pub sequence: SequenceChecker,
     raw_latencies: Vec<u64>,
     zero_lags: u64,
+    /// Waits of the requests that got no answer (rare: kept for the whole run, not per second).
+    unanswered: HotHistogram,
 }
 
 impl Recorder {
@@ -195,6 +198,14 @@ impl Recorder {
     pub fn failed(&mut self) {
         self.counters.failed += 1;
         self.interval.failed += 1;
+    }
+
+    /// Records how long a measured request that got no answer (timed out, its connection
+    /// failed, or still in flight at the end) had waited by `now_ns`, from its intended send: a
+    /// lower bound on its latency. Counting it (failed or in flight) is the caller's.
+    #[inline]
+    pub fn unanswered(&mut self, intended_ns: u64, now_ns: u64) {
+        self.unanswered.record(now_ns.saturating_sub(intended_ns));
     }
 
     /// Counts messages found in flight when the run ended.
@@ -293,6 +304,7 @@ impl Recorder {
             counters: self.counters,
             sequence: self.sequence.errors,
             raw_latencies,
+            unanswered: self.unanswered,
         });
     }
 }
@@ -322,6 +334,8 @@ pub struct Recording {
     pub service: Vec<Histogram<u64>>,
     /// Send lag.
     pub send_lag: Histogram<u64>,
+    /// Waits of the requests that got no answer.
+    pub unanswered: Histogram<u64>,
     /// One sample per second.
     pub intervals: Vec<IntervalSample>,
     /// Latency histogram per interval, for the `.hlog`.
@@ -419,6 +433,7 @@ impl Collector {
                 0
             }),
             zero_lags: 0,
+            unanswered: HotHistogram::new(),
         }
     }
 
@@ -471,7 +486,9 @@ impl Collector {
                     counters,
                     sequence,
                     raw_latencies,
+                    unanswered,
                 } => {
+                    unanswered.add_to(&mut merge.totals.unanswered);
                     merge.add_final(&counters, &sequence, raw_latencies);
                     finished += 1;
                 }
@@ -486,6 +503,7 @@ struct TotalHistograms {
     latency: Vec<Histogram<u64>>,
     service: Vec<Histogram<u64>>,
     send_lag: Histogram<u64>,
+    unanswered: Histogram<u64>,
 }
 
 /// Gives the calling thread the lowest normal priority (nice 19): the once-a-second merge (a few
@@ -530,6 +548,7 @@ impl Merge {
                 latency: (0..classes).map(|_| new_latency_histogram()).collect(),
                 service: (0..classes).map(|_| new_latency_histogram()).collect(),
                 send_lag: new_latency_histogram(),
+                unanswered: new_latency_histogram(),
             },
             counters: Counters::default(),
             sequence: SequenceErrors::default(),
@@ -639,6 +658,7 @@ impl Merge {
             latency: self.totals.latency,
             service: self.totals.service,
             send_lag: self.totals.send_lag,
+            unanswered: self.totals.unanswered,
             intervals,
             interval_latency,
             raw_latencies: self.raw_latencies,

@@ -261,6 +261,7 @@ fn assemble(
         latency: Percentiles::of(&latency_all),
         service: Percentiles::of(&service_all),
         send_lag: Percentiles::of(&rec.send_lag),
+        unanswered: Percentiles::of(&rec.unanswered),
         classes: m
             .classes
             .iter()
@@ -288,6 +289,7 @@ fn assemble(
             latency: encode(&latency_all),
             service: encode(&service_all),
             send_lag: encode(&rec.send_lag),
+            unanswered: encode(&rec.unanswered),
         },
         warnings: Vec::new(),
         streams: m.streams.clone(),

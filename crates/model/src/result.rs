@@ -54,6 +54,13 @@ pub struct RunResult {
     pub service: Percentiles,
     /// Send lag (actual − scheduled send).
     pub send_lag: Percentiles,
+    /// How long each measured request that got no answer had waited, from its intended send,
+    /// when it was given up: it timed out, its connection failed, or the run ended with it in
+    /// flight. Each is a lower bound on a latency `latency` cannot hold (it counts answers
+    /// only), so a stall that answered nothing still shows here. Empty for systems without
+    /// requests and in files written before it.
+    #[serde(default)]
+    pub unanswered: Percentiles,
     /// Per operation class.
     pub classes: Vec<ClassResult>,
     /// CPU used by the driver (and the system under test, when in-process).
@@ -353,6 +360,9 @@ pub struct Histograms {
     pub service: String,
     /// Send lag.
     pub send_lag: String,
+    /// Waits of the requests that got no answer (empty in files written before it).
+    #[serde(default)]
+    pub unanswered: String,
 }
 
 /// CPU time and scheduling of one thread or process over the measured window.
@@ -447,6 +457,27 @@ impl RunResult {
             .iter()
             .find(|p| p.axis == axis)
             .map(|p| p.value.as_str())
+    }
+
+    /// A lower bound on the largest latency above the answered ones' max: the longest wait of a
+    /// request that got no answer, when it is longer. `None` when `latency.max_ns` is the max.
+    pub fn max_latency_at_least(&self) -> Option<u64> {
+        (self.unanswered.count > 0 && self.unanswered.max_ns > self.latency.max_ns)
+            .then_some(self.unanswered.max_ns)
+    }
+
+    /// Latency percentiles over every measured request, those that got no answer counted at
+    /// their wait: each a lower bound on the true percentile (an unanswered request's latency is
+    /// at least its wait), where `latency` describes the answered ones only. `None` when every
+    /// request was answered (or a histogram does not load).
+    pub fn latency_at_least(&self) -> Option<Percentiles> {
+        if self.unanswered.count == 0 {
+            return None;
+        }
+        let mut all = crate::histogram::decode(&self.histograms.latency).ok()?;
+        all.add(crate::histogram::decode(&self.histograms.unanswered).ok()?)
+            .ok()?;
+        Some(Percentiles::of(&all))
     }
 
     /// Delivered messages per second of the measured window.

@@ -48,6 +48,12 @@ pub fn warnings(r: &RunResult) -> Vec<Warning> {
             stream,
         });
     }
+    if let Some(wait_ns) = r.max_latency_at_least() {
+        w.push(Warning::Unanswered {
+            requests: r.unanswered.count,
+            longest_wait_ms: round_to(wait_ns as f64 / 1e6, 3),
+        });
+    }
     if c.in_flight_end > 0 {
         w.push(Warning::InFlightAtEnd {
             messages: c.in_flight_end,

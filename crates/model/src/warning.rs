@@ -64,6 +64,14 @@ pub enum Warning {
         /// How many.
         messages: u64,
     },
+    /// Requests got no answer, and the longest of them waited longer than any answered one took:
+    /// the true max latency is at least that wait.
+    Unanswered {
+        /// Measured requests that got no answer.
+        requests: u64,
+        /// The longest wait, ms (three decimals).
+        longest_wait_ms: f64,
+    },
     /// Ctrl-C (or a stop) cut the measured window short.
     Interrupted,
 }
@@ -74,6 +82,7 @@ const ACCOUNTING: (&str, &str) = (
     "): a bug in msgbench, please report it",
 );
 const INTERRUPTED: &str = "interrupted: the measured window was cut short";
+const UNANSWERED: &str = "before it was given up (timed out, its connection failed, or the run ended): the max latency is at least that, though the answered requests' max is lower";
 const STREAM_TARGET: &str = "generated for all clients (the target is the rate × clients: a client that left early was fed less)";
 const STREAM_LAG: &str = "the tick server's generator could not keep its schedule (a busy CPU)";
 const DRIVER_LAG: &str =
@@ -114,6 +123,10 @@ impl fmt::Display for Warning {
             Warning::InFlightAtEnd { messages } => write!(
                 f,
                 "{messages} messages still in flight when the drain timeout ended"
+            ),
+            Warning::Unanswered { requests, longest_wait_ms } => write!(
+                f,
+                "{requests} requests got no answer and one waited {longest_wait_ms:.3} ms {UNANSWERED}"
             ),
             Warning::Interrupted => f.write_str(INTERRUPTED),
         }
@@ -171,6 +184,12 @@ impl Warning {
             return Some(Warning::SendLag {
                 p99_ms: *n.get(1)?,
                 stream: text.contains(STREAM_LAG),
+            });
+        }
+        if text.ends_with(UNANSWERED) {
+            return Some(Warning::Unanswered {
+                requests: int(0)?,
+                longest_wait_ms: *n.get(1)?,
             });
         }
         if text.ends_with(" messages still in flight when the drain timeout ended") {
@@ -275,6 +294,10 @@ mod tests {
                 stream: true,
             },
             Warning::InFlightAtEnd { messages: 17 },
+            Warning::Unanswered {
+                requests: 3,
+                longest_wait_ms: 1000.125,
+            },
             Warning::Interrupted,
         ]
     }

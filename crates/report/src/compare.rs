@@ -274,6 +274,7 @@ mod tests {
             },
             service: Percentiles::default(),
             send_lag: Percentiles::default(),
+            unanswered: Percentiles::default(),
             classes: vec![],
             cpu: CpuUsage {
                 driver_cpu_s: 1.0,

@@ -3,7 +3,7 @@
 //! validity verdicts and, after `msgbench search`, every step of the search.
 use crate::advice::Advice;
 use crate::charts::Chart;
-use crate::format::{count, duration_ns, percent};
+use crate::format::{count, duration_ns, percent, MAX, P50, P99, P999};
 use crate::validity::judge;
 use msgbench_model::result::RunResult;
 
@@ -142,13 +142,15 @@ fn table(runs: &[RunResult]) -> String {
         } else {
             String::new()
         };
+        let bounds = r.latency_at_least();
+        let lat = |q| crate::format::latency(r, bounds.as_ref(), q);
         for cell in [
             count(r.delivered_per_sec()),
             percent(r.counters.success_rate()),
-            duration_ns(r.latency.p50_ns),
-            duration_ns(r.latency.p99_ns),
-            duration_ns(r.latency.p999_ns),
-            duration_ns(r.latency.max_ns),
+            lat(P50),
+            lat(P99),
+            lat(P999),
+            lat(MAX),
             duration_ns(r.send_lag.p99_ns),
             per_msg(r.cpu.driver_cpu_s),
         ] {

@@ -1,6 +1,9 @@
 //! `report.md`: one table for the sweep in the style of the reports msgbench grew from, replicates
 //! shown as median with their spread (min–max), then every run's validity verdict.
-use crate::format::{count, duration_ns, percent};
+use crate::format::{
+    count, duration_ns, latency_raised, latency_value, percent, Quantile, MAX, P50, P90, P95, P99,
+    P999, P9999,
+};
 use crate::validity::judge;
 use msgbench_model::result::RunResult;
 use msgbench_model::sweep::short_axis;
@@ -57,25 +60,41 @@ fn group(runs: &[RunResult]) -> BTreeMap<usize, Vec<&RunResult>> {
 }
 
 /// The metric columns: header and how to read the number from a run.
-type Column = (&'static str, fn(&RunResult) -> f64, fn(f64) -> String);
+/// A column of the main table: its name, what it reads from a run and how it shows it.
+type Column = (&'static str, Read, fn(f64) -> String);
+
+/// What a column reads from a run.
+enum Read {
+    /// A figure of the run.
+    Value(fn(&RunResult) -> f64),
+    /// A latency percentile: a lower bound with the unanswered requests, marked `≥`, where
+    /// that is higher than the answered requests' figure.
+    Latency(Quantile),
+}
 
 fn columns(with_sut: bool) -> Vec<Column> {
     let ns = |v: f64| duration_ns(v as u64);
     let mut columns: Vec<Column> = vec![
-        ("delivered/s", |r| r.delivered_per_sec(), |v| count(v)),
-        ("success", |r| r.counters.success_rate(), percent),
-        ("drop", |r| r.counters.drop_rate(), percent),
-        ("p50", |r| r.latency.p50_ns as f64, ns),
-        ("p90", |r| r.latency.p90_ns as f64, ns),
-        ("p95", |r| r.latency.p95_ns as f64, ns),
-        ("p99", |r| r.latency.p99_ns as f64, ns),
-        ("p99.9", |r| r.latency.p999_ns as f64, ns),
-        ("p99.99", |r| r.latency.p9999_ns as f64, ns),
-        ("max", |r| r.latency.max_ns as f64, ns),
-        ("CPU/msg", cpu_per_message_ns, ns),
+        ("delivered/s", Read::Value(|r| r.delivered_per_sec()), |v| {
+            count(v)
+        }),
+        (
+            "success",
+            Read::Value(|r| r.counters.success_rate()),
+            percent,
+        ),
+        ("drop", Read::Value(|r| r.counters.drop_rate()), percent),
+        ("p50", Read::Latency(P50), ns),
+        ("p90", Read::Latency(P90), ns),
+        ("p95", Read::Latency(P95), ns),
+        ("p99", Read::Latency(P99), ns),
+        ("p99.9", Read::Latency(P999), ns),
+        ("p99.99", Read::Latency(P9999), ns),
+        ("max", Read::Latency(MAX), ns),
+        ("CPU/msg", Read::Value(cpu_per_message_ns), ns),
     ];
     if with_sut {
-        columns.push(("server CPU/msg", sut_cpu_per_message_ns, ns));
+        columns.push(("server CPU/msg", Read::Value(sut_cpu_per_message_ns), ns));
     }
     columns
 }
@@ -150,14 +169,20 @@ fn fault_table(runs: &[RunResult]) -> String {
         "protocol errors",
         "server errors",
         "handshake failures",
+        "longest unanswered wait",
     ]
     .map(String::from)
     .to_vec();
     let mut out = header_row(&header);
     for r in runs.iter().filter(|r| r.faults.total() > 0) {
         let f = r.faults;
+        let wait = if r.unanswered.count == 0 {
+            "–".to_string()
+        } else {
+            duration_ns(r.unanswered.max_ns)
+        };
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {wait} |\n",
             r.run_id,
             r.counters.failed,
             f.timeouts,
@@ -196,7 +221,19 @@ fn table(points: &BTreeMap<usize, Vec<&RunResult>>, with_sut: bool) -> String {
         );
         row.push(runs.len().to_string());
         for (_, read, show) in &columns {
-            row.push(spread(runs.iter().map(|r| read(r)).collect(), *show));
+            let cell = match read {
+                Read::Value(read) => spread(runs.iter().map(|r| read(r)).collect(), *show),
+                Read::Latency(pick) => {
+                    let values = runs.iter().map(|r| latency_value(r, *pick) as f64);
+                    let cell = spread(values.collect(), *show);
+                    if runs.iter().any(|r| latency_raised(r, *pick)) {
+                        format!("≥ {cell}")
+                    } else {
+                        cell
+                    }
+                }
+            };
+            row.push(cell);
         }
         let valid = runs.iter().filter(|r| judge(r).is_valid()).count();
         row.push(format!("{valid}/{}", runs.len()));

@@ -1,7 +1,7 @@
 //! The end-of-run summary table, in the style of the reports msgbench grew from: per run its
 //! parameters, delivered rate, success and drop rate, latency percentiles (from the intended send
 //! time), send lag and CPU, then every warning.
-use crate::format::{count, duration_ns, percent};
+use crate::format::{count, duration_ns, percent, MAX, P50, P95, P99, P9999};
 use msgbench_model::result::RunResult;
 use msgbench_model::sweep::short_axis;
 
@@ -44,7 +44,6 @@ pub fn table(results: &[RunResult]) -> String {
             axes.iter()
                 .map(|a| r.param(a).unwrap_or_default().to_string()),
         );
-        let l = &r.latency;
         // Nothing measured is not 0 ns.
         let ns = |count: u64, v: u64| {
             if count == 0 {
@@ -53,15 +52,17 @@ pub fn table(results: &[RunResult]) -> String {
                 duration_ns(v)
             }
         };
+        let bounds = r.latency_at_least();
+        let lat = |q| crate::format::latency(r, bounds.as_ref(), q);
         row.extend([
             count(r.delivered_per_sec()),
             percent(r.counters.success_rate()),
             percent(r.counters.drop_rate()),
-            ns(l.count, l.p50_ns),
-            ns(l.count, l.p95_ns),
-            ns(l.count, l.p99_ns),
-            ns(l.count, l.p9999_ns),
-            ns(l.count, l.max_ns),
+            lat(P50),
+            lat(P95),
+            lat(P99),
+            lat(P9999),
+            lat(MAX),
             ns(r.send_lag.count, r.send_lag.p99_ns),
             format!("{:.2}", r.cpu.driver_cpu_s),
             count(r.cpu.delivered_per_cpu_s),

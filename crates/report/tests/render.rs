@@ -56,6 +56,7 @@ fn run(point: usize, window: u32, replicate: u32, rate: f64, base_ns: u64) -> Ru
         latency: Percentiles::of(&h),
         service: Percentiles::of(&h),
         send_lag: Percentiles::default(),
+        unanswered: Percentiles::default(),
         classes: vec![ClassResult {
             name: "call".into(),
             latency: Percentiles::of(&h),
@@ -72,6 +73,7 @@ fn run(point: usize, window: u32, replicate: u32, rate: f64, base_ns: u64) -> Ru
             latency: encode(&h),
             service: encode(&h),
             send_lag: encode(&new_latency_histogram()),
+            unanswered: String::new(),
         },
         warnings: vec![],
         streams: vec![],
@@ -361,4 +363,57 @@ fn impossible_data_is_shown_invalid_with_its_reason() {
     let html = std::fs::read_to_string(tmp.path().join("report.html")).unwrap();
     assert!(html.contains("impossible counters"));
     assert!(!html.contains("20000 %"));
+}
+
+#[test]
+fn unanswered_requests_make_the_tail_a_lower_bound_and_leave_the_body_alone() {
+    // 2000 answered requests of 10–30 µs; 5 that got no answer, given up after 300 ms. Before,
+    // the tables said max ~30 µs: a server that stalled past the timeout looked fast.
+    let mut r = run(0, 5, 1, 1000.0, 10_000);
+    let mut waits = new_latency_histogram();
+    for _ in 0..5 {
+        waits.record(300_000_000).unwrap();
+    }
+    r.unanswered = Percentiles::of(&waits);
+    r.histograms.unanswered = encode(&waits);
+    r.counters.failed = 5;
+    r.counters.sent += 5;
+    r.counters.attempted += 5;
+    let bounds = r.latency_at_least().expect("there are unanswered requests");
+    assert!(bounds.max_ns >= 300_000_000 - 300_000);
+    use msgbench_report::format::{latency, MAX, P50, P99, P999, P9999};
+    // 5 of 2005 (0.25 %) reach into p99.9 and p99.99 and the max, not into p99 or p50.
+    assert!(latency(&r, Some(&bounds), MAX).starts_with("≥ 300"));
+    assert!(latency(&r, Some(&bounds), P9999).starts_with("≥ 300"));
+    assert!(latency(&r, Some(&bounds), P999).starts_with("≥ 300"));
+    assert!(!latency(&r, Some(&bounds), P99).starts_with('≥'));
+    assert_eq!(
+        latency(&r, Some(&bounds), P50),
+        msgbench_report::format::duration_ns(r.latency.p50_ns)
+    );
+    // The verdict names it, and report.md marks the bound.
+    let w = msgbench_model::verdict::warnings(&r);
+    assert!(
+        w.iter()
+            .any(|w| w.to_string().contains("5 requests got no answer")),
+        "{w:?}"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("runs")).unwrap();
+    write_results(tmp.path());
+    std::fs::write(
+        tmp.path().join("runs/000-window=5-r1.json"),
+        serde_json::to_string(&r).unwrap(),
+    )
+    .unwrap();
+    msgbench_report::publish::publish(tmp.path(), None).unwrap();
+    let md = std::fs::read_to_string(tmp.path().join("report.md")).unwrap();
+    // Point 0 has two replicates: the cell is the median (min–max) of the bounds, marked.
+    let row = md.lines().find(|l| l.starts_with("| 0 |")).unwrap();
+    assert!(
+        row.contains("| ≥ ") && row.contains("–300 ms) | ≥ "),
+        "{row}"
+    );
+    let html = std::fs::read_to_string(tmp.path().join("report.html")).unwrap();
+    assert!(html.contains("≥ 300 ms"));
 }

@@ -572,7 +572,7 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
     fn fail(&mut self, i: usize, why: Failure, poll: &Poll) {
         let now = crate::clock::now_ns();
         let c = &mut self.conns[i];
-        fail_all_counted(&mut c.in_flight, &mut self.rec);
+        fail_all_counted(&mut c.in_flight, &mut self.rec, now);
         c.wbuf.clear();
         c.wpos = 0;
         c.want_write = false;

@@ -68,12 +68,9 @@ impl InFlight {
         self.in_flight
     }
 
-    /// Measured requests in flight.
-    pub fn measured_in_flight(&self) -> u64 {
-        self.flights
-            .iter()
-            .filter(|f| f.active && f.measured)
-            .count() as u64
+    /// The measured requests in flight.
+    pub fn measured_flights(&self) -> impl Iterator<Item = &Flight> {
+        self.flights.iter().filter(|f| f.active && f.measured)
     }
 
     /// Takes a slot for a new request; returns its id.
@@ -191,11 +188,13 @@ pub fn record_response(
     }
 }
 
-/// Fails every request in flight (its connection failed), counting the measured ones.
-pub fn fail_all_counted(in_flight: &mut InFlight, rec: &mut Recorder) {
+/// Fails every request in flight at `now` (its connection failed or its oldest request timed
+/// out), counting the measured ones and how long each had waited.
+pub fn fail_all_counted(in_flight: &mut InFlight, rec: &mut Recorder, now: u64) {
     in_flight.fail_all(|f| {
         if f.measured {
             rec.failed();
+            rec.unanswered(f.intended_ns, now);
         }
     });
 }
@@ -207,7 +206,12 @@ pub fn close_recording<'a>(
     in_flight: impl Iterator<Item = &'a InFlight>,
     now: u64,
 ) {
-    rec.in_flight_at_end(in_flight.map(InFlight::measured_in_flight).sum());
+    let mut left = 0;
+    for f in in_flight.flat_map(InFlight::measured_flights) {
+        rec.unanswered(f.intended_ns, now);
+        left += 1;
+    }
+    rec.in_flight_at_end(left);
     rec.finish(now);
 }
 

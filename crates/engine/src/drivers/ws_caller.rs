@@ -497,14 +497,15 @@ impl Caller<'_> {
 
     /// Fails every request in flight on connection `i`; stops the run under `on_error = stop`.
     fn fail(&mut self, i: usize, why: Failure) {
-        fail_all_counted(&mut self.conns[i].in_flight, &mut self.rec);
+        let now = self.clock.now_ns();
+        fail_all_counted(&mut self.conns[i].in_flight, &mut self.rec, now);
         let what = why.count(&mut self.faults, self.shared.client.timeout_ns);
         if self.shared.client.on_error == OnError::Stop {
             self.shared.stop.stop_because(stop_message(
                 &what,
                 self.index * self.shared.client.connections + i,
                 self.shared.url,
-                self.clock.now_ns(),
+                now,
                 self.rules.measure_start_ns,
             ));
         }

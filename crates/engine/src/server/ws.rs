@@ -360,7 +360,9 @@ fn run_acceptor<S: Service>(
     let name = service.settings().name;
     let runtime = match crate::harness::worker::runtime() {
         Ok(r) => r,
-        Err(e) => return eprintln!("msgbench {name}: the acceptor cannot start its event loop: {e}"),
+        Err(e) => {
+            return eprintln!("msgbench {name}: the acceptor cannot start its event loop: {e}")
+        }
     };
     let local_set = tokio::task::LocalSet::new();
     local_set.block_on(&runtime, async {
@@ -401,8 +403,12 @@ async fn accept_loop<S: Service>(
                     continue;
                 }
                 heads.set(heads.get() + 1);
-                let (service, counts, workers, heads) =
-                    (service.clone(), counts.clone(), workers.clone(), heads.clone());
+                let (service, counts, workers, heads) = (
+                    service.clone(),
+                    counts.clone(),
+                    workers.clone(),
+                    heads.clone(),
+                );
                 tokio::task::spawn_local(async move {
                     if let Some(upgrade) = handshake(stream, peer, &*service, &counts).await {
                         workers.deal(upgrade, &counts);
