@@ -297,7 +297,13 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
             }
             if let Phase::Draining(send_end_ns) = phase {
                 let in_flight: usize = self.conns.iter().map(|c| c.in_flight.in_flight()).sum();
-                if in_flight == 0 || now > self.shared.timeline.drain_deadline(send_end_ns) {
+                if in_flight == 0
+                    || now
+                        > self
+                            .shared
+                            .stop
+                            .drain_deadline(&self.shared.timeline, send_end_ns)
+                {
                     break;
                 }
             }
@@ -378,7 +384,10 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
         let timeline = self.shared.timeline;
         let (sending, mut wake) = match phase {
             Phase::Sending(_) => (true, u64::MAX),
-            Phase::Draining(end) => (false, timeline.drain_deadline(end).saturating_add(1)),
+            Phase::Draining(end) => {
+                let deadline = self.shared.stop.drain_deadline(&timeline, end);
+                (false, deadline.saturating_add(1))
+            }
         };
         // Every schedule is over: stop sending now (where the measured span ends), not after
         // the next response or the next stop check.

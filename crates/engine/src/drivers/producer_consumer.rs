@@ -468,9 +468,7 @@ impl<C: RingConsumer<Item>> ConsumerLoop<'_, C> {
         }
         match self.shared.producer_done_ns.load(Ordering::Acquire) {
             0 => false,
-            done => {
-                self.ring.waiting() == 0 || now > done.saturating_add(self.shared.timeline.drain_ns)
-            }
+            done => self.ring.waiting() == 0 || now > self.drain_deadline(done),
         }
     }
 
@@ -478,6 +476,13 @@ impl<C: RingConsumer<Item>> ConsumerLoop<'_, C> {
     #[inline]
     fn drain_expired(&self, now: u64) -> bool {
         let done = self.shared.producer_done_ns.load(Ordering::Relaxed);
-        done != 0 && now > done.saturating_add(self.shared.timeline.drain_ns)
+        done != 0 && now > self.drain_deadline(done)
+    }
+
+    /// The end of the drain after the producer finished at `done` (shortened by Ctrl-C).
+    #[inline]
+    fn drain_deadline(&self, done: u64) -> u64 {
+        let ctrl_c = self.shared.stop.load(Ordering::Relaxed);
+        self.shared.timeline.drain_deadline(done, ctrl_c)
     }
 }

@@ -345,7 +345,7 @@ impl Caller<'_> {
             let progressed = self.take_events();
             self.check_timeouts(self.clock.now_ns());
             let in_flight: usize = self.conns.iter().map(|c| c.in_flight.in_flight()).sum();
-            let drain_end = send_end_ns.map(|e| self.timeline.drain_deadline(e));
+            let drain_end = send_end_ns.map(|e| self.shared.stop.drain_deadline(&self.timeline, e));
             if drain_end.is_some_and(|d| in_flight == 0 || now > d) {
                 break;
             }

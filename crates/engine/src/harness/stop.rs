@@ -30,6 +30,19 @@ impl<'a> RunStop<'a> {
         self.ctrl_c.load(Ordering::Relaxed) || self.stopped_by.get().is_some()
     }
 
+    /// Ctrl-C was pressed.
+    #[inline]
+    pub fn ctrl_c(&self) -> bool {
+        self.ctrl_c.load(Ordering::Relaxed)
+    }
+
+    /// The end of the drain after sending stopped at `send_end_ns` (shortened by Ctrl-C, also
+    /// one pressed during the drain).
+    #[inline]
+    pub fn drain_deadline(&self, timeline: &Timeline, send_end_ns: u64) -> u64 {
+        timeline.drain_deadline(send_end_ns, self.ctrl_c())
+    }
+
     /// An error stops the run; only the first one is kept (it is what the result says).
     pub fn stop_because(&self, why: String) {
         let _ = self.stopped_by.set(why);

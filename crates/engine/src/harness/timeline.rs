@@ -8,6 +8,9 @@ use msgbench_model::scenario::RunSettings;
 pub const START_LEAD_NS: u64 = 20_000_000;
 /// Longest a worker sleeps without looking at the stop flag.
 pub const STOP_CHECK_NS: u64 = 20_000_000;
+/// Longest drain once Ctrl-C was pressed, whatever `run.drain_timeout` says: the run is written
+/// within a second of the Ctrl-C (what is still in flight then is counted as in flight).
+pub const CTRL_C_DRAIN_NS: u64 = 250_000_000;
 
 /// The run's timeline, in clock ns (see the [timing model](super)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,9 +47,15 @@ impl Timeline {
         }
     }
 
-    /// The end of the drain after sending stopped at `send_end_ns`.
-    pub fn drain_deadline(&self, send_end_ns: u64) -> u64 {
-        send_end_ns.saturating_add(self.drain_ns)
+    /// The end of the drain after sending stopped at `send_end_ns`: `run.drain_timeout` after
+    /// it, at most [`CTRL_C_DRAIN_NS`] once Ctrl-C was pressed (`ctrl_c`).
+    pub fn drain_deadline(&self, send_end_ns: u64, ctrl_c: bool) -> u64 {
+        let drain = if ctrl_c {
+            self.drain_ns.min(CTRL_C_DRAIN_NS)
+        } else {
+            self.drain_ns
+        };
+        send_end_ns.saturating_add(drain)
     }
 
     /// The collector of a run with `classes` operation classes and `recorders` recorders that
@@ -74,11 +83,23 @@ mod tests {
     }
 
     #[test]
+    fn ctrl_c_caps_the_drain() {
+        let mut settings = run(2_000, None);
+        settings.drain_timeout = Duration::from_secs(30);
+        let t = Timeline::starting_at(1_000, &settings);
+        assert_eq!(t.drain_deadline(5, false), 5 + 30_000_000_000);
+        assert_eq!(t.drain_deadline(5, true), 5 + CTRL_C_DRAIN_NS);
+        settings.drain_timeout = Duration::from_millis(50);
+        let short = Timeline::starting_at(1_000, &settings);
+        assert_eq!(short.drain_deadline(5, true), 5 + 50_000_000);
+    }
+
+    #[test]
     fn warm_up_then_duration_then_drain() {
         let t = Timeline::starting_at(1_000, &run(2_000, None));
         assert_eq!(t.measure_start_ns, 1_000 + 100_000_000);
         assert_eq!(t.end_ns, t.measure_start_ns + 2_000_000_000);
-        assert_eq!(t.drain_deadline(5), 5 + 50_000_000);
+        assert_eq!(t.drain_deadline(5, false), 5 + 50_000_000);
     }
 
     #[test]

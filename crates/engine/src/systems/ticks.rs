@@ -281,9 +281,10 @@ impl Run<'_> {
         };
         self.shared.schedule.set(schedule).expect("set once");
         self.shared.end_ns.store(schedule.end_ns, Ordering::SeqCst);
-        self.shared
-            .deadline_ns
-            .store(timeline.drain_deadline(schedule.end_ns), Ordering::SeqCst);
+        self.shared.deadline_ns.store(
+            timeline.drain_deadline(schedule.end_ns, false),
+            Ordering::SeqCst,
+        );
         schedule
     }
 
@@ -321,6 +322,13 @@ impl Run<'_> {
                 sut_cpu.ended();
                 browsers_end = browser_cpu();
             }
+            if self.ctx.stop.load(Ordering::Relaxed) {
+                // Ctrl-C, also during the drain: the run is written within a second.
+                let drain_end = timeline.drain_deadline(end.min(now), true);
+                self.shared
+                    .deadline_ns
+                    .fetch_min(drain_end, Ordering::SeqCst);
+            }
             let clients_done = handles.iter().all(|h| h.is_finished())
                 && (browsers.is_empty() || bridge.is_finished());
             if clients_done {
@@ -349,9 +357,10 @@ impl Run<'_> {
             .min(timeline.end_ns)
             .max(timeline.measure_start_ns);
         self.shared.end_ns.fetch_min(span_end_ns, Ordering::SeqCst);
-        self.shared
-            .deadline_ns
-            .fetch_min(timeline.drain_deadline(span_end_ns), Ordering::SeqCst);
+        self.shared.deadline_ns.fetch_min(
+            timeline.drain_deadline(span_end_ns, self.ctx.stop.load(Ordering::Relaxed)),
+            Ordering::SeqCst,
+        );
         if let Some(s) = &self.sut.builtin {
             s.end_at(span_end_ns);
         }
