@@ -180,6 +180,10 @@ pub struct ServeTicksArgs {
     /// Most connections open at once; more are refused.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_connections: u32,
+    /// Close a connection that has not subscribed (`?wait=1`) and sends nothing for this long
+    /// ("0": never).
+    #[arg(long, value_name = "DURATION", default_value = "60s")]
+    pub idle_timeout: String,
     /// Stop by itself after this long (e.g. 30s); without it, serve until Ctrl-C.
     #[arg(long = "for", value_name = "DURATION")]
     pub run_for: Option<String>,

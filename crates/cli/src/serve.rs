@@ -228,6 +228,7 @@ fn ticks_options(
         send_buffer: args.send_buffer,
         max_frame: args.max_frame,
         max_connections: args.max_connections,
+        idle_timeout: parse_duration("idle-timeout", &args.idle_timeout)?,
     };
     let config = spec
         .validate(&machine_limits(), &invalid)

@@ -532,6 +532,83 @@ fn ticks_ping_flood_without_reading_is_bounded() {
 }
 
 #[test]
+fn ticks_idle_connections_are_closed_and_subscribed_ones_are_not() {
+    // Before: a connection that asked to wait (`?wait=1`) and never subscribed held its slot
+    // for ever; 1024 of them locked every other client out.
+    let _turn = common::turn();
+    let limits = msgbench_model::check::MachineLimits { cpus: vec![] };
+    let spec = TickServerSpec {
+        idle_timeout: Duration::from_millis(300),
+        ..Default::default()
+    };
+    let config = spec
+        .validate(&limits, &|f, p, _| msgbench_model::ScenarioError::Invalid {
+            source_name: "test".into(),
+            field: f.into(),
+            problem: p,
+            fix: String::new(),
+        })
+        .unwrap();
+    let srv = TickServer::start(
+        TickServerOptions {
+            config,
+            format: TickFormat::Binary,
+            symbols: 10,
+            pacing: msgbench_model::pacing::Pacing::Rate {
+                per_sec: 1000.0,
+                arrivals: msgbench_model::pacing::Arrivals::Uniform,
+            },
+            spin_ns: 0,
+            seed: 1,
+            per_second: false,
+        },
+        ([127, 0, 0, 1], 0).into(),
+    )
+    .unwrap();
+    let now = msgbench_engine::clock::now_ns();
+    srv.begin(msgbench_engine::net::tick::Schedule {
+        t0_ns: now,
+        measure_start_ns: now,
+        end_ns: u64::MAX,
+    });
+    let addr = srv.local_addr();
+    let (mut idle, status) = ws_open(addr, "/ticks?wait=1");
+    assert!(status.contains("101"), "{status}");
+    let (mut live, status) = ws_open(addr, "/ticks");
+    assert!(status.contains("101"), "{status}");
+    std::thread::sleep(Duration::from_millis(900));
+    // The idle one was closed: what it reads ends (the window message, then the end of stream).
+    idle.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let mut sink = [0u8; 4096];
+    let started = std::time::Instant::now();
+    loop {
+        match idle.read(&mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => assert!(started.elapsed() < Duration::from_secs(3), "never closed"),
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "closed only by the read timeout"
+    );
+    // The subscribed one, silent as long, still gets ticks.
+    live.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let mut got = 0;
+    while got < 16 * 1024 {
+        match live.read(&mut sink) {
+            Ok(n) if n > 0 => got += n,
+            _ => break,
+        }
+    }
+    assert!(
+        got >= 16 * 1024,
+        "the subscribed client got only {got} bytes"
+    );
+    let report = srv.stop();
+    assert_eq!(report.counts.idle_closed, 1, "{:?}", report.counts);
+}
+
+#[test]
 fn a_run_whose_server_computes_for_an_hour_still_ends_and_is_written() {
     // Before: `service = "1h"` (busy) with a 2 s client timeout ran for hours — the in-process
     // server's stop waited on the computation — and Ctrl-C then wrote nothing.

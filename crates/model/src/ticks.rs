@@ -161,6 +161,12 @@ pub struct TickServerSpec {
     pub max_frame: u32,
     /// Most client connections at once; more are refused.
     pub max_connections: u32,
+    /// A connection that has not subscribed (`?wait=1`) and sends nothing for this long is
+    /// closed; `"0"`: never. Subscribed clients are never idle (a client that stops reading
+    /// meets the slow-client policy instead).
+    #[serde(with = "serde_text")]
+    #[schemars(with = "String")]
+    pub idle_timeout: Duration,
 }
 
 impl Default for TickServerSpec {
@@ -174,6 +180,7 @@ impl Default for TickServerSpec {
             send_buffer: 0,
             max_frame: 1 << 20,
             max_connections: 1024,
+            idle_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -303,6 +310,8 @@ pub struct TickServerConfig {
     pub max_frame: usize,
     /// Connection limit.
     pub max_connections: usize,
+    /// Unsubscribed and silent this long: closed (0: never).
+    pub idle_timeout_ns: u64,
 }
 
 /// One validated client group.
@@ -506,6 +515,13 @@ impl TickServerSpec {
                 &format!("hold 1 to {UNBOUNDED_QUEUE_CAP} ticks per client (use policy \"unbounded\" for no limit)"),
             ));
         }
+        if self.idle_timeout > crate::check::MAX_DURATION {
+            return Err(invalid(
+                "ticks.server.idle_timeout",
+                format!("is {}", crate::duration::format(self.idle_timeout)),
+                "use at most 365 days, or \"0\" for no timeout",
+            ));
+        }
         if self.write_batch == 0 || self.write_batch > 65_536 {
             return Err(invalid(
                 "ticks.server.write_batch",
@@ -526,6 +542,7 @@ impl TickServerSpec {
             send_buffer: self.send_buffer,
             max_frame: self.max_frame as usize,
             max_connections: self.max_connections as usize,
+            idle_timeout_ns: self.idle_timeout.as_nanos() as u64,
         })
     }
 }

@@ -365,6 +365,8 @@ struct ConnState {
     /// Counts per second are kept ([`TickServerOptions::per_second`]).
     per_second: bool,
     subscribed: bool,
+    /// When the client last sent a message (or connected), ns.
+    heard_ns: u64,
     /// `(seq, intended_ns)` of ticks waiting to be written.
     queue: VecDeque<(u64, u64)>,
     /// The generator wants the connection closed (policy `disconnect`, overflow).
@@ -707,6 +709,27 @@ enum Ended {
     Io(String),
     /// The slow-client policy closed it.
     Policy(String),
+    /// It neither subscribed nor sent anything for the idle timeout.
+    Idle,
+}
+
+/// Resolves once `conn` has been unsubscribed and silent for `idle_ns`: it holds a connection
+/// slot and gets nothing (a subscribed client is never idle). One timer per connection, armed
+/// for when it could next be idle.
+async fn idle(conn: &Conn, idle_ns: u64) {
+    loop {
+        let (subscribed, heard_ns) = {
+            let st = conn.st.borrow();
+            (st.subscribed, st.heard_ns)
+        };
+        let now = crate::clock::now_ns();
+        let idle_at = heard_ns.saturating_add(idle_ns);
+        if !subscribed && now >= idle_at {
+            return;
+        }
+        let wait = if subscribed { idle_ns } else { idle_at - now };
+        tokio::time::sleep(std::time::Duration::from_nanos(wait)).await;
+    }
 }
 
 /// Serves one client: reads its acknowledgements and control messages, writes its queue.
@@ -730,6 +753,7 @@ async fn serve(service: Arc<TickService>, local: Rc<Local>, upgrade: Upgrade, mu
         format,
         st: RefCell::new(ConnState {
             per_second: service.options.per_second,
+            heard_ns: crate::clock::now_ns(),
             report: ConnReport {
                 name: name.clone(),
                 format: Some(format),
@@ -745,7 +769,14 @@ async fn serve(service: Arc<TickService>, local: Rc<Local>, upgrade: Upgrade, mu
         local.room.notify_one();
     }
     let mut io = Writer::new(service.options.config.write_batch);
-    let ended = std::future::poll_fn(|cx| io.poll(cx, &service, &local, &conn, &mut ws)).await;
+    let served = std::future::poll_fn(|cx| io.poll(cx, &service, &local, &conn, &mut ws));
+    let ended = match service.options.config.idle_timeout_ns {
+        0 => served.await,
+        idle_ns => tokio::select! {
+            ended = served => ended,
+            _ = idle(&conn, idle_ns) => Ended::Idle,
+        },
+    };
     let now = crate::clock::now_ns();
     let policy_close = matches!(ended, Ended::Policy(_));
     let reason = match ended {
@@ -759,6 +790,10 @@ async fn serve(service: Arc<TickService>, local: Rc<Local>, upgrade: Upgrade, mu
         }
         Ended::Io(e) => Some(format!("its socket failed ({e})")),
         Ended::Policy(why) => Some(why),
+        Ended::Idle => {
+            service.counts.idle_closed.fetch_add(1, Ordering::Relaxed);
+            Some("the server closed it: it neither subscribed nor sent anything for the idle timeout".into())
+        }
     };
     // A client that closes after the stream ended is done, not cut short.
     let cut_short = !(local.done.get() && conn.st.borrow().queue.is_empty());
@@ -981,6 +1016,7 @@ impl Writer {
         ws: &mut ServerWs,
         message: Message,
     ) -> Result<(), Ended> {
+        conn.st.borrow_mut().heard_ns = crate::clock::now_ns();
         if message.is_ping() || message.is_pong() || message.is_close() {
             return Ok(());
         }
