@@ -725,6 +725,41 @@ fn bad_request_response_settings_are_rejected() {
     );
 }
 
+/// The soft open-file limit is often 1024: a server under it dropped connections silently at
+/// ~510. Each server raises its soft limit to the hard one at start.
+#[test]
+fn servers_raise_their_open_file_limit_to_the_hard_limit() {
+    let _turn = turn();
+    for kind in ["rpc", "ws-rpc", "ticks"] {
+        let mut server = Command::new("sh")
+            .args([
+                "-c",
+                &format!(
+                    "ulimit -Sn 256 && exec {} serve {kind} --listen 127.0.0.1:0 --for 3s",
+                    env!("CARGO_BIN_EXE_msgbench")
+                ),
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        use std::io::BufRead;
+        std::io::BufReader::new(server.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let limits = std::fs::read_to_string(format!("/proc/{}/limits", server.id())).unwrap();
+        let _ = server.kill();
+        let _ = server.wait();
+        let open_files = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .unwrap();
+        let numbers: Vec<&str> = open_files.split_whitespace().skip(3).take(2).collect();
+        assert_ne!(numbers[0], "256", "{kind}: {open_files}");
+        assert_eq!(numbers[0], numbers[1], "{kind}: soft = hard: {open_files}");
+    }
+}
+
 #[test]
 fn serve_rpc_serves_other_runs_and_stops_by_itself() {
     let _turn = turn();
