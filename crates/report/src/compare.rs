@@ -1,19 +1,34 @@
-//! `msgbench compare A B`: per metric, the change from A to B in %, a 95 % bootstrap confidence
-//! interval, and a verdict — improved, regressed, or no significant change.
+//! `msgbench compare A B`: per metric, the change from A to B in %, a confidence interval, and a
+//! verdict — improved, regressed, no significant change, or no verdict.
 //!
-//! Samples are the replicates of each side when both have at least 2; otherwise the one-second
-//! intervals of the measured window (rate, p50, p99, max per second). The bootstrap resamples
-//! each side with replacement, takes the ratio of medians, and reads the 2.5th and 97.5th
-//! percentiles of 2000 such ratios (seeded: the same inputs always give the same answer). A
-//! change is significant when the interval excludes 0 % and the median change exceeds the noise
-//! threshold.
+//! **Samples are replicates, never seconds.** One run's one-second intervals are correlated
+//! (the same host state, the same regime of a bistable ring, the same connection) and say
+//! nothing of how much a second invocation would differ: resampling them gave "−21 % improved"
+//! between two identical runs. So a verdict needs at least [`MIN_REPLICATES`] replicates on each
+//! side; with fewer, the change is shown without an interval and the verdict says how many
+//! replicates it needs.
+//!
+//! **The interval** is Welch's t-interval on the logarithm of each replicate's value: the
+//! difference of mean logs is the log of the ratio of geometric means, so the interval is a
+//! ratio (latency figures are skewed and multiplicative; a log keeps a doubling and a halving
+//! symmetric). Its confidence is Bonferroni-corrected over the metrics of a point, so that the
+//! chance of *any* false verdict on a point is at most 5 % (one metric at 1 − 0.05/m). With three
+//! replicates the Student quantile is large (≈ 5.6 at 99.3 %, df 4): few replicates give wide
+//! intervals, as they should.
+//!
+//! **A verdict** needs the interval to exclude 0 % *and* the change to exceed the noise
+//! threshold: a statistically clear 1 % is not a change worth a verdict, and replicates taken
+//! back to back share a host state that a later session does not, so the threshold also absorbs
+//! between-session drift (`bench/compare-aa.sh` measures it).
 use crate::format::percent;
 use msgbench_model::result::RunResult;
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use statrs::distribution::{ContinuousCDF, StudentsT};
 
-/// Resamples per metric.
-const RESAMPLES: usize = 2000;
+/// Replicates each side needs for a verdict.
+pub const MIN_REPLICATES: usize = 3;
+
+/// The chance of at least one false verdict on a point, shared by its metrics.
+const FAMILY_ALPHA: f64 = 0.05;
 
 /// Whether higher values of a metric are better.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +48,8 @@ pub enum Verdict {
     Regressed,
     /// The interval includes 0 % or the change is below the noise threshold.
     NoSignificantChange,
+    /// Too few replicates for an interval: (A's, B's).
+    NeedsReplicates(usize, usize),
 }
 
 /// One row of a comparison.
@@ -40,16 +57,15 @@ pub enum Verdict {
 pub struct Change {
     /// Metric name.
     pub metric: &'static str,
-    /// Median of A's samples.
+    /// Median of A's replicates.
     pub a: f64,
-    /// Median of B's samples.
+    /// Median of B's replicates.
     pub b: f64,
-    /// (B − A) / A of the medians.
+    /// B's median over A's, minus 1.
     pub change: f64,
-    /// 95 % confidence interval of the change.
-    pub low: f64,
-    /// Upper end of the interval.
-    pub high: f64,
+    /// The confidence interval of the change (ratio of geometric means − 1), when both sides
+    /// have enough replicates.
+    pub interval: Option<(f64, f64)>,
     /// The verdict.
     pub verdict: Verdict,
 }
@@ -70,67 +86,25 @@ pub enum CompareError {
         /// B's system.
         b: String,
     },
-    /// Too few samples for an interval.
-    #[error("{0} has fewer than 2 replicates and fewer than 2 full one-second intervals; rerun with --replicates 3 or a longer --duration")]
-    TooFewSamples(&'static str),
 }
 
-type Read = fn(&Samples) -> Vec<f64>;
+type Read = fn(&RunResult) -> f64;
 
-/// The samples of one side: replicates, or seconds of a single run.
-struct Samples<'a> {
-    runs: &'a [RunResult],
-}
-
-impl Samples<'_> {
-    fn by_replicate(&self, f: impl Fn(&RunResult) -> f64) -> Option<Vec<f64>> {
-        (self.runs.len() >= 2).then(|| self.runs.iter().map(f).collect())
-    }
-
-    fn by_second(&self, f: impl Fn(&msgbench_model::result::IntervalSample) -> f64) -> Vec<f64> {
-        let r = &self.runs[0];
-        r.intervals
-            .iter()
-            .filter(|i| i.length_s >= 0.9 && i.start_s + i.length_s <= r.duration_s + 0.01)
-            .map(f)
-            .collect()
-    }
-}
-
-fn metrics() -> Vec<(&'static str, Better, Read)> {
-    vec![
-        ("delivered/s", Better::Higher, |s| {
-            s.by_replicate(|r| r.delivered_per_sec())
-                .unwrap_or_else(|| s.by_second(|i| i.delivered as f64 / i.length_s))
-        }),
-        ("p50", Better::Lower, |s| {
-            s.by_replicate(|r| r.latency.p50_ns as f64)
-                .unwrap_or_else(|| s.by_second(|i| i.latency_p50_ns as f64))
-        }),
-        ("p99", Better::Lower, |s| {
-            s.by_replicate(|r| r.latency.p99_ns as f64)
-                .unwrap_or_else(|| s.by_second(|i| i.latency_p99_ns as f64))
-        }),
-        ("p99.9", Better::Lower, |s| {
-            s.by_replicate(|r| r.latency.p999_ns as f64)
-                .unwrap_or_default()
-        }),
-        ("p99.99", Better::Lower, |s| {
-            s.by_replicate(|r| r.latency.p9999_ns as f64)
-                .unwrap_or_default()
-        }),
-        ("max", Better::Lower, |s| {
-            s.by_replicate(|r| r.latency.max_ns as f64)
-                .unwrap_or_else(|| s.by_second(|i| i.latency_max_ns as f64))
-        }),
-        ("CPU/msg", Better::Lower, |s| {
-            s.by_replicate(|r| r.cpu.driver_cpu_s / r.counters.delivered.max(1) as f64)
-                .unwrap_or_default()
+fn metrics() -> [(&'static str, Better, Read); 7] {
+    [
+        ("delivered/s", Better::Higher, |r| r.delivered_per_sec()),
+        ("p50", Better::Lower, |r| r.latency.p50_ns as f64),
+        ("p99", Better::Lower, |r| r.latency.p99_ns as f64),
+        ("p99.9", Better::Lower, |r| r.latency.p999_ns as f64),
+        ("p99.99", Better::Lower, |r| r.latency.p9999_ns as f64),
+        ("max", Better::Lower, |r| r.latency.max_ns as f64),
+        ("CPU/msg", Better::Lower, |r| {
+            r.cpu.driver_cpu_s / r.counters.delivered.max(1) as f64
         }),
     ]
 }
 
-/// Compares B against A; `noise` is the smallest relative change reported as significant.
+/// Compares B against A; `noise` is the smallest relative change given a verdict.
 pub fn compare(a: &[RunResult], b: &[RunResult], noise: f64) -> Result<Vec<Change>, CompareError> {
     let (first_a, first_b) = (
         a.first().ok_or(CompareError::Empty("A"))?,
@@ -142,58 +116,71 @@ pub fn compare(a: &[RunResult], b: &[RunResult], noise: f64) -> Result<Vec<Chang
             b: first_b.system.to_string(),
         });
     }
-    let (sa, sb) = (Samples { runs: a }, Samples { runs: b });
-    let mut rng = SmallRng::seed_from_u64(0x6d73_6762);
+    let judged = metrics().len();
     let mut out = Vec::new();
     for (metric, better, read) in metrics() {
-        let (xa, xb) = (read(&sa), read(&sb));
-        if metric == "delivered/s" {
-            if xa.len() < 2 {
-                return Err(CompareError::TooFewSamples("A"));
-            }
-            if xb.len() < 2 {
-                return Err(CompareError::TooFewSamples("B"));
-            }
+        let xa: Vec<f64> = a.iter().map(read).collect();
+        let xb: Vec<f64> = b.iter().map(read).collect();
+        let (ma, mb) = (median(&xa), median(&xb));
+        if ma <= 0.0 || mb <= 0.0 {
+            continue; // nothing measured on a side (no latency, no CPU figure)
         }
-        if xa.len() < 2 || xb.len() < 2 || median(&xa) == 0.0 {
-            continue; // e.g. p99.99 needs replicates: seconds have no p99.99 of their own
-        }
-        let change = median(&xb) / median(&xa) - 1.0;
-        let mut ratios: Vec<f64> = (0..RESAMPLES)
-            .map(|_| {
-                median(&resample(&xb, &mut rng))
-                    / median(&resample(&xa, &mut rng)).max(f64::MIN_POSITIVE)
-                    - 1.0
-            })
-            .collect();
-        ratios.sort_by(f64::total_cmp);
-        let (low, high) = (
-            ratios[RESAMPLES * 25 / 1000],
-            ratios[RESAMPLES * 975 / 1000],
-        );
-        let significant = (low > 0.0 || high < 0.0) && change.abs() > noise;
-        let verdict = match (significant, (change > 0.0) == (better == Better::Higher)) {
-            (false, _) => Verdict::NoSignificantChange,
-            (true, true) => Verdict::Improved,
-            (true, false) => Verdict::Regressed,
+        let change = mb / ma - 1.0;
+        let (interval, verdict) = if a.len() < MIN_REPLICATES || b.len() < MIN_REPLICATES {
+            (None, Verdict::NeedsReplicates(a.len(), b.len()))
+        } else {
+            let (low, high) = log_ratio_interval(&xa, &xb, FAMILY_ALPHA / judged as f64);
+            (Some((low, high)), judge(change, (low, high), noise, better))
         };
         out.push(Change {
             metric,
-            a: median(&xa),
-            b: median(&xb),
+            a: ma,
+            b: mb,
             change,
-            low,
-            high,
+            interval,
             verdict,
         });
     }
     Ok(out)
 }
 
-fn resample(xs: &[f64], rng: &mut SmallRng) -> Vec<f64> {
-    (0..xs.len())
-        .map(|_| xs[rng.gen_range(0..xs.len())])
-        .collect()
+/// Improved or regressed when the interval excludes 0 % and the change exceeds the noise.
+fn judge(change: f64, (low, high): (f64, f64), noise: f64, better: Better) -> Verdict {
+    let significant = (low > 0.0 || high < 0.0) && change.abs() > noise;
+    match (significant, (change > 0.0) == (better == Better::Higher)) {
+        (false, _) => Verdict::NoSignificantChange,
+        (true, true) => Verdict::Improved,
+        (true, false) => Verdict::Regressed,
+    }
+}
+
+/// Welch's two-sided (1 − alpha) interval of geomean(B) / geomean(A) − 1. Values must be
+/// positive; a zero is clamped to the smallest positive number (and then dominates the spread).
+fn log_ratio_interval(xa: &[f64], xb: &[f64], alpha: f64) -> (f64, f64) {
+    let logs =
+        |xs: &[f64]| -> Vec<f64> { xs.iter().map(|x| x.max(f64::MIN_POSITIVE).ln()).collect() };
+    let (la, lb) = (logs(xa), logs(xb));
+    let (ma, va, na) = mean_var(&la);
+    let (mb, vb, nb) = mean_var(&lb);
+    let diff = mb - ma;
+    let (sa, sb) = (va / na, vb / nb);
+    let se = (sa + sb).sqrt();
+    if se == 0.0 {
+        return (diff.exp_m1(), diff.exp_m1()); // identical replicates on each side
+    }
+    let df = (sa + sb).powi(2) / (sa * sa / (na - 1.0) + sb * sb / (nb - 1.0));
+    let t = StudentsT::new(0.0, 1.0, df)
+        .map(|d| d.inverse_cdf(1.0 - alpha / 2.0))
+        .unwrap_or(f64::INFINITY);
+    ((diff - t * se).exp_m1(), (diff + t * se).exp_m1())
+}
+
+/// Mean, sample variance and count.
+fn mean_var(xs: &[f64]) -> (f64, f64, f64) {
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, var, n)
 }
 
 pub(crate) use msgbench_model::stats::median;
@@ -201,38 +188,51 @@ pub(crate) use msgbench_model::stats::median;
 /// Renders the comparison as a Markdown table.
 pub fn table(changes: &[Change], noise: f64) -> String {
     let mut out = String::from(
-        "| metric | A | B | change | 95 % interval | verdict |\n|---|---|---|---|---|---|\n",
+        "| metric | A | B | change | interval | verdict |\n|---|---|---|---|---|---|\n",
     );
+    let signed = |v: f64| format!("{}{}", if v >= 0.0 { "+" } else { "−" }, percent(v.abs()));
     for c in changes {
-        let show = |v: f64| {
-            if c.metric == "delivered/s" {
-                crate::format::count(v)
-            } else {
-                crate::format::duration_ns(if c.metric == "CPU/msg" {
-                    (v * 1e9) as u64
-                } else {
-                    v as u64
-                })
-            }
+        let show = |v: f64| match c.metric {
+            "delivered/s" => crate::format::count(v),
+            "CPU/msg" => crate::format::duration_ns((v * 1e9) as u64),
+            _ => crate::format::duration_ns(v as u64),
         };
-        let signed = |v: f64| format!("{}{}", if v >= 0.0 { "+" } else { "−" }, percent(v.abs()));
-        let verdict = match c.verdict {
-            Verdict::Improved => "improved",
-            Verdict::Regressed => "regressed",
-            Verdict::NoSignificantChange => "no significant change",
-        };
+        let interval = c
+            .interval
+            .map(|(low, high)| format!("{} … {}", signed(low), signed(high)))
+            .unwrap_or_else(|| "–".into());
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} … {} | {verdict} |\n",
+            "| {} | {} | {} | {} | {interval} | {} |\n",
             c.metric,
             show(c.a),
             show(c.b),
             signed(c.change),
-            signed(c.low),
-            signed(c.high)
+            verdict_text(&c.verdict)
         ));
     }
-    out.push_str(&format!("\nNoise threshold {}: smaller changes, or intervals that include 0 %, are reported as no significant change.\n", percent(noise)));
+    if let Some(Verdict::NeedsReplicates(na, nb)) = changes.first().map(|c| &c.verdict) {
+        out.push_str(&format!(
+            "\nNo verdict: A has {na} and B has {nb} replicate(s); a verdict needs at least {MIN_REPLICATES} on each side (rerun both with --replicates {MIN_REPLICATES}). One run's seconds are not independent samples: they cannot tell a change from the difference between two invocations.\n"
+        ));
+    } else {
+        out.push_str(&format!(
+            "\nInterval: Welch's t on the log of each replicate, {} confidence per metric (95 % for the point's {} metrics together). Noise threshold {}: smaller changes, or intervals that include 0 %, are no significant change.\n",
+            percent(1.0 - FAMILY_ALPHA / metrics().len() as f64),
+            metrics().len(),
+            percent(noise)
+        ));
+    }
     out
+}
+
+/// The verdict as the table prints it.
+pub fn verdict_text(v: &Verdict) -> String {
+    match v {
+        Verdict::Improved => "improved".into(),
+        Verdict::Regressed => "regressed".into(),
+        Verdict::NoSignificantChange => "no significant change".into(),
+        Verdict::NeedsReplicates(..) => format!("no verdict (needs {MIN_REPLICATES} replicates)"),
+    }
 }
 
 #[cfg(test)]
@@ -327,31 +327,76 @@ mod tests {
         assert_eq!(verdict(&c, "p99"), Verdict::Regressed);
         assert_eq!(verdict(&c, "delivered/s"), Verdict::Improved);
         let p99 = c.iter().find(|c| c.metric == "p99").unwrap();
-        assert!((p99.change - 0.97).abs() < 0.05 && p99.low > 0.5, "{p99:?}");
+        assert!(
+            (p99.change - 0.97).abs() < 0.05 && p99.interval.unwrap().0 > 0.5,
+            "{p99:?}"
+        );
     }
 
     #[test]
-    fn different_systems_and_thin_samples_are_refused() {
+    fn one_replicate_gives_the_change_but_no_verdict() {
         let a = vec![run(1, 1000.0, 100)];
-        let mut b = vec![run(1, 1000.0, 100), run(2, 1000.0, 100)];
+        let b = vec![
+            run(1, 1000.0, 200),
+            run(2, 1000.0, 200),
+            run(3, 1000.0, 200),
+        ];
+        let c = compare(&a, &b, 0.05).unwrap();
+        let p99 = c.iter().find(|c| c.metric == "p99").unwrap();
+        assert!((p99.change - 1.0).abs() < 1e-9, "{p99:?}");
+        assert_eq!(p99.interval, None);
+        assert_eq!(p99.verdict, Verdict::NeedsReplicates(1, 3));
+        let text = table(&c, 0.05);
+        assert!(text.contains("a verdict needs at least 3"), "{text}");
+        assert!(!text.contains("regressed"), "{text}");
+    }
+
+    #[test]
+    fn the_interval_widens_with_few_replicates_and_covers_an_equal_pair() {
+        let xs = [100.0, 110.0, 90.0];
+        let (low, high) = log_ratio_interval(&xs, &xs, 0.05);
+        assert!(low < 0.0 && high > 0.0, "{low} {high}");
+        let many: Vec<f64> = (0..30).map(|i| xs[i % 3]).collect();
+        let (low30, high30) = log_ratio_interval(&many, &many, 0.05);
+        assert!(high30 - low30 < (high - low) / 3.0, "{low30} {high30}");
+        // A tenfold change with tight replicates is outside any reasonable interval.
+        let b: Vec<f64> = xs.iter().map(|x| x * 10.0).collect();
+        let (low, high) = log_ratio_interval(&xs, &b, 0.05 / 7.0);
+        assert!(low > 5.0 && high < 15.0, "{low} {high}");
+    }
+
+    #[test]
+    fn a_change_below_the_noise_threshold_is_no_verdict_even_when_clear() {
         assert_eq!(
-            compare(&a, &b, 0.05).unwrap_err(),
-            CompareError::TooFewSamples("A")
+            judge(0.02, (0.01, 0.03), 0.05, Better::Lower),
+            Verdict::NoSignificantChange
         );
-        b[0].system = msgbench_model::scenario::SystemKind::Rpc;
+        assert_eq!(
+            judge(0.2, (0.1, 0.3), 0.05, Better::Lower),
+            Verdict::Regressed
+        );
+        assert_eq!(
+            judge(0.2, (0.1, 0.3), 0.05, Better::Higher),
+            Verdict::Improved
+        );
+        assert_eq!(
+            judge(0.2, (-0.1, 0.5), 0.05, Better::Higher),
+            Verdict::NoSignificantChange
+        );
+    }
+
+    #[test]
+    fn different_systems_are_refused() {
+        let b = vec![run(1, 1000.0, 100), run(2, 1000.0, 100)];
+        let mut a = b.clone();
+        a[0].system = msgbench_model::scenario::SystemKind::Rpc;
         assert!(matches!(
-            compare(
-                &b,
-                &b.clone()
-                    .into_iter()
-                    .map(|mut r| {
-                        r.system = msgbench_model::scenario::SystemKind::Queue;
-                        r
-                    })
-                    .collect::<Vec<_>>(),
-                0.05
-            ),
+            compare(&a, &b, 0.05),
             Err(CompareError::DifferentSystems { .. })
         ));
+        assert_eq!(
+            compare(&[], &b, 0.05).unwrap_err(),
+            CompareError::Empty("A")
+        );
     }
 }
