@@ -67,38 +67,61 @@ fn load(args: &ScenarioArgs) -> Result<Experiment, String> {
     for set in &args.set {
         overrides.push(Override::parse(set)?);
     }
-    let flag = |path: &str, value: toml::Value| Override {
-        path: path.into(),
-        value,
-    };
+    let flag = Override::from_flag;
     if let Some(slo) = &args.slo {
-        overrides.push(flag("report.slo", toml::Value::String(slo.clone())));
+        overrides.push(flag(
+            "--slo",
+            "report.slo",
+            toml::Value::String(slo.clone()),
+        ));
     }
     if let Some(d) = &args.duration {
         check_duration("--duration", d)?;
-        overrides.push(flag("run.duration", toml::Value::String(d.clone())));
+        overrides.push(flag(
+            "--duration",
+            "run.duration",
+            toml::Value::String(d.clone()),
+        ));
     }
     if let Some(d) = &args.warmup {
         check_duration("--warmup", d)?;
-        overrides.push(flag("run.warmup", toml::Value::String(d.clone())));
+        overrides.push(flag(
+            "--warmup",
+            "run.warmup",
+            toml::Value::String(d.clone()),
+        ));
     }
     if let Some(n) = args.operations {
         overrides.push(flag(
+            "--operations",
             "run.operations",
             toml::Value::Integer(n.min(i64::MAX as u64) as i64),
         ));
     }
     if let Some(n) = args.replicates {
-        overrides.push(flag("run.replicates", toml::Value::Integer(n as i64)));
+        overrides.push(flag(
+            "--replicates",
+            "run.replicates",
+            toml::Value::Integer(n as i64),
+        ));
     }
     if let Some(n) = args.emit_latencies {
         overrides.push(flag(
+            "--emit-latencies",
             "run.emit_latencies",
             toml::Value::Integer(n.min(i64::MAX as u64) as i64),
         ));
     }
     let limits = machine_limits();
-    Experiment::load(&text, &source, &overrides, &limits).map_err(|e| e.to_string())
+    let mut experiment =
+        Experiment::load(&text, &source, &overrides, &limits).map_err(|e| e.to_string())?;
+    // An ad-hoc run of another system on the embedded default (`--set system=rpc`) is not the
+    // default experiment: its results go under results/<system>/.
+    let system = experiment.points[0].scenario.system.kind();
+    if args.scenario.is_none() && system != msgbench_model::scenario::SystemKind::Queue {
+        experiment.name = system.to_string();
+    }
+    Ok(experiment)
 }
 
 fn check_duration(flag: &str, text: &str) -> Result<(), String> {

@@ -1499,3 +1499,92 @@ fn ctrl_c_ends_a_tick_stream_early_and_writes_it() {
     assert!(r.counters.delivered > 20_000, "{:?}", r.counters);
     assert_eq!(r.streams[0].counters.in_flight_end, 0, "the stream drained");
 }
+
+/// An ad-hoc run of another system on the embedded default lands in results/<system>/, with a
+/// `latest` link to it; a run whose server is not there leaves no folder at all.
+#[test]
+fn results_go_under_the_system_with_a_latest_link_and_a_dead_server_leaves_no_folder() {
+    let _turn = turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("results");
+    let common = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "--quiet",
+            "--duration",
+            "300ms",
+            "--warmup",
+            "0",
+            "--set",
+            "system=\"rpc\"",
+            "--set",
+            "sweep={}",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        msgbench(&args)
+    };
+    let o = common(&[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let latest = out.join("rpc/latest");
+    let target = std::fs::read_link(&latest).unwrap();
+    assert!(latest.join("runs").is_dir(), "{}", target.display());
+    assert!(!out.join("default").exists());
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port(); // closed again: nothing listens there
+    let address = format!("rpc.address=\"127.0.0.1:{port}\"");
+    let o = common(&["--set", &address]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let folders: Vec<_> = std::fs::read_dir(out.join("rpc"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(folders.len(), 2, "one result and its link: {folders:?}");
+    assert_eq!(std::fs::read_link(&latest).unwrap(), target);
+}
+
+/// Every call answered with a JSON-RPC error: the terminal shows the failed count and the
+/// error itself, not just "success 0 %".
+#[test]
+fn a_run_whose_calls_all_fail_shows_the_failed_count_and_the_error() {
+    let _turn = turn();
+    let (mut server, _stdout, address) =
+        serve_ws(&["ws-rpc", "--listen", "127.0.0.1:0", "--for", "3s"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let o = msgbench(&[
+        "run",
+        "--duration",
+        "500ms",
+        "--warmup",
+        "0",
+        "--set",
+        "system=\"ws-rpc\"",
+        "--set",
+        "pacing={mode=\"rate\", per_sec=2000}",
+        "--set",
+        &format!("ws_rpc.address=\"{address}\""),
+        "--set",
+        "ws_rpc.methods.m.method=\"eth_noSuchMethod\"",
+        "--set",
+        "sweep={}",
+        "--out",
+        tmp.path().to_str().unwrap(),
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(server.wait().unwrap().success());
+    let header = out.lines().find(|l| l.contains("delivered/s")).unwrap();
+    assert!(header.contains("failed"), "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.contains("1000 failed:"))
+        .unwrap_or_else(|| panic!("no failures line in {out}"));
+    assert!(line.contains("JSON-RPC error -32601"), "{line}");
+    let r = single_run(tmp.path());
+    assert_eq!(r.counters.failed, 1000, "{:?}", r.counters);
+    assert_eq!(r.faults.errors[0].count, 1000, "{:?}", r.faults);
+}

@@ -117,6 +117,7 @@ pub fn run_experiment_to(
     observer: Arc<dyn Observer>,
 ) -> Result<Outcome, RunError> {
     crate::clock::calibrate();
+    let fresh = matches!(destination, Destination::New(_));
     let (mut store, done) = match destination {
         Destination::New(root) => (ResultStore::create(root, experiment, &env)?, Vec::new()),
         Destination::Resume(dir) => ResultStore::open(dir, experiment)?,
@@ -125,6 +126,7 @@ pub fn run_experiment_to(
     let ctx = context(&stop, &observer);
     let total = experiment.run_count();
     let mut results = done;
+    let mut marked = false;
     'sweep: for point in &experiment.points {
         for replicate in 1..=experiment.replicates {
             if stop.load(Ordering::Relaxed) {
@@ -135,8 +137,20 @@ pub fn run_experiment_to(
                 continue;
             }
             observer.run_started(&run_id, results.len() + 1, total);
-            let result = run_one(experiment, point, replicate, run_id, &mut store, &ctx)?;
+            let result = match run_one(experiment, point, replicate, run_id, &mut store, &ctx) {
+                Ok(r) => r,
+                Err(e) => {
+                    if fresh {
+                        store.discard_if_empty();
+                    }
+                    return Err(e);
+                }
+            };
             observer.run_finished(&result);
+            if !marked {
+                store.mark_latest(); // once a run of this invocation is on disk
+                marked = true;
+            }
             results.push(result);
         }
     }
@@ -257,7 +271,7 @@ fn assemble(
         interrupted: m.interrupted,
         counters: rec.counters,
         sequence: rec.sequence,
-        faults: m.faults,
+        faults: m.faults.clone(),
         latency: Percentiles::of(&latency_all),
         service: Percentiles::of(&service_all),
         send_lag: Percentiles::of(&rec.send_lag),

@@ -147,6 +147,36 @@ impl ResultStore {
         &self.dir
     }
 
+    /// Removes the directory of an experiment none of whose runs was written (its first run
+    /// failed: a dead server, a bad address), so no empty folder is left behind.
+    pub fn discard_if_empty(&self) {
+        let runs = self.dir.join("runs");
+        let empty = std::fs::read_dir(&runs).is_ok_and(|mut d| d.next().is_none());
+        if empty {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    /// Points `latest` beside this directory at it (`results/<experiment>/latest`), replacing
+    /// the link atomically. Best effort: a file system without symbolic links keeps none.
+    pub fn mark_latest(&self) {
+        // A run resumed through the link itself: point at what the link resolves to.
+        let Ok(dir) = std::fs::canonicalize(&self.dir) else {
+            return;
+        };
+        let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+            return;
+        };
+        let tmp = parent.join(format!(".latest.{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        #[cfg(unix)]
+        if std::os::unix::fs::symlink(name, &tmp).is_ok()
+            && std::fs::rename(&tmp, parent.join("latest")).is_err()
+        {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+
     /// Writes one run's files and its `metrics.csv` row.
     pub fn write_run(
         &mut self,

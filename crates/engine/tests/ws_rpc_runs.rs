@@ -98,6 +98,13 @@ fn json_rpc_errors_are_failed_calls_counted_as_server_errors() {
     assert_eq!(r.counters.failed, r.counters.sent);
     // Faults count the warm-up's too.
     assert!(r.faults.server_errors >= r.counters.sent, "{:?}", r.faults);
+    // By message: one kind, every error reply the socket read.
+    assert_eq!(r.faults.errors.len(), 1, "{:?}", r.faults.errors);
+    assert_eq!(
+        r.faults.errors[0].message,
+        r#"JSON-RPC error -32601 "Method not found""#
+    );
+    assert!(r.faults.errors[0].count >= r.counters.sent);
 }
 
 /// Answers correctly except for its 50th reply (not JSON) and its 120th (an id never sent),

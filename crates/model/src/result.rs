@@ -171,9 +171,7 @@ pub struct StreamInterval {
 
 /// What went wrong on the connections of a request/response run, by kind. Failed requests are
 /// also in `counters.failed`; these count the events behind them.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Faults {
     /// Requests that got no response within `client.timeout`.
@@ -189,6 +187,70 @@ pub struct Faults {
     /// Peers that answered a WebSocket upgrade with something else (not a WebSocket server,
     /// a refused upgrade).
     pub handshake_failures: u64,
+    /// The server's error replies by message (`ERR unknown command 'FOO'`, `JSON-RPC error
+    /// -32601 "method not found"`), most frequent first; at most [`ErrorCount::KINDS`] messages,
+    /// the rest counted under [`ErrorCount::OTHER`]. Empty when the system has none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<ErrorCount>,
+}
+
+/// How many error replies carried one message.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorCount {
+    /// The message as the server sent it (at most [`ErrorCount::MAX_CHARS`] characters).
+    pub message: String,
+    /// Replies that carried it.
+    pub count: u64,
+}
+
+impl ErrorCount {
+    /// Distinct messages kept: error texts that embed an id or a key would otherwise grow the
+    /// list with every reply.
+    pub const KINDS: usize = 16;
+    /// Characters of a message kept.
+    pub const MAX_CHARS: usize = 160;
+    /// The message under which replies beyond [`ErrorCount::KINDS`] distinct messages count.
+    pub const OTHER: &'static str = "(other messages)";
+
+    /// Counts `n` replies with `message` in `list`, keeping it bounded. Allocates only for a
+    /// message not seen before.
+    pub fn add(list: &mut Vec<ErrorCount>, message: &str, n: u64) {
+        let message = truncate_chars(message, Self::MAX_CHARS);
+        if let Some(e) = list.iter_mut().find(|e| e.message == message) {
+            e.count += n;
+            return;
+        }
+        let name = if list.len() < Self::KINDS {
+            message
+        } else {
+            Self::OTHER
+        };
+        match list.iter_mut().find(|e| e.message == name) {
+            Some(e) => e.count += n,
+            None => list.push(ErrorCount {
+                message: name.to_string(),
+                count: n,
+            }),
+        }
+    }
+
+    /// Sorts most frequent first (ties by message), the catch-all last.
+    pub fn sort(list: &mut [ErrorCount]) {
+        list.sort_by(|a, b| {
+            (a.message == Self::OTHER)
+                .cmp(&(b.message == Self::OTHER))
+                .then(b.count.cmp(&a.count))
+                .then(a.message.cmp(&b.message))
+        });
+    }
+}
+
+fn truncate_chars(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
 }
 
 impl AddAssign for Faults {
@@ -200,6 +262,10 @@ impl AddAssign for Faults {
         self.protocol_errors += o.protocol_errors;
         self.server_errors += o.server_errors;
         self.handshake_failures += o.handshake_failures;
+        for e in o.errors {
+            ErrorCount::add(&mut self.errors, &e.message, e.count);
+        }
+        ErrorCount::sort(&mut self.errors);
     }
 }
 
@@ -487,5 +553,35 @@ impl RunResult {
         } else {
             0.0
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_messages_stay_bounded_and_lose_no_count() {
+        let mut list = Vec::new();
+        for i in 0..100u64 {
+            ErrorCount::add(&mut list, &format!("ERR key {i} is busy"), 1);
+            ErrorCount::add(&mut list, "ERR wrong type", 2);
+        }
+        assert!(list.len() <= ErrorCount::KINDS + 1, "{}", list.len());
+        assert_eq!(list.iter().map(|e| e.count).sum::<u64>(), 300);
+        ErrorCount::sort(&mut list);
+        assert_eq!(list[0].message, "ERR wrong type");
+        assert_eq!(list.last().unwrap().message, ErrorCount::OTHER);
+        let long = "x".repeat(1000);
+        let mut one = Vec::new();
+        ErrorCount::add(&mut one, &long, 1);
+        assert_eq!(one[0].message.chars().count(), ErrorCount::MAX_CHARS);
+        let mut merged = Faults::default();
+        merged += Faults {
+            server_errors: 300,
+            errors: list,
+            ..Default::default()
+        };
+        assert_eq!(merged.errors.iter().map(|e| e.count).sum::<u64>(), 300);
     }
 }

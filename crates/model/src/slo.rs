@@ -70,7 +70,7 @@ impl SloMetric {
 impl Slo {
     /// Parses `p99 < 10ms` (spaces optional; `<` or `<=`; any msgbench duration).
     pub fn parse(text: &str) -> Result<Slo, String> {
-        let help = "write it like `p99 < 10ms` (percentiles: p50, p90, p95, p99, p99.9, p99.99, max; `<` or `<=`)";
+        let help = "write it like `p99 < 10ms` (percentiles: p50, p90, p95, p99, p99.9 or p999, p99.99 or p9999, max; `<` or `<=`)";
         let (metric_text, rest, inclusive) = if let Some((m, r)) = text.split_once("<=") {
             (m, r, true)
         } else if let Some((m, r)) = text.split_once('<') {
@@ -79,9 +79,16 @@ impl Slo {
             return Err(format!("cannot parse the SLO `{text}`: no `<`; {help}"));
         };
         let metric_text = metric_text.trim().to_ascii_lowercase();
+        // `p999` and `p9999` are how many tools (HdrHistogram, wrk2, k6) spell p99.9 and p99.99.
+        let canonical = match metric_text.as_str() {
+            "p999" => "p99.9",
+            "p9999" => "p99.99",
+            "p100" => "max",
+            other => other,
+        };
         let metric = SloMetric::ALL
             .iter()
-            .find(|(n, _)| *n == metric_text)
+            .find(|(n, _)| *n == canonical)
             .map(|(_, m)| *m)
             .ok_or_else(|| {
                 format!("cannot parse the SLO `{text}`: unknown percentile `{metric_text}`; {help}")
@@ -134,6 +141,8 @@ mod tests {
             (SloMetric::P99, false, 10_000_000)
         );
         assert_eq!(Slo::parse("p99.9<=2ms").unwrap().metric, SloMetric::P999);
+        assert_eq!(Slo::parse("p999 < 2ms").unwrap().to_string(), "p99.9 < 2ms");
+        assert_eq!(Slo::parse("p9999 < 2ms").unwrap().metric, SloMetric::P9999);
         assert_eq!(Slo::parse("P99 < 10ms").unwrap().to_string(), "p99 < 10ms");
         assert!(s.met_by(9_999_999) && !s.met_by(10_000_000));
         for bad in ["p99 10ms", "p98 < 1ms", "p99 < fast", "p99 < 0"] {

@@ -15,12 +15,34 @@ pub const DEFAULT_SCENARIO: &str = include_str!("default.toml");
 pub struct Override {
     /// Dotted path, e.g. `queue.capacity` or `sweep.queue.capacity`.
     pub path: String,
-    /// The value (TOML syntax; bare words are strings).
-    pub value: toml::Value,
+    /// The value (TOML syntax; bare words are strings); `None` removes the field, so that its
+    /// default applies (`--set key=`).
+    pub value: Option<toml::Value>,
+    /// The flag the user typed, for errors: `--set` or a shorthand such as `--slo`.
+    pub flag: &'static str,
 }
 
 impl Override {
-    /// Parses `path=value`; the value is TOML (`8`, `"2ms"`, `[64, 8]`) or a bare word.
+    /// A shorthand flag's override (`--slo "p99 < 1ms"` sets `report.slo`).
+    pub fn from_flag(flag: &'static str, path: &str, value: toml::Value) -> Override {
+        Override {
+            path: path.into(),
+            value: Some(value),
+            flag,
+        }
+    }
+
+    /// What the user typed, for errors: `--set queue.capacity`, `--slo`.
+    pub fn source(&self) -> String {
+        if self.flag == "--set" {
+            format!("--set {}", self.path)
+        } else {
+            self.flag.to_string()
+        }
+    }
+
+    /// Parses `path=value`; the value is TOML (`8`, `"2ms"`, `[64, 8]`) or a bare word;
+    /// nothing after `=` removes the field (its default applies).
     pub fn parse(text: &str) -> Result<Override, String> {
         let (path, value) = text.split_once('=').ok_or_else(|| {
             format!("--set {text:?}: expected PATH=VALUE, e.g. --set queue.capacity=8")
@@ -30,13 +52,16 @@ impl Override {
             return Err(format!("--set {text:?}: the path before '=' is empty"));
         }
         let value = value.trim();
-        let value = toml::from_str::<toml::Table>(&format!("v = {value}"))
-            .ok()
-            .and_then(|mut t| t.remove("v"))
-            .unwrap_or_else(|| toml::Value::String(value.to_string()));
+        let value = (!value.is_empty()).then(|| {
+            toml::from_str::<toml::Table>(&format!("v = {value}"))
+                .ok()
+                .and_then(|mut t| t.remove("v"))
+                .unwrap_or_else(|| toml::Value::String(value.to_string()))
+        });
         Ok(Override {
             path: path.to_string(),
             value,
+            flag: "--set",
         })
     }
 }
@@ -100,7 +125,11 @@ impl Experiment {
                     });
                 }
             }
-            set_path(&mut doc, &o.path, o.value.clone()).map_err(|m| override_error(o, m))?;
+            match &o.value {
+                Some(v) => set_path(&mut doc, &o.path, v.clone()),
+                None => remove_path(&mut doc, &o.path),
+            }
+            .map_err(|m| override_error(o, m))?;
             spec_of(&doc).map_err(|m| override_error(o, m))?;
         }
         let base = spec_of(&doc).map_err(syntax)?;
@@ -161,15 +190,15 @@ fn attribute(
     };
     let from_flag = overrides
         .iter()
-        .any(|o| field == o.path || field.starts_with(&format!("{}.", o.path)));
+        .find(|o| field == o.path || field.starts_with(&format!("{}.", o.path)));
     let swept = params
         .iter()
         .any(|(axis, _)| field == *axis || field.starts_with(&format!("{axis}.")));
     ScenarioError::Invalid {
-        source_name: if from_flag {
-            format!("--set {field}")
-        } else {
-            source_name
+        source_name: match from_flag {
+            Some(o) if o.flag == "--set" => format!("--set {field}"),
+            Some(o) => o.flag.to_string(),
+            None => source_name,
         },
         problem: if swept {
             format!("{problem} (at sweep point {})", render_params(params))
@@ -183,7 +212,7 @@ fn attribute(
 
 fn override_error(o: &Override, message: String) -> ScenarioError {
     ScenarioError::Syntax {
-        source_name: format!("--set {}", o.path),
+        source_name: o.source(),
         message,
     }
 }
@@ -324,6 +353,29 @@ fn set_path(doc: &mut toml::Table, path: &str, value: toml::Value) -> Result<(),
     Ok(())
 }
 
+/// Removes the field at `path` (a `sweep.` path removes that axis); a missing field is not an
+/// error: its default applies either way.
+fn remove_path(doc: &mut toml::Table, path: &str) -> Result<(), String> {
+    if let Some(axis) = path.strip_prefix("sweep.") {
+        if let Some(t) = doc.get_mut("sweep").and_then(|s| s.as_table_mut()) {
+            t.remove(axis.trim_matches('"'));
+        }
+        return Ok(());
+    }
+    let mut keys: Vec<&str> = path.split('.').collect();
+    let last = keys.pop().ok_or("empty path")?;
+    let mut table = doc;
+    for key in keys {
+        match table.get_mut(key) {
+            Some(toml::Value::Table(t)) => table = t,
+            Some(_) => return Err(format!("`{key}` in `{path}` is not a table")),
+            None => return Ok(()),
+        }
+    }
+    table.remove(last);
+    Ok(())
+}
+
 /// Renders a parameter value compactly: `64`, `2ms`, `producer=0 consumer=1`, `none`.
 pub fn display_value(value: &toml::Value) -> String {
     match value {
@@ -449,6 +501,37 @@ mod tests {
             e.points[1].scenario.pacing,
             crate::pacing::Pacing::Immediate
         );
+    }
+
+    #[test]
+    fn an_empty_set_removes_the_field_so_its_default_applies() {
+        let text = "[queue]\ncapacity = 8\n[sweep]\n\"queue.ring\" = [\"msgbench\", \"rtrb\"]\n";
+        let o = [
+            Override::parse("queue.capacity=").unwrap(),
+            Override::parse("sweep.queue.ring=").unwrap(),
+            Override::parse("no.such.table=").unwrap(),
+        ];
+        assert_eq!(o[0].value, None);
+        let e = Experiment::load(text, "t", &o, &limits()).unwrap();
+        assert!(e.axes.is_empty(), "{:?}", e.axes);
+        let crate::scenario::System::Queue(q) = &e.points[0].scenario.system else {
+            panic!("a queue scenario")
+        };
+        assert_eq!(q.capacity, 1024, "the default");
+    }
+
+    #[test]
+    fn an_error_in_a_shorthand_flag_names_that_flag() {
+        let o = [Override::from_flag(
+            "--slo",
+            "report.slo",
+            toml::Value::String("p98 < 1ms".into()),
+        )];
+        let err = Experiment::load("", "t", &o, &limits())
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("--slo"), "{err}");
+        assert!(!err.contains("--set"), "{err}");
     }
 
     #[test]

@@ -32,6 +32,7 @@ pub fn warnings(r: &RunResult) -> Vec<Warning> {
     if c.delivered == 0 && !r.interrupted {
         w.push(Warning::NothingDelivered {
             attempted: c.attempted,
+            sent: c.sent,
         });
     } else if c.failed > 0 {
         w.push(Warning::Failed {
@@ -190,11 +191,21 @@ pub fn trend(intervals: &[IntervalSample]) -> Vec<String> {
         .collect();
     let mean_rate = rates.iter().sum::<f64>() / rates.len() as f64;
     if mean_rate > 0.0 {
-        let change = slope(&xs, &rates) * span / mean_rate;
-        if change.abs() > RATE_TREND {
+        let k = slope(&xs, &rates);
+        if (k * span / mean_rate).abs() > RATE_TREND {
+            // The fitted line's ends, kept within what was observed (a steep line through a
+            // collapse would end below zero).
+            let (low, high) = rates
+                .iter()
+                .fold((f64::MAX, 0.0f64), |(l, h), &r| (l.min(r), h.max(r)));
+            let mean_x = xs.iter().sum::<f64>() / xs.len() as f64;
+            let at = |x: f64| (mean_rate + k * (x - mean_x)).clamp(low, high);
+            let (from, to) = (at(xs[0]), at(xs[xs.len() - 1]));
             reasons.push(format!(
-                "not steady: delivered rate changed {:+.0} % across the window",
-                100.0 * change
+                "not steady: delivered rate {} from {}/s to {}/s across the window (a line fitted through its seconds)",
+                if to < from { "fell" } else { "rose" },
+                count(from),
+                count(to)
             ));
         }
     }
@@ -338,9 +349,12 @@ mod tests {
     fn a_falling_rate_is_not_steady() {
         let r = trend(&intervals(&[1000, 900, 800, 700, 600], &[50; 5]));
         assert!(
-            r.len() == 1 && r[0].contains("delivered rate changed -"),
+            r.len() == 1 && r[0].contains("delivered rate fell from 1.00k/s to 600/s"),
             "{r:?}"
         );
+        // A collapse: the fitted line would end below zero; the sentence stays in range.
+        let r = trend(&intervals(&[1000, 500, 100, 10, 0], &[50; 5]));
+        assert!(r.len() == 1 && r[0].contains("from 820/s to 0/s"), "{r:?}");
     }
 
     #[test]

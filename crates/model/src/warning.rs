@@ -31,6 +31,8 @@ pub enum Warning {
     NothingDelivered {
         /// Messages attempted.
         attempted: u64,
+        /// Messages sent (0: every one waited for a window or a connection to the end).
+        sent: u64,
     },
     /// Some attempts failed (errors, timeouts, closed connections).
     Failed {
@@ -81,6 +83,7 @@ const ACCOUNTING: (&str, &str) = (
     "accounting invariant broken (",
     "): a bug in msgbench, please report it",
 );
+const NONE_SENT: &str = "every request due in the measured span still waited for room in a full window (or for a connection) when it ended: the system is far slower than the schedule, or not there";
 const INTERRUPTED: &str = "interrupted: the measured window was cut short";
 const UNANSWERED: &str = "before it was given up (timed out, its connection failed, or the run ended): the max latency is at least that, though the answered requests' max is lower";
 const STREAM_TARGET: &str = "generated for all clients (the target is the rate × clients: a client that left early was fed less)";
@@ -102,9 +105,13 @@ impl fmt::Display for Warning {
                 f,
                 "sequence errors: {gaps} gaps, {duplicates} duplicates, {reordered} reordered: the system under test lost or reordered messages"
             ),
-            Warning::NothingDelivered { attempted } => write!(
+            Warning::NothingDelivered { attempted, sent: 0 } => write!(
                 f,
-                "nothing was delivered ({attempted} attempted): is the system under test what the scenario says it is?"
+                "nothing was delivered ({attempted} attempted, none sent): {NONE_SENT}"
+            ),
+            Warning::NothingDelivered { attempted, sent } => write!(
+                f,
+                "nothing was delivered ({attempted} attempted, {sent} sent): is the system under test what the scenario says it is?"
             ),
             Warning::Failed { failed, attempted, percent } => write!(
                 f,
@@ -163,7 +170,10 @@ impl Warning {
             });
         }
         if text.starts_with("nothing was delivered (") {
-            return Some(Warning::NothingDelivered { attempted: int(0)? });
+            return Some(Warning::NothingDelivered {
+                attempted: int(0)?,
+                sent: if text.contains(NONE_SENT) { 0 } else { int(1)? },
+            });
         }
         if text.contains(" attempted messages failed (") {
             return Some(Warning::Failed {
@@ -196,6 +206,44 @@ impl Warning {
             return Some(Warning::InFlightAtEnd { messages: int(0)? });
         }
         None
+    }
+
+    /// What kind of warning this is, in a few words, for grouping the same warning over many
+    /// runs ("send lag above 1 ms in 4 of 6 runs"). Notes group by their text.
+    pub fn kind(&self) -> String {
+        match self {
+            Warning::StoppedEarly(_) => "stopped early by an error".into(),
+            Warning::Note(text) => text.clone(),
+            Warning::AccountingBroken(_) => "accounting invariant broken".into(),
+            Warning::SequenceErrors { .. } => "sequence errors".into(),
+            Warning::NothingDelivered { .. } => "nothing delivered".into(),
+            Warning::Failed { .. } => "failed messages".into(),
+            Warning::TargetMissed { .. } => "target rate not reached".into(),
+            Warning::SendLag { .. } => "send lag p99 above 1 ms".into(),
+            Warning::InFlightAtEnd { .. } => "messages in flight when the drain ended".into(),
+            Warning::Unanswered { .. } => "requests that got no answer".into(),
+            Warning::Interrupted => "interrupted".into(),
+        }
+    }
+
+    /// How bad it is, to pick the worst of a group (larger is worse; 0 when it has no size).
+    pub fn severity(&self) -> f64 {
+        match self {
+            Warning::SequenceErrors {
+                gaps,
+                duplicates,
+                reordered,
+            } => (gaps + duplicates + reordered) as f64,
+            Warning::NothingDelivered { attempted, .. } => *attempted as f64,
+            Warning::Failed { percent, .. } => *percent,
+            Warning::TargetMissed { percent, .. } => 100.0 - percent,
+            Warning::SendLag { p99_ms, .. } => *p99_ms,
+            Warning::InFlightAtEnd { messages } => *messages as f64,
+            Warning::Unanswered {
+                longest_wait_ms, ..
+            } => *longest_wait_ms,
+            _ => 0.0,
+        }
     }
 
     /// The run did not go as asked: the system under test's error stopped it.
@@ -267,7 +315,14 @@ mod tests {
                 duplicates: 0,
                 reordered: 2,
             },
-            Warning::NothingDelivered { attempted: 1000 },
+            Warning::NothingDelivered {
+                attempted: 1000,
+                sent: 1000,
+            },
+            Warning::NothingDelivered {
+                attempted: 1000,
+                sent: 0,
+            },
             Warning::Failed {
                 failed: 5,
                 attempted: 1000,

@@ -92,9 +92,14 @@ pub fn charts(runs: &[RunResult], advice: &[Advice], slo: Option<&Slo>) -> Vec<C
         &[("delivered/s", |r| r.delivered_per_sec())],
         "Bars: median over replicates; whiskers: min–max.",
     ));
-    out.push(bars(
-        &points,
-        "loss",
+    // Nothing lost: an empty frame would only make a reader look for bars that are not there.
+    let lost = |r: &RunResult| {
+        r.counters.skipped + r.counters.dropped + r.counters.failed + r.counters.in_flight_end
+    };
+    if runs.iter().any(|r| lost(r) > 0) {
+        out.push(bars(
+            &points,
+            "loss",
         "Messages not delivered, share of attempted",
         "share of attempted",
         percent_label,
@@ -108,7 +113,8 @@ pub fn charts(runs: &[RunResult], advice: &[Advice], slo: Option<&Slo>) -> Vec<C
             }),
         ],
         "What the success column hides: messages skipped or dropped under backpressure, failed ones, and those still queued when the drain ended (latency percentiles describe only the delivered).",
-    ));
+        ));
+    }
     let with_sut = runs.iter().any(|r| r.cpu.sut_cpu_s.is_some());
     let mut cpu: Vec<(&str, Metric)> = vec![("driver CPU per message", |r| {
         r.cpu.driver_cpu_s * 1e9 / r.counters.delivered.max(1) as f64

@@ -20,15 +20,18 @@ pub fn render(
     charts: &[Chart],
     slo: Option<&str>,
     extra: &str,
+    environment: &[(&str, String)],
 ) -> String {
     let name = runs.first().map(|r| r.experiment.as_str()).unwrap_or("?");
     let mut out = format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <title>msgbench: {n}</title>\n<style>\
-         body{{font-family:Helvetica,Arial,sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}}\
+         body{{font-family:Helvetica,Arial,sans-serif;margin:24px auto;max-width:1800px;color:#222;padding:0 16px}}\
          table{{border-collapse:collapse;font-size:13px;margin:8px 0 16px}}\
-         th,td{{border:1px solid #ccc;padding:3px 7px;text-align:right}}th{{background:#f3f3f3}}\
+         th,td{{border:1px solid #ccc;padding:3px 7px;text-align:right;white-space:nowrap}}\
+         dl.env{{display:grid;grid-template-columns:max-content auto;gap:2px 12px;font-size:13px;color:#444}}\
+         dl.env dt{{font-weight:bold}}dl.env dd{{margin:0;font-family:monospace}}th{{background:#f3f3f3}}\
          td.l,th.l{{text-align:left}}tr.invalid td{{background:#fff1f0}}\
          figure{{margin:18px 0 28px}}figcaption{{color:#444;font-size:13px;max-width:820px}}\
          svg{{max-width:100%;height:auto}}.bad{{color:#b00}}.ok{{color:#070}}\
@@ -39,6 +42,17 @@ pub fn render(
         runs = runs.len(),
         slo = slo.map(|s| format!(" SLO: <code>{}</code>.", escape(s))).unwrap_or_default()
     );
+    if !environment.is_empty() {
+        out.push_str("<dl class=\"env\">\n");
+        for (label, value) in environment {
+            out.push_str(&format!(
+                "<dt>{}</dt><dd>{}</dd>\n",
+                escape(label),
+                escape(value)
+            ));
+        }
+        out.push_str("</dl>\n");
+    }
     out.push_str(&table(runs));
     if runs.iter().any(|r| r.classes.len() > 1) {
         out.push_str("<h2>Per operation class</h2>\n");

@@ -5,6 +5,8 @@
 pub mod advice;
 pub mod charts;
 pub mod compare;
+pub mod environment;
+pub mod faults;
 pub mod format;
 pub mod html;
 pub mod load;

@@ -10,12 +10,28 @@ use msgbench_model::sweep::short_axis;
 use std::collections::BTreeMap;
 
 /// Renders the report of one experiment's runs.
-pub fn render(runs: &[RunResult], advice: &[crate::advice::Advice]) -> String {
+/// `environment` heads it (see [`crate::environment::read`]).
+pub fn render(
+    runs: &[RunResult],
+    advice: &[crate::advice::Advice],
+    environment: &[(&str, String)],
+) -> String {
     let mut out = String::new();
     let name = runs.first().map(|r| r.experiment.as_str()).unwrap_or("?");
     let points = group(runs);
     let replicates = points.values().map(Vec::len).max().unwrap_or(0);
     out.push_str(&format!("# Experiment `{name}`\n\n"));
+    for (label, value) in environment {
+        let value = if *label == "command" {
+            format!("`{value}`")
+        } else {
+            value.clone()
+        };
+        out.push_str(&format!("- {label}: {value}\n"));
+    }
+    if !environment.is_empty() {
+        out.push('\n');
+    }
     out.push_str(&format!(
         "{} run(s): {} point(s), up to {replicates} replicate(s) each. Latency is measured from each message's intended send time; \
          with replicates, cells read `median (min–max)`.\n\n",
@@ -37,6 +53,12 @@ pub fn render(runs: &[RunResult], advice: &[crate::advice::Advice]) -> String {
     if runs.iter().any(|r| r.faults.total() > 0) {
         out.push_str("\n## Faults\n\n");
         out.push_str(&fault_table(runs));
+        out.push('\n');
+        for r in runs {
+            if let Some(line) = crate::faults::line(r) {
+                out.push_str(&format!("- {}: {line}\n", r.run_id));
+            }
+        }
     }
     out.push_str("\n## Validity\n\n");
     let invalid = crate::validity::invalid_runs(runs);
@@ -175,7 +197,7 @@ fn fault_table(runs: &[RunResult]) -> String {
     .to_vec();
     let mut out = header_row(&header);
     for r in runs.iter().filter(|r| r.faults.total() > 0) {
-        let f = r.faults;
+        let f = &r.faults;
         let wait = if r.unanswered.count == 0 {
             "–".to_string()
         } else {

@@ -48,6 +48,7 @@ pub fn publish(dir: &Path, slo: Option<&str>) -> Result<Vec<PathBuf>, PublishErr
         crate::advice::advise(&runs, slo.as_ref())
     };
     let charts = crate::charts::charts(&runs, &advice, slo.as_ref());
+    let environment = crate::environment::read(dir);
     let write = |name: &str, text: &str| -> Result<PathBuf, PublishError> {
         let path = dir.join(name);
         // Whole or not at all: a full disk must not replace a good report with half of one.
@@ -62,7 +63,7 @@ pub fn publish(dir: &Path, slo: Option<&str>) -> Result<Vec<PathBuf>, PublishErr
         "report.md",
         &format!(
             "{}{}",
-            crate::markdown::render(&runs, &advice),
+            crate::markdown::render(&runs, &advice, &environment),
             search.as_ref().map(|s| s.markdown.as_str()).unwrap_or("")
         ),
     )?];
@@ -74,6 +75,7 @@ pub fn publish(dir: &Path, slo: Option<&str>) -> Result<Vec<PathBuf>, PublishErr
             &charts,
             slo_text.as_deref(),
             search.as_ref().map(|s| s.html.as_str()).unwrap_or(""),
+            &environment,
         ),
     )?);
     for c in &charts {

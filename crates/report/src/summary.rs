@@ -4,6 +4,7 @@
 use crate::format::{count, duration_ns, percent, MAX, P50, P95, P99, P9999};
 use msgbench_model::result::RunResult;
 use msgbench_model::sweep::short_axis;
+use msgbench_model::warning::Warning;
 
 /// Renders the summary of `results` as a fixed-width text table.
 pub fn table(results: &[RunResult]) -> String {
@@ -18,6 +19,7 @@ pub fn table(results: &[RunResult]) -> String {
             "delivered/s",
             "success",
             "drop",
+            "failed",
             "p50",
             "p95",
             "p99",
@@ -31,15 +33,7 @@ pub fn table(results: &[RunResult]) -> String {
     );
     let mut rows = vec![header];
     for r in results {
-        let mut row = vec![format!(
-            "{}{}",
-            r.point,
-            if r.replicate > 1 || results.iter().any(|o| o.replicate > 1) {
-                format!(".r{}", r.replicate)
-            } else {
-                String::new()
-            }
-        )];
+        let mut row = vec![run_label(r, results)];
         row.extend(
             axes.iter()
                 .map(|a| r.param(a).unwrap_or_default().to_string()),
@@ -58,6 +52,7 @@ pub fn table(results: &[RunResult]) -> String {
             count(r.delivered_per_sec()),
             percent(r.counters.success_rate()),
             percent(r.counters.drop_rate()),
+            r.counters.failed.to_string(),
             lat(P50),
             lat(P95),
             lat(P99),
@@ -74,16 +69,65 @@ pub fn table(results: &[RunResult]) -> String {
         out.push_str("\nstream clients (rates per second of the measured window, `written` = handed to the client's socket by the server; dropped, undelivered and backlog are counts):\n");
         out.push_str(&render(&crate::streams::text_rows(results)));
     }
-    let warned: Vec<&RunResult> = results.iter().filter(|r| !r.warnings.is_empty()).collect();
-    if !warned.is_empty() {
-        out.push_str("\nwarnings:\n");
-        for r in warned {
-            for w in &r.warnings {
-                out.push_str(&format!("  {}: {w}\n", r.run_id));
+    let failures: Vec<(&str, String)> = results
+        .iter()
+        .filter_map(|r| crate::faults::line(r).map(|l| (r.run_id.as_str(), l)))
+        .collect();
+    if !failures.is_empty() {
+        out.push_str("\nfailures:\n");
+        for (run, line) in failures {
+            out.push_str(&format!("  {run}: {line}\n"));
+        }
+    }
+    out.push_str(&grouped_warnings(results));
+    out
+}
+
+/// Every warning once per kind: a kind seen in one run is printed as it is; one seen in several
+/// is one line with the count, the runs and the worst case's sentence.
+pub fn grouped_warnings(results: &[RunResult]) -> String {
+    let mut groups: Vec<(String, Vec<(&RunResult, &Warning)>)> = Vec::new();
+    for r in results {
+        for w in &r.warnings {
+            let kind = w.kind();
+            match groups.iter_mut().find(|(k, _)| *k == kind) {
+                Some((_, members)) => members.push((r, w)),
+                None => groups.push((kind, vec![(r, w)])),
             }
         }
     }
+    if groups.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\nwarnings:\n");
+    for (kind, members) in &groups {
+        let (worst_run, worst) = members
+            .iter()
+            .max_by(|a, b| a.1.severity().total_cmp(&b.1.severity()))
+            .expect("a group has a member");
+        if members.len() == 1 {
+            out.push_str(&format!("  {}: {worst}\n", worst_run.run_id));
+            continue;
+        }
+        let runs: Vec<String> = members.iter().map(|(r, _)| run_label(r, results)).collect();
+        out.push_str(&format!(
+            "  {kind} in {} of {} runs ({}); worst, {}: {worst}\n",
+            members.len(),
+            results.len(),
+            runs.join(", "),
+            worst_run.run_id
+        ));
+    }
     out
+}
+
+/// The run as the table's first column names it.
+fn run_label(r: &RunResult, results: &[RunResult]) -> String {
+    if results.iter().any(|o| o.replicate > 1) {
+        format!("{}.r{}", r.point, r.replicate)
+    } else {
+        r.point.to_string()
+    }
 }
 
 /// Right-aligned columns under a header and a rule.

@@ -354,13 +354,12 @@ impl LineChart {
         }
         if let Some((v, label)) = &self.threshold {
             let y = plot_y(clip(self.y.fraction(*v)));
+            let (x, ty, anchor) = self.threshold_label_place(y, label);
             out.push_str(&format!(
                 "<line x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#c00\" stroke-dasharray=\"6 4\"/>\
-                 <text x=\"{:.1}\" y=\"{:.1}\" fill=\"#c00\" text-anchor=\"end\">{}</text>\n",
+                 <text x=\"{x:.1}\" y=\"{ty:.1}\" fill=\"#c00\" text-anchor=\"{anchor}\">{}</text>\n",
                 plot_x(0.0),
                 plot_x(1.0),
-                plot_x(1.0) - 4.0,
-                y - 5.0,
                 escape(label)
             ));
         }
@@ -388,6 +387,54 @@ impl LineChart {
         }
         out.push_str("</svg>\n");
         out
+    }
+}
+
+impl LineChart {
+    /// Where the threshold's label goes: right or left end of its line, above or below it,
+    /// whichever first overlaps no point label (text boxes estimated at 6.5 px a character).
+    fn threshold_label_place(&self, y: f64, label: &str) -> (f64, f64, &'static str) {
+        let clip = |f: f64| f.clamp(-0.02, 1.02);
+        let boxes: Vec<(f64, f64, f64, f64)> = self
+            .series
+            .iter()
+            .flat_map(|s| {
+                s.points
+                    .iter()
+                    .zip(&s.point_labels)
+                    .map(|(&(px, py), l)| {
+                        let (x, y) = (
+                            plot_x(clip(self.x.fraction(px))) + 6.0,
+                            plot_y(clip(self.y.fraction(py))) - 6.0,
+                        );
+                        (x, y - 11.0, x + 6.5 * l.chars().count() as f64, y + 2.0)
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let width = 6.5 * label.chars().count() as f64;
+        let candidates = [
+            (plot_x(1.0) - 4.0, y - 5.0, "end"),
+            (plot_x(0.0) + 4.0, y - 5.0, "start"),
+            (plot_x(1.0) - 4.0, y + 15.0, "end"),
+            (plot_x(0.0) + 4.0, y + 15.0, "start"),
+        ];
+        let overlaps = |&(x, ty, anchor): &(f64, f64, &str)| {
+            let (x0, x1) = if anchor == "end" {
+                (x - width, x)
+            } else {
+                (x, x + width)
+            };
+            let (y0, y1) = (ty - 11.0, ty + 2.0);
+            boxes
+                .iter()
+                .any(|&(bx0, by0, bx1, by1)| x0 < bx1 && bx0 < x1 && y0 < by1 && by0 < y1)
+        };
+        candidates
+            .iter()
+            .find(|c| !overlaps(c))
+            .copied()
+            .unwrap_or(candidates[0])
     }
 }
 

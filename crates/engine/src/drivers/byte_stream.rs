@@ -26,7 +26,7 @@ use crate::recorder::Recorder;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use msgbench_model::client::{ClientConfig, OnError};
-use msgbench_model::result::{CpuTimes, Faults, ThreadCpu};
+use msgbench_model::result::{CpuTimes, ErrorCount, Faults, ThreadCpu};
 use msgbench_model::scenario::Scenario;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
@@ -59,6 +59,10 @@ pub trait Wire: Send {
     fn encode(&mut self, class: usize, id: u64, now_ns: u64, out: &mut Vec<u8>);
     /// Decodes the response at the start of `buf` (`Ok(None)`: incomplete).
     fn decode(&mut self, buf: &[u8]) -> Result<Option<Response>, String>;
+    /// The error replies it decoded, by message (see [`ErrorCount`]); none by default.
+    fn take_errors(&mut self) -> Vec<ErrorCount> {
+        Vec::new()
+    }
 }
 
 /// A connection's byte stream, as the driver needs it: non-blocking reads and writes, an event
@@ -371,9 +375,15 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
     }
 
     /// Counts what is still in flight and closes the recorder; returns the thread's faults.
-    fn finish(self) -> Faults {
+    fn finish(mut self) -> Faults {
         let now = self.clock.now_ns();
         close_recording(self.rec, self.conns.iter().map(|c| &c.in_flight), now);
+        for c in &mut self.conns {
+            self.faults += Faults {
+                errors: c.wire.take_errors(),
+                ..Faults::default()
+            };
+        }
         self.faults
     }
 

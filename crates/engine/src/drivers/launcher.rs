@@ -28,6 +28,11 @@ const ADAPT_STEP: f64 = 0.05;
 const ADAPT_STEP_NS: u64 = 100_000_000;
 /// `adapt`: lowest share of the target a connection slows down to.
 const ADAPT_FLOOR: f64 = 1.0 / 1024.0;
+/// How late past the span's end a due request may still go. A loop that wakes a little late
+/// for the last slots is not a backlog; beyond this, what was due and never sent (a window held
+/// full under `block`) is counted as skipped, so that a run ends on time: a 1 s run against a
+/// server 16× too slow took 16 s before, sending its backlog.
+pub const LATE_SEND_GRACE_NS: u64 = 10_000_000;
 
 /// What every connection's launcher shares.
 pub struct Rules<'a> {
@@ -77,6 +82,9 @@ pub trait Tally {
     fn skipped(&mut self);
     /// A measured request went at `actual_ns`; its slot was `scheduled_ns`.
     fn sent(&mut self, scheduled_ns: u64, actual_ns: u64);
+    /// A measured request due at `intended_ns` was never sent: by `now_ns` the run ended (it
+    /// is also skipped). Its wait is a lower bound on its latency.
+    fn never_sent(&mut self, intended_ns: u64, now_ns: u64);
 }
 
 /// The driver thread's tally: its budget and its recorder.
@@ -104,6 +112,9 @@ impl Tally for Counting<'_> {
     #[inline]
     fn sent(&mut self, scheduled_ns: u64, actual_ns: u64) {
         self.rec.sent(scheduled_ns, actual_ns);
+    }
+    fn never_sent(&mut self, intended_ns: u64, now_ns: u64) {
+        self.rec.unanswered(intended_ns, now_ns);
     }
 }
 
@@ -238,9 +249,16 @@ impl Launcher {
         match self.pacer.upcoming_ns() {
             // Unpaced: send when the window has room; with a full window wait for a response.
             None => (!in_flight.is_full()).then_some(now).or(Some(rules.end_ns)),
-            Some(due) => {
-                (rules.client.when_full != WhenFull::Block || !in_flight.is_full()).then_some(due)
-            }
+            // A full window under `block` waits for a response, or for the span's end (plus
+            // the grace) to give up on the backlog.
+            Some(due) if due < rules.end_ns => Some(
+                if rules.client.when_full != WhenFull::Block || !in_flight.is_full() {
+                    due
+                } else {
+                    rules.end_ns + LATE_SEND_GRACE_NS
+                },
+            ),
+            Some(due) => Some(due),
         }
     }
 
@@ -333,6 +351,9 @@ impl Launcher {
             if due > now || (measured && tally.spent()) {
                 return;
             }
+            if now >= rules.end_ns + LATE_SEND_GRACE_NS {
+                return self.give_up_backlog(rules, clock, now, tally);
+            }
             let full = in_flight.is_full();
             let decision = match rules.client.when_full {
                 // `drop` is the queue's; validation refuses it for a client.
@@ -360,6 +381,29 @@ impl Launcher {
                 _ => {}
             }
         }
+    }
+
+    /// The span is over and requests due in it are still unsent: each is attempted, skipped
+    /// and its wait recorded as a lower bound; then nothing more goes.
+    fn give_up_backlog<C: Clock, T: Tally>(
+        &mut self,
+        rules: &Rules,
+        clock: &C,
+        now: u64,
+        tally: &mut T,
+    ) {
+        while let Some(due) = self.pacer.upcoming_ns() {
+            if due >= rules.end_ns {
+                break;
+            }
+            let slot = self.pacer.next(clock);
+            if due >= rules.measure_start_ns && !tally.spent() {
+                tally.attempted();
+                tally.skipped();
+                tally.never_sent(slot.intended_ns, now);
+            }
+        }
+        self.done = true;
     }
 
     /// Opens a request of a class drawn from the mix in `in_flight`.
@@ -407,6 +451,7 @@ mod tests {
         attempted: u64,
         skipped: u64,
         sent: Vec<(u64, u64)>,
+        never_sent: Vec<u64>,
     }
 
     impl Tally for Counted {
@@ -421,6 +466,9 @@ mod tests {
         }
         fn sent(&mut self, scheduled_ns: u64, actual_ns: u64) {
             self.sent.push((scheduled_ns, actual_ns));
+        }
+        fn never_sent(&mut self, intended_ns: u64, now_ns: u64) {
+            self.never_sent.push(now_ns - intended_ns);
         }
     }
 
@@ -511,6 +559,39 @@ mod tests {
             "latency counts from the slot, not from when the window had room"
         );
         assert_eq!((t.attempted, t.skipped), (2, 0));
+    }
+
+    #[test]
+    fn block_gives_up_its_backlog_when_the_span_ends_so_the_run_ends_on_time() {
+        let (s, c) = (per_ms(), client(WhenFull::Block, 1));
+        let clock = ManualClock::starting_at(0);
+        let mut conn = Conn::new(s, 1);
+        let mut t = Counted::default();
+        conn.turn(&c, &clock, true, &mut t); // the slot at 0 goes and is never answered
+        let rules_end = 1_000_000_000;
+        let wake = conn.launcher.next_wake(
+            &conn.in_flight,
+            &Rules {
+                client: &c,
+                shares: &[1.0],
+                measure_start_ns: 0,
+                end_ns: rules_end,
+            },
+            clock.now_ns(),
+        );
+        assert_eq!(
+            wake,
+            Some(rules_end + LATE_SEND_GRACE_NS),
+            "woken to give up"
+        );
+        clock.advance(rules_end + LATE_SEND_GRACE_NS);
+        conn.turn(&c, &clock, true, &mut t);
+        assert!(conn.launcher.done);
+        assert_eq!(conn.sent.len(), 1, "nothing goes after the span");
+        // Slots 1 ms … 999 ms were due, never sent: attempted, skipped, their wait recorded.
+        assert_eq!((t.attempted, t.skipped), (1000, 999));
+        assert_eq!(t.never_sent.len(), 999);
+        assert_eq!(t.never_sent[0], rules_end + LATE_SEND_GRACE_NS - 1_000_000);
     }
 
     #[test]
@@ -624,10 +705,11 @@ mod tests {
         clock.advance(2_000_000_000);
         conn.turn(&c, &clock, true, &mut t);
         assert!(conn.launcher.done, "the schedule passed its end");
+        assert_eq!(conn.sent.len(), 5, "nothing goes long after the span's end");
         assert_eq!(
-            conn.sent.len(),
-            1000,
-            "every slot of the second was sent once"
+            (t.attempted, t.skipped, t.never_sent.len()),
+            (995, 995, 995),
+            "every other slot of the second is accounted for once"
         );
     }
 

@@ -303,7 +303,7 @@ impl StreamStats {
             gaps_seen: self.sequence().gaps,
             latency: Percentiles::of(&self.total),
             latency_histogram: encode(&self.total),
-            faults: self.faults,
+            faults: self.faults.clone(),
             closed: self
                 .closed
                 .as_ref()

@@ -20,7 +20,7 @@ use crate::harness::{gather, worker, DriverOutput, RunContext, RunStop, SpanCpu,
 use crate::recorder::Recorder;
 use crate::wait::Waiter;
 use msgbench_model::client::{ClientConfig, OnError};
-use msgbench_model::result::{CpuTimes, Faults, ThreadCpu};
+use msgbench_model::result::{CpuTimes, ErrorCount, Faults, ThreadCpu};
 use msgbench_model::scenario::Scenario;
 use msgbench_model::ws_rpc::WsRpcConfig;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -134,7 +134,7 @@ type CallerResult = Result<Option<(Vec<ThreadCpu>, Faults)>, EngineError>;
 
 /// The caller's end of its socket thread.
 struct SocketThread {
-    handle: std::thread::JoinHandle<()>,
+    handle: std::thread::JoinHandle<Vec<ErrorCount>>,
     requests: crate::ring::Producer<Request>,
     events: crate::ring::Consumer<Event>,
     notify: Arc<tokio::sync::Notify>,
@@ -198,11 +198,16 @@ impl SocketThread {
         }
     }
 
-    /// Tells the socket thread to close its connections and waits for it.
-    fn stop(stop: &AtomicBool, notify: &tokio::sync::Notify, handle: std::thread::JoinHandle<()>) {
+    /// Tells the socket thread to close its connections and waits for it; returns the error
+    /// replies it read, by message.
+    fn stop(
+        stop: &AtomicBool,
+        notify: &tokio::sync::Notify,
+        handle: std::thread::JoinHandle<Vec<ErrorCount>>,
+    ) -> Vec<ErrorCount> {
         stop.store(true, Ordering::Release);
         notify.notify_one();
-        let _ = handle.join();
+        handle.join().unwrap_or_default()
     }
 }
 
@@ -268,8 +273,11 @@ fn caller(
         waiter,
         socket_cpu: cpu,
     };
-    let (cpu, socket_cpu_ns, faults) = me.run(&done);
-    SocketThread::stop(&stop, &notify, handle);
+    let (cpu, socket_cpu_ns, mut faults) = me.run(&done);
+    faults += Faults {
+        errors: SocketThread::stop(&stop, &notify, handle),
+        ..Faults::default()
+    };
     Ok(Some((
         vec![
             ThreadCpu {

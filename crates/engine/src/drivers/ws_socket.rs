@@ -12,6 +12,7 @@ use crate::ring::{Consumer, Producer};
 use crate::wait::Sleeper;
 use bytes::{BufMut, BytesMut};
 use futures_util::{Sink, Stream};
+use msgbench_model::result::ErrorCount;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 use std::future::Future;
@@ -115,8 +116,9 @@ pub struct Ends {
     pub cpu_clock: Arc<std::sync::OnceLock<crate::cpu::ThreadCpuClock>>,
 }
 
-/// Runs the socket thread: connects, reports on `ready`, serves until `stop`.
-pub fn run(plan: Plan, ends: Ends, ready: Sender<Result<(), EngineError>>) {
+/// Runs the socket thread: connects, reports on `ready`, serves until `stop`; returns the error
+/// replies it read, by message.
+pub fn run(plan: Plan, ends: Ends, ready: Sender<Result<(), EngineError>>) -> Vec<ErrorCount> {
     if let Some(clock) = crate::cpu::ThreadCpuClock::current() {
         let _ = ends.cpu_clock.set(clock);
     }
@@ -126,7 +128,7 @@ pub fn run(plan: Plan, ends: Ends, ready: Sender<Result<(), EngineError>>) {
         Ok(r) => r,
         Err(e) => {
             let _ = ready.send(Err(e));
-            return;
+            return Vec::new();
         }
     };
     let local = tokio::task::LocalSet::new();
@@ -137,7 +139,7 @@ pub fn run(plan: Plan, ends: Ends, ready: Sender<Result<(), EngineError>>) {
                 Ok(ws) => conns.push(Some(ws)),
                 Err(e) => {
                     let _ = ready.send(Err(e.into_engine(&plan.url, &plan.hint)));
-                    return;
+                    return Vec::new();
                 }
             }
         }
@@ -151,6 +153,7 @@ pub fn run(plan: Plan, ends: Ends, ready: Sender<Result<(), EngineError>>) {
             pending: std::collections::VecDeque::new(),
             told: false,
             arena: BytesMut::with_capacity(64 << 10),
+            errors: Vec::new(),
             plan,
             ends,
         };
@@ -160,7 +163,8 @@ pub fn run(plan: Plan, ends: Ends, ready: Sender<Result<(), EngineError>>) {
                 tokio::time::timeout(Duration::from_millis(100), futures_util::SinkExt::close(ws))
                     .await;
         }
-    });
+        io.errors
+    })
 }
 
 struct Io {
@@ -178,6 +182,8 @@ struct Io {
     /// Events were handed over since the caller was last woken.
     told: bool,
     arena: BytesMut,
+    /// Error replies by message.
+    errors: Vec<ErrorCount>,
 }
 
 /// The parts of a response the client reads. `result` and `error` are "present or not":
@@ -202,6 +208,35 @@ pub fn parse_reply(payload: &[u8]) -> Option<(u64, bool)> {
         }) if result != error => Some((id, result)),
         _ => None,
     }
+}
+
+/// An error reply's `error` member as one line: `JSON-RPC error -32601 "method not found"`
+/// (only what is there: a missing code or message is left out).
+pub fn error_message(payload: &[u8]) -> String {
+    #[derive(Deserialize)]
+    struct WithError<'a> {
+        #[serde(borrow)]
+        error: Option<ErrorObject<'a>>,
+    }
+    #[derive(Deserialize)]
+    struct ErrorObject<'a> {
+        code: Option<i64>,
+        #[serde(borrow)]
+        message: Option<std::borrow::Cow<'a, str>>,
+    }
+    let mut text = String::from("JSON-RPC error");
+    if let Ok(WithError {
+        error: Some(ErrorObject { code, message }),
+    }) = serde_json::from_slice::<WithError>(payload)
+    {
+        if let Some(code) = code {
+            text.push_str(&format!(" {code}"));
+        }
+        if let Some(message) = message {
+            text.push_str(&format!(" {message:?}"));
+        }
+    }
+    text
 }
 
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
@@ -309,11 +344,17 @@ impl Io {
             match Pin::new(ws).poll_next(cx) {
                 Poll::Ready(Some(Ok(m))) if m.is_text() || m.is_binary() => {
                     match parse_reply(m.as_payload()) {
-                        Some((id, ok)) => self.push(Event::Reply {
-                            conn: i as u32,
-                            id,
-                            ok,
-                        }),
+                        Some((id, ok)) => {
+                            if !ok {
+                                let text = error_message(m.as_payload());
+                                ErrorCount::add(&mut self.errors, &text, 1);
+                            }
+                            self.push(Event::Reply {
+                                conn: i as u32,
+                                id,
+                                ok,
+                            })
+                        }
                         None => return self.down(i, Down::Protocol),
                     }
                 }

@@ -9,6 +9,7 @@ use crate::harness::{Measured, NoServer, RunContext, SystemUnderTest};
 use crate::net::resp::{self, CommandEncoder, Reply};
 use mio::net::TcpStream;
 use msgbench_model::client::ClientConfig;
+use msgbench_model::result::ErrorCount;
 use msgbench_model::scenario::Scenario;
 use msgbench_model::{
     redis::{RedisCommand, RedisConfig},
@@ -61,6 +62,7 @@ pub struct RedisWire {
     encoder: CommandEncoder,
     keys: u64,
     rng: SmallRng,
+    errors: Vec<ErrorCount>,
 }
 
 impl RedisWire {
@@ -71,6 +73,7 @@ impl RedisWire {
             encoder: CommandEncoder::new(redis.value_bytes as usize, redis.keys),
             keys: redis.keys,
             rng: SmallRng::seed_from_u64(seed ^ 0x4ED1 ^ (index as u64) << 20),
+            errors: Vec::new(),
         }
     }
 }
@@ -89,13 +92,24 @@ impl Wire for RedisWire {
     #[inline]
     fn decode(&mut self, buf: &[u8]) -> Result<Option<Response>, String> {
         match resp::decode(buf) {
-            Ok(Some((reply, size))) => Ok(Some(Response {
-                id: None,
-                size,
-                ok: reply == Reply::Ok,
-            })),
+            Ok(Some((reply, size))) => {
+                if reply == Reply::Error {
+                    // `-MESSAGE\r\n`: the text between the sign and the line end.
+                    let text = String::from_utf8_lossy(&buf[1..size - 2]);
+                    ErrorCount::add(&mut self.errors, &text, 1);
+                }
+                Ok(Some(Response {
+                    id: None,
+                    size,
+                    ok: reply == Reply::Ok,
+                }))
+            }
             Ok(None) => Ok(None),
             Err(e) => Err(e.to_string()),
         }
+    }
+
+    fn take_errors(&mut self) -> Vec<ErrorCount> {
+        std::mem::take(&mut self.errors)
     }
 }

@@ -405,7 +405,7 @@ impl Run<'_> {
         patch_intervals(&mut recording.intervals, &streams);
         let mut faults = msgbench_model::result::Faults::default();
         for s in &streams {
-            faults += s.faults;
+            faults += s.faults.clone();
         }
         let stopped_by = self.shared.stopped_by.get().cloned();
         Ok(Measured {

@@ -1,0 +1,98 @@
+//! What failed in a run, in one line: `5000 failed: 5000 JSON-RPC error -32601 "method not
+//! found"`, `12 failed: 10 timeouts, 2 disconnects`. Shared by the terminal summary and the
+//! reports, so a failure reads the same everywhere.
+use msgbench_model::result::Faults;
+use msgbench_model::RunResult;
+
+/// Error messages named in the line before "and N more".
+const MESSAGES_SHOWN: usize = 3;
+
+/// The run's failures in one line; `None` when nothing failed and no fault was counted.
+pub fn line(r: &RunResult) -> Option<String> {
+    let parts = causes(&r.faults);
+    if r.counters.failed == 0 && parts.is_empty() {
+        return None;
+    }
+    let what = if parts.is_empty() {
+        "no fault recorded".to_string()
+    } else {
+        parts.join(", ")
+    };
+    Some(format!("{} failed: {what}", r.counters.failed))
+}
+
+/// The faults behind failed messages, largest count first within each kind: error replies by
+/// message, then the connection-level kinds.
+fn causes(f: &Faults) -> Vec<String> {
+    let mut parts: Vec<String> = f
+        .errors
+        .iter()
+        .take(MESSAGES_SHOWN)
+        .map(|e| format!("{} {}", e.count, e.message))
+        .collect();
+    if f.errors.len() > MESSAGES_SHOWN {
+        let rest: u64 = f.errors[MESSAGES_SHOWN..].iter().map(|e| e.count).sum();
+        parts.push(format!(
+            "{rest} with {} other messages",
+            f.errors.len() - MESSAGES_SHOWN
+        ));
+    }
+    let with_message: u64 = f.errors.iter().map(|e| e.count).sum();
+    let kinds = [
+        (
+            f.server_errors.saturating_sub(with_message),
+            "error replies",
+        ),
+        (f.timeouts, "timeouts"),
+        (f.disconnects, "disconnects"),
+        (f.connect_failures, "connect failures"),
+        (f.protocol_errors, "protocol errors"),
+        (f.handshake_failures, "handshake failures"),
+    ];
+    parts.extend(
+        kinds
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!("{n} {what}")),
+    );
+    parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use msgbench_model::result::ErrorCount;
+
+    #[test]
+    fn the_line_names_each_message_and_kind_with_its_count() {
+        let mut f = Faults {
+            server_errors: 5000,
+            timeouts: 3,
+            ..Default::default()
+        };
+        ErrorCount::add(
+            &mut f.errors,
+            r#"JSON-RPC error -32601 "method not found""#,
+            5000,
+        );
+        let parts = causes(&f);
+        assert_eq!(
+            parts,
+            vec![
+                r#"5000 JSON-RPC error -32601 "method not found""#.to_string(),
+                "3 timeouts".into()
+            ]
+        );
+        for i in 0..6 {
+            ErrorCount::add(&mut f.errors, &format!("ERR {i}"), 1);
+        }
+        let parts = causes(&f);
+        assert_eq!(parts[3], "4 with 4 other messages", "{parts:?}");
+        // Error replies without a message (the rpc wire has none) are counted as such.
+        let plain = Faults {
+            server_errors: 7,
+            ..Default::default()
+        };
+        assert_eq!(causes(&plain), vec!["7 error replies".to_string()]);
+    }
+}
