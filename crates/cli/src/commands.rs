@@ -225,7 +225,8 @@ fn run(args: RunArgs) -> ExitCode {
     } else if !args.quiet {
         print!("{}", msgbench_report::summary::table(&outcome.results));
         let slo = experiment.points.first().and_then(|p| p.scenario.slo);
-        let advice = msgbench_report::advice::advise(&outcome.results, slo.as_ref());
+        let marked = msgbench_report::advice::marked_load_axes(&outcome.dir);
+        let advice = msgbench_report::advice::advise(&outcome.results, slo.as_ref(), &marked);
         if !advice.is_empty() {
             println!("\nadvice:");
             for a in &advice {

@@ -76,6 +76,10 @@ pub struct ReportSpec {
     /// Latency objective for advice and `msgbench search`, e.g. `"p99 < 10ms"`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slo: Option<String>,
+    /// Sweep axes that are load besides the built-in ones ([`crate::sweep::LOAD_AXES`]): a knee
+    /// and advice are given along load axes only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub load_axes: Vec<String>,
 }
 
 /// The systems under test msgbench knows.

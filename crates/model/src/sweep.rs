@@ -66,6 +66,28 @@ impl Override {
     }
 }
 
+/// Sweep axes that are load: more of them offers the system more work at once or per second
+/// (a rate, a pipeline window, connections, threads, a batch, clients). A knee — where more
+/// load stops buying throughput — only means something along one of these (a pacing interval,
+/// a queue capacity or a wait strategy is a setting, not a load). A scenario marks more with
+/// `[report] load_axes`.
+pub const LOAD_AXES: &[&str] = &[
+    "pacing.per_sec",
+    "pacing.batch",
+    "client.window",
+    "client.connections",
+    "client.threads",
+    "client.turn_batch",
+];
+
+/// Whether `axis` is a load axis: built in, or among `marked` (`[report] load_axes`).
+pub fn is_load_axis(axis: &str, marked: &[String]) -> bool {
+    let axis = axis.trim_matches('"');
+    // A tick client's connections: `ticks.clients.<name>.connections`.
+    let tick_clients = axis.starts_with("ticks.clients.") && axis.ends_with(".connections");
+    LOAD_AXES.contains(&axis) || tick_clients || marked.iter().any(|m| m.trim_matches('"') == axis)
+}
+
 /// One point of the sweep: its parameter values and the scenario to run.
 #[derive(Debug, Clone)]
 pub struct SweepPoint {

@@ -1,11 +1,15 @@
-//! Knee and advice for sweeps: along the last sweep axis when its values are numbers or
-//! durations (one curve per combination of the other axes), where does throughput stop paying for latency, and which setting to ship under
-//! an SLO. Invalid runs are shown in tables and charts but never advised.
+//! Knee and advice for sweeps, along the last **load** axis (a rate, a window, connections,
+//! threads: `msgbench_model::sweep::LOAD_AXES`, or one the scenario marks) with one curve per
+//! combination of the other axes: where does more load stop buying throughput, and which
+//! setting to ship under an SLO. The rule, stated once (docs/metrics.md, "Advice"): the knee is
+//! the first valid point that no later valid point beats by more than [`PLATEAU_GAIN`]; every
+//! sentence below is worded from that rule. Invalid runs are shown in tables and charts but
+//! never advised.
 use crate::format::{count, duration_ns};
 use crate::validity::judge;
 use msgbench_model::result::RunResult;
 use msgbench_model::slo::{Slo, SloMetric};
-use msgbench_model::sweep::short_axis;
+use msgbench_model::sweep::{is_load_axis, short_axis};
 use std::collections::BTreeMap;
 
 /// Gain in throughput below which one more step counts as "the plateau".
@@ -52,12 +56,40 @@ fn median(mut v: Vec<f64>) -> f64 {
     })
 }
 
-/// Curves of the runs' sweep (none without a sweep axis or with a single point per curve).
-pub fn advise(runs: &[RunResult], slo: Option<&Slo>) -> Vec<Advice> {
+/// The axes a result directory's scenario marks as load (`[report] load_axes` in its
+/// `experiment.toml`), besides the built-in ones.
+pub fn marked_load_axes(dir: &std::path::Path) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string(dir.join("experiment.toml")) else {
+        return Vec::new();
+    };
+    let Ok(doc) = text.parse::<toml::Table>() else {
+        return Vec::new();
+    };
+    doc.get("report")
+        .and_then(|r| r.get("load_axes"))
+        .and_then(|a| a.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Curves of the runs' sweep along its last load axis (see [`is_load_axis`]; `marked` are the
+/// scenario's own), one per combination of the other axes. None without a load axis, or with
+/// a single point per curve.
+pub fn advise(runs: &[RunResult], slo: Option<&Slo>, marked: &[String]) -> Vec<Advice> {
     let Some(first) = runs.first() else {
         return Vec::new();
     };
-    let Some(axis) = first.params.last().map(|p| p.axis.clone()) else {
+    let Some(axis) = first
+        .params
+        .iter()
+        .rev()
+        .find(|p| is_load_axis(&p.axis, marked))
+        .map(|p| p.axis.clone())
+    else {
         return Vec::new();
     };
     // A knee needs an ordered axis (a window, a rate, a period); wait strategies or pinning
@@ -155,11 +187,19 @@ fn explain(
             }
             text.push(sentence + ".");
         }
-        None => text.push(format!(
-            "No knee: throughput still grows by more than {:.0} % per step up to {name} {}; extend the sweep to find the plateau.",
-            100.0 * PLATEAU_GAIN,
-            points.last().map(|p| p.setting.as_str()).unwrap_or("?")
-        )),
+        None => {
+            // By the rule, no knee means the last valid point still beats the one before it
+            // by more than the plateau gain: say so with that step's figures.
+            let valid: Vec<usize> = (0..points.len()).filter(|&i| points[i].valid).collect();
+            text.push(match valid[..] {
+                [.., before, last] => format!(
+                    "No knee: the last step still adds more than {:.0} % throughput ({}); extend the sweep to find the plateau.",
+                    100.0 * PLATEAU_GAIN,
+                    step(before, last)
+                ),
+                _ => "No knee: fewer than two valid points on this curve.".to_string(),
+            });
+        }
     }
     let skipped = points.iter().filter(|p| !p.valid).count();
     if skipped > 0 {
@@ -258,6 +298,35 @@ mod tests {
         assert_eq!(knee(&p), Some(3));
         let growing = points(&[1e3, 2e3, 3e3, 4e3, 5e3], &[1e6; 5]);
         assert_eq!(knee(&growing), None);
+    }
+
+    #[test]
+    fn no_knee_quotes_the_last_step_that_still_gained() {
+        // window 20 gains 2 % over 15, but 30 gains 10 % over 20: no knee, and the sentence
+        // says why with the last step's figures rather than "grows 5 % per step".
+        let p = points(&[5e3, 8e3, 10e3, 10.2e3, 11.22e3], &[1e6; 5]);
+        let a = explain("client.window", String::new(), p, None, SloMetric::P99);
+        assert_eq!(a.knee, None);
+        assert!(
+            a.text[0].contains(
+                "the last step still adds more than 5 % throughput (window 30: +10 % throughput"
+            ),
+            "{:?}",
+            a.text
+        );
+    }
+
+    #[test]
+    fn only_load_axes_get_advice() {
+        assert!(is_load_axis("client.window", &[]));
+        assert!(is_load_axis("\"pacing.per_sec\"", &[]));
+        assert!(is_load_axis("ticks.clients.fast.connections", &[]));
+        assert!(!is_load_axis("pacing.every", &[]));
+        assert!(!is_load_axis("queue.capacity", &[]));
+        assert!(is_load_axis(
+            "rpc.ops.call.bytes",
+            &["rpc.ops.call.bytes".into()]
+        ));
     }
 
     #[test]

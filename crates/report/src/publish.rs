@@ -45,7 +45,7 @@ pub fn publish(dir: &Path, slo: Option<&str>) -> Result<Vec<PathBuf>, PublishErr
     let advice = if search.is_some() {
         Vec::new()
     } else {
-        crate::advice::advise(&runs, slo.as_ref())
+        crate::advice::advise(&runs, slo.as_ref(), &crate::advice::marked_load_axes(dir))
     };
     let charts = crate::charts::charts(&runs, &advice, slo.as_ref());
     let environment = crate::environment::read(dir);
