@@ -49,10 +49,11 @@ pub enum Command {
     ///
     /// Example: msgbench compare results/x/20261122-010955 results/x/20261122-020955 --noise 3
     Compare(CompareArgs),
-    /// Print the embedded default scenario (a starting point for your own file).
+    /// Print the embedded default scenario (a starting point for your own file); --full prints
+    /// an annotated template of every section and key, with defaults.
     ///
-    /// Example: msgbench default-scenario > my.toml
-    DefaultScenario,
+    /// Example: msgbench default-scenario --full > my.toml
+    DefaultScenario(DefaultScenarioArgs),
     /// Run one of msgbench's built-in servers in the foreground until Ctrl-C (or --for), so
     /// other clients, or msgbench on another machine, can be measured against it.
     ///
@@ -255,6 +256,14 @@ pub struct ScenarioArgs {
     /// "p99 < 10ms"; sets report.slo.
     #[arg(long, value_name = "SLO")]
     pub slo: Option<String>,
+}
+
+/// `msgbench default-scenario`.
+#[derive(Debug, Args)]
+pub struct DefaultScenarioArgs {
+    /// Every section and key, annotated, instead of the short default.
+    #[arg(long)]
+    pub full: bool,
 }
 
 /// `msgbench compare`.

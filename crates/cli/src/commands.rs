@@ -7,7 +7,7 @@ use crate::{EXIT_BAD_INPUT, EXIT_INTERRUPTED};
 use msgbench_engine::environment::Environment;
 use msgbench_engine::runner::{run_experiment_to, Destination};
 use msgbench_model::duration;
-use msgbench_model::sweep::{render_params, Override, DEFAULT_SCENARIO};
+use msgbench_model::sweep::{render_params, Override, DEFAULT_SCENARIO, FULL_SCENARIO};
 use msgbench_model::Experiment;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -43,8 +43,15 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             Err(e) => fail(EXIT_BAD_INPUT, e),
         },
         Command::Serve(command) => crate::serve::serve(command),
-        Command::DefaultScenario => {
-            print!("{DEFAULT_SCENARIO}");
+        Command::DefaultScenario(args) => {
+            print!(
+                "{}",
+                if args.full {
+                    FULL_SCENARIO
+                } else {
+                    DEFAULT_SCENARIO
+                }
+            );
             ExitCode::SUCCESS
         }
     }
@@ -113,13 +120,19 @@ fn load(args: &ScenarioArgs) -> Result<Experiment, String> {
         ));
     }
     let limits = machine_limits();
-    let mut experiment =
+    let experiment =
         Experiment::load(&text, &source, &overrides, &limits).map_err(|e| e.to_string())?;
     // An ad-hoc run of another system on the embedded default (`--set system=rpc`) is not the
-    // default experiment: its results go under results/<system>/.
+    // default experiment: its results go under results/<system>/. Loaded again with the name
+    // set, so that experiment.toml (and a --resume) say the same.
     let system = experiment.points[0].scenario.system.kind();
     if args.scenario.is_none() && system != msgbench_model::scenario::SystemKind::Queue {
-        experiment.name = system.to_string();
+        overrides.push(Override::from_flag(
+            "--set name",
+            "name",
+            toml::Value::String(system.to_string()),
+        ));
+        return Experiment::load(&text, &source, &overrides, &limits).map_err(|e| e.to_string());
     }
     Ok(experiment)
 }
@@ -136,12 +149,13 @@ fn check(args: ScenarioArgs) -> ExitCode {
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
     println!(
-        "{}: experiment `{}`, {} point(s) × {} replicate(s) = {} run(s)",
+        "{}: experiment `{}`, {} point(s) × {} replicate(s) = {} run(s), about {} to run",
         experiment.source_name,
         experiment.name,
         experiment.points.len(),
         experiment.replicates,
-        experiment.run_count()
+        experiment.run_count(),
+        msgbench_model::sweep::human_seconds(experiment.planned_seconds_from(0))
     );
     for p in &experiment.points {
         let s = &p.scenario;
@@ -223,7 +237,13 @@ fn run(args: RunArgs) -> ExitCode {
             serde_json::to_string_pretty(&doc).expect("serializable")
         );
     } else if !args.quiet {
-        print!("{}", msgbench_report::summary::table(&outcome.results));
+        print!(
+            "{}",
+            msgbench_report::summary::table_for_width(
+                &outcome.results,
+                crate::terminal::stdout_width()
+            )
+        );
         let slo = experiment.points.first().and_then(|p| p.scenario.slo);
         let marked = msgbench_report::advice::marked_load_axes(&outcome.dir);
         let advice = msgbench_report::advice::advise(&outcome.results, slo.as_ref(), &marked);
@@ -447,20 +467,6 @@ fn search(args: SearchArgs) -> ExitCode {
         }
     };
     let report_failed = write_report(&outcome.dir, Some(&slo.to_string())).err();
-    if !args.quiet {
-        for (i, step) in outcome.record.steps.iter().enumerate() {
-            println!(
-                "step {:2}: {:>10}/s  {}",
-                i + 1,
-                msgbench_report::format::count(step.rate_per_sec),
-                if step.passed {
-                    "pass".to_string()
-                } else {
-                    format!("fail: {}", step.reasons.join("; "))
-                }
-            );
-        }
-    }
     println!("{}", msgbench_report::search::verdict(&outcome.record));
     println!("results: {}", outcome.dir.display());
     if let Some(e) = report_failed {

@@ -3,16 +3,35 @@
 //! stdout stays clean for the table or `--json`.
 use msgbench_engine::runner::{LiveStatus, Observer};
 use msgbench_model::result::RunResult;
+use msgbench_model::search::SearchStep;
+use msgbench_model::sweep::human_seconds;
 use msgbench_model::Experiment;
 use msgbench_report::format::{count, duration_ns, percent};
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::sync::Mutex;
 
+/// Columns of the terminal stdout writes to (`None` when it is a file or a pipe: tables keep
+/// their natural width for whoever reads them). `COLUMNS` wins when set.
+pub fn stdout_width() -> Option<usize> {
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    if let Some(c) = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()) {
+        return Some(c);
+    }
+    // SAFETY: TIOCGWINSZ fills a winsize; a failed call leaves it zeroed.
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    (ok && size.ws_col > 0).then_some(size.ws_col as usize)
+}
+
 pub struct Terminal {
     quiet: bool,
     live_line: bool,
     current: Mutex<String>,
+    /// The experiment, for the time left (none for a search: its steps are not known ahead).
+    plan: Mutex<Option<Experiment>>,
 }
 
 impl Terminal {
@@ -21,6 +40,18 @@ impl Terminal {
             quiet,
             live_line: !quiet && std::io::stderr().is_terminal(),
             current: Mutex::new(String::new()),
+            plan: Mutex::new(None),
+        }
+    }
+
+    /// `, about 1 min 20 s left` from run `number` (1-based) on; empty without a plan.
+    fn time_left(&self, number: usize) -> String {
+        match &*self.plan.lock().unwrap() {
+            Some(e) => format!(
+                ", about {} left",
+                human_seconds(e.planned_seconds_from(number - 1))
+            ),
+            None => String::new(),
         }
     }
 
@@ -38,8 +69,15 @@ impl Observer for Terminal {
             let runs = if e.points.is_empty() {
                 "search".to_string()
             } else {
-                format!("{} run(s)", e.run_count())
+                format!(
+                    "{} run(s), about {}",
+                    e.run_count(),
+                    human_seconds(e.planned_seconds_from(0))
+                )
             };
+            if !e.points.is_empty() {
+                *self.plan.lock().unwrap() = Some(e.clone());
+            }
             eprintln!(
                 "msgbench: experiment `{}`: {runs}, results in {}",
                 e.name,
@@ -52,7 +90,7 @@ impl Observer for Terminal {
         let label = if total == 0 {
             format!("[{number}] {run_id}")
         } else {
-            format!("[{number}/{total}] {run_id}")
+            format!("[{number}/{total}{}] {run_id}", self.time_left(number))
         };
         if !self.quiet && !self.live_line {
             eprintln!("{label}");
@@ -72,6 +110,25 @@ impl Observer for Terminal {
             );
             let _ = std::io::stderr().flush();
         }
+    }
+
+    fn step_judged(&self, number: usize, step: &SearchStep) {
+        if self.quiet {
+            return;
+        }
+        self.clear_line();
+        // Not `println!`: a reader that left (`search … | head -1`) must not end the search
+        // before its steps and reports are written.
+        let _ = writeln!(
+            std::io::stdout(),
+            "step {number:2}: {:>10}/s  {}",
+            count(step.rate_per_sec),
+            if step.passed {
+                "pass".to_string()
+            } else {
+                format!("fail: {}", step.reasons.join("; "))
+            }
+        );
     }
 
     fn run_finished(&self, r: &RunResult) {

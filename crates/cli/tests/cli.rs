@@ -1077,6 +1077,19 @@ fn search_finds_the_capacity_of_a_server_with_a_fixed_service_time() {
         md.contains("## Search") && md.contains("Maximum sustainable rate"),
         "{md}"
     );
+    // One judge: a step the search passed has no run report.md calls invalid, and a step
+    // with an invalid run failed.
+    for step in &record.steps {
+        let invalid = step
+            .run_ids
+            .iter()
+            .any(|id| md.contains(&format!("- **{id}** invalid")));
+        assert!(
+            !(step.passed && invalid),
+            "step at {}/s passed on a run report.md calls invalid: {md}",
+            step.rate_per_sec
+        );
+    }
     assert!(std::fs::read_to_string(dir.join("report.html"))
         .unwrap()
         .contains("<h2>Search</h2>"));
@@ -1163,14 +1176,11 @@ fn an_interrupted_sweep_resumes_without_redoing_finished_runs() {
     );
     let metrics = std::fs::read_to_string(dir.join("metrics.csv")).unwrap();
     assert_eq!(metrics.lines().count(), 4, "{metrics}");
-    for f in [
-        "report.md",
-        "report.html",
-        "spectrum.svg",
-        "latency-vs-throughput.svg",
-    ] {
+    for f in ["report.md", "report.html", "spectrum.svg", "throughput.svg"] {
         assert!(dir.join(f).exists(), "{f}");
     }
+    // A queue's capacity is a setting, not a load: no knee, no latency-vs-throughput curve.
+    assert!(!dir.join("latency-vs-throughput.svg").exists());
     let o = msgbench(&[
         "run",
         "--resume",
@@ -1587,4 +1597,21 @@ fn a_run_whose_calls_all_fail_shows_the_failed_count_and_the_error() {
     let r = single_run(tmp.path());
     assert_eq!(r.counters.failed, 1000, "{:?}", r.counters);
     assert_eq!(r.faults.errors[0].count, 1000, "{:?}", r.faults);
+}
+
+/// `msgbench check … | head`: a reader that left is not a crash (no panic, no backtrace), the
+/// process ends as a SIGPIPE'd one would.
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let o = Command::new(env!("CARGO_BIN_EXE_msgbench"))
+        .args(["check", "--set", "run.replicates=5"])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(141), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
 }

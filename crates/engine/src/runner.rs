@@ -27,6 +27,8 @@ pub trait Observer: Send + Sync {
     fn live(&self, _status: LiveStatus) {}
     /// A run ended and its files are written.
     fn run_finished(&self, _result: &RunResult) {}
+    /// `msgbench search` judged step `number` (from 1), as soon as it is decided.
+    fn step_judged(&self, _number: usize, _step: &msgbench_model::search::SearchStep) {}
 }
 
 /// An observer that hears nothing.

@@ -120,7 +120,14 @@ pub fn search(
                 }
             );
             observer.run_started(&run_id, index + 1, 0);
-            let r = run_one(&searched, &point, replicate, run_id, &mut store, &ctx)?;
+            let r = match run_one(&searched, &point, replicate, run_id, &mut store, &ctx) {
+                Ok(r) => r,
+                Err(e) => {
+                    store.discard_if_empty(); // a dead server leaves no folder
+                    return Err(e);
+                }
+            };
+            store.mark_latest();
             observer.run_finished(&r);
             step_runs.push(r);
         }
@@ -130,6 +137,7 @@ pub fn search(
             break;
         }
         let step = judge(rate, &step_runs, settings);
+        observer.step_judged(index + 1, &step);
         if step.passed {
             record.sustainable_per_sec = Some(
                 record

@@ -9,6 +9,9 @@ use serde::Deserialize;
 
 /// The embedded default experiment, run by `msgbench run` without a file.
 pub const DEFAULT_SCENARIO: &str = include_str!("default.toml");
+/// The annotated template of every section (`msgbench default-scenario --full`): the queue's
+/// keys set, the other systems' sections commented out with `# ` (a test uncomments each).
+pub const FULL_SCENARIO: &str = include_str!("full.toml");
 
 /// One `--set path=value` override.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,6 +91,20 @@ pub fn is_load_axis(axis: &str, marked: &[String]) -> bool {
     LOAD_AXES.contains(&axis) || tick_clients || marked.iter().any(|m| m.trim_matches('"') == axis)
 }
 
+/// What a run costs beyond its warm-up and measured window, for time estimates: connecting,
+/// starting a server, the drain (measured: 0.2–0.4 s on the examples).
+pub const RUN_OVERHEAD_S: f64 = 0.3;
+
+/// `1 min 20 s`, `45 s`, `2 h 5 min`: a time estimate as a person reads it.
+pub fn human_seconds(s: f64) -> String {
+    let s = s.max(0.0).round() as u64;
+    match s {
+        0..=59 => format!("{s} s"),
+        60..=3599 => format!("{} min {} s", s / 60, s % 60),
+        _ => format!("{} h {} min", s / 3600, s % 3600 / 60),
+    }
+}
+
 /// One point of the sweep: its parameter values and the scenario to run.
 #[derive(Debug, Clone)]
 pub struct SweepPoint {
@@ -149,7 +166,7 @@ impl Experiment {
             }
             match &o.value {
                 Some(v) => set_path(&mut doc, &o.path, v.clone()),
-                None => remove_path(&mut doc, &o.path),
+                None => known_path(&doc, &o.path).and_then(|()| remove_path(&mut doc, &o.path)),
             }
             .map_err(|m| override_error(o, m))?;
             spec_of(&doc).map_err(|m| override_error(o, m))?;
@@ -192,6 +209,20 @@ impl Experiment {
     /// Number of runs (points × replicates).
     pub fn run_count(&self) -> usize {
         self.points.len() * self.replicates as usize
+    }
+
+    /// Seconds the runs of points `from..` should take: warm-up and measured window of each,
+    /// plus [`RUN_OVERHEAD_S`] for connecting, starting servers and draining.
+    pub fn planned_seconds_from(&self, from_run: usize) -> f64 {
+        let per_point = |p: &SweepPoint| {
+            (p.scenario.run.warmup + p.scenario.run.duration).as_secs_f64() + RUN_OVERHEAD_S
+        };
+        let replicates = self.replicates.max(1) as usize;
+        self.points
+            .iter()
+            .flat_map(|p| std::iter::repeat_n(per_point(p), replicates))
+            .skip(from_run)
+            .sum()
     }
 }
 
@@ -375,6 +406,20 @@ fn set_path(doc: &mut toml::Table, path: &str, value: toml::Value) -> Result<(),
     Ok(())
 }
 
+/// Refuses to unset a field the scenario format does not have (`--set queue.capcity=`), as a
+/// value for it would be refused: set it to a probe value and see whether the field is unknown.
+fn known_path(doc: &toml::Table, path: &str) -> Result<(), String> {
+    if path.starts_with("sweep.") {
+        return Ok(());
+    }
+    let mut probe = doc.clone();
+    set_path(&mut probe, path, toml::Value::Boolean(true))?;
+    match spec_of(&probe) {
+        Err(m) if m.contains("unknown field") => Err(m),
+        _ => Ok(()),
+    }
+}
+
 /// Removes the field at `path` (a `sweep.` path removes that axis); a missing field is not an
 /// error: its default applies either way.
 fn remove_path(doc: &mut toml::Table, path: &str) -> Result<(), String> {
@@ -526,12 +571,56 @@ mod tests {
     }
 
     #[test]
+    fn the_annotated_template_loads_and_each_system_section_does_once_uncommented() {
+        let e = Experiment::load(FULL_SCENARIO, "full", &[], &limits()).unwrap();
+        assert_eq!(e.points.len(), 2);
+        // The block of `system`, and the client block for request/response systems.
+        let block = |title: &str| -> String {
+            let start = FULL_SCENARIO
+                .find(title)
+                .unwrap_or_else(|| panic!("{title}"));
+            FULL_SCENARIO[start..]
+                .lines()
+                .skip(1)
+                .take_while(|l| !l.starts_with("## ----") && !l.starts_with('['))
+                .filter_map(|l| l.strip_prefix("# "))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let active = FULL_SCENARIO
+            .split("## ---- request/response")
+            .next()
+            .unwrap()
+            .replace("system = \"queue\"", "system = \"SYSTEM\"")
+            .replace("[queue]\n", "[queue_unused]\n");
+        let active = &active[..active.find("[queue_unused]").unwrap()];
+        for (system, title, client) in [
+            ("rpc", "## ---- system = \"rpc\"", true),
+            ("redis", "## ---- system = \"redis\"", true),
+            ("ws-rpc", "## ---- system = \"ws-rpc\"", true),
+            ("ticks", "## ---- system = \"ticks\"", false),
+        ] {
+            let mut text = active.replace("SYSTEM", system);
+            if system == "ticks" {
+                text = text.replace("per_sec = 100000", "per_sec = 1000");
+            }
+            if client {
+                text.push_str(&block("## ---- request/response"));
+                text.push('\n');
+            }
+            text.push_str(&block(title));
+            if let Err(e) = Experiment::load(&text, system, &[], &limits()) {
+                panic!("{system}: {e}\n{text}");
+            }
+        }
+    }
+
+    #[test]
     fn an_empty_set_removes_the_field_so_its_default_applies() {
         let text = "[queue]\ncapacity = 8\n[sweep]\n\"queue.ring\" = [\"msgbench\", \"rtrb\"]\n";
         let o = [
             Override::parse("queue.capacity=").unwrap(),
             Override::parse("sweep.queue.ring=").unwrap(),
-            Override::parse("no.such.table=").unwrap(),
         ];
         assert_eq!(o[0].value, None);
         let e = Experiment::load(text, "t", &o, &limits()).unwrap();
@@ -540,6 +629,14 @@ mod tests {
             panic!("a queue scenario")
         };
         assert_eq!(q.capacity, 1024, "the default");
+        let typo = [Override::parse("queue.capcity=").unwrap()];
+        let err = Experiment::load(text, "t", &typo, &limits())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--set queue.capcity") && err.contains("capcity"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -13,8 +13,8 @@
 //! ratio (latency figures are skewed and multiplicative; a log keeps a doubling and a halving
 //! symmetric). Its confidence is Bonferroni-corrected over the metrics of a point, so that the
 //! chance of *any* false verdict on a point is at most 5 % (one metric at 1 − 0.05/m). With three
-//! replicates the Student quantile is large (≈ 5.6 at 99.3 %, df 4): few replicates give wide
-//! intervals, as they should.
+//! replicates the Student quantile is large (≈ 5.1 at 99.3 %, df 4): few replicates give wide
+//! intervals, as they should. A and B are shown as the geometric means the interval compares.
 //!
 //! **A verdict** needs the interval to exclude 0 % *and* the change to exceed the noise
 //! threshold: a statistically clear 1 % is not a change worth a verdict, and replicates taken
@@ -57,11 +57,11 @@ pub enum Verdict {
 pub struct Change {
     /// Metric name.
     pub metric: &'static str,
-    /// Median of A's replicates.
+    /// Geometric mean of A's replicates.
     pub a: f64,
-    /// Median of B's replicates.
+    /// Geometric mean of B's replicates.
     pub b: f64,
-    /// B's median over A's, minus 1.
+    /// B over A, minus 1: the ratio the interval is about.
     pub change: f64,
     /// The confidence interval of the change (ratio of geometric means − 1), when both sides
     /// have enough replicates.
@@ -121,10 +121,12 @@ pub fn compare(a: &[RunResult], b: &[RunResult], noise: f64) -> Result<Vec<Chang
     for (metric, better, read) in metrics() {
         let xa: Vec<f64> = a.iter().map(read).collect();
         let xb: Vec<f64> = b.iter().map(read).collect();
-        let (ma, mb) = (median(&xa), median(&xb));
-        if ma <= 0.0 || mb <= 0.0 {
-            continue; // nothing measured on a side (no latency, no CPU figure)
+        let (ma, mb) = (geometric_mean(&xa), geometric_mean(&xb));
+        if ma <= 0.0 {
+            continue; // nothing measured in A (no latency, no CPU figure): no baseline
         }
+        // The ratio the interval is about: a B that delivered nothing is −100 %, not a
+        // missing row.
         let change = mb / ma - 1.0;
         let (interval, verdict) = if a.len() < MIN_REPLICATES || b.len() < MIN_REPLICATES {
             (None, Verdict::NeedsReplicates(a.len(), b.len()))
@@ -173,6 +175,14 @@ fn log_ratio_interval(xa: &[f64], xb: &[f64], alpha: f64) -> (f64, f64) {
         .map(|d| d.inverse_cdf(1.0 - alpha / 2.0))
         .unwrap_or(f64::INFINITY);
     ((diff - t * se).exp_m1(), (diff + t * se).exp_m1())
+}
+
+/// exp(mean(ln x)); 0 when any value is 0 (nothing measured in a replicate).
+fn geometric_mean(xs: &[f64]) -> f64 {
+    if xs.is_empty() || xs.iter().any(|&x| x <= 0.0) {
+        return 0.0;
+    }
+    (xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len() as f64).exp()
 }
 
 /// Mean, sample variance and count.

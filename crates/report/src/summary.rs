@@ -6,8 +6,14 @@ use msgbench_model::result::RunResult;
 use msgbench_model::sweep::short_axis;
 use msgbench_model::warning::Warning;
 
-/// Renders the summary of `results` as a fixed-width text table.
+/// Renders the summary of `results` as text tables as wide as their content.
 pub fn table(results: &[RunResult]) -> String {
+    table_for_width(results, None)
+}
+
+/// Renders the summary of `results` as text tables at most `width` characters wide (a
+/// terminal's), leaving out the least needed columns first.
+pub fn table_for_width(results: &[RunResult], width: Option<usize>) -> String {
     let axes: Vec<String> = results
         .first()
         .map(|r| r.params.iter().map(|p| p.axis.clone()).collect())
@@ -64,10 +70,10 @@ pub fn table(results: &[RunResult]) -> String {
         ]);
         rows.push(row);
     }
-    let mut out = render(&rows);
+    let mut out = render_fit(&rows, width);
     if crate::streams::any(results) {
         out.push_str("\nstream clients (rates per second of the measured window, `written` = handed to the client's socket by the server; dropped, undelivered and backlog are counts):\n");
-        out.push_str(&render(&crate::streams::text_rows(results)));
+        out.push_str(&render_fit(&crate::streams::text_rows(results), width));
     }
     let failures: Vec<(&str, String)> = results
         .iter()
@@ -130,10 +136,51 @@ fn run_label(r: &RunResult, results: &[RunResult]) -> String {
     }
 }
 
-/// Right-aligned columns under a header and a rule.
-pub(crate) fn render(rows: &[Vec<String>]) -> String {
+/// Columns left out first when a table is wider than the terminal, in that order: figures the
+/// neighbouring columns or report.md already give.
+const DROPPABLE: &[&str] = &[
+    "msg/CPU-s",
+    "p95",
+    "p99.99",
+    "CPU s",
+    "success",
+    "send lag p99",
+];
+
+/// Right-aligned columns under a header and a rule (comfy-table, no borders), at most `width`
+/// characters wide when given: columns of [`DROPPABLE`] are left out until it fits (and said
+/// so under the table); what still does not fit wraps inside its cells.
+pub(crate) fn render_fit(rows: &[Vec<String>], width: Option<usize>) -> String {
+    let mut rows = rows.to_vec();
+    let mut hidden = Vec::new();
+    if let Some(width) = width {
+        for name in DROPPABLE {
+            if natural_width(&rows) <= width {
+                break;
+            }
+            if let Some(c) = rows[0].iter().position(|h| h == name) {
+                rows.iter_mut().for_each(|r| {
+                    r.remove(c);
+                });
+                hidden.push(*name);
+            }
+        }
+    }
+    let mut out = table_text(&rows, width);
+    if !hidden.is_empty() {
+        out.push_str(&format!(
+            "({} left out to fit {} columns; report.md has every column)\n",
+            hidden.join(", "),
+            width.unwrap_or(0)
+        ));
+    }
+    out
+}
+
+/// Width of the table with every cell on one line: columns two spaces apart.
+fn natural_width(rows: &[Vec<String>]) -> usize {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..columns)
+    let widths: usize = (0..columns)
         .map(|c| {
             rows.iter()
                 .filter_map(|r| r.get(c))
@@ -141,26 +188,78 @@ pub(crate) fn render(rows: &[Vec<String>]) -> String {
                 .max()
                 .unwrap_or(0)
         })
-        .collect();
-    let mut out = String::new();
-    for (i, row) in rows.iter().enumerate() {
-        let line: Vec<String> = row
-            .iter()
-            .enumerate()
-            .map(|(c, cell)| format!("{:>w$}", cell, w = widths[c]))
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-        if i == 0 {
-            out.push_str(
-                &widths
-                    .iter()
-                    .map(|w| "-".repeat(*w))
-                    .collect::<Vec<_>>()
-                    .join("  "),
-            );
-            out.push('\n');
+        .sum();
+    widths + 2 * columns.saturating_sub(1)
+}
+
+fn table_text(rows: &[Vec<String>], width: Option<usize>) -> String {
+    use comfy_table::{presets, CellAlignment, ContentArrangement, Table, TableComponent};
+    let Some((header, body)) = rows.split_first() else {
+        return String::new();
+    };
+    let mut t = Table::new();
+    t.load_preset(presets::NOTHING)
+        .set_style(TableComponent::HeaderLines, '-')
+        .set_style(TableComponent::MiddleHeaderIntersections, ' ')
+        .set_header(header.clone());
+    for row in body {
+        t.add_row(row.clone());
+    }
+    if let Some(w) = width {
+        t.set_content_arrangement(ContentArrangement::Dynamic)
+            .set_width(w.min(u16::MAX as usize) as u16);
+    }
+    for c in 0..header.len() {
+        if let Some(col) = t.column_mut(c) {
+            col.set_cell_alignment(CellAlignment::Right);
+            // One space of padding and the (blank) column separator: two spaces apart.
+            col.set_padding((0, u16::from(c + 1 < header.len())));
         }
     }
+    let mut out = String::new();
+    for line in t.lines() {
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows() -> Vec<Vec<String>> {
+        let header = ["run", "delivered/s", "drop", "p50", "p95", "msg/CPU-s"];
+        let row = ["0", "1.00k", "0 %", "1.25 µs", "2.47 µs", "935"];
+        vec![
+            header.iter().map(|s| s.to_string()).collect(),
+            row.iter().map(|s| s.to_string()).collect(),
+        ]
+    }
+
+    #[test]
+    fn tables_fit_the_terminal_by_leaving_out_the_least_needed_columns() {
+        let wide = render_fit(&rows(), None);
+        assert!(
+            wide.lines().next().unwrap().ends_with("msg/CPU-s"),
+            "{wide}"
+        );
+        assert!(
+            wide.lines().nth(1).unwrap().starts_with("---"),
+            "a rule under the header: {wide}"
+        );
+        let narrow = render_fit(&rows(), Some(36));
+        assert!(
+            narrow
+                .lines()
+                .filter(|l| !l.starts_with('('))
+                .all(|l| l.chars().count() <= 36),
+            "{narrow}"
+        );
+        assert!(
+            narrow.contains("(msg/CPU-s, p95 left out to fit 36 columns"),
+            "{narrow}"
+        );
+        assert!(narrow.contains("drop"), "drop stays: {narrow}");
+    }
 }

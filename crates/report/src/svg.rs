@@ -401,6 +401,7 @@ impl LineChart {
             .flat_map(|s| {
                 s.points
                     .iter()
+                    .filter(|(x, y)| x.is_finite() && y.is_finite())
                     .zip(&s.point_labels)
                     .map(|(&(px, py), l)| {
                         let (x, y) = (

@@ -154,6 +154,7 @@ pub fn run(plan: Plan, ends: Ends, ready: Sender<Result<(), EngineError>>) -> Ve
             told: false,
             arena: BytesMut::with_capacity(64 << 10),
             errors: Vec::new(),
+            scratch: String::with_capacity(256),
             plan,
             ends,
         };
@@ -184,6 +185,8 @@ struct Io {
     arena: BytesMut,
     /// Error replies by message.
     errors: Vec<ErrorCount>,
+    /// Where an error reply's message is written (reused: no allocation per error reply).
+    scratch: String,
 }
 
 /// The parts of a response the client reads. `result` and `error` are "present or not":
@@ -212,7 +215,8 @@ pub fn parse_reply(payload: &[u8]) -> Option<(u64, bool)> {
 
 /// An error reply's `error` member as one line: `JSON-RPC error -32601 "method not found"`
 /// (only what is there: a missing code or message is left out).
-pub fn error_message(payload: &[u8]) -> String {
+pub fn error_message(payload: &[u8], text: &mut String) {
+    use std::fmt::Write;
     #[derive(Deserialize)]
     struct WithError<'a> {
         #[serde(borrow)]
@@ -224,19 +228,19 @@ pub fn error_message(payload: &[u8]) -> String {
         #[serde(borrow)]
         message: Option<std::borrow::Cow<'a, str>>,
     }
-    let mut text = String::from("JSON-RPC error");
+    text.clear();
+    text.push_str("JSON-RPC error");
     if let Ok(WithError {
         error: Some(ErrorObject { code, message }),
     }) = serde_json::from_slice::<WithError>(payload)
     {
         if let Some(code) = code {
-            text.push_str(&format!(" {code}"));
+            let _ = write!(text, " {code}");
         }
         if let Some(message) = message {
-            text.push_str(&format!(" {message:?}"));
+            let _ = write!(text, " {message:?}");
         }
     }
-    text
 }
 
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
@@ -346,8 +350,8 @@ impl Io {
                     match parse_reply(m.as_payload()) {
                         Some((id, ok)) => {
                             if !ok {
-                                let text = error_message(m.as_payload());
-                                ErrorCount::add(&mut self.errors, &text, 1);
+                                error_message(m.as_payload(), &mut self.scratch);
+                                ErrorCount::add(&mut self.errors, &self.scratch, 1);
                             }
                             self.push(Event::Reply {
                                 conn: i as u32,

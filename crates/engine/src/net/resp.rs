@@ -1,32 +1,36 @@
-//! The part of RESP (the Redis protocol) the `redis` driver needs: encoding PING, GET and SET
-//! as arrays of bulk strings, and parsing one reply. Hand-written rather than taken from a Redis
-//! client crate because the driver must own the socket, the pipelining and the clock (a client
-//! library would hide exactly what is being measured); the grammar it needs is four lines long.
-use msgbench_model::redis::RedisCommand;
+//! The part of RESP (the Redis protocol) the `redis` driver needs: encoding any command as an
+//! array of bulk strings from a template (`["HSET", "user:{key}", "name", "{data}"]`), and
+//! finding where one reply ends. Hand-written rather than taken from a Redis client crate
+//! because the driver must own the socket, the pipelining and the clock (a client library would
+//! hide exactly what is being measured), and because a request must cost one copy: the template
+//! is encoded once and each request copies it and writes its key's 12 digits in place.
 
 /// Longest simple-string / error / integer line accepted before giving up on the peer.
 const MAX_LINE: usize = 64 * 1024;
 /// Largest bulk string accepted (Redis's own limit).
 const MAX_BULK: i64 = 512 << 20;
+/// Most elements one reply may announce (nested ones included): a peer announcing more is not
+/// a Redis reply worth waiting for.
+const MAX_ELEMENTS: u64 = 1 << 32;
+/// Width of a key number in a key, as `redis-benchmark -r` writes it; `__rand_int__` (the one
+/// key without a key space) has the same width.
+const KEY_DIGITS: usize = 12;
 
 /// What one reply was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reply {
-    /// `+...`, `:...`, `$...` or nil: the command worked.
+    /// Anything but a top-level error: the command worked.
     Ok,
-    /// `-ERR ...`: the server refused the command.
+    /// `-ERR ...` (or RESP3 `!`): the server refused the command.
     Error,
 }
 
-/// Bytes that are not a RESP reply msgbench expects.
+/// Bytes that are not a RESP reply.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RespError {
     /// A first byte that starts no reply type.
     #[error("unexpected byte 0x{0:02x} where a RESP reply should start")]
     Garbage(u8),
-    /// A reply type this driver never asks for.
-    #[error("unexpected RESP array reply to PING/GET/SET")]
-    Unexpected,
     /// A line longer than any reply could be.
     #[error("RESP line longer than {MAX_LINE} bytes without CRLF")]
     LineTooLong,
@@ -35,60 +39,81 @@ pub enum RespError {
     BadLength(String),
 }
 
-/// Encodes commands with a key space; keys are `key:` + 12 digits, like `redis-benchmark -r`.
-#[derive(Debug, Clone)]
-pub struct CommandEncoder {
-    value: Vec<u8>,
-    /// `key:__rand_int__` when there is no key space.
-    fixed_key: bool,
+/// One command, encoded once: its bytes and where its keys' digits go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandTemplate {
+    bytes: Vec<u8>,
+    key_at: Vec<usize>,
 }
 
-impl CommandEncoder {
-    /// An encoder whose SET values have `value_bytes` bytes; `keys == 0` means one fixed key.
-    pub fn new(value_bytes: usize, keys: u64) -> Self {
-        CommandEncoder {
-            value: vec![b'x'; value_bytes],
-            fixed_key: keys == 0,
+impl CommandTemplate {
+    /// The RESP array of `args`, `{data}` replaced by `value_bytes` bytes of `x` and `{key}` by
+    /// a 12-character slot (`__rand_int__` when `fixed_key`: one key, as redis-benchmark
+    /// without `-r`).
+    pub fn new(args: &[String], value_bytes: usize, fixed_key: bool) -> CommandTemplate {
+        let mut bytes = vec![b'*'];
+        push_decimal(args.len() as u64, &mut bytes);
+        bytes.extend_from_slice(b"\r\n");
+        let mut key_at = Vec::new();
+        for arg in args {
+            let (content, keys) = expand(arg, value_bytes, fixed_key);
+            bytes.push(b'$');
+            push_decimal(content.len() as u64, &mut bytes);
+            bytes.extend_from_slice(b"\r\n");
+            let base = bytes.len();
+            bytes.extend_from_slice(&content);
+            if !fixed_key {
+                key_at.extend(keys.iter().map(|k| base + k));
+            }
+            bytes.extend_from_slice(b"\r\n");
         }
+        CommandTemplate { bytes, key_at }
     }
 
-    /// Appends `command` on key number `key` to `out`.
+    /// Appends the command on key number `key` to `out`.
     #[inline]
-    pub fn encode(&self, command: RedisCommand, key: u64, out: &mut Vec<u8>) {
-        match command {
-            RedisCommand::Ping => out.extend_from_slice(b"*1\r\n$4\r\nPING\r\n"),
-            RedisCommand::Get => {
-                out.extend_from_slice(b"*2\r\n$3\r\nGET\r\n$16\r\n");
-                self.key(key, out);
-                out.extend_from_slice(b"\r\n");
-            }
-            RedisCommand::Set => {
-                out.extend_from_slice(b"*3\r\n$3\r\nSET\r\n$16\r\n");
-                self.key(key, out);
-                out.extend_from_slice(b"\r\n$");
-                push_decimal(self.value.len() as u64, out);
-                out.extend_from_slice(b"\r\n");
-                out.extend_from_slice(&self.value);
-                out.extend_from_slice(b"\r\n");
-            }
-        }
-    }
-
-    #[inline]
-    fn key(&self, key: u64, out: &mut Vec<u8>) {
-        if self.fixed_key {
-            out.extend_from_slice(b"key:__rand_int__");
+    pub fn encode(&self, key: u64, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&self.bytes);
+        if self.key_at.is_empty() {
             return;
         }
-        out.extend_from_slice(b"key:");
-        let mut digits = [b'0'; 12];
+        let mut digits = [b'0'; KEY_DIGITS];
         let mut k = key % 1_000_000_000_000;
         for d in digits.iter_mut().rev() {
             *d = b'0' + (k % 10) as u8;
             k /= 10;
         }
-        out.extend_from_slice(&digits);
+        for &at in &self.key_at {
+            out[start + at..start + at + KEY_DIGITS].copy_from_slice(&digits);
+        }
     }
+}
+
+/// One argument with its placeholders filled: the bytes, and where each `{key}` slot starts.
+fn expand(arg: &str, value_bytes: usize, fixed_key: bool) -> (Vec<u8>, Vec<usize>) {
+    let (mut out, mut keys) = (Vec::new(), Vec::new());
+    let mut rest = arg;
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix("{key}") {
+            keys.push(out.len());
+            out.extend_from_slice(if fixed_key {
+                b"__rand_int__"
+            } else {
+                b"000000000000"
+            });
+            rest = after;
+        } else if let Some(after) = rest.strip_prefix("{data}") {
+            out.resize(out.len() + value_bytes, b'x');
+            rest = after;
+        } else {
+            let c = rest.chars().next().expect("not empty");
+            let mut buf = [0u8; 4];
+            out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    (out, keys)
 }
 
 fn push_decimal(mut n: u64, out: &mut Vec<u8>) {
@@ -105,49 +130,114 @@ fn push_decimal(mut n: u64, out: &mut Vec<u8>) {
     out.extend_from_slice(&tmp[i..]);
 }
 
-/// Parses the reply at the start of `buf`: `Ok(None)` when incomplete, else the reply and the
-/// bytes it took.
+/// Finds the reply at the start of `buf`: `Ok(None)` when incomplete, else whether it is an
+/// error and the bytes it took. RESP2 and RESP3: simple lines (`+ - : _ , # (`), bulk strings
+/// (`$ = !`), and aggregates (`* ~` of n elements, `%` of n pairs), nested to any depth
+/// (counted, not recursed: a hostile peer cannot exhaust the stack). RESP3 out-of-band data is
+/// not a reply: an attribute (`|`) belongs to the reply after it, and a push (`>`, e.g. a
+/// client-tracking invalidation) is skipped, so replies stay matched to their requests.
 pub fn decode(buf: &[u8]) -> Result<Option<(Reply, usize)>, RespError> {
-    let Some(&first) = buf.first() else {
-        return Ok(None);
-    };
-    let Some(line_end) = find_crlf(buf) else {
-        return if buf.len() > MAX_LINE {
-            Err(RespError::LineTooLong)
-        } else if matches!(first, b'+' | b'-' | b':' | b'$' | b'*') {
-            Ok(None)
-        } else {
-            Err(RespError::Garbage(first))
+    let mut start = 0;
+    loop {
+        let Some(&first) = buf.get(start) else {
+            return Ok(None);
         };
-    };
-    let after_line = line_end + 2;
-    match first {
-        b'+' | b':' => Ok(Some((Reply::Ok, after_line))),
-        b'-' => Ok(Some((Reply::Error, after_line))),
-        b'$' => {
-            let text = &buf[1..line_end];
-            let len: i64 = std::str::from_utf8(text)
-                .ok()
-                .and_then(|t| t.parse().ok())
-                .filter(|&l| (-1..=MAX_BULK).contains(&l))
-                .ok_or_else(|| RespError::BadLength(String::from_utf8_lossy(text).into()))?;
-            if len < 0 {
-                return Ok(Some((Reply::Ok, after_line)));
-            }
-            let total = after_line + len as usize + 2;
-            if buf.len() < total {
-                return Ok(None);
-            }
-            if &buf[total - 2..total] != b"\r\n" {
-                return Err(RespError::BadLength(format!(
-                    "{len} (no CRLF after the data)"
-                )));
-            }
-            Ok(Some((Reply::Ok, total)))
+        let Some(used) = element(&buf[start..])? else {
+            return Ok(None);
+        };
+        if first == b'>' {
+            start += used; // a push between replies
+            continue;
         }
-        b'*' => Err(RespError::Unexpected),
-        other => Err(RespError::Garbage(other)),
+        let reply = if matches!(first, b'-' | b'!') {
+            Reply::Error
+        } else {
+            Reply::Ok
+        };
+        return Ok(Some((reply, start + used)));
     }
+}
+
+/// The bytes one complete element (with everything nested in it, and the element an attribute
+/// precedes) takes at the start of `buf`; `None` when incomplete.
+fn element(buf: &[u8]) -> Result<Option<usize>, RespError> {
+    let mut pos = 0;
+    let mut remaining: u64 = 1;
+    while remaining > 0 {
+        let rest = &buf[pos..];
+        let Some(&first) = rest.first() else {
+            return Ok(None);
+        };
+        let Some(line_end) = find_crlf(rest) else {
+            return if rest.len() > MAX_LINE {
+                Err(RespError::LineTooLong)
+            } else if b"+-:_,#($=!*~>%|".contains(&first) {
+                Ok(None)
+            } else {
+                Err(RespError::Garbage(first))
+            };
+        };
+        let after_line = line_end + 2;
+        remaining -= 1;
+        let used = match first {
+            b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => after_line,
+            b'$' | b'=' | b'!' => {
+                let len = length(&rest[1..line_end], MAX_BULK)?;
+                if len < 0 {
+                    after_line
+                } else {
+                    let total = after_line + len as usize + 2;
+                    if rest.len() < total {
+                        return Ok(None);
+                    }
+                    if &rest[total - 2..total] != b"\r\n" {
+                        return Err(RespError::BadLength(format!(
+                            "{len} (no CRLF after the data)"
+                        )));
+                    }
+                    total
+                }
+            }
+            b'*' | b'~' | b'>' | b'%' | b'|' => {
+                let n = length(&rest[1..line_end], i64::from(u32::MAX))?.max(0) as u64;
+                remaining += match first {
+                    b'%' => 2 * n,
+                    b'|' => 2 * n + 1, // its pairs, then the element it describes
+                    _ => n,
+                };
+                if remaining > MAX_ELEMENTS {
+                    return Err(RespError::BadLength(format!("{n} elements")));
+                }
+                after_line
+            }
+            other => return Err(RespError::Garbage(other)),
+        };
+        pos += used;
+    }
+    Ok(Some(pos))
+}
+
+/// The text of the error reply at the start of `buf` (`size` bytes): `-ERR …` or RESP3's
+/// `!<len>` blob error, without its framing.
+pub fn error_text(buf: &[u8], size: usize) -> &[u8] {
+    let body = &buf[1..size.saturating_sub(2).max(1)];
+    if buf[0] == b'!' {
+        match find_crlf(body) {
+            Some(i) => &body[i + 2..],
+            None => body,
+        }
+    } else {
+        body
+    }
+}
+
+/// A length field: -1 (nil) up to `max`.
+fn length(text: &[u8], max: i64) -> Result<i64, RespError> {
+    std::str::from_utf8(text)
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .filter(|&l| (-1..=max).contains(&l))
+        .ok_or_else(|| RespError::BadLength(String::from_utf8_lossy(text).into()))
 }
 
 #[inline]
@@ -161,18 +251,72 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    use msgbench_model::redis::RedisCommand;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
     #[test]
     fn commands_are_encoded_as_redis_benchmark_sends_them() {
-        let e = CommandEncoder::new(3, 100);
+        let set = CommandTemplate::new(&RedisCommand::Set.args(), 3, false);
         let mut out = Vec::new();
-        e.encode(RedisCommand::Set, 42, &mut out);
+        set.encode(42, &mut out);
         assert_eq!(
             out,
             b"*3\r\n$3\r\nSET\r\n$16\r\nkey:000000000042\r\n$3\r\nxxx\r\n"
         );
         out.clear();
-        CommandEncoder::new(3, 0).encode(RedisCommand::Get, 42, &mut out);
+        CommandTemplate::new(&RedisCommand::Get.args(), 3, true).encode(42, &mut out);
         assert_eq!(out, b"*2\r\n$3\r\nGET\r\n$16\r\nkey:__rand_int__\r\n");
+        out.clear();
+        CommandTemplate::new(&RedisCommand::Ping.args(), 3, false).encode(7, &mut out);
+        assert_eq!(out, b"*1\r\n$4\r\nPING\r\n");
+    }
+
+    #[test]
+    fn any_command_fills_every_key_slot_and_its_data() {
+        let t = CommandTemplate::new(
+            &args(&["HSET", "user:{key}", "f{key}", "{data}", "é"]),
+            2,
+            false,
+        );
+        let mut out = b"before".to_vec();
+        t.encode(1_000_000_000_007, &mut out);
+        assert_eq!(
+            out,
+            "before*5\r\n$4\r\nHSET\r\n$17\r\nuser:000000000007\r\n$13\r\nf000000000007\r\n$2\r\nxx\r\n$2\r\né\r\n"
+                .as_bytes()
+        );
+    }
+
+    #[test]
+    fn aggregates_and_resp3_replies_are_read_whole() {
+        let hgetall = b"*4\r\n$4\r\nname\r\n$3\r\nbob\r\n$3\r\nage\r\n:3\r\n+next";
+        assert_eq!(decode(hgetall), Ok(Some((Reply::Ok, hgetall.len() - 5))));
+        assert_eq!(decode(b"*-1\r\n"), Ok(Some((Reply::Ok, 5))));
+        assert_eq!(decode(b"*0\r\n"), Ok(Some((Reply::Ok, 4))));
+        let nested = b"*2\r\n*1\r\n-ERR inner\r\n:1\r\n";
+        assert_eq!(
+            decode(nested),
+            Ok(Some((Reply::Ok, nested.len()))),
+            "an inner error is data"
+        );
+        let map = b"%1\r\n+k\r\n_\r\n";
+        assert_eq!(decode(map), Ok(Some((Reply::Ok, map.len()))));
+        assert_eq!(decode(b"!3\r\nbad\r\n"), Ok(Some((Reply::Error, 9))));
+        assert_eq!(error_text(b"!3\r\nbad\r\n", 9), b"bad");
+        assert_eq!(error_text(b"-ERR no\r\n", 9), b"ERR no");
+        // An attribute belongs to the reply after it; a push is not a reply.
+        let attr = b"|1\r\n+ttl\r\n:3\r\n+OK\r\n";
+        assert_eq!(decode(attr), Ok(Some((Reply::Ok, attr.len()))));
+        let push = b">2\r\n+invalidate\r\n*0\r\n-ERR x\r\n";
+        assert_eq!(decode(push), Ok(Some((Reply::Error, push.len()))));
+        assert_eq!(decode(&push[..push.len() - 3]), Ok(None));
+        for cut in 0..hgetall.len() - 5 {
+            assert_eq!(decode(&hgetall[..cut]), Ok(None), "{cut}");
+        }
+        assert!(decode(b"*99999999999\r\n").is_err());
     }
 
     #[test]

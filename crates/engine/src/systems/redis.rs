@@ -1,22 +1,24 @@
-//! The `redis` system: PING / GET / SET over RESP against a Redis server (any address, or one
-//! started by `[sut]`), with the shared driver's pacing, window and accounting. Replies come in
-//! request order, so they are matched by position.
+//! The `redis` system: any command over RESP (PING, GET, SET, or `["HSET", "user:{key}", …]`)
+//! against a Redis server (any address, or one started by `[sut]`), with the shared driver's
+//! pacing, window and accounting, and keys drawn uniformly, in sequence or Zipf-distributed.
+//! Replies come in request order, so they are matched by position.
 use crate::cpu::CpuSnapshot;
 use crate::drivers::byte_stream::{self, Plan, Response, Wire};
 use crate::error::EngineError;
 use crate::harness::sut::resolve;
 use crate::harness::{Measured, NoServer, RunContext, SystemUnderTest};
-use crate::net::resp::{self, CommandEncoder, Reply};
+use crate::net::resp::{self, CommandTemplate, Reply};
 use mio::net::TcpStream;
 use msgbench_model::client::ClientConfig;
 use msgbench_model::result::ErrorCount;
 use msgbench_model::scenario::Scenario;
 use msgbench_model::{
-    redis::{RedisCommand, RedisConfig},
+    redis::{KeyPattern, RedisConfig},
     sut::SutConfig,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Zipf};
 
 /// How to get a server where the scenario points.
 const HINT: &str = "(start one with `redis-server --port PORT`, or let the scenario start it: `[sut] command = \"exec redis-server --port PORT\"`)";
@@ -56,23 +58,66 @@ pub fn run(
     ))
 }
 
-/// Encodes the mix's commands on random keys; parses replies.
+/// Encodes the mix's commands on keys from the key space; parses replies.
 pub struct RedisWire {
-    commands: Vec<RedisCommand>,
-    encoder: CommandEncoder,
-    keys: u64,
-    rng: SmallRng,
+    templates: Vec<CommandTemplate>,
+    keys: Keys,
     errors: Vec<ErrorCount>,
+}
+
+/// Picks each command's key number.
+enum Keys {
+    /// One key (`keys = 0`): nothing to pick.
+    Fixed,
+    Uniform(u64, SmallRng),
+    Sequential(u64, u64),
+    Zipf(Zipf<f64>, SmallRng, u64),
+}
+
+impl Keys {
+    fn new(redis: &RedisConfig, rng: SmallRng, index: usize) -> Keys {
+        match (redis.keys, redis.key_pattern) {
+            (0, _) => Keys::Fixed,
+            (n, KeyPattern::Uniform) => Keys::Uniform(n, rng),
+            // Connections start apart, so that they do not walk the same keys in step.
+            (n, KeyPattern::Sequential) => {
+                Keys::Sequential(n, (index as u64).wrapping_mul(7919) % n)
+            }
+            (n, KeyPattern::Zipf) => match Zipf::new(n, redis.zipf_exponent) {
+                Ok(z) => Keys::Zipf(z, rng, n),
+                Err(_) => Keys::Uniform(n, rng), // refused at validation (exponent ≤ 0)
+            },
+        }
+    }
+
+    #[inline]
+    fn next(&mut self) -> u64 {
+        match self {
+            Keys::Fixed => 0,
+            Keys::Uniform(n, rng) => rng.gen_range(0..*n),
+            Keys::Sequential(n, next) => {
+                let k = *next;
+                *next = (k + 1) % *n;
+                k
+            }
+            // Zipf draws 1..=n, 1 the most frequent: key 0 is the hottest. Clamped: rounding
+            // can yield n + a hair (rand_distr #54).
+            Keys::Zipf(z, rng, n) => (z.sample(rng) as u64).clamp(1, *n) - 1,
+        }
+    }
 }
 
 impl RedisWire {
     /// The wire of connection `index`.
     pub fn new(redis: &RedisConfig, seed: u64, index: usize) -> Self {
+        let rng = SmallRng::seed_from_u64(seed ^ 0x4ED1 ^ (index as u64) << 20);
         RedisWire {
-            commands: redis.ops.iter().map(|o| o.2).collect(),
-            encoder: CommandEncoder::new(redis.value_bytes as usize, redis.keys),
-            keys: redis.keys,
-            rng: SmallRng::seed_from_u64(seed ^ 0x4ED1 ^ (index as u64) << 20),
+            templates: redis
+                .ops
+                .iter()
+                .map(|o| CommandTemplate::new(&o.2, redis.value_bytes as usize, redis.keys == 0))
+                .collect(),
+            keys: Keys::new(redis, rng, index),
             errors: Vec::new(),
         }
     }
@@ -81,12 +126,8 @@ impl RedisWire {
 impl Wire for RedisWire {
     #[inline]
     fn encode(&mut self, class: usize, _id: u64, _now_ns: u64, out: &mut Vec<u8>) {
-        let key = if self.keys > 0 {
-            self.rng.gen_range(0..self.keys)
-        } else {
-            0
-        };
-        self.encoder.encode(self.commands[class], key, out);
+        let key = self.keys.next();
+        self.templates[class].encode(key, out);
     }
 
     #[inline]
@@ -94,8 +135,7 @@ impl Wire for RedisWire {
         match resp::decode(buf) {
             Ok(Some((reply, size))) => {
                 if reply == Reply::Error {
-                    // `-MESSAGE\r\n`: the text between the sign and the line end.
-                    let text = String::from_utf8_lossy(&buf[1..size - 2]);
+                    let text = String::from_utf8_lossy(resp::error_text(buf, size));
                     ErrorCount::add(&mut self.errors, &text, 1);
                 }
                 Ok(Some(Response {
