@@ -13,6 +13,15 @@ fn escape(text: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// A duration, or `–` when nothing was measured (`count` 0): never a made-up `0 ns`.
+fn measured(count: u64, ns: u64) -> String {
+    if count == 0 {
+        "–".into()
+    } else {
+        duration_ns(ns)
+    }
+}
+
 /// Renders the page. `extra` is more markdown-free HTML (e.g. the search section).
 pub fn render(
     runs: &[RunResult],
@@ -147,7 +156,13 @@ fn table(runs: &[RunResult]) -> String {
                 escape(r.param(a).unwrap_or_default())
             ));
         }
-        let per_msg = |s: f64| duration_ns((s * 1e9 / r.counters.delivered.max(1) as f64) as u64);
+        let per_msg = |s: f64| {
+            if r.counters.delivered == 0 {
+                "–".to_string()
+            } else {
+                duration_ns((s * 1e9 / r.counters.delivered as f64) as u64)
+            }
+        };
         let server = if with_sut {
             format!(
                 "<td>{}</td>",
@@ -165,7 +180,7 @@ fn table(runs: &[RunResult]) -> String {
             lat(P99),
             lat(P999),
             lat(MAX),
-            duration_ns(r.send_lag.p99_ns),
+            measured(r.send_lag.count, r.send_lag.p99_ns),
             per_msg(r.cpu.driver_cpu_s),
         ] {
             out.push_str(&format!("<td>{cell}</td>"));
@@ -191,10 +206,10 @@ fn class_table(runs: &[RunResult]) -> String {
                 escape(&r.run_id),
                 escape(&c.name),
                 count(c.latency.count as f64 / r.duration_s.max(1e-9)),
-                duration_ns(c.latency.p50_ns),
-                duration_ns(c.latency.p99_ns),
-                duration_ns(c.latency.p999_ns),
-                duration_ns(c.latency.max_ns)
+                measured(c.latency.count, c.latency.p50_ns),
+                measured(c.latency.count, c.latency.p99_ns),
+                measured(c.latency.count, c.latency.p999_ns),
+                measured(c.latency.count, c.latency.max_ns)
             ));
         }
     }

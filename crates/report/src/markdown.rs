@@ -94,8 +94,16 @@ enum Read {
     Latency(Quantile),
 }
 
+/// A duration in ns, or `–` for nothing measured (NaN).
+fn ns(v: f64) -> String {
+    if v.is_finite() {
+        duration_ns(v as u64)
+    } else {
+        "–".into()
+    }
+}
+
 fn columns(with_sut: bool) -> Vec<Column> {
-    let ns = |v: f64| duration_ns(v as u64);
     let mut columns: Vec<Column> = vec![
         ("delivered/s", Read::Value(|r| r.delivered_per_sec()), |v| {
             count(v)
@@ -124,7 +132,7 @@ fn columns(with_sut: bool) -> Vec<Column> {
 fn sut_cpu_per_message_ns(r: &RunResult) -> f64 {
     match r.cpu.sut_cpu_s {
         Some(s) if r.counters.delivered > 0 => s * 1e9 / r.counters.delivered as f64,
-        _ => 0.0,
+        _ => f64::NAN,
     }
 }
 
@@ -152,7 +160,6 @@ fn class_table(points: &BTreeMap<usize, Vec<&RunResult>>) -> String {
     header.extend(axes.iter().map(|a| short_axis(a).to_string()));
     header.extend(["class", "delivered/s", "p50", "p99", "p99.9", "max"].map(String::from));
     let mut out = header_row(&header);
-    let ns = |v: f64| duration_ns(v as u64);
     for (point, runs) in points {
         for (i, class) in runs[0].classes.iter().enumerate() {
             let mut row = vec![point.to_string()];
@@ -170,10 +177,10 @@ fn class_table(points: &BTreeMap<usize, Vec<&RunResult>>) -> String {
                 of(|c, r| c.latency.count as f64 / r.duration_s.max(1e-9)),
                 count,
             ));
-            row.push(spread(of(|c, _| c.latency.p50_ns as f64), ns));
-            row.push(spread(of(|c, _| c.latency.p99_ns as f64), ns));
-            row.push(spread(of(|c, _| c.latency.p999_ns as f64), ns));
-            row.push(spread(of(|c, _| c.latency.max_ns as f64), ns));
+            row.push(spread(of(|c, _| measured(c, c.latency.p50_ns)), ns));
+            row.push(spread(of(|c, _| measured(c, c.latency.p99_ns)), ns));
+            row.push(spread(of(|c, _| measured(c, c.latency.p999_ns)), ns));
+            row.push(spread(of(|c, _| measured(c, c.latency.max_ns)), ns));
             out.push_str(&format!("| {} |\n", row.join(" | ")));
         }
     }
@@ -220,7 +227,7 @@ fn fault_table(runs: &[RunResult]) -> String {
 
 fn cpu_per_message_ns(r: &RunResult) -> f64 {
     if r.counters.delivered == 0 {
-        0.0
+        f64::NAN
     } else {
         r.cpu.driver_cpu_s * 1e9 / r.counters.delivered as f64
     }
@@ -246,7 +253,14 @@ fn table(points: &BTreeMap<usize, Vec<&RunResult>>, with_sut: bool) -> String {
             let cell = match read {
                 Read::Value(read) => spread(runs.iter().map(|r| read(r)).collect(), *show),
                 Read::Latency(pick) => {
-                    let values = runs.iter().map(|r| latency_value(r, *pick) as f64);
+                    // Nothing answered and nothing waited: nothing measured, not 0 ns.
+                    let values = runs.iter().map(|r| {
+                        if r.latency.count == 0 && r.unanswered.count == 0 {
+                            f64::NAN
+                        } else {
+                            latency_value(r, *pick) as f64
+                        }
+                    });
                     let cell = spread(values.collect(), *show);
                     if runs.iter().any(|r| latency_raised(r, *pick)) {
                         format!("≥ {cell}")
@@ -265,7 +279,21 @@ fn table(points: &BTreeMap<usize, Vec<&RunResult>>, with_sut: bool) -> String {
 }
 
 /// `median` alone for one value, `median (min–max)` for several.
+/// A class's latency figure, NaN (shown `–`) when the class delivered nothing.
+fn measured(c: &msgbench_model::result::ClassResult, v: u64) -> f64 {
+    if c.latency.count == 0 {
+        f64::NAN
+    } else {
+        v as f64
+    }
+}
+
 fn spread(values: Vec<f64>, show: fn(f64) -> String) -> String {
+    // Replicates that measured nothing (NaN) are left out; none measured: `–`.
+    let values: Vec<f64> = values.into_iter().filter(|v| v.is_finite()).collect();
+    if values.is_empty() {
+        return "–".into();
+    }
     let median = crate::compare::median(&values);
     let (min, max) = values
         .iter()
