@@ -43,9 +43,12 @@ pub enum Command {
     ///
     /// Example: msgbench search examples/rpc-capacity.toml --slo "p99 < 10ms"
     Search(SearchArgs),
-    /// Compare two result directories: per metric the change from A to B, a 95 % bootstrap
-    /// interval and a verdict (improved, regressed, no significant change). Sweep points are
-    /// matched by their parameters; two single-point directories are compared directly.
+    /// Compare two result directories: per metric the change from A to B, a confidence
+    /// interval (Welch's t on the logs of the replicates, 95 % for a point's metrics together)
+    /// and a verdict (improved, regressed, no significant change). A verdict needs 3 replicates
+    /// on each side (run both with --replicates 3); with fewer, the change is shown without one.
+    /// Sweep points are matched by their parameters; two single-point directories are compared
+    /// directly.
     ///
     /// Example: msgbench compare results/x/20261122-010955 results/x/20261122-020955 --noise 3
     Compare(CompareArgs),
@@ -232,9 +235,11 @@ pub struct ScenarioArgs {
     /// Scenario file (TOML). Without it, the embedded default experiment is used.
     pub scenario: Option<PathBuf>,
     /// Set any scenario field: PATH=VALUE in TOML syntax, repeatable. Setting a field the file
-    /// sweeps replaces that sweep axis. The shortcut flags below are applied after --set.
+    /// sweeps replaces that sweep axis; nothing after '=' removes the field, so its default
+    /// applies. The shortcut flags below are applied after --set.
     /// Examples: --set queue.capacity=8  --set pacing.mode=rate --set pacing.per_sec=1e5
     /// --set 'sweep."queue.capacity"=[64,8]'  --set 'sweep={}' (no sweep at all)
+    /// --set queue.capacity= (back to the default)
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
     /// Measured time per run, overriding run.duration (e.g. 500ms, 5s, 1m).

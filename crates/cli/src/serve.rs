@@ -31,8 +31,8 @@ pub fn serve(command: ServeCommand) -> ExitCode {
 /// What a WebSocket server closed or refused, in one clause.
 fn connection_summary(c: &msgbench_engine::server::ws::ConnectionCounts) -> String {
     format!(
-        "{} refused over the limit, {} failed accepts, {} failed handshakes, {} closed for bad messages, {} idle, {} slow readers",
-        c.refused, c.accept_errors, c.handshake_failures, c.protocol_errors, c.idle_closed, c.slow_readers
+        "{} refused over the limit, {} unfinished heads dropped for new connections, {} failed accepts, {} failed handshakes, {} closed for bad messages, {} idle, {} slow readers",
+        c.refused, c.evicted, c.accept_errors, c.handshake_failures, c.protocol_errors, c.idle_closed, c.slow_readers
     )
 }
 

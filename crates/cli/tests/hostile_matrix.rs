@@ -168,7 +168,14 @@ struct Measured {
 
 fn measured(client: Child) -> Option<Measured> {
     let out = client.wait_with_output().ok()?;
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&out.stdout) else {
+        // Say why in the table's neighbourhood: a cell that "failed" must be explainable.
+        eprintln!(
+            "the well-behaved run failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        return None;
+    };
     let run = &doc["runs"][0];
     let c = &run["counters"];
     Some(Measured {

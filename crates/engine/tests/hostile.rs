@@ -402,6 +402,75 @@ fn ws_rpc_serves(addr: SocketAddr) -> bool {
     true
 }
 
+/// One call on a fresh connection gets its answer; any failure on the way (a refused
+/// connection is reset) is `false`.
+fn ws_rpc_serves_or_not(addr: SocketAddr) -> bool {
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(3)));
+    if s.write_all(upgrade_head(addr, "/").as_bytes()).is_err() {
+        return false;
+    }
+    let mut got = Vec::new();
+    let mut buf = [0u8; 512];
+    let call = br#"{"jsonrpc":"2.0","id":9,"method":"m"}"#;
+    let mut called = false;
+    loop {
+        let text = String::from_utf8_lossy(&got).to_string();
+        if text.contains(r#""id":9"#) {
+            return true;
+        }
+        if !called && text.contains("\r\n\r\n") {
+            if !text.starts_with("HTTP/1.1 101") || s.write_all(&ws_text(call)).is_err() {
+                return false;
+            }
+            called = true;
+        }
+        match s.read(&mut buf) {
+            Ok(n) if n > 0 => got.extend_from_slice(&buf[..n]),
+            _ => return false,
+        }
+    }
+}
+
+#[test]
+fn ws_idle_connections_do_not_lock_real_clients_out() {
+    // Before: max_connections connections that never sent a head refused everyone else for the
+    // whole handshake timeout (5–7 s); the hostile matrix's client failed to connect.
+    let _turn = common::turn();
+    let config = WsRpcServerConfig {
+        threads: 1,
+        pin: vec![],
+        max_frame: 1 << 20,
+        max_connections: 50,
+        idle_timeout_ns: 60_000_000_000,
+    };
+    let answer = MethodAnswer {
+        method: "m".into(),
+        result_json: "1".into(),
+        service_ns: 0,
+        work: ServiceWork::Busy,
+    };
+    let srv = WsRpcServer::start(&config, vec![answer], ([127, 0, 0, 1], 0).into()).unwrap();
+    let addr = srv.local_addr();
+    let idle: Vec<TcpStream> = (0..50).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        !ws_rpc_serves_or_not(addr),
+        "a fresh head was replaced: a real client's slow head could be"
+    );
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(
+        ws_rpc_serves_or_not(addr),
+        "idle connections locked a real client out"
+    );
+    let report = srv.stop();
+    assert!(report.counts.evicted >= 1, "{:?}", report.counts);
+    assert!(report.counts.refused >= 1, "{:?}", report.counts);
+    drop(idle);
+}
+
 #[test]
 fn ws_upgrade_heads_tokio_websockets_cannot_take_are_answered_not_panics() {
     // A path with a backtick made tokio-websockets panic (121 lines of backtrace each).

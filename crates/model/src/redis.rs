@@ -85,15 +85,23 @@ impl<'de> Deserialize<'de> for RedisCommandSpec {
                 f.write_str("ping, get, set, or the command's arguments as a list, e.g. [\"HSET\", \"user:{key}\", \"name\", \"{data}\"]")
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                let named = match v {
+                let named = match v.to_ascii_lowercase().as_str() {
                     "ping" => RedisCommand::Ping,
                     "get" => RedisCommand::Get,
                     "set" => RedisCommand::Set,
-                    other => {
+                    _ => {
+                        // Suggest the list form of what was typed: `GET k:{key}` →
+                        // ["GET", "k:{key}"].
+                        let words: Vec<String> =
+                            v.split_whitespace().map(|w| format!("{w:?}")).collect();
+                        let example = if words.is_empty() {
+                            "[\"HSET\", \"user:{key}\", \"name\", \"{data}\"]".to_string()
+                        } else {
+                            format!("[{}]", words.join(", "))
+                        };
                         return Err(E::custom(format!(
-                            "unknown command `{other}`: give ping, get or set, or any command as its arguments, e.g. [\"{}\"]",
-                            other.to_uppercase()
-                        )))
+                            "unknown command {v:?}: give ping, get or set, or any command as its arguments, e.g. {example}"
+                        )));
                     }
                 };
                 Ok(RedisCommandSpec::Named(named))
@@ -199,10 +207,11 @@ fn check_args(field: &str, args: &[String], invalid: &Invalid) -> Result<(), Sce
             let exact = PLACEHOLDERS.iter().any(|p| rest.starts_with(&p[1..]));
             let near = ["key", "dat"].iter().any(|w| word.starts_with(w));
             if near && !exact {
+                let token: String = rest.chars().take_while(|&c| c != '}').collect();
                 return Err(invalid(
                     field,
-                    format!("has the argument {a:?}"),
-                    "the placeholders are {key} (a key number from the key space) and {data} (value_bytes bytes)",
+                    format!("has the unknown placeholder `{{{token}}}` in {a:?}"),
+                    "the placeholders are {key} (a key number from the key space) and {data} (value_bytes bytes); other braces are sent as they are",
                 ));
             }
         }

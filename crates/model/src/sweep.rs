@@ -172,6 +172,13 @@ impl Experiment {
             spec_of(&doc).map_err(|m| override_error(o, m))?;
         }
         let base = spec_of(&doc).map_err(syntax)?;
+        for axis in &base.report.load_axes {
+            known_path(&doc, axis.trim_matches('"')).map_err(|m| {
+                syntax(format!(
+                    "report.load_axes names `{axis}`, which is not a scenario field: {m}"
+                ))
+            })?;
+        }
         let axes = axes_of(&base, source_name)?;
         check_run_count(&axes, &base.run, source_name)?;
         let mut base_doc = doc.clone();
@@ -637,6 +644,17 @@ mod tests {
             err.contains("--set queue.capcity") && err.contains("capcity"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn load_axes_must_be_scenario_fields() {
+        let ok = "[report]\nload_axes = [\"rpc.request_bytes\"]\n";
+        Experiment::load(ok, "t", &[], &limits()).unwrap();
+        let typo = "[report]\nload_axes = [\"queue.capcity\"]\n";
+        let err = Experiment::load(typo, "t", &[], &limits())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("queue.capcity"), "{err}");
     }
 
     #[test]

@@ -6,7 +6,7 @@ pub use msgbench_model::verdict::{judge, Verdict};
 
 /// What a report says when no run is invalid.
 pub const ALL_VALID: &str =
-    "Every run is valid: targets reached, driver on schedule, no sequence errors, steady.";
+    "Every run is valid: targets reached, driver on schedule, no sequence errors, steady (steadiness is judged on runs of at least 4 whole seconds).";
 
 /// `(run id, reasons)` of every invalid run, in order.
 pub fn invalid_runs(runs: &[RunResult]) -> Vec<(&str, String)> {
