@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what the tests and benchmarks need beyond a Rust toolchain, from Debian's packages:
-# redis-server and redis-tools (redis-benchmark), and chromium for the browser tick clients and the
-# report's browser check. Idempotent: does nothing when present.
+# redis-server and redis-tools (redis-benchmark), chromium for the browser tick clients and the
+# report's browser check, and nginx (nginx-light) for the http system's tests. Idempotent: does nothing when present.
 # msgbench never relies on a running Redis: tests and examples start their own on loopback.
 set -euo pipefail
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-benchmark >/dev/null || need+=(redis-tools)
 command -v chromium >/dev/null || need+=(chromium)
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -eq 0 ]; then
@@ -21,6 +22,14 @@ else
 fi
 echo "scripts/setup.sh: installing ${need[*]} (Debian packages)" >&2
 export DEBIAN_FRONTEND=noninteractive
+# Packages such as nginx and redis-server start a system service when installed; the tests
+# start their own servers on free ports, so no service may start (policy-rc.d: 101 = refuse).
+POLICY=/usr/sbin/policy-rc.d
+if [ ! -e "$POLICY" ]; then
+  printf '#!/bin/sh\nexit 101\n' | "${SUDO[@]}" tee "$POLICY" >/dev/null
+  "${SUDO[@]}" chmod +x "$POLICY"
+  trap '"${SUDO[@]}" rm -f "$POLICY"' EXIT
+fi
 if ! "${SUDO[@]}" apt-get install -y --no-install-recommends "${need[@]}" >/dev/null; then
   "${SUDO[@]}" apt-get update >/dev/null
   "${SUDO[@]}" apt-get install -y --no-install-recommends "${need[@]}" >/dev/null

@@ -180,6 +180,29 @@ fn resp_replies_never_panic_nor_overrun() {
     });
 }
 
+#[test]
+fn http_responses_never_panic_nor_overrun() {
+    let seeds: Vec<Vec<u8>> = [
+        "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+        "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX: 1\r\n\r\n",
+        "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
+        "HTTP/1.0 304 Not Modified\r\nETag: \"x\"\r\n\r\n",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    fuzz("http", &seeds, |b| {
+        for head in [false, true] {
+            if let Ok(Some(f)) = msgbench_engine::net::http::decode(b, head, 1 << 20) {
+                assert!(f.size <= b.len() && f.body.0 <= f.body.1 && f.body.1 <= f.size);
+                let mut data = Vec::new();
+                msgbench_engine::net::http::dechunk(&b[f.body.0..f.body.1], &mut data);
+            }
+        }
+    });
+}
+
 fn ticks(json: bool) -> Vec<Vec<u8>> {
     (0..3u64)
         .map(|i| {

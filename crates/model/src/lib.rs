@@ -11,6 +11,7 @@ pub mod client;
 pub mod duration;
 pub mod files;
 pub mod histogram;
+pub mod http;
 pub mod metrics;
 pub mod pacing;
 pub mod queue;

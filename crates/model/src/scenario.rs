@@ -40,6 +40,8 @@ pub struct ScenarioSpec {
     pub ticks: crate::ticks::TicksSpec,
     /// Settings of the `ws-rpc` system (JSON-RPC over WebSocket).
     pub ws_rpc: crate::ws_rpc::WsRpcSpec,
+    /// Settings of the `http` system (HTTP/1.1 requests).
+    pub http: crate::http::HttpSpec,
     /// An external server process to start for each run (`rpc`, `redis`, `ticks`, `ws-rpc`).
     pub sut: crate::sut::SutSpec,
     /// How reports judge the results.
@@ -62,6 +64,7 @@ impl Default for ScenarioSpec {
             redis: Default::default(),
             ticks: Default::default(),
             ws_rpc: Default::default(),
+            http: Default::default(),
             sut: Default::default(),
             report: Default::default(),
             sweep: toml::Table::new(),
@@ -97,10 +100,13 @@ pub enum SystemKind {
     Ticks,
     /// JSON-RPC 2.0 over WebSocket.
     WsRpc,
+    /// Any HTTP/1.1 server: named requests, statuses counted.
+    Http,
 }
 
 impl SystemKind {
-    /// Its name in scenario and result files (`queue`, `rpc`, `redis`, `ticks`, `ws-rpc`).
+    /// Its name in scenario and result files (`queue`, `rpc`, `redis`, `ticks`, `ws-rpc`,
+    /// `http`).
     pub fn name(self) -> &'static str {
         match self {
             SystemKind::Queue => "queue",
@@ -108,6 +114,7 @@ impl SystemKind {
             SystemKind::Redis => "redis",
             SystemKind::Ticks => "ticks",
             SystemKind::WsRpc => "ws-rpc",
+            SystemKind::Http => "http",
         }
     }
 }
@@ -233,6 +240,15 @@ pub enum System {
         /// External server to start, if any.
         sut: Option<crate::sut::SutConfig>,
     },
+    /// An HTTP/1.1 server.
+    Http {
+        /// Connections and window (above 1: pipelining).
+        client: crate::client::ClientConfig,
+        /// URL, requests, accepted statuses.
+        http: crate::http::HttpConfig,
+        /// External server to start, if any.
+        sut: Option<crate::sut::SutConfig>,
+    },
 }
 
 impl System {
@@ -242,7 +258,8 @@ impl System {
         match self {
             System::Rpc { client, .. }
             | System::Redis { client, .. }
-            | System::WsRpc { client, .. } => Some(client),
+            | System::WsRpc { client, .. }
+            | System::Http { client, .. } => Some(client),
             System::Queue(_) | System::Ticks { .. } => None,
         }
     }
@@ -255,6 +272,7 @@ impl System {
             System::Redis { .. } => SystemKind::Redis,
             System::Ticks { .. } => SystemKind::Ticks,
             System::WsRpc { .. } => SystemKind::WsRpc,
+            System::Http { .. } => SystemKind::Http,
         }
     }
 
@@ -312,6 +330,19 @@ impl System {
             } => format!(
                 "{}{}",
                 ws_rpc.describe(client),
+                sut.as_ref()
+                    .map(|s| format!(" sut=`{}`", s.command))
+                    .unwrap_or_default()
+            ),
+            System::Http { client, http, sut } => format!(
+                "http {} {} requests={}{}",
+                http.url,
+                client.describe(),
+                http.requests
+                    .iter()
+                    .map(|r| format!("{}:{:.0}%", r.name, r.share * 100.0))
+                    .collect::<Vec<_>>()
+                    .join(","),
                 sut.as_ref()
                     .map(|s| format!(" sut=`{}`", s.command))
                     .unwrap_or_default()
@@ -397,6 +428,12 @@ impl ScenarioSpec {
                     ws_rpc,
                     sut,
                 }
+            }
+            SystemKind::Http => {
+                let client = self.client.validate(pacing_spec, limits, &invalid)?;
+                let http = self.http.validate(&invalid)?;
+                let sut = self.sut.validate(Some(&http.address), &invalid)?;
+                System::Http { client, http, sut }
             }
         };
         let slo = match &self.report.slo {

@@ -63,6 +63,9 @@ pub trait Wire: Send {
     fn take_errors(&mut self) -> Vec<ErrorCount> {
         Vec::new()
     }
+    /// The connection failed: forget what was asked on it (a protocol that tracks its requests
+    /// starts over on the next connection).
+    fn reset(&mut self) {}
 }
 
 /// A connection's byte stream, as the driver needs it: non-blocking reads and writes, an event
@@ -592,6 +595,7 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
         let now = crate::clock::now_ns();
         let c = &mut self.conns[i];
         fail_all_counted(&mut c.in_flight, &mut self.rec, now);
+        c.wire.reset();
         c.wbuf.clear();
         c.wpos = 0;
         c.want_write = false;

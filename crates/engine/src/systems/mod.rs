@@ -5,6 +5,7 @@ use crate::error::EngineError;
 use crate::harness::{Measured, RunContext};
 use msgbench_model::scenario::{Scenario, System};
 
+pub mod http;
 pub mod queue;
 pub mod redis;
 pub mod rpc;
@@ -25,5 +26,6 @@ pub fn run(scenario: &Scenario, ctx: &RunContext) -> Result<Measured, EngineErro
             ws_rpc,
             sut,
         } => ws_rpc::run(scenario, client, ws_rpc, sut.as_ref(), ctx),
+        System::Http { client, http, sut } => http::run(scenario, client, http, sut.as_ref(), ctx),
     }
 }

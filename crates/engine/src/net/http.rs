@@ -1,0 +1,289 @@
+//! HTTP/1.1 responses in a byte stream: where one ends (`Content-Length`, chunked, or no body),
+//! its status, and where its body is. Heads are parsed by `httparse`; this file adds only the
+//! framing httparse leaves to its caller. `1xx` interim responses (100 Continue, 103 Early
+//! Hints) are skipped as part of the response that follows. Nothing here allocates: a response
+//! is found in the connection's read buffer and described by offsets into it.
+
+/// Longest response head accepted.
+pub const MAX_HEAD: usize = 64 * 1024;
+/// Headers a response head may have.
+const MAX_HEADERS: usize = 100;
+
+/// One response found at the start of a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Found {
+    /// Bytes it took (its interim responses included).
+    pub size: usize,
+    /// Its status code.
+    pub status: u16,
+    /// Where its body is (for chunked bodies, the chunks with their size lines).
+    pub body: (usize, usize),
+    /// The body is chunked ([`dechunk`] gives its bytes).
+    pub chunked: bool,
+}
+
+/// Bytes that cannot be measured as an HTTP/1.1 response.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HttpError {
+    /// Not a response head (`httparse`'s reason).
+    #[error("malformed response head: {0}")]
+    Malformed(String),
+    /// A head or body beyond the limits.
+    #[error("response larger than {0} bytes")]
+    TooLarge(usize),
+    /// A bad `Content-Length` or chunk size.
+    #[error("bad length: {0}")]
+    BadLength(String),
+    /// Neither `Content-Length` nor chunked: the body ends when the server closes, which no
+    /// pipelined or kept-alive request can be measured by.
+    #[error(
+        "a response without Content-Length or chunked encoding (its end is the connection's close)"
+    )]
+    Unframed,
+}
+
+/// Finds the response at the start of `buf`: `Ok(None)` when incomplete. `head` is whether it
+/// answers a HEAD request (no body, whatever the headers say); `max` bounds head and body.
+pub fn decode(buf: &[u8], head: bool, max: usize) -> Result<Option<Found>, HttpError> {
+    let mut start = 0;
+    loop {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut response = httparse::Response::new(&mut headers);
+        let head_len = match response.parse(&buf[start..]) {
+            Ok(httparse::Status::Complete(n)) => n,
+            Ok(httparse::Status::Partial) if buf.len() - start > MAX_HEAD => {
+                return Err(HttpError::TooLarge(MAX_HEAD))
+            }
+            Ok(httparse::Status::Partial) => return Ok(None),
+            Err(e) => return Err(HttpError::Malformed(e.to_string())),
+        };
+        let status = response.code.unwrap_or(0);
+        let body_start = start + head_len;
+        if (100..200).contains(&status) && status != 101 {
+            start = body_start; // an interim response: the real one follows
+            continue;
+        }
+        let no_body = head || status == 204 || status == 304 || (100..200).contains(&status);
+        let mut chunked = false;
+        let end = if no_body {
+            Some(body_start)
+        } else if let Some(te) = header(response.headers, "transfer-encoding") {
+            if !te.windows(7).any(|w| w.eq_ignore_ascii_case(b"chunked")) {
+                return Err(HttpError::Unframed);
+            }
+            chunked = true;
+            chunked_end(buf, body_start, max)?
+        } else if let Some(cl) = header(response.headers, "content-length") {
+            let len = std::str::from_utf8(cl)
+                .ok()
+                .and_then(|t| t.trim().parse::<u64>().ok())
+                .ok_or_else(|| HttpError::BadLength(String::from_utf8_lossy(cl).into()))?;
+            if head_len as u64 + len > max as u64 {
+                return Err(HttpError::TooLarge(max));
+            }
+            let end = body_start + len as usize;
+            (buf.len() >= end).then_some(end)
+        } else {
+            return Err(HttpError::Unframed);
+        };
+        return Ok(end.map(|end| Found {
+            size: end,
+            status,
+            body: (body_start, end),
+            chunked,
+        }));
+    }
+}
+
+/// The value of header `name` (the first one).
+fn header<'a>(headers: &[httparse::Header<'a>], name: &str) -> Option<&'a [u8]> {
+    headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case(name))
+        .map(|h| h.value)
+}
+
+/// Where a chunked body that starts at `pos` ends (trailers included); `None` when incomplete.
+fn chunked_end(buf: &[u8], mut pos: usize, max: usize) -> Result<Option<usize>, HttpError> {
+    let start = pos;
+    loop {
+        if pos - start > max {
+            return Err(HttpError::TooLarge(max));
+        }
+        let (used, size) = match httparse::parse_chunk_size(&buf[pos..]) {
+            Ok(httparse::Status::Complete(found)) => found,
+            Ok(httparse::Status::Partial) => return Ok(None),
+            Err(_) => return Err(HttpError::BadLength("chunk size".into())),
+        };
+        pos += used;
+        if size == 0 {
+            // The last chunk: then an empty line, or trailer fields and an empty line.
+            let rest = &buf[pos..];
+            if rest.starts_with(b"\r\n") {
+                return Ok(Some(pos + 2));
+            }
+            return match rest.windows(4).position(|w| w == b"\r\n\r\n") {
+                Some(i) => Ok(Some(pos + i + 4)),
+                None if rest.len() > MAX_HEAD => Err(HttpError::TooLarge(MAX_HEAD)),
+                None => Ok(None),
+            };
+        }
+        if size > max as u64 {
+            return Err(HttpError::TooLarge(max));
+        }
+        let data_end = pos + size as usize;
+        if buf.len() < data_end + 2 {
+            return Ok(None);
+        }
+        if &buf[data_end..data_end + 2] != b"\r\n" {
+            return Err(HttpError::BadLength(
+                "chunk without CRLF after its data".into(),
+            ));
+        }
+        pos = data_end + 2;
+    }
+}
+
+/// The data of a complete chunked body (as [`decode`] found it) into `out` (cleared first).
+pub fn dechunk(mut body: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    while let Ok(httparse::Status::Complete((used, size))) = httparse::parse_chunk_size(body) {
+        let (start, end) = (used, used + size as usize);
+        if size == 0 || end > body.len() {
+            return;
+        }
+        out.extend_from_slice(&body[start..end]);
+        body = &body[(end + 2).min(body.len())..];
+    }
+}
+
+/// The status line's words for a failed request: `HTTP 404 Not Found`.
+pub fn status_text(buf: &[u8], found: &Found, out: &mut String) {
+    use std::fmt::Write;
+    out.clear();
+    let _ = write!(out, "HTTP {}", found.status);
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut headers);
+    // The final response's head is the last one in `buf[..size]`; its reason is enough to
+    // read from the first head when there was no interim one, which is the common case.
+    let _ = response.parse(buf); // the status line is filled in even from a partial head
+    if response.code == Some(found.status) {
+        if let Some(reason) = response.reason.filter(|r| !r.is_empty()) {
+            let _ = write!(out, " {reason}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const MAX: usize = 1 << 20;
+
+    #[test]
+    fn content_length_chunked_and_bodiless_responses_end_where_they_end() {
+        let r = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloHTTP/1.1";
+        let f = decode(r, false, MAX).unwrap().unwrap();
+        assert_eq!(
+            (f.size, f.status, &r[f.body.0..f.body.1]),
+            (43, 200, b"hello".as_slice())
+        );
+        let chunked =
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n3;x=y\r\nabc\r\n0\r\n\r\n";
+        let f = decode(chunked, false, MAX).unwrap().unwrap();
+        assert_eq!((f.size, f.chunked), (chunked.len(), true));
+        let mut data = Vec::new();
+        dechunk(&chunked[f.body.0..f.body.1], &mut data);
+        assert_eq!(data, b"helloabc");
+        let trailers =
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\nX-T: 1\r\n\r\n";
+        assert_eq!(
+            decode(trailers, false, MAX).unwrap().unwrap().size,
+            trailers.len()
+        );
+        let none = b"HTTP/1.1 204 No Content\r\n\r\n";
+        assert_eq!(decode(none, false, MAX).unwrap().unwrap().size, none.len());
+        let head = b"HTTP/1.1 200 OK\r\nContent-Length: 999\r\n\r\n";
+        assert_eq!(decode(head, true, MAX).unwrap().unwrap().size, head.len());
+        let interim =
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
+        let f = decode(interim, false, MAX).unwrap().unwrap();
+        assert_eq!((f.size, f.status), (interim.len(), 404));
+        let mut text = String::new();
+        status_text(
+            b"HTTP/1.1 503 Service Unavailable\r\n",
+            &Found {
+                size: 0,
+                status: 503,
+                body: (0, 0),
+                chunked: false,
+            },
+            &mut text,
+        );
+        assert_eq!(text, "HTTP 503 Service Unavailable");
+    }
+
+    #[test]
+    fn every_prefix_is_incomplete_and_bad_responses_are_errors() {
+        for whole in [
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello".as_slice(),
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        ] {
+            for cut in 0..whole.len() {
+                assert_eq!(decode(&whole[..cut], false, MAX), Ok(None), "{cut}");
+            }
+        }
+        assert!(matches!(
+            decode(b"SSH-2.0-OpenSSH\r\n\r\n", false, MAX),
+            Err(HttpError::Malformed(_))
+        ));
+        assert_eq!(
+            decode(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 10000000000\r\n\r\n",
+                false,
+                MAX
+            ),
+            Err(HttpError::TooLarge(MAX))
+        );
+        assert_eq!(
+            decode(b"HTTP/1.1 200 OK\r\n\r\nbody until close", false, MAX),
+            Err(HttpError::Unframed)
+        );
+        assert!(decode(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", false, MAX).is_err());
+        assert_eq!(
+            decode(
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffff\r\n",
+                false,
+                MAX
+            ),
+            Err(HttpError::TooLarge(MAX))
+        );
+        let endless_head = vec![b'X'; MAX_HEAD + 10];
+        let mut r = b"HTTP/1.1 200 OK\r\nX: ".to_vec();
+        r.extend_from_slice(&endless_head);
+        assert_eq!(decode(&r, false, MAX), Err(HttpError::TooLarge(MAX_HEAD)));
+    }
+
+    proptest! {
+        #[test]
+        fn random_bytes_never_panic_or_overrun(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            if let Ok(Some(f)) = decode(&bytes, false, MAX) {
+                prop_assert!(f.size <= bytes.len() && f.body.0 <= f.body.1 && f.body.1 <= f.size);
+            }
+        }
+
+        #[test]
+        fn mutated_responses_never_panic(
+            body in proptest::collection::vec(any::<u8>(), 0..64),
+            flip in any::<usize>(),
+            byte in any::<u8>(),
+        ) {
+            let mut r = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes();
+            r.extend_from_slice(&body);
+            let i = flip % r.len();
+            r[i] = byte;
+            let _ = decode(&r, false, MAX);
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! The `http` system: any HTTP/1.1 server, keep-alive connections, a window per connection
+//! (above 1: pipelining, answered in order), the scenario's named requests, with the shared
+//! driver's pacing, accounting, timeouts and `on_error`. A status outside `http.accept` (2xx by
+//! default) or a body without `expect` is a failed request, counted by status line.
+use crate::cpu::CpuSnapshot;
+use crate::drivers::byte_stream::{self, Plan, Response, Wire};
+use crate::error::EngineError;
+use crate::harness::sut::resolve;
+use crate::harness::{Measured, NoServer, RunContext, SystemUnderTest};
+use crate::net::http;
+use mio::net::TcpStream;
+use msgbench_model::client::ClientConfig;
+use msgbench_model::http::HttpConfig;
+use msgbench_model::result::ErrorCount;
+use msgbench_model::scenario::Scenario;
+use msgbench_model::sut::SutConfig;
+use std::collections::VecDeque;
+
+/// How to get a server where the scenario points.
+const HINT: &str = "(start it, or let the scenario start it: `[sut] command = \"exec nginx -c /path/nginx.conf\"`)";
+
+/// Runs one `http` scenario.
+pub fn run(
+    scenario: &Scenario,
+    client: &ClientConfig,
+    config: &HttpConfig,
+    sut: Option<&SutConfig>,
+    ctx: &RunContext,
+) -> Result<Measured, EngineError> {
+    let process_before = CpuSnapshot::process();
+    let mut server = SystemUnderTest::<NoServer>::external(sut, &ctx.stop)?;
+    let plan = Plan {
+        scenario,
+        client,
+        address: resolve(&config.address)?,
+        shares: config.requests.iter().map(|r| r.share).collect(),
+        make_wire: |_| HttpWire::new(config),
+        hint: HINT,
+    };
+    let out = byte_stream::drive::<_, TcpStream>(plan, ctx, &|| server.cpu_ns())?;
+    let notes = server.process_notes();
+    Ok(Measured::from_driver(
+        out,
+        config.requests.iter().map(|r| r.name.clone()).collect(),
+        process_before,
+        scenario.system.describe(),
+        notes,
+    ))
+}
+
+/// Sends the mix's prepared requests; finds each response and judges it.
+pub struct HttpWire<'a> {
+    config: &'a HttpConfig,
+    /// Classes of the requests sent and not yet answered, oldest first (HTTP/1.1 answers in
+    /// order): a HEAD's response has no body, and `expect` is per class.
+    pending: VecDeque<u16>,
+    errors: Vec<ErrorCount>,
+    /// Where a failed response's words are written (reused: no allocation per failure).
+    scratch: String,
+    /// A chunked body's data, for `expect` (reused).
+    body: Vec<u8>,
+}
+
+impl<'a> HttpWire<'a> {
+    /// A connection's wire.
+    pub fn new(config: &'a HttpConfig) -> HttpWire<'a> {
+        HttpWire {
+            config,
+            pending: VecDeque::with_capacity(64),
+            errors: Vec::new(),
+            scratch: String::with_capacity(128),
+            body: Vec::new(),
+        }
+    }
+
+    /// Whether the response `found` at the start of `buf` answers class `class` as asked.
+    fn judge(&mut self, buf: &[u8], found: &http::Found, class: usize) -> bool {
+        if !self.config.accepts(found.status) {
+            http::status_text(buf, found, &mut self.scratch);
+            ErrorCount::add(&mut self.errors, &self.scratch, 1);
+            return false;
+        }
+        let Some(expect) = self.config.requests[class].expect.as_deref() else {
+            return true;
+        };
+        let mut body = &buf[found.body.0..found.body.1];
+        if found.chunked {
+            // A string may span chunks: search the data, not the framing.
+            http::dechunk(body, &mut self.body);
+            body = &self.body;
+        }
+        let holds = expect.is_empty() || body.windows(expect.len()).any(|w| w == expect);
+        if !holds {
+            self.scratch.clear();
+            self.scratch.push_str("body check failed (");
+            self.scratch.push_str(&self.config.requests[class].name);
+            self.scratch.push(')');
+            ErrorCount::add(&mut self.errors, &self.scratch, 1);
+        }
+        holds
+    }
+}
+
+impl Wire for HttpWire<'_> {
+    #[inline]
+    fn encode(&mut self, class: usize, _id: u64, _now_ns: u64, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.config.requests[class].bytes);
+        self.pending.push_back(class as u16);
+    }
+
+    fn decode(&mut self, buf: &[u8]) -> Result<Option<Response>, String> {
+        // A response with nothing asked is still framed (as a GET's) so that the driver can
+        // say "a reply with no request in flight".
+        let class = self.pending.front().map(|&c| c as usize);
+        let head = class.is_some_and(|c| self.config.requests[c].head);
+        let found = match http::decode(buf, head, self.config.max_response) {
+            Ok(Some(f)) => f,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(e.to_string()),
+        };
+        self.pending.pop_front();
+        let ok = class.is_some_and(|c| self.judge(buf, &found, c));
+        Ok(Some(Response {
+            id: None,
+            size: found.size,
+            ok,
+        }))
+    }
+
+    fn reset(&mut self) {
+        self.pending.clear();
+    }
+
+    fn take_errors(&mut self) -> Vec<ErrorCount> {
+        std::mem::take(&mut self.errors)
+    }
+}

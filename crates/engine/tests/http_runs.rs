@@ -1,0 +1,276 @@
+//! Real runs of the `http` system against small HTTP/1.1 servers written here (every framing,
+//! status classes, pipelining, faults) and against nginx (installed by `scripts/setup.sh`,
+//! started here on a free loopback port with a generated configuration).
+mod common;
+
+use common::{assert_accounted, run, try_run};
+use msgbench_model::RunResult;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+/// A keep-alive HTTP/1.1 server: reads pipelined requests and answers each, in order, with
+/// `answer(path)`.
+fn server(answer: fn(&str) -> Vec<u8>) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || serve(stream, answer));
+        }
+    });
+    addr
+}
+
+fn serve(mut s: TcpStream, answer: fn(&str) -> Vec<u8>) {
+    let _ = s.set_nodelay(true);
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        let n = match s.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        let mut out = Vec::new();
+        loop {
+            let mut headers = [httparse::EMPTY_HEADER; 32];
+            let mut req = httparse::Request::new(&mut headers);
+            let Ok(httparse::Status::Complete(len)) = req.parse(&buf) else {
+                break;
+            };
+            let body = req
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                .and_then(|h| std::str::from_utf8(h.value).ok()?.parse::<usize>().ok())
+                .unwrap_or(0);
+            if buf.len() < len + body {
+                break;
+            }
+            out.extend_from_slice(&answer(req.path.unwrap_or("/")));
+            buf.drain(..len + body);
+        }
+        if s.write_all(&out).is_err() {
+            return;
+        }
+    }
+}
+
+fn answers(path: &str) -> Vec<u8> {
+    match path {
+        "/ok" => b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello".to_vec(),
+        "/chunked" => {
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n".to_vec()
+        }
+        "/continue" => {
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n".to_vec()
+        }
+        _ => b"HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\nnot found".to_vec(),
+    }
+}
+
+const HTTP: &str = "system = \"http\"\n[run]\nduration = \"500ms\"\nwarmup = \"100ms\"\n[pacing]\nmode = \"rate\"\nper_sec = 4000\n";
+
+fn url(addr: SocketAddr) -> String {
+    format!("http.url=\"http://{addr}\"")
+}
+
+#[test]
+fn statuses_are_counted_per_class_and_every_request_is_accounted_for() {
+    let addr = server(answers);
+    let toml = format!(
+        "{HTTP}[http.requests.ok]\npath = \"/ok\"\nweight = 3\nexpect = \"hell\"\n[http.requests.missing]\npath = \"/missing\"\n[http.requests.chunked]\npath = \"/chunked\"\nexpect = \"o w\"\n[http.requests.post]\nmethod = \"POST\"\npath = \"/continue\"\nbody = \"{{}}\"\n"
+    );
+    let r = &run(&toml, &[&url(addr)])[0];
+    assert_accounted(r);
+    let class = |name: &str| r.classes.iter().find(|c| c.name == name).unwrap();
+    assert!(
+        class("ok").latency.count > 0 && class("chunked").latency.count > 0,
+        "{:?} {:?} {:?}",
+        r.classes
+            .iter()
+            .map(|c| (&c.name, c.latency.count))
+            .collect::<Vec<_>>(),
+        r.counters,
+        r.faults
+    );
+    assert!(class("post").latency.count > 0, "100 Continue then 201");
+    assert_eq!(class("missing").latency.count, 0, "a 404 is not delivered");
+    // One failure in six requests, each counted by its status line.
+    let share = r.counters.failed as f64 / r.counters.sent as f64;
+    assert!((0.1..0.25).contains(&share), "{:?}", r.counters);
+    assert_eq!(r.faults.errors.len(), 1, "{:?}", r.faults.errors);
+    assert_eq!(r.faults.errors[0].message, "HTTP 404 Not Found");
+    assert!(r.faults.errors[0].count >= r.counters.failed);
+}
+
+#[test]
+fn pipelined_requests_are_matched_in_order() {
+    let addr = server(answers);
+    let toml = format!(
+        "{HTTP}[client]\nwindow = 16\n[pacing]\nmode = \"closed-loop\"\n[http.requests.ok]\npath = \"/ok\"\n[http.requests.chunked]\npath = \"/chunked\"\n"
+    );
+    let toml = toml.replace("[pacing]\nmode = \"rate\"\nper_sec = 4000\n", "");
+    let r = &run(&toml, &[&url(addr)])[0];
+    assert_accounted(r);
+    assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
+    assert!(r.counters.delivered > 1000, "{:?}", r.counters);
+}
+
+#[test]
+fn a_body_check_that_misses_fails_the_request() {
+    let addr = server(answers);
+    let toml = format!("{HTTP}[http.requests.x]\npath = \"/ok\"\nexpect = \"goodbye\"\n");
+    let r = &run(&toml, &[&url(addr)])[0];
+    assert_accounted(r);
+    assert_eq!(r.counters.delivered, 0);
+    assert_eq!(r.faults.errors[0].message, "body check failed (x)");
+}
+
+fn fault_run(addr: SocketAddr) -> RunResult {
+    let (outcome, _dir) = try_run(HTTP, &[&url(addr)]);
+    let r = outcome.unwrap().results[0].clone();
+    assert_accounted(&r);
+    r
+}
+
+fn raw_server(answer: &'static [u8]) -> SocketAddr {
+    raw_server_holding(answer, Duration::from_secs(2))
+}
+
+/// Answers the first read of each connection with `answer`, then holds the connection for
+/// `hold` before closing it.
+fn raw_server_holding(answer: &'static [u8], hold: Duration) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                if s.read(&mut buf).unwrap_or(0) > 0 {
+                    let _ = s.write_all(answer);
+                }
+                std::thread::sleep(hold);
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn garbage_a_huge_length_and_an_unframed_body_are_protocol_faults() {
+    for answer in [
+        b"SSH-2.0-OpenSSH_9.2\r\n\r\n".as_slice(),
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10000000000\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\n\r\nuntil the connection closes",
+    ] {
+        let r = fault_run(raw_server(answer));
+        assert!(r.faults.protocol_errors >= 1, "{:?}", r.faults);
+        assert!(r.interrupted, "on_error = stop");
+    }
+}
+
+#[test]
+fn a_server_that_closes_mid_response_is_a_disconnect() {
+    let r = fault_run(raw_server_holding(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort",
+        Duration::ZERO,
+    ));
+    assert!(r.faults.disconnects >= 1, "{:?}", r.faults);
+    assert_eq!(r.counters.delivered, 0);
+}
+
+#[test]
+fn a_dead_server_fails_with_one_message() {
+    let (outcome, _dir) = try_run(HTTP, &[&url(common::dead_address())]);
+    let e = outcome.unwrap_err().to_string();
+    assert!(e.contains("nginx") || e.contains("start it"), "{e}");
+}
+
+// ---- nginx ----
+
+/// nginx on a free loopback port serving a static file, a large file and a 404, with a
+/// configuration written here; stopped (by PID) when dropped.
+struct Nginx {
+    child: std::process::Child,
+    addr: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Nginx {
+    fn start() -> Nginx {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("www");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("small.txt"), "hello from nginx\n").unwrap();
+        std::fs::write(root.join("large.bin"), vec![b'x'; 256 * 1024]).unwrap();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let conf = dir.path().join("nginx.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "daemon off;\nmaster_process off;\nworker_processes 1;\nerror_log {d}/error.log;\npid {d}/nginx.pid;\nevents {{ worker_connections 1024; }}\nhttp {{\n access_log off;\n client_body_temp_path {d};\n proxy_temp_path {d};\n fastcgi_temp_path {d};\n uwsgi_temp_path {d};\n scgi_temp_path {d};\n keepalive_requests 1000000;\n server {{\n  listen 127.0.0.1:{port};\n  root {root};\n }}\n}}\n",
+                d = dir.path().display(),
+                root = root.display()
+            ),
+        )
+        .unwrap();
+        let nginx = ["/usr/sbin/nginx", "nginx"]
+            .into_iter()
+            .find(|p| std::process::Command::new(p).arg("-v").output().is_ok())
+            .expect("nginx is not installed: run `bash scripts/setup.sh`");
+        let child = std::process::Command::new(nginx)
+            .args(["-e", "stderr", "-c"])
+            .arg(&conf)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        for _ in 0..100 {
+            if TcpStream::connect(addr).is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Nginx {
+            child,
+            addr,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn nginx_serves_static_files_keep_alive_and_pipelined_with_its_404s_counted() {
+    let nginx = Nginx::start();
+    let toml = format!(
+        "{HTTP}[client]\nconnections = 4\nwindow = 4\n[http.requests.small]\npath = \"/small.txt\"\nweight = 8\nexpect = \"nginx\"\n[http.requests.large]\npath = \"/large.bin\"\n[http.requests.missing]\npath = \"/missing\"\n[http.requests.head]\nmethod = \"HEAD\"\npath = \"/small.txt\"\n"
+    );
+    let r = &run(&toml, &[&url(nginx.addr)])[0];
+    assert_accounted(r);
+    let class = |name: &str| r.classes.iter().find(|c| c.name == name).unwrap();
+    for name in ["small", "large", "head"] {
+        assert!(class(name).latency.count > 0, "{name}: {:?}", r.faults);
+    }
+    assert_eq!(class("missing").latency.count, 0);
+    assert_eq!(r.faults.errors[0].message, "HTTP 404 Not Found");
+    assert_eq!(
+        r.faults.protocol_errors + r.faults.disconnects,
+        0,
+        "{:?}",
+        r.faults
+    );
+}

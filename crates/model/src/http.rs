@@ -1,0 +1,349 @@
+//! The `[http]` section: the server's URL, the named requests of the mix (method, path,
+//! headers, body), which statuses count as delivered and how large a response may be
+//! ([`HttpSpec`] → [`HttpConfig`]). Each request is rendered to its bytes once, here.
+use crate::check::{shares, Invalid, ScenarioError};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The `[http]` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpSpec {
+    /// The server: `http://host:port` (plain HTTP/1.1; `https://` is not supported yet).
+    pub url: String,
+    /// Statuses that count as delivered; empty: every 2xx. Any other status is a failed
+    /// request, counted by status line.
+    pub accept: Vec<u16>,
+    /// Largest response (head and body) accepted, bytes: a larger one (a 10 GB
+    /// `Content-Length`) is a protocol fault, never memory.
+    pub max_response: u64,
+    /// The requests of the mix by name, each its own operation class. Default: `GET /`.
+    pub requests: BTreeMap<String, HttpRequestSpec>,
+}
+
+impl Default for HttpSpec {
+    fn default() -> Self {
+        HttpSpec {
+            url: String::new(),
+            accept: Vec::new(),
+            max_response: 64 << 20,
+            requests: BTreeMap::new(),
+        }
+    }
+}
+
+/// One request of the mix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpRequestSpec {
+    /// Relative weight in the mix.
+    pub weight: f64,
+    /// `GET`, `POST`, … (any token).
+    pub method: String,
+    /// The request target, from `/`.
+    pub path: String,
+    /// Extra header lines, name → value (`Host` and `Content-Length` are written for you).
+    pub headers: BTreeMap<String, String>,
+    /// The body, inline.
+    pub body: String,
+    /// The body, from a file (instead of `body`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body_file: Option<String>,
+    /// A delivered response must contain this in its body (else it is a failed request,
+    /// counted as `body check failed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expect: Option<String>,
+}
+
+impl Default for HttpRequestSpec {
+    fn default() -> Self {
+        HttpRequestSpec {
+            weight: 1.0,
+            method: "GET".into(),
+            path: "/".into(),
+            headers: BTreeMap::new(),
+            body: String::new(),
+            body_file: None,
+            expect: None,
+        }
+    }
+}
+
+/// One validated request: its bytes on the wire, ready to copy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpRequest {
+    /// Class name.
+    pub name: String,
+    /// Share of the mix.
+    pub share: f64,
+    /// The whole request: line, headers, body.
+    pub bytes: Vec<u8>,
+    /// A `HEAD` request: its response has no body whatever its headers say.
+    pub head: bool,
+    /// What the body must contain.
+    pub expect: Option<Vec<u8>>,
+}
+
+/// Validated `[http]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpConfig {
+    /// `host:port` to connect to.
+    pub address: String,
+    /// The URL as given.
+    pub url: String,
+    /// Delivered statuses (empty: 2xx).
+    pub accept: Vec<u16>,
+    /// Largest response, bytes.
+    pub max_response: usize,
+    /// The mix.
+    pub requests: Vec<HttpRequest>,
+}
+
+impl HttpConfig {
+    /// Whether `status` counts as delivered.
+    pub fn accepts(&self, status: u16) -> bool {
+        if self.accept.is_empty() {
+            (200..300).contains(&status)
+        } else {
+            self.accept.contains(&status)
+        }
+    }
+}
+
+/// Why a URL cannot be measured, and how to write it.
+type UrlError = (String, &'static str);
+
+/// `host:port` and the `Host` header from `http://host[:port][/…]`.
+fn parse_url(url: &str) -> Result<(String, String), UrlError> {
+    const FIX: &str = "write it like \"http://127.0.0.1:8080\"";
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(("has no scheme".into(), FIX));
+    };
+    match scheme.to_ascii_lowercase().as_str() {
+        "http" => {}
+        "https" => {
+            return Err((
+                "is https://, which msgbench does not speak yet (TLS is planned)".into(),
+                "measure a plain http:// endpoint",
+            ))
+        }
+        other => return Err((format!("has the scheme `{other}`, not http"), FIX)),
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.is_empty() || authority.contains('@') {
+        return Err(("has no host (or has credentials)".into(), FIX));
+    }
+    let has_port = match authority.rsplit_once(':') {
+        Some((_, port)) if !authority.ends_with(']') => {
+            port.parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| (format!("has the port `{port}`"), FIX))?;
+            true
+        }
+        _ => false,
+    };
+    let address = if has_port {
+        authority.to_string()
+    } else {
+        format!("{authority}:80")
+    };
+    Ok((address, authority.to_string()))
+}
+
+/// An HTTP token (method, header name): visible ASCII without separators.
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+impl HttpSpec {
+    pub(crate) fn validate(&self, invalid: &Invalid) -> Result<HttpConfig, ScenarioError> {
+        if self.url.is_empty() {
+            return Err(invalid(
+                "http.url",
+                "is missing".into(),
+                "give the server, e.g. url = \"http://127.0.0.1:8080\"",
+            ));
+        }
+        let (address, host) = parse_url(&self.url)
+            .map_err(|(why, fix)| invalid("http.url", format!("\"{}\" {why}", self.url), fix))?;
+        if let Some(bad) = self.accept.iter().find(|s| !(100..=999).contains(*s)) {
+            return Err(invalid(
+                "http.accept",
+                format!("has the status {bad}"),
+                "statuses are 100 to 999, e.g. accept = [200, 204]",
+            ));
+        }
+        if !(1024..=(1u64 << 32)).contains(&self.max_response) {
+            return Err(invalid(
+                "http.max_response",
+                format!("is {}", self.max_response),
+                "give 1024 bytes to 4 GiB",
+            ));
+        }
+        let default: BTreeMap<String, HttpRequestSpec> =
+            [("get".to_string(), HttpRequestSpec::default())].into();
+        let specs = if self.requests.is_empty() {
+            &default
+        } else {
+            &self.requests
+        };
+        let shares = shares("http.requests", specs, |r| r.weight, invalid)?;
+        let mut requests = Vec::new();
+        for ((name, r), share) in specs.iter().zip(shares) {
+            let field = |key: &str| format!("http.requests.{name}.{key}");
+            requests.push(r.render(&host, name, share, &field, invalid)?);
+        }
+        Ok(HttpConfig {
+            address,
+            url: self.url.clone(),
+            accept: self.accept.clone(),
+            max_response: self.max_response as usize,
+            requests,
+        })
+    }
+}
+
+impl HttpRequestSpec {
+    /// The request's bytes, after checking every part that goes on the wire (no CR or LF can
+    /// smuggle a header in).
+    fn render(
+        &self,
+        host: &str,
+        name: &str,
+        share: f64,
+        field: &dyn Fn(&str) -> String,
+        invalid: &Invalid,
+    ) -> Result<HttpRequest, ScenarioError> {
+        if !is_token(&self.method) {
+            return Err(invalid(
+                &field("method"),
+                format!("is {:?}", self.method),
+                "give a method such as GET, POST, PUT, DELETE or HEAD",
+            ));
+        }
+        let path_ok = (self.path.starts_with('/') || self.path == "*")
+            && !self.path.bytes().any(|b| b <= b' ' || b == 0x7f);
+        if !path_ok {
+            return Err(invalid(
+                &field("path"),
+                format!("is {:?}", self.path),
+                "give a target from / without spaces, e.g. \"/api/v1/items?id=7\"",
+            ));
+        }
+        for (k, v) in &self.headers {
+            if !is_token(k) || v.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+                return Err(invalid(
+                    &field("headers"),
+                    format!("has the header {k:?}: {v:?}"),
+                    "header names are tokens (Content-Type) and values have no line breaks",
+                ));
+            }
+        }
+        let body = match &self.body_file {
+            Some(_) if !self.body.is_empty() => {
+                return Err(invalid(
+                    &field("body_file"),
+                    "is given with body".into(),
+                    "give the body inline or from a file, not both",
+                ))
+            }
+            Some(path) => std::fs::read(path).map_err(|e| {
+                invalid(
+                    &field("body_file"),
+                    format!("is \"{path}\", which cannot be read ({e})"),
+                    "give a file that exists (relative paths start where msgbench runs)",
+                )
+            })?,
+            None => self.body.clone().into_bytes(),
+        };
+        let has = |h: &str| self.headers.keys().any(|k| k.eq_ignore_ascii_case(h));
+        let mut bytes = format!("{} {} HTTP/1.1\r\n", self.method, self.path).into_bytes();
+        if !has("host") {
+            bytes.extend_from_slice(format!("Host: {host}\r\n").as_bytes());
+        }
+        for (k, v) in &self.headers {
+            bytes.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
+        }
+        let sends_body =
+            !body.is_empty() || ["POST", "PUT", "PATCH"].contains(&self.method.as_str());
+        if sends_body && !has("content-length") {
+            bytes.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
+        }
+        bytes.extend_from_slice(b"\r\n");
+        bytes.extend_from_slice(&body);
+        Ok(HttpRequest {
+            name: name.to_string(),
+            share,
+            bytes,
+            head: self.method.eq_ignore_ascii_case("HEAD"),
+            expect: self.expect.clone().map(String::into_bytes),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::check::testing::{refused, valid};
+
+    fn http(s: &crate::scenario::Scenario) -> &super::HttpConfig {
+        match &s.system {
+            crate::scenario::System::Http { http, .. } => http,
+            _ => panic!("http"),
+        }
+    }
+
+    #[test]
+    fn requests_are_rendered_once_with_host_and_length() {
+        let s = valid("system = \"http\"\n[http]\nurl = \"http://127.0.0.1:8080/x\"\n[http.requests.post]\nmethod = \"POST\"\npath = \"/items\"\nbody = \"{}\"\nheaders = { \"Content-Type\" = \"application/json\" }\n");
+        let h = http(&s);
+        assert_eq!(h.address, "127.0.0.1:8080");
+        assert_eq!(
+            String::from_utf8_lossy(&h.requests[0].bytes),
+            "POST /items HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+        );
+        let d = valid("system = \"http\"\n[http]\nurl = \"http://localhost\"\n");
+        assert_eq!(http(&d).address, "localhost:80");
+        assert_eq!(
+            String::from_utf8_lossy(&http(&d).requests[0].bytes),
+            "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
+        );
+        assert!(http(&d).accepts(204) && !http(&d).accepts(404));
+    }
+
+    #[test]
+    fn http_refuses_what_it_cannot_send() {
+        for (text, field) in [
+            ("", "http.url"),
+            ("url = \"127.0.0.1:80\"\n", "http.url"),
+            ("url = \"ftp://x:21\"\n", "http.url"),
+            ("url = \"https://x\"\n", "http.url"),
+            ("url = \"http://x:0\"\n", "http.url"),
+            ("url = \"http://x\"\naccept = [42]\n", "http.accept"),
+            (
+                "url = \"http://x\"\n[http.requests.a]\nmethod = \"GE T\"\n",
+                "http.requests.a.method",
+            ),
+            (
+                "url = \"http://x\"\n[http.requests.a]\npath = \"/a b\"\n",
+                "http.requests.a.path",
+            ),
+            (
+                "url = \"http://x\"\n[http.requests.a]\nheaders = { X = \"a\\r\\nEvil: 1\" }\n",
+                "http.requests.a.headers",
+            ),
+            (
+                "url = \"http://x\"\n[http.requests.a]\nbody_file = \"/no/such/file\"\n",
+                "http.requests.a.body_file",
+            ),
+        ] {
+            assert_eq!(
+                refused(&format!("system = \"http\"\n[http]\n{text}")).0,
+                field,
+                "{text}"
+            );
+        }
+    }
+}
