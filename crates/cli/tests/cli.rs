@@ -299,19 +299,25 @@ fn every_example_runs_shortened() {
             continue;
         }
         let tmp = tempfile::tempdir().unwrap();
-        let o = msgbench(&[
-            "run",
-            path.to_str().unwrap(),
-            "--duration",
-            "100ms",
-            "--warmup",
-            "0",
-            "--replicates",
-            "1",
-            "--quiet",
-            "--out",
-            tmp.path().to_str().unwrap(),
-        ]);
+        // From the project's root, as the README runs them (examples/http.toml starts nginx
+        // with its configuration under examples/).
+        let o = Command::new(env!("CARGO_BIN_EXE_msgbench"))
+            .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+            .args([
+                "run",
+                path.to_str().unwrap(),
+                "--duration",
+                "100ms",
+                "--warmup",
+                "0",
+                "--replicates",
+                "1",
+                "--quiet",
+                "--out",
+                tmp.path().to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
         assert!(o.status.success(), "{}: {}", path.display(), stderr(&o));
         if path.ends_with("pipeline-depth.toml") {
             classes_and_server_cpu_are_columns(&only_result_dir(tmp.path()));
