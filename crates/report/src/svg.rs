@@ -395,24 +395,37 @@ impl LineChart {
     /// whichever first overlaps no point label (text boxes estimated at 6.5 px a character).
     fn threshold_label_place(&self, y: f64, label: &str) -> (f64, f64, &'static str) {
         let clip = |f: f64| f.clamp(-0.02, 1.02);
-        let boxes: Vec<(f64, f64, f64, f64)> = self
-            .series
-            .iter()
-            .flat_map(|s| {
-                s.points
-                    .iter()
-                    .filter(|(x, y)| x.is_finite() && y.is_finite())
-                    .zip(&s.point_labels)
-                    .map(|(&(px, py), l)| {
-                        let (x, y) = (
-                            plot_x(clip(self.x.fraction(px))) + 6.0,
-                            plot_y(clip(self.y.fraction(py))) - 6.0,
-                        );
-                        (x, y - 11.0, x + 6.5 * l.chars().count() as f64, y + 2.0)
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .collect();
+        let mut boxes: Vec<(f64, f64, f64, f64)> = Vec::new();
+        for s in &self.series {
+            let pts: Vec<(f64, f64)> = s
+                .points
+                .iter()
+                .filter(|(x, y)| x.is_finite() && y.is_finite())
+                .map(|&(px, py)| {
+                    (
+                        plot_x(clip(self.x.fraction(px))),
+                        plot_y(clip(self.y.fraction(py))),
+                    )
+                })
+                .collect();
+            // Point labels, dots, and the line between them (sampled every few pixels).
+            for (&(x, y), l) in pts.iter().zip(&s.point_labels) {
+                let (lx, ly) = (x + 6.0, y - 6.0);
+                boxes.push((lx, ly - 11.0, lx + 6.5 * l.chars().count() as f64, ly + 2.0));
+            }
+            for w in pts.windows(2) {
+                let ((x0, y0), (x1, y1)) = (w[0], w[1]);
+                let steps = ((x1 - x0).hypot(y1 - y0) / 3.0).ceil().max(1.0) as usize;
+                for i in 0..=steps {
+                    let t = i as f64 / steps as f64;
+                    let (x, y) = (x0 + t * (x1 - x0), y0 + t * (y1 - y0));
+                    boxes.push((x - 2.0, y - 2.0, x + 2.0, y + 2.0));
+                }
+            }
+            for &(x, y) in &pts {
+                boxes.push((x - 4.0, y - 4.0, x + 4.0, y + 4.0));
+            }
+        }
         let width = 6.5 * label.chars().count() as f64;
         let candidates = [
             (plot_x(1.0) - 4.0, y - 5.0, "end"),
