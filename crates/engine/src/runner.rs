@@ -67,13 +67,14 @@ pub enum RunError {
         /// Late sequence numbers.
         reordered: u64,
     },
-    /// A run failed; earlier runs are on disk in `dir`.
-    #[error("run {run_id} failed: {source} (the results directory is {}; it holds any runs that finished before)", dir.display())]
+    /// A run failed; earlier runs are on disk in `dir` (`None`: none had finished, and the
+    /// empty directory was removed).
+    #[error("run {run_id} failed: {source}{}", kept(dir))]
     Engine {
         /// The failing run.
         run_id: String,
         /// Where earlier results are.
-        dir: PathBuf,
+        dir: Option<PathBuf>,
         /// The cause.
         source: EngineError,
     },
@@ -84,8 +85,32 @@ impl RunError {
     pub fn dir(&self) -> Option<&Path> {
         match self {
             RunError::Store(_) => None,
-            RunError::SequenceBroken { dir, .. } | RunError::Engine { dir, .. } => Some(dir),
+            RunError::SequenceBroken { dir, .. } => Some(dir),
+            RunError::Engine { dir, .. } => dir.as_deref(),
         }
+    }
+
+    /// The same error, once its results directory was removed for holding nothing.
+    pub fn without_dir(self) -> RunError {
+        match self {
+            RunError::Engine { run_id, source, .. } => RunError::Engine {
+                run_id,
+                dir: None,
+                source,
+            },
+            other => other,
+        }
+    }
+}
+
+/// Where the runs finished before a failure are, in words.
+fn kept(dir: &Option<PathBuf>) -> String {
+    match dir {
+        Some(d) => format!(
+            " (the results directory is {}; it holds the runs that finished before)",
+            d.display()
+        ),
+        None => " (no run had finished, so nothing was written)".to_string(),
     }
 }
 
@@ -142,8 +167,8 @@ pub fn run_experiment_to(
             let result = match run_one(experiment, point, replicate, run_id, &mut store, &ctx) {
                 Ok(r) => r,
                 Err(e) => {
-                    if fresh {
-                        store.discard_if_empty();
+                    if fresh && store.discard_if_empty() {
+                        return Err(e.without_dir());
                     }
                     return Err(e);
                 }
@@ -190,7 +215,7 @@ pub(crate) fn run_one(
         .wrapping_add((replicate as u64 - 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let measured = systems::run(&scenario, ctx).map_err(|source| RunError::Engine {
         run_id: run_id.clone(),
-        dir: store.dir().to_path_buf(),
+        dir: Some(store.dir().to_path_buf()),
         source,
     })?;
     let result = assemble(

@@ -123,7 +123,9 @@ pub fn search(
             let r = match run_one(&searched, &point, replicate, run_id, &mut store, &ctx) {
                 Ok(r) => r,
                 Err(e) => {
-                    store.discard_if_empty(); // a dead server leaves no folder
+                    if store.discard_if_empty() {
+                        return Err(e.without_dir()); // a dead server leaves no folder
+                    }
                     return Err(e);
                 }
             };

@@ -148,13 +148,19 @@ impl ResultStore {
     }
 
     /// Removes the directory of an experiment none of whose runs was written (its first run
-    /// failed: a dead server, a bad address), so no empty folder is left behind.
-    pub fn discard_if_empty(&self) {
+    /// failed: a dead server, a bad address), so no empty folder is left behind; true when it
+    /// did.
+    pub fn discard_if_empty(&self) -> bool {
         let runs = self.dir.join("runs");
         let empty = std::fs::read_dir(&runs).is_ok_and(|mut d| d.next().is_none());
-        if empty {
-            let _ = std::fs::remove_dir_all(&self.dir);
+        if empty && std::fs::remove_dir_all(&self.dir).is_ok() {
+            // `results/<experiment>/` too, when this was all it held.
+            if let Some(parent) = self.dir.parent() {
+                let _ = std::fs::remove_dir(parent);
+            }
+            return true;
         }
+        false
     }
 
     /// Points `latest` beside this directory at it (`results/<experiment>/latest`), replacing

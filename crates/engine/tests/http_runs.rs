@@ -195,26 +195,68 @@ fn a_dead_server_fails_with_one_message() {
 struct Nginx {
     child: std::process::Child,
     addr: SocketAddr,
-    _dir: tempfile::TempDir,
+    /// The TLS port's address and the CA file that signed its certificate, when asked for.
+    tls: Option<(SocketAddr, std::path::PathBuf)>,
+    dir: tempfile::TempDir,
+}
+
+/// A free loopback port.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A test CA and a certificate it signed for `localhost` and 127.0.0.1, written to `dir` as
+/// `ca.pem`, `cert.pem` and `key.pem`.
+fn certificates(dir: &std::path::Path) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "msgbench test CA");
+    let ca = ca.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".into()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(dir.join("cert.pem"), leaf.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
 }
 
 impl Nginx {
     fn start() -> Nginx {
+        Nginx::start_with("", false)
+    }
+
+    /// nginx with `extra` in its server blocks, and a TLS port too when `tls`.
+    fn start_with(extra: &str, tls: bool) -> Nginx {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("www");
         std::fs::create_dir_all(&root).unwrap();
         std::fs::write(root.join("small.txt"), "hello from nginx\n").unwrap();
         std::fs::write(root.join("large.bin"), vec![b'x'; 256 * 1024]).unwrap();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
+        let tls_port = free_port();
+        let tls_server = if tls {
+            certificates(dir.path());
+            format!(
+                " server {{\n  listen 127.0.0.1:{tls_port} ssl;\n  ssl_certificate {d}/cert.pem;\n  ssl_certificate_key {d}/key.pem;\n  root {root};\n{extra} }}\n",
+                d = dir.path().display(),
+                root = root.display()
+            )
+        } else {
+            String::new()
+        };
         let conf = dir.path().join("nginx.conf");
         std::fs::write(
             &conf,
             format!(
-                "daemon off;\nmaster_process off;\nworker_processes 1;\nerror_log {d}/error.log;\npid {d}/nginx.pid;\nevents {{ worker_connections 1024; }}\nhttp {{\n access_log off;\n client_body_temp_path {d};\n proxy_temp_path {d};\n fastcgi_temp_path {d};\n uwsgi_temp_path {d};\n scgi_temp_path {d};\n keepalive_requests 1000000;\n server {{\n  listen 127.0.0.1:{port};\n  root {root};\n }}\n}}\n",
+                "daemon off;\nmaster_process off;\nworker_processes 1;\nerror_log {d}/error.log;\npid {d}/nginx.pid;\nevents {{ worker_connections 1024; }}\nhttp {{\n access_log off;\n client_body_temp_path {d};\n proxy_temp_path {d};\n fastcgi_temp_path {d};\n uwsgi_temp_path {d};\n scgi_temp_path {d};\n keepalive_requests 1000000;\n server {{\n  listen 127.0.0.1:{port};\n  root {root};\n{extra} }}\n{tls_server}}}\n",
                 d = dir.path().display(),
                 root = root.display()
             ),
@@ -232,8 +274,9 @@ impl Nginx {
             .spawn()
             .unwrap();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let tls_addr: SocketAddr = format!("127.0.0.1:{tls_port}").parse().unwrap();
         for _ in 0..100 {
-            if TcpStream::connect(addr).is_ok() {
+            if TcpStream::connect(addr).is_ok() && (!tls || TcpStream::connect(tls_addr).is_ok()) {
                 break;
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -241,7 +284,8 @@ impl Nginx {
         Nginx {
             child,
             addr,
-            _dir: dir,
+            tls: tls.then(|| (tls_addr, dir.path().join("ca.pem"))),
+            dir,
         }
     }
 }
@@ -273,4 +317,103 @@ fn nginx_serves_static_files_keep_alive_and_pipelined_with_its_404s_counted() {
         "{:?}",
         r.faults
     );
+}
+
+// ---- TLS and connections the server closes ----
+
+const TLS_RUN: &str = "system = \"http\"\n[run]\nduration = \"400ms\"\nwarmup = \"100ms\"\n[pacing]\nmode = \"rate\"\nper_sec = 2000\n[client]\nconnections = 3\n[http.requests.small]\npath = \"/small.txt\"\nexpect = \"nginx\"\n";
+
+#[test]
+fn nginx_over_tls_verifies_against_the_test_ca_and_times_handshakes_apart() {
+    let nginx = Nginx::start_with("", true);
+    let (addr, ca) = nginx.tls.clone().unwrap();
+    let r = &run(
+        TLS_RUN,
+        &[
+            &format!("http.url=\"https://{addr}\""),
+            &format!("http.ca_file=\"{}\"", ca.display()),
+        ],
+    )[0];
+    assert_accounted(r);
+    assert!(
+        r.counters.delivered > 500,
+        "{:?} {:?}",
+        r.counters,
+        r.faults
+    );
+    assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
+    let c = &r.faults.connections;
+    assert_eq!(c.tls_handshakes, 3, "one per connection: {c:?}");
+    assert!(c.tls_handshake_ns_max > 0 && c.tls_handshake_ns_total >= c.tls_handshake_ns_max);
+    assert!(r
+        .warnings
+        .iter()
+        .all(|w| !w.to_string().contains("not verified")));
+}
+
+#[test]
+fn a_certificate_that_does_not_verify_fails_the_run_with_the_fix() {
+    let nginx = Nginx::start_with("", true);
+    let (addr, _) = nginx.tls.clone().unwrap();
+    let url = format!("http.url=\"https://{addr}\"");
+    let (outcome, _dir) = try_run(TLS_RUN, &[&url]);
+    let e = outcome.unwrap_err().to_string();
+    assert!(
+        e.contains("certificate") && e.contains("http.ca_file"),
+        "{e}"
+    );
+    assert!(e.contains("http.insecure"), "{e}");
+    // A CA file that is not the signer fails the same way.
+    let other = tempfile::tempdir().unwrap();
+    certificates(other.path());
+    let ca = format!("http.ca_file=\"{}\"", other.path().join("ca.pem").display());
+    let (outcome, _dir) = try_run(TLS_RUN, &[&url, &ca]);
+    let e = outcome.unwrap_err().to_string();
+    assert!(
+        e.contains("UnknownIssuer") || e.contains("BadSignature"),
+        "{e}"
+    );
+    // Skipping verification measures, and says so.
+    let r = &run(TLS_RUN, &[&url, "http.insecure=true"])[0];
+    assert_accounted(r);
+    assert!(r.counters.delivered > 500);
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.to_string().contains("not verified")),
+        "{:?}",
+        r.warnings
+    );
+    // Plain HTTP to the TLS port, and TLS to the plain port: a fault or a clear message.
+    let (outcome, _dir) = try_run(TLS_RUN, &[&format!("http.url=\"https://{}\"", nginx.addr)]);
+    let e = outcome.unwrap_err().to_string();
+    assert!(e.contains("TLS handshake"), "{e}");
+    assert!(nginx.dir.path().exists());
+}
+
+#[test]
+fn connections_nginx_closes_are_reopened_and_counted_not_failed() {
+    // nginx says `Connection: close` on every 10th response of a connection.
+    let nginx = Nginx::start_with("  keepalive_requests 10;\n", true);
+    let plain = format!("http.url=\"http://{}\"", nginx.addr);
+    let tls = format!("http.url=\"https://{}\"", nginx.tls.as_ref().unwrap().0);
+    for args in [
+        vec![plain.as_str()],
+        vec![tls.as_str(), "http.insecure=true"],
+    ] {
+        let url = args[0];
+        let r = &run(TLS_RUN, &args)[0];
+        assert_accounted(r);
+        assert_eq!(r.counters.failed, 0, "{url}: {:?}", r.faults);
+        assert_eq!(r.faults.total(), 0, "{url}: {:?}", r.faults);
+        let closed = r.faults.connections.closed_by_server;
+        assert!(
+            closed >= (r.counters.delivered / 10).saturating_sub(3) && closed > 0,
+            "{url}: {closed} of {:?}",
+            r.counters
+        );
+        if url.contains("https") {
+            assert_eq!(r.faults.connections.tls_handshakes, 3 + closed);
+        }
+    }
 }

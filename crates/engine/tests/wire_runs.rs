@@ -35,6 +35,7 @@ impl Wire for LineWire {
             id: Some(id),
             size: end + 1,
             ok: true,
+            closes: false,
         }))
     }
 }
@@ -91,6 +92,7 @@ fn a_new_protocol_needs_only_its_wire_format() {
         shares: vec![1.0],
         make_wire: |_| LineWire,
         hint: "(the test's line server)",
+        connector: (),
     };
     let ctx = RunContext {
         stop: Arc::new(AtomicBool::new(false)),

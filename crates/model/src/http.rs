@@ -9,8 +9,15 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpSpec {
-    /// The server: `http://host:port` (plain HTTP/1.1; `https://` is not supported yet).
+    /// The server: `http://host[:port]` or `https://host[:port]` (HTTP/1.1, over TLS for
+    /// https; the port defaults to 80 or 443).
     pub url: String,
+    /// https: a PEM file of CA certificates the server's certificate may chain to, besides the
+    /// Mozilla roots compiled in (for a private or test CA).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<String>,
+    /// https: take any certificate, unverified (the report says so). Off by default.
+    pub insecure: bool,
     /// Statuses that count as delivered; empty: every 2xx. Any other status is a failed
     /// request, counted by status line.
     pub accept: Vec<u16>,
@@ -25,6 +32,8 @@ impl Default for HttpSpec {
     fn default() -> Self {
         HttpSpec {
             url: String::new(),
+            ca_file: None,
+            insecure: false,
             accept: Vec::new(),
             max_response: 64 << 20,
             requests: BTreeMap::new(),
@@ -84,11 +93,24 @@ pub struct HttpRequest {
     pub expect: Option<Vec<u8>>,
 }
 
+/// How an https server is reached.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TlsConfig {
+    /// The name its certificate must carry (the URL's host, without port).
+    pub server_name: String,
+    /// Extra CA certificates (PEM).
+    pub ca_file: Option<String>,
+    /// No verification at all.
+    pub insecure: bool,
+}
+
 /// Validated `[http]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HttpConfig {
     /// `host:port` to connect to.
     pub address: String,
+    /// https: how; `None` for plain http.
+    pub tls: Option<TlsConfig>,
     /// The URL as given.
     pub url: String,
     /// Delivered statuses (empty: 2xx).
@@ -113,22 +135,29 @@ impl HttpConfig {
 /// Why a URL cannot be measured, and how to write it.
 type UrlError = (String, &'static str);
 
-/// `host:port` and the `Host` header from `http://host[:port][/…]`.
-fn parse_url(url: &str) -> Result<(String, String), UrlError> {
-    const FIX: &str = "write it like \"http://127.0.0.1:8080\"";
+/// A URL's parts msgbench needs.
+struct Url {
+    /// `host:port` to connect to.
+    address: String,
+    /// The `Host` header (the authority as written).
+    authority: String,
+    /// The host alone (the name a certificate carries).
+    host: String,
+    /// `https://`.
+    tls: bool,
+}
+
+/// The parts of `http[s]://host[:port][/…]`.
+fn parse_url(url: &str) -> Result<Url, UrlError> {
+    const FIX: &str = "write it like \"http://127.0.0.1:8080\" or \"https://api.example.com\"";
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(("has no scheme".into(), FIX));
     };
-    match scheme.to_ascii_lowercase().as_str() {
-        "http" => {}
-        "https" => {
-            return Err((
-                "is https://, which msgbench does not speak yet (TLS is planned)".into(),
-                "measure a plain http:// endpoint",
-            ))
-        }
-        other => return Err((format!("has the scheme `{other}`, not http"), FIX)),
-    }
+    let tls = match scheme.to_ascii_lowercase().as_str() {
+        "http" => false,
+        "https" => true,
+        other => return Err((format!("has the scheme `{other}`, not http or https"), FIX)),
+    };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     if authority.is_empty() || authority.contains('@') {
         return Err(("has no host (or has credentials)".into(), FIX));
@@ -146,9 +175,19 @@ fn parse_url(url: &str) -> Result<(String, String), UrlError> {
     let address = if has_port {
         authority.to_string()
     } else {
-        format!("{authority}:80")
+        format!("{authority}:{}", if tls { 443 } else { 80 })
     };
-    Ok((address, authority.to_string()))
+    let host = if has_port {
+        authority.rsplit_once(':').map_or(authority, |(h, _)| h)
+    } else {
+        authority
+    };
+    Ok(Url {
+        address,
+        authority: authority.to_string(),
+        host: host.to_string(),
+        tls,
+    })
 }
 
 /// An HTTP token (method, header name): visible ASCII without separators.
@@ -167,8 +206,10 @@ impl HttpSpec {
                 "give the server, e.g. url = \"http://127.0.0.1:8080\"",
             ));
         }
-        let (address, host) = parse_url(&self.url)
+        let url = parse_url(&self.url)
             .map_err(|(why, fix)| invalid("http.url", format!("\"{}\" {why}", self.url), fix))?;
+        let tls = self.tls(&url, invalid)?;
+        let host = url.authority;
         if let Some(bad) = self.accept.iter().find(|s| !(100..=999).contains(*s)) {
             return Err(invalid(
                 "http.accept",
@@ -197,12 +238,57 @@ impl HttpSpec {
             requests.push(r.render(&host, name, share, &field, invalid)?);
         }
         Ok(HttpConfig {
-            address,
+            address: url.address,
+            tls,
             url: self.url.clone(),
             accept: self.accept.clone(),
             max_response: self.max_response as usize,
             requests,
         })
+    }
+}
+
+impl HttpSpec {
+    /// The TLS settings of an https URL; a TLS option with a plain URL is refused.
+    fn tls(&self, url: &Url, invalid: &Invalid) -> Result<Option<TlsConfig>, ScenarioError> {
+        if !url.tls {
+            let given = if self.insecure {
+                Some("http.insecure")
+            } else if self.ca_file.is_some() {
+                Some("http.ca_file")
+            } else {
+                None
+            };
+            return match given {
+                Some(field) => Err(invalid(
+                    field,
+                    format!("is given for the plain URL \"{}\"", self.url),
+                    "TLS options apply to https:// URLs; remove it or use https://",
+                )),
+                None => Ok(None),
+            };
+        }
+        if let Some(path) = &self.ca_file {
+            if self.insecure {
+                return Err(invalid(
+                    "http.ca_file",
+                    "is given with insecure = true".into(),
+                    "verify against the CA file or skip verification, not both",
+                ));
+            }
+            std::fs::metadata(path).map_err(|e| {
+                invalid(
+                    "http.ca_file",
+                    format!("is \"{path}\", which cannot be read ({e})"),
+                    "give a PEM file of CA certificates (relative paths start where msgbench runs)",
+                )
+            })?;
+        }
+        Ok(Some(TlsConfig {
+            server_name: url.host.clone(),
+            ca_file: self.ca_file.clone(),
+            insecure: self.insecure,
+        }))
     }
 }
 
@@ -311,6 +397,17 @@ mod tests {
             "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
         );
         assert!(http(&d).accepts(204) && !http(&d).accepts(404));
+        assert_eq!(http(&d).tls, None);
+        let t = valid("system = \"http\"\n[http]\nurl = \"https://api.example.com/v1\"\n");
+        assert_eq!(http(&t).address, "api.example.com:443");
+        let tls = http(&t).tls.as_ref().unwrap();
+        assert_eq!(
+            (tls.server_name.as_str(), tls.insecure),
+            ("api.example.com", false)
+        );
+        let p = valid("system = \"http\"\n[http]\nurl = \"https://[::1]:8443\"\ninsecure = true\n");
+        assert_eq!(http(&p).address, "[::1]:8443");
+        assert_eq!(http(&p).tls.as_ref().unwrap().server_name, "[::1]");
     }
 
     #[test]
@@ -319,7 +416,11 @@ mod tests {
             ("", "http.url"),
             ("url = \"127.0.0.1:80\"\n", "http.url"),
             ("url = \"ftp://x:21\"\n", "http.url"),
-            ("url = \"https://x\"\n", "http.url"),
+            ("url = \"http://x\"\ninsecure = true\n", "http.insecure"),
+            (
+                "url = \"https://x\"\nca_file = \"/no/such.pem\"\n",
+                "http.ca_file",
+            ),
             ("url = \"http://x:0\"\n", "http.url"),
             ("url = \"http://x\"\naccept = [42]\n", "http.accept"),
             (

@@ -192,6 +192,51 @@ pub struct Faults {
     /// the rest counted under [`ErrorCount::OTHER`]. Empty when the system has none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<ErrorCount>,
+    /// How the connections were used: not faults, but carried with them because they are
+    /// counted in the same place (a driver's connection loop) and merged the same way.
+    #[serde(skip_serializing_if = "Connections::is_empty")]
+    pub connections: Connections,
+}
+
+/// How a request/response run's connections were used, apart from its faults: reopenings the
+/// server asked for (`Connection: close`) and TLS handshakes, whose time is kept out of every
+/// request's latency.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Connections {
+    /// Connections the server closed after a response that announced it (`Connection:
+    /// close`, or HTTP/1.0 without keep-alive); each was reopened at once, and the response
+    /// that announced it counted as delivered.
+    pub closed_by_server: u64,
+    /// TLS handshakes completed (the first connections and every reopening).
+    pub tls_handshakes: u64,
+    /// Their total time, ns (TCP connect excluded).
+    pub tls_handshake_ns_total: u64,
+    /// The longest one, ns.
+    pub tls_handshake_ns_max: u64,
+}
+
+impl Connections {
+    /// Nothing to say.
+    pub fn is_empty(&self) -> bool {
+        *self == Connections::default()
+    }
+
+    /// Counts one TLS handshake that took `ns`.
+    pub fn add_handshake(&mut self, ns: u64) {
+        self.tls_handshakes += 1;
+        self.tls_handshake_ns_total += ns;
+        self.tls_handshake_ns_max = self.tls_handshake_ns_max.max(ns);
+    }
+}
+
+impl AddAssign for Connections {
+    fn add_assign(&mut self, o: Connections) {
+        self.closed_by_server += o.closed_by_server;
+        self.tls_handshakes += o.tls_handshakes;
+        self.tls_handshake_ns_total += o.tls_handshake_ns_total;
+        self.tls_handshake_ns_max = self.tls_handshake_ns_max.max(o.tls_handshake_ns_max);
+    }
 }
 
 /// How many error replies carried one message.
@@ -262,6 +307,7 @@ impl AddAssign for Faults {
         self.protocol_errors += o.protocol_errors;
         self.server_errors += o.server_errors;
         self.handshake_failures += o.handshake_failures;
+        self.connections += o.connections;
         for e in o.errors {
             ErrorCount::add(&mut self.errors, &e.message, e.count);
         }

@@ -21,6 +21,28 @@ pub fn line(r: &RunResult) -> Option<String> {
     Some(format!("{} failed: {what}", r.counters.failed))
 }
 
+/// How the run's connections were used, in one line, when there is something to say: the
+/// reopenings the server asked for and the TLS handshakes (timed apart from every latency).
+pub fn connections_line(r: &RunResult) -> Option<String> {
+    let c = &r.faults.connections;
+    let mut parts = Vec::new();
+    if c.closed_by_server > 0 {
+        parts.push(format!(
+            "{} closed by the server as announced (`Connection: close`) and reopened",
+            c.closed_by_server
+        ));
+    }
+    if c.tls_handshakes > 0 {
+        parts.push(format!(
+            "{} TLS handshakes, mean {}, longest {} (apart from request latency)",
+            c.tls_handshakes,
+            crate::format::duration_ns(c.tls_handshake_ns_total / c.tls_handshakes),
+            crate::format::duration_ns(c.tls_handshake_ns_max)
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
 /// The faults behind failed messages, largest count first within each kind: error replies by
 /// message, then the connection-level kinds.
 fn causes(f: &Faults) -> Vec<String> {

@@ -60,6 +60,14 @@ pub fn render(
             }
         }
     }
+    if runs.iter().any(|r| !r.faults.connections.is_empty()) {
+        out.push_str("\n## Connections\n\n");
+        for r in runs {
+            if let Some(line) = crate::faults::connections_line(r) {
+                out.push_str(&format!("- {}: {line}\n", r.run_id));
+            }
+        }
+    }
     out.push_str("\n## Validity\n\n");
     let invalid = crate::validity::invalid_runs(runs);
     for (id, reasons) in &invalid {

@@ -85,6 +85,16 @@ pub fn table_for_width(results: &[RunResult], width: Option<usize>) -> String {
             out.push_str(&format!("  {run}: {line}\n"));
         }
     }
+    let connections: Vec<(&str, String)> = results
+        .iter()
+        .filter_map(|r| crate::faults::connections_line(r).map(|l| (r.run_id.as_str(), l)))
+        .collect();
+    if !connections.is_empty() {
+        out.push_str("\nconnections:\n");
+        for (run, line) in connections {
+            out.push_str(&format!("  {run}: {line}\n"));
+        }
+    }
     out.push_str(&grouped_warnings(results));
     out
 }

@@ -1,5 +1,5 @@
 //! Request/response over a byte stream, for any protocol with a [`Wire`] (`rpc`, `redis`) and
-//! any [`Transport`] (plain TCP today; TLS slots in here).
+//! any [`Transport`] (plain TCP, or TLS: [`super::tls`]).
 //!
 //! `threads` event loops (mio, one per thread, optionally pinned), each owning `connections`
 //! connections. Every connection has its own [`Launcher`] (pacing and `when_full`, see
@@ -51,6 +51,9 @@ pub struct Response {
     pub size: usize,
     /// False for an error reply (the request failed).
     pub ok: bool,
+    /// The server closes the connection after it (HTTP's `Connection: close`): the driver
+    /// reopens it at once, which is counted but is not a fault.
+    pub closes: bool,
 }
 
 /// A protocol, as the driver needs it.
@@ -71,12 +74,30 @@ pub trait Wire: Send {
 /// A connection's byte stream, as the driver needs it: non-blocking reads and writes, an event
 /// source for mio, and a way to connect.
 pub trait Transport: Read + Write + mio::event::Source + Send + Sized {
-    /// Connects to `address` within `timeout`, ready for non-blocking use.
-    fn connect(address: SocketAddr, timeout: Duration) -> io::Result<Self>;
+    /// What every connection is opened with (nothing for TCP, a TLS configuration for TLS).
+    type Connector: Sync;
+    /// Connects to `address` within `timeout`, ready for non-blocking use. An error of kind
+    /// `InvalidData` is a handshake that failed (its text says why), not a refused address.
+    fn connect(
+        connector: &Self::Connector,
+        address: SocketAddr,
+        timeout: Duration,
+    ) -> io::Result<Self>;
+    /// How long the connection's handshake took, once (TLS; `None` for TCP).
+    fn take_handshake_ns(&mut self) -> Option<u64> {
+        None
+    }
+    /// The transport holds bytes written to it that the socket did not take yet: the driver
+    /// keeps asking for writability and flushes it.
+    fn wants_write(&self) -> bool {
+        false
+    }
 }
 
 impl Transport for TcpStream {
-    fn connect(address: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+    type Connector = ();
+
+    fn connect(_: &(), address: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
         let s = std::net::TcpStream::connect_timeout(&address, timeout)?;
         s.set_nodelay(true)?;
         s.set_nonblocking(true)?;
@@ -85,7 +106,7 @@ impl Transport for TcpStream {
 }
 
 /// What to drive: the scenario, where, and the protocol.
-pub struct Plan<'a, F> {
+pub struct Plan<'a, F, C = ()> {
     /// The scenario (timeline, pacing).
     pub scenario: &'a Scenario,
     /// Threads, connections, window, policies.
@@ -98,10 +119,13 @@ pub struct Plan<'a, F> {
     pub make_wire: F,
     /// How to get a server there, for the error when nothing accepts connections.
     pub hint: &'static str,
+    /// What the transport opens connections with (`()` for TCP).
+    pub connector: C,
 }
 
 /// Everything threads share.
-struct Shared<'a> {
+struct Shared<'a, C> {
+    connector: C,
     scenario: &'a Scenario,
     client: &'a ClientConfig,
     address: SocketAddr,
@@ -110,7 +134,7 @@ struct Shared<'a> {
     stop: RunStop<'a>,
 }
 
-impl Shared<'_> {
+impl<C> Shared<'_, C> {
     /// The rules every connection's launcher follows.
     fn rules(&self) -> Rules<'_> {
         Rules {
@@ -125,7 +149,7 @@ impl Shared<'_> {
 /// Runs the driver. `sut_cpu_ns` reads the system under test's CPU (at the measured span's
 /// edges, from this thread).
 pub fn drive<W: Wire, T: Transport>(
-    plan: Plan<'_, impl Fn(usize) -> W>,
+    plan: Plan<'_, impl Fn(usize) -> W, T::Connector>,
     ctx: &RunContext,
     sut_cpu_ns: &dyn Fn() -> Option<u64>,
 ) -> Result<DriverOutput, EngineError> {
@@ -133,6 +157,7 @@ pub fn drive<W: Wire, T: Transport>(
     let mut streams = connect_all::<T>(&plan)?.into_iter();
     let timeline = Timeline::from_now(&plan.scenario.run);
     let shared = Shared {
+        connector: plan.connector,
         scenario: plan.scenario,
         client,
         address: plan.address,
@@ -142,20 +167,25 @@ pub fn drive<W: Wire, T: Transport>(
     };
     let mut collector = timeline.collector(&plan.scenario.run, shared.shares.len(), client.threads);
     let loops: Vec<ThreadLoop<W, T>> = (0..client.threads)
-        .map(|t| ThreadLoop {
-            shared: &shared,
-            index: t,
-            conns: (0..client.connections)
+        .map(|t| {
+            let mut faults = Faults::default();
+            let conns = (0..client.connections)
                 .map(|c| {
                     let index = t * client.connections + c;
-                    let stream = streams.next().expect("one stream per connection");
+                    let mut stream = streams.next().expect("one stream per connection");
+                    count_handshake(&mut stream, &mut faults);
                     Conn::new(stream, (plan.make_wire)(index), &shared, index)
                 })
-                .collect(),
-            rec: collector.recorder(true),
-            faults: Faults::default(),
-            clock: MonotonicClock::new(client.spin_ns),
-            budget: Budget::share(plan.scenario.run.operations, client.threads, t),
+                .collect();
+            ThreadLoop {
+                shared: &shared,
+                index: t,
+                conns,
+                rec: collector.recorder(true),
+                faults,
+                clock: MonotonicClock::new(client.spin_ns),
+                budget: Budget::share(plan.scenario.run.operations, client.threads, t),
+            }
         })
         .collect();
     let collecting = collector.start(ctx.live.clone());
@@ -194,16 +224,34 @@ pub fn drive<W: Wire, T: Transport>(
 
 /// Connects everything first, on this thread: a refused address fails the run before it
 /// starts, with one clear message.
-fn connect_all<T: Transport>(plan: &Plan<'_, impl Sized>) -> Result<Vec<T>, EngineError> {
+fn connect_all<T: Transport>(
+    plan: &Plan<'_, impl Sized, T::Connector>,
+) -> Result<Vec<T>, EngineError> {
     (0..plan.client.total_connections())
         .map(|_| {
-            T::connect(plan.address, CONNECT_TIMEOUT).map_err(|source| EngineError::Connect {
-                address: plan.address.to_string(),
-                source,
-                hint: plan.hint.to_string(),
+            T::connect(&plan.connector, plan.address, CONNECT_TIMEOUT).map_err(|source| {
+                if source.kind() == io::ErrorKind::InvalidData {
+                    EngineError::Handshake {
+                        address: plan.address.to_string(),
+                        problem: source.to_string(),
+                    }
+                } else {
+                    EngineError::Connect {
+                        address: plan.address.to_string(),
+                        source,
+                        hint: plan.hint.to_string(),
+                    }
+                }
             })
         })
         .collect()
+}
+
+/// Counts a new connection's handshake (TLS), apart from any request's latency.
+fn count_handshake<T: Transport>(stream: &mut T, faults: &mut Faults) {
+    if let Some(ns) = stream.take_handshake_ns() {
+        faults.connections.add_handshake(ns);
+    }
 }
 
 struct Conn<W, T> {
@@ -218,10 +266,13 @@ struct Conn<W, T> {
     in_flight: InFlight,
     launcher: Launcher,
     reconnect_at: u64,
+    /// The server closed the connection as it said it would: reopen it whatever
+    /// `client.on_error` says.
+    reopen: bool,
 }
 
 impl<W: Wire, T: Transport> Conn<W, T> {
-    fn new(stream: T, wire: W, shared: &Shared, index: usize) -> Self {
+    fn new<C>(stream: T, wire: W, shared: &Shared<C>, index: usize) -> Self {
         Conn {
             stream: Some(stream),
             wire,
@@ -239,12 +290,13 @@ impl<W: Wire, T: Transport> Conn<W, T> {
                 (index, shared.client.total_connections()),
             ),
             reconnect_at: 0,
+            reopen: false,
         }
     }
 }
 
-struct ThreadLoop<'a, W, T> {
-    shared: &'a Shared<'a>,
+struct ThreadLoop<'a, W, T: Transport> {
+    shared: &'a Shared<'a, T::Connector>,
     index: usize,
     conns: Vec<Conn<W, T>>,
     rec: Recorder,
@@ -464,16 +516,25 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
     }
 
     fn reconnect(&mut self, i: usize, now: u64, poll: &Poll) {
-        if self.shared.client.on_error != OnError::Reconnect {
+        if self.shared.client.on_error != OnError::Reconnect && !self.conns[i].reopen {
             return;
         }
-        let connected = T::connect(self.shared.address, RECONNECT_TIMEOUT).and_then(|mut s| {
+        let connected = T::connect(
+            &self.shared.connector,
+            self.shared.address,
+            RECONNECT_TIMEOUT,
+        )
+        .and_then(|mut s| {
             poll.registry()
                 .register(&mut s, Token(i), Interest::READABLE)?;
             Ok(s)
         });
         match connected {
-            Ok(s) => self.conns[i].stream = Some(s),
+            Ok(mut s) => {
+                count_handshake(&mut s, &mut self.faults);
+                self.conns[i].stream = Some(s);
+                self.conns[i].reopen = false;
+            }
             _ => {
                 self.faults.connect_failures += 1;
                 self.conns[i].reconnect_at = now + RECONNECT_NS;
@@ -495,11 +556,17 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
                 Err(_) => return self.fail(i, Failure::Closed, poll),
             }
         }
-        let pending = c.wpos < c.wbuf.len();
-        if !pending {
+        if c.wpos == c.wbuf.len() {
             c.wbuf.clear();
             c.wpos = 0;
+            match stream.flush() {
+                Err(e) if e.kind() != io::ErrorKind::WouldBlock => {
+                    return self.fail(i, Failure::Closed, poll)
+                }
+                _ => {}
+            }
         }
+        let pending = c.wpos < c.wbuf.len() || stream.wants_write();
         if pending != c.want_write {
             c.want_write = pending;
             let interest = if pending {
@@ -571,6 +638,9 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
                     return self.fail(i, Failure::Protocol(what), poll);
                 };
                 record_response(&mut self.rec, &mut self.faults, &f, response.ok, now);
+                if response.closes {
+                    return self.close_as_announced(i, poll);
+                }
             }
             let c = &mut self.conns[i];
             if c.rstart == c.rend {
@@ -578,6 +648,29 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
                 c.rend = 0;
             }
         }
+    }
+
+    /// The server said it closes connection `i` after the response just read: reopen it at
+    /// once. Requests sent after that response cannot be answered on it; they fail as on a
+    /// closed connection.
+    fn close_as_announced(&mut self, i: usize, poll: &Poll) {
+        self.faults.connections.closed_by_server += 1;
+        let now = crate::clock::now_ns();
+        if self.conns[i].in_flight.in_flight() == 0 {
+            let c = &mut self.conns[i];
+            c.wire.reset();
+            c.rstart = 0;
+            c.rend = 0;
+            c.want_write = false;
+            if let Some(mut s) = c.stream.take() {
+                let _ = poll.registry().deregister(&mut s);
+            }
+        } else {
+            self.fail(i, Failure::Closed, poll);
+        }
+        let c = &mut self.conns[i];
+        c.reopen = true;
+        c.reconnect_at = now;
     }
 
     fn check_timeouts(&mut self, now: u64, poll: &Poll) {

@@ -18,5 +18,6 @@ pub mod launcher;
 pub mod producer_consumer;
 pub mod stream_stats;
 pub mod tick_client;
+pub mod tls;
 pub mod ws_caller;
 pub mod ws_socket;

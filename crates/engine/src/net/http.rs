@@ -20,6 +20,9 @@ pub struct Found {
     pub body: (usize, usize),
     /// The body is chunked ([`dechunk`] gives its bytes).
     pub chunked: bool,
+    /// The server closes the connection after it (`Connection: close`, or an HTTP/1.0
+    /// response without `Connection: keep-alive`).
+    pub closes: bool,
 }
 
 /// Bytes that cannot be measured as an HTTP/1.1 response.
@@ -86,12 +89,30 @@ pub fn decode(buf: &[u8], head: bool, max: usize) -> Result<Option<Found>, HttpE
         } else {
             return Err(HttpError::Unframed);
         };
+        let closes = closes(response.version, header(response.headers, "connection"));
         return Ok(end.map(|end| Found {
             size: end,
             status,
             body: (body_start, end),
             chunked,
+            closes,
         }));
+    }
+}
+
+/// Whether the server closes the connection after this response: HTTP/1.1 keeps it unless
+/// `Connection` has the `close` option, HTTP/1.0 closes it unless it has `keep-alive`.
+fn closes(version: Option<u8>, connection: Option<&[u8]>) -> bool {
+    let has = |option: &[u8]| {
+        connection.is_some_and(|v| {
+            v.split(|&b| b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(option))
+        })
+    };
+    if version == Some(0) {
+        !has(b"keep-alive")
+    } else {
+        has(b"close")
     }
 }
 
@@ -218,10 +239,27 @@ mod tests {
                 status: 503,
                 body: (0, 0),
                 chunked: false,
+                closes: false,
             },
             &mut text,
         );
         assert_eq!(text, "HTTP 503 Service Unavailable");
+    }
+
+    #[test]
+    fn a_response_says_whether_the_connection_closes_after_it() {
+        for (head, closes) in [
+            ("HTTP/1.1 200 OK\r\n", false),
+            ("HTTP/1.1 200 OK\r\nConnection: keep-alive\r\n", false),
+            ("HTTP/1.1 200 OK\r\nConnection: close\r\n", true),
+            ("HTTP/1.1 200 OK\r\nconnection: Upgrade, CLOSE\r\n", true),
+            ("HTTP/1.0 200 OK\r\n", true),
+            ("HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\n", false),
+        ] {
+            let whole = format!("{head}Content-Length: 2\r\n\r\nok");
+            let f = decode(whole.as_bytes(), false, MAX).unwrap().unwrap();
+            assert_eq!((f.closes, f.size), (closes, whole.len()), "{head}");
+        }
     }
 
     #[test]

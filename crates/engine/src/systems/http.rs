@@ -3,10 +3,11 @@
 //! driver's pacing, accounting, timeouts and `on_error`. A status outside `http.accept` (2xx by
 //! default) or a body without `expect` is a failed request, counted by status line.
 use crate::cpu::CpuSnapshot;
-use crate::drivers::byte_stream::{self, Plan, Response, Wire};
+use crate::drivers::byte_stream::{self, Plan, Response, Transport, Wire};
+use crate::drivers::tls::{TlsConnector, TlsStream};
 use crate::error::EngineError;
 use crate::harness::sut::resolve;
-use crate::harness::{Measured, NoServer, RunContext, SystemUnderTest};
+use crate::harness::{DriverOutput, Measured, NoServer, RunContext, SystemUnderTest};
 use crate::net::http;
 use mio::net::TcpStream;
 use msgbench_model::client::ClientConfig;
@@ -19,6 +20,10 @@ use std::collections::VecDeque;
 /// How to get a server where the scenario points.
 const HINT: &str = "(start it, or let the scenario start it: `[sut] command = \"exec nginx -c /path/nginx.conf\"`)";
 
+/// What a run without certificate verification says of itself.
+const INSECURE: &str =
+    "TLS certificate not verified (http.insecure = true): the server was not authenticated";
+
 /// Runs one `http` scenario.
 pub fn run(
     scenario: &Scenario,
@@ -29,16 +34,31 @@ pub fn run(
 ) -> Result<Measured, EngineError> {
     let process_before = CpuSnapshot::process();
     let mut server = SystemUnderTest::<NoServer>::external(sut, &ctx.stop)?;
-    let plan = Plan {
+    let address = resolve(&config.address)?;
+    let on = Target {
         scenario,
         client,
-        address: resolve(&config.address)?,
-        shares: config.requests.iter().map(|r| r.share).collect(),
-        make_wire: |_| HttpWire::new(config),
-        hint: HINT,
+        config,
+        address,
     };
-    let out = byte_stream::drive::<_, TcpStream>(plan, ctx, &|| server.cpu_ns())?;
-    let notes = server.process_notes();
+    let cpu = || server.cpu_ns();
+    let out = match &config.tls {
+        None => on.drive::<TcpStream>((), ctx, &cpu)?,
+        Some(tls) => {
+            let connector =
+                TlsConnector::new(&tls.server_name, tls.ca_file.as_deref(), tls.insecure).map_err(
+                    |problem| EngineError::Handshake {
+                        address: config.address.clone(),
+                        problem,
+                    },
+                )?;
+            on.drive::<TlsStream>(connector, ctx, &cpu)?
+        }
+    };
+    let mut notes = server.process_notes();
+    if config.tls.as_ref().is_some_and(|t| t.insecure) {
+        notes.push(INSECURE.to_string());
+    }
     Ok(Measured::from_driver(
         out,
         config.requests.iter().map(|r| r.name.clone()).collect(),
@@ -46,6 +66,35 @@ pub fn run(
         scenario.system.describe(),
         notes,
     ))
+}
+
+/// Where the requests go.
+struct Target<'a> {
+    scenario: &'a Scenario,
+    client: &'a ClientConfig,
+    config: &'a HttpConfig,
+    address: std::net::SocketAddr,
+}
+
+impl Target<'_> {
+    /// Drives the run over transport `T` (TCP or TLS).
+    fn drive<T: Transport>(
+        &self,
+        connector: T::Connector,
+        ctx: &RunContext,
+        cpu: &dyn Fn() -> Option<u64>,
+    ) -> Result<DriverOutput, EngineError> {
+        let plan = Plan {
+            scenario: self.scenario,
+            client: self.client,
+            address: self.address,
+            shares: self.config.requests.iter().map(|r| r.share).collect(),
+            make_wire: |_| HttpWire::new(self.config),
+            hint: HINT,
+            connector,
+        };
+        byte_stream::drive::<_, T>(plan, ctx, cpu)
+    }
 }
 
 /// Sends the mix's prepared requests; finds each response and judges it.
@@ -124,6 +173,7 @@ impl Wire for HttpWire<'_> {
             id: None,
             size: found.size,
             ok,
+            closes: found.closes,
         }))
     }
 

@@ -40,6 +40,7 @@ pub fn run(
         shares: redis.ops.iter().map(|o| o.1).collect(),
         make_wire: |i| RedisWire::new(redis, scenario.run.seed, i),
         hint: HINT,
+        connector: (),
     };
     let out = byte_stream::drive::<_, TcpStream>(plan, ctx, &|| server.cpu_ns())?;
     let mut notes = server.process_notes();
@@ -142,6 +143,7 @@ impl Wire for RedisWire {
                     id: None,
                     size,
                     ok: reply == Reply::Ok,
+                    closes: false,
                 }))
             }
             Ok(None) => Ok(None),

@@ -51,6 +51,7 @@ pub fn run(
         shares: rpc.ops.iter().map(|o| o.share).collect(),
         make_wire: |i| RpcWire::new(rpc, scenario.run.seed, i),
         hint: HINT,
+        connector: (),
     };
     let out = byte_stream::drive::<_, TcpStream>(plan, ctx, &|| server.cpu_ns())?;
     let mut notes = server.process_notes();
@@ -128,6 +129,7 @@ impl Wire for RpcWire {
                 id: Some(h.id),
                 size,
                 ok: true,
+                closes: false,
             })),
             Ok(None) => Ok(None),
             Err(e) => Err(e.to_string()),
