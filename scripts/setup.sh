@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests and benchmarks need beyond a Rust toolchain, from Debian's packages:
 # redis-server and redis-tools (redis-benchmark), chromium for the browser tick clients and the
-# report's browser check, and nginx (nginx-light) for the http system's tests. Idempotent: does nothing when present.
+# report's browser check, nginx (nginx-light) for the http system's tests and wrk, the HTTP
+# peer of the benchmarks and of the coordinated-omission test. Idempotent: does nothing when
+# present.
 # msgbench never relies on a running Redis: tests and examples start their own on loopback.
 set -euo pipefail
 need=()
@@ -9,6 +11,7 @@ command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-benchmark >/dev/null || need+=(redis-tools)
 command -v chromium >/dev/null || need+=(chromium)
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
+command -v wrk >/dev/null || need+=(wrk)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -eq 0 ]; then

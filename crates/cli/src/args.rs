@@ -89,6 +89,37 @@ pub enum ServeCommand {
     ///
     /// Example: msgbench serve ws-rpc --listen 127.0.0.1:8546 --method eth_chainId --result '"0x1"'
     WsRpc(ServeWsRpcArgs),
+    /// An HTTP/1.1 server whose latency is known: every request (keep-alive, pipelined in
+    /// order) gets `200 OK` and --body-bytes after --service, computed (--work busy: a thread
+    /// then serves 1/service requests a second) or waited (--work sleep), fixed or exponential.
+    /// A request's query may ask for its own: `/?service_us=250&bytes=4096&status=503`. Same
+    /// limits and stall injection as `serve rpc`. Prints what it served when it stops.
+    ///
+    /// Example: msgbench serve http --listen 127.0.0.1:8080 --service 200us --work sleep --stall-every 2s --stall-for 500ms --for 60s
+    Http(ServeHttpArgs),
+}
+
+/// `msgbench serve http`.
+#[derive(Debug, Args)]
+pub struct ServeHttpArgs {
+    /// Address to listen on (port 0: any free port; the chosen one is printed).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    /// Service time of a request (the mean when --distribution exponential), e.g. 200us.
+    #[arg(long, value_name = "DURATION", default_value = "0")]
+    pub service: String,
+    /// fixed or exponential service times.
+    #[arg(long, value_name = "KIND", default_value = "fixed")]
+    pub distribution: String,
+    /// busy (a server thread computes for the service time) or sleep (a timer holds the
+    /// response; a thread serves any number at once).
+    #[arg(long, value_name = "KIND", default_value = "busy")]
+    pub work: String,
+    /// Response body size, bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 13)]
+    pub body_bytes: u32,
+    #[command(flatten)]
+    pub server: RequestServerArgs,
 }
 
 /// `msgbench serve ws-rpc`.
@@ -199,10 +230,17 @@ pub struct ServeRpcArgs {
     /// Address to listen on (port 0: any free port; the chosen one is printed).
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:7000")]
     pub listen: String,
+    #[command(flatten)]
+    pub server: RequestServerArgs,
+}
+
+/// Threads, limits and fault injection of the request servers (`serve rpc`, `serve http`).
+#[derive(Debug, Args)]
+pub struct RequestServerArgs {
     /// Server threads; connections are dealt to them round-robin.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub threads: u32,
-    /// Largest request frame accepted, bytes; a client sending a larger one is disconnected.
+    /// Largest request accepted, bytes; a client sending a larger one is disconnected.
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     pub max_frame: u32,
     /// Most connections open at once; more are closed on accept.

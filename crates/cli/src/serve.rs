@@ -1,13 +1,17 @@
 //! `msgbench serve …`: the built-in servers in the foreground, so that other clients (or
 //! another msgbench) can be measured against them. Each runs until Ctrl-C or `--for`, then prints
 //! what it counted.
-use crate::args::{ServeCommand, ServeRpcArgs, ServeTicksArgs, ServeWsRpcArgs};
+use crate::args::{
+    RequestServerArgs, ServeCommand, ServeHttpArgs, ServeRpcArgs, ServeTicksArgs, ServeWsRpcArgs,
+};
 use crate::setup::{fail, machine_limits, on_ctrl_c};
 use crate::{EXIT_BAD_INPUT, EXIT_INTERRUPTED};
 use msgbench_engine::net::tick::Schedule;
+use msgbench_engine::server::http::HttpServerOptions;
+use msgbench_engine::server::rpc::RpcServer;
 use msgbench_engine::server::ticks::{TickServer, TickServerOptions};
 use msgbench_model::duration;
-use msgbench_model::rpc::RpcServerSpec;
+use msgbench_model::rpc::{RpcServerConfig, RpcServerSpec};
 use msgbench_model::ticks::TickServerSpec;
 use msgbench_model::{
     check::ScenarioError,
@@ -25,6 +29,7 @@ pub fn serve(command: ServeCommand) -> ExitCode {
         ServeCommand::Rpc(args) => serve_rpc(args),
         ServeCommand::Ticks(args) => serve_ticks(args),
         ServeCommand::WsRpc(args) => serve_ws_rpc(args),
+        ServeCommand::Http(args) => serve_http(args),
     }
 }
 
@@ -98,45 +103,39 @@ fn print_now(text: &str) {
     let _ = std::io::stdout().flush();
 }
 
-fn serve_rpc(args: ServeRpcArgs) -> ExitCode {
+/// The request server's configuration and how long to serve, from its flags.
+fn request_server(
+    args: &RequestServerArgs,
+    name: &str,
+) -> Result<(RpcServerConfig, Option<Duration>), String> {
+    let stall_every = args
+        .stall_every
+        .as_deref()
+        .map(|t| parse_duration("stall-every", t))
+        .transpose()?;
     let spec = RpcServerSpec {
         threads: args.threads,
         max_frame: args.max_frame,
         max_connections: args.max_connections,
-        stall_every: match args
-            .stall_every
-            .as_deref()
-            .map(|t| parse_duration("stall-every", t))
-            .transpose()
-        {
-            Ok(v) => v,
-            Err(e) => return fail(EXIT_BAD_INPUT, e),
-        },
-        stall_for: match parse_duration("stall-for", &args.stall_for) {
-            Ok(v) => v,
-            Err(e) => return fail(EXIT_BAD_INPUT, e),
-        },
-        pin: args.pin,
-        max_service: match parse_duration("max-service", &args.max_service) {
-            Ok(v) => v,
-            Err(e) => return fail(EXIT_BAD_INPUT, e),
-        },
-        idle_timeout: match parse_duration("idle-timeout", &args.idle_timeout) {
-            Ok(v) => v,
-            Err(e) => return fail(EXIT_BAD_INPUT, e),
-        },
+        stall_every,
+        stall_for: parse_duration("stall-for", &args.stall_for)?,
+        pin: args.pin.clone(),
+        max_service: parse_duration("max-service", &args.max_service)?,
+        idle_timeout: parse_duration("idle-timeout", &args.idle_timeout)?,
     };
-    let run_for = match args
+    let run_for = args
         .run_for
         .as_deref()
         .map(|t| parse_duration("for", t))
-        .transpose()
-    {
-        Ok(v) => v,
-        Err(e) => return fail(EXIT_BAD_INPUT, e),
-    };
-    let limits = machine_limits();
-    let config = match spec.validate(&limits, &flag_error("rpc", "rpc.server.")) {
+        .transpose()?;
+    let config = spec
+        .validate(&machine_limits(), &flag_error(name, "rpc.server."))
+        .map_err(|e| e.to_string())?;
+    Ok((config, run_for))
+}
+
+fn serve_rpc(args: ServeRpcArgs) -> ExitCode {
+    let (config, run_for) = match request_server(&args.server, "rpc") {
         Ok(c) => c,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
@@ -144,12 +143,73 @@ fn serve_rpc(args: ServeRpcArgs) -> ExitCode {
         Ok(a) => a,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
+    run_request_server("rpc", listen, run_for, |listen| {
+        msgbench_engine::server::rpc::RpcServer::start(&config, listen)
+    })
+}
+
+fn serve_http(args: ServeHttpArgs) -> ExitCode {
+    let options = match http_options(&args) {
+        Ok(o) => o,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    let (config, run_for) = match request_server(&args.server, "http") {
+        Ok(c) => c,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    let listen = match listen_address(&args.listen) {
+        Ok(a) => a,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    run_request_server("http", listen, run_for, |listen| {
+        msgbench_engine::server::http::start(&config, options, listen)
+    })
+}
+
+/// The HTTP server's response model from its flags.
+fn http_options(args: &ServeHttpArgs) -> Result<HttpServerOptions, String> {
+    let service = parse_duration("service", &args.service)?;
+    let exponential = match args.distribution.as_str() {
+        "fixed" => false,
+        "exponential" => true,
+        other => {
+            return Err(format!(
+                "--distribution {other}: not one of fixed, exponential"
+            ))
+        }
+    };
+    let sleep = match args.work.as_str() {
+        "busy" => false,
+        "sleep" => true,
+        other => return Err(format!("--work {other}: not one of busy, sleep")),
+    };
+    if args.body_bytes > 64 << 20 {
+        return Err(format!(
+            "--body-bytes {}: at most 67108864 (64 MiB)",
+            args.body_bytes
+        ));
+    }
+    Ok(HttpServerOptions {
+        service_ns: service.as_nanos() as u64,
+        exponential,
+        sleep,
+        body_bytes: args.body_bytes,
+    })
+}
+
+/// Starts a request server, serves until Ctrl-C or `run_for`, and prints what it counted.
+fn run_request_server(
+    name: &str,
+    listen: SocketAddr,
+    run_for: Option<Duration>,
+    start: impl FnOnce(SocketAddr) -> std::io::Result<RpcServer>,
+) -> ExitCode {
     let stop = Arc::new(AtomicBool::new(false));
     on_ctrl_c(
         stop.clone(),
         "the server closes its connections and prints what it counted",
     );
-    let server = match msgbench_engine::server::rpc::RpcServer::start(&config, listen) {
+    let server = match start(listen) {
         Ok(s) => s,
         Err(e) => {
             return fail(
@@ -159,7 +219,7 @@ fn serve_rpc(args: ServeRpcArgs) -> ExitCode {
         }
     };
     print_now(&format!(
-        "msgbench rpc server listening on {}",
+        "msgbench {name} server listening on {}",
         server.local_addr()
     ));
     let started = std::time::Instant::now();
@@ -168,7 +228,7 @@ fn serve_rpc(args: ServeRpcArgs) -> ExitCode {
     let st = &server.stats;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     println!(
-        "served {} responses on {} connections in {:.1} s, {cpu_s:.2} CPU-s; closed {} for bad frames, {} slow readers, {} idle, {} idle to admit new ones; refused {} over the connection limit, {} failed accepts; clamped {} service times",
+        "served {} responses on {} connections in {:.1} s, {cpu_s:.2} CPU-s; closed {} for bad requests, {} slow readers, {} idle, {} idle to admit new ones; refused {} over the connection limit, {} failed accepts; clamped {} service times",
         load(&st.responses),
         load(&st.accepted),
         started.elapsed().as_secs_f64(),

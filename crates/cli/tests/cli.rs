@@ -1597,7 +1597,7 @@ fn a_run_whose_calls_all_fail_shows_the_failed_count_and_the_error() {
     assert!(header.contains("failed"), "{out}");
     let line = out
         .lines()
-        .find(|l| l.contains("1000 failed:"))
+        .find(|l| l.contains("1000 failed;"))
         .unwrap_or_else(|| panic!("no failures line in {out}"));
     assert!(line.contains("JSON-RPC error -32601"), "{line}");
     let r = single_run(tmp.path());

@@ -417,3 +417,94 @@ fn connections_nginx_closes_are_reopened_and_counted_not_failed() {
         }
     }
 }
+
+// ---- the built-in server, and coordinated omission ----
+
+/// The built-in HTTP server (`msgbench serve http`) in this process.
+fn builtin(
+    stall: Option<(u64, u64)>,
+    options: msgbench_engine::server::http::HttpServerOptions,
+) -> msgbench_engine::server::rpc::RpcServer {
+    let limits = msgbench_model::rpc::RpcServerConfig {
+        stall,
+        ..Default::default()
+    };
+    msgbench_engine::server::http::start(&limits, options, "127.0.0.1:0".parse().unwrap()).unwrap()
+}
+
+#[test]
+fn the_builtin_server_answers_pipelined_requests_in_order_whatever_their_service_times() {
+    let server = builtin(
+        None,
+        msgbench_engine::server::http::HttpServerOptions {
+            sleep: true,
+            ..Default::default()
+        },
+    );
+    // A slow request ahead of fast ones on the same connection: in order, so the fast ones
+    // wait behind it (head-of-line), and the bodies tell each response's request.
+    let toml = format!(
+        "{HTTP}[client]\nconnections = 2\nwindow = 8\n[http.requests.slow]\npath = \"/?service_us=3000&bytes=7\"\nexpect = \"xxxxxxx\"\n[http.requests.fast]\npath = \"/?bytes=1\"\nweight = 3\n[http.requests.gone]\npath = \"/?status=404\"\nweight = 0.2\n"
+    );
+    let r = &run(&toml, &[&url(server.local_addr())])[0];
+    assert_accounted(r);
+    let class = |name: &str| r.classes.iter().find(|c| c.name == name).unwrap();
+    assert!(
+        class("slow").latency.p50_ns >= 3_000_000,
+        "{:?}",
+        class("slow").latency
+    );
+    assert!(
+        class("fast").latency.count > 0 && class("gone").latency.count == 0,
+        "{:?} {:?}",
+        r.classes,
+        r.faults
+    );
+    assert_eq!(r.faults.errors[0].message, "HTTP 404 Not Found");
+    assert_eq!(
+        r.faults.protocol_errors + r.faults.disconnects,
+        0,
+        "{:?}",
+        r.faults
+    );
+}
+
+#[test]
+fn stalls_reach_every_request_due_during_them_as_the_model_says() {
+    // 500 ms stalls every 2 s, 2000 requests/s open loop over 10 connections: a quarter of the
+    // requests are due during a stall and wait for its end, so latency is uniform on
+    // [0, 500 ms] for that quarter. The model: quantile q > 0.75 is 500 ms × (q − 0.75) / 0.25:
+    // p90 = 300 ms, p99 = 480 ms and p99.9 = 498 ms. A measured window of whole stall periods holds exactly
+    // that share whatever its phase.
+    let (every, stall) = (2_000_000_000u64, 500_000_000u64);
+    let server = builtin(Some((every, stall)), Default::default());
+    // The server starts its first stall now; the run's end (~5 s from now) falls between
+    // stalls, where no request is still waiting to be given up.
+    let toml = "system = \"http\"\n[run]\nduration = \"4s\"\nwarmup = \"1s\"\n[pacing]\nmode = \"rate\"\nper_sec = 2000\n[client]\nconnections = 10\n";
+    let r = &run(toml, &[&url(server.local_addr())])[0];
+    assert_accounted(r);
+    assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
+    let share = stall as f64 / every as f64;
+    let model = |q: f64| stall as f64 * (q - (1.0 - share)) / share;
+    for (name, measured, q) in [
+        ("p90", r.latency.p90_ns, 0.9),
+        ("p99", r.latency.p99_ns, 0.99),
+        ("p99.9", r.latency.p999_ns, 0.999),
+    ] {
+        let ratio = measured as f64 / model(q);
+        assert!(
+            (0.9..1.1).contains(&ratio),
+            "{name}: measured {measured} ns, model {:.0} ns ({ratio:.3}×)",
+            model(q)
+        );
+    }
+    eprintln!(
+        "msgbench p90 / p99 / p99.9: {:.1} / {:.1} / {:.1} ms, model {:.1} / {:.1} / {:.1} ms",
+        r.latency.p90_ns as f64 / 1e6,
+        r.latency.p99_ns as f64 / 1e6,
+        r.latency.p999_ns as f64 / 1e6,
+        model(0.9) / 1e6,
+        model(0.99) / 1e6,
+        model(0.999) / 1e6
+    );
+}

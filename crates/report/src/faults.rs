@@ -1,5 +1,6 @@
-//! What failed in a run, in one line: `5000 failed: 5000 JSON-RPC error -32601 "method not
-//! found"`, `12 failed: 10 timeouts, 2 disconnects`. Shared by the terminal summary and the
+//! What failed in a run, in one line: `5000 failed; faults, warm-up included: 5000 JSON-RPC
+//! error -32601 "method not found"`, `12 failed; faults, warm-up included: 10 timeouts, 2
+//! disconnects`. Shared by the terminal summary and the
 //! reports, so a failure reads the same everywhere.
 use msgbench_model::result::Faults;
 use msgbench_model::RunResult;
@@ -18,7 +19,12 @@ pub fn line(r: &RunResult) -> Option<String> {
     } else {
         parts.join(", ")
     };
-    Some(format!("{} failed: {what}", r.counters.failed))
+    // Faults count the warm-up's requests too: say so, or 991 errors behind 903 failures reads
+    // as a miscount.
+    Some(format!(
+        "{} failed; faults, warm-up included: {what}",
+        r.counters.failed
+    ))
 }
 
 /// How the run's connections were used, in one line, when there is something to say: the

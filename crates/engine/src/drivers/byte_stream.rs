@@ -83,6 +83,10 @@ pub trait Transport: Read + Write + mio::event::Source + Send + Sized {
         address: SocketAddr,
         timeout: Duration,
     ) -> io::Result<Self>;
+    /// A read that filled less than the buffer emptied the socket (true for TCP: epoll raises
+    /// a new edge for data arriving later). Not for TLS, whose session may hold records read
+    /// from the socket beyond what one read returned.
+    const SHORT_READ_DRAINS: bool = false;
     /// How long the connection's handshake took, once (TLS; `None` for TCP).
     fn take_handshake_ns(&mut self) -> Option<u64> {
         None
@@ -96,6 +100,7 @@ pub trait Transport: Read + Write + mio::event::Source + Send + Sized {
 
 impl Transport for TcpStream {
     type Connector = ();
+    const SHORT_READ_DRAINS: bool = true;
 
     fn connect(_: &(), address: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
         let s = std::net::TcpStream::connect_timeout(&address, timeout)?;
@@ -421,7 +426,9 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
                         self.flush(i, poll);
                     }
                     if event.is_readable() || event.is_read_closed() || event.is_error() {
-                        self.receive(i, poll);
+                        // A close that came with the data raises no later edge: read to it.
+                        let to_the_end = event.is_read_closed() || event.is_error();
+                        self.receive(i, to_the_end, poll);
                     }
                 }
             }
@@ -584,8 +591,10 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
         }
     }
 
-    /// Reads what arrived on connection `i` and completes the requests it answers.
-    fn receive(&mut self, i: usize, poll: &Poll) {
+    /// Reads what arrived on connection `i` and completes the requests it answers;
+    /// `to_the_end`: the peer closed (or the socket failed), so read until that shows even
+    /// after a short read.
+    fn receive(&mut self, i: usize, to_the_end: bool, poll: &Poll) {
         loop {
             let c = &mut self.conns[i];
             let Some(stream) = c.stream.as_mut() else {
@@ -601,6 +610,7 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
                     c.rbuf.resize(grown, 0);
                 }
             }
+            let room = c.rbuf.len() - c.rend;
             let n = match stream.read(&mut c.rbuf[c.rend..]) {
                 Ok(0) => return self.fail(i, Failure::Closed, poll),
                 Ok(n) => n,
@@ -646,6 +656,12 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
             if c.rstart == c.rend {
                 c.rstart = 0;
                 c.rend = 0;
+            }
+            if T::SHORT_READ_DRAINS && n < room && !to_the_end {
+                // The socket is empty: a read now would only say WouldBlock. Skipping it saves a
+                // third of the syscalls of a request/response (strace: 2 reads and a write
+                // each before); data that comes later raises a new edge.
+                return;
             }
         }
     }

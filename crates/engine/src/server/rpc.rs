@@ -1,5 +1,6 @@
-//! The built-in RPC server (`msgbench serve rpc`, or in-process for an `rpc` scenario without an
-//! address). One acceptor thread deals connections round-robin to `threads` workers; each worker
+//! The built-in request/response server: msgbench's framed protocol (`msgbench serve rpc`, or
+//! in-process for an `rpc` scenario without an address) and, with another [`ServerWire`],
+//! HTTP/1.1 (`msgbench serve http`, [`super::http`]). One acceptor thread deals connections round-robin to `threads` workers; each worker
 //! runs its own mio event loop (no work stealing: on two cores, a predictable thread per
 //! connection beats a pool). A request asks for its service time: `busy` computes it on the
 //! worker (which serves nothing else meanwhile, so a worker's capacity is 1/service time);
@@ -46,6 +47,95 @@ const EVICT_IDLE_NS: u64 = 1_000_000_000;
 /// Entries of closed connections left in the delay queue beyond which it is compacted.
 const STALE_DELAYED_COMPACT: usize = 4096;
 
+/// A protocol the server speaks: where a request ends and what it asks for, and how its
+/// response is written. Everything else (connections, budgets, service, stalls) is shared.
+pub trait ServerWire: Send + 'static {
+    /// Responses must leave in request order (HTTP/1.1): one is never released before a
+    /// response held before it on its connection.
+    const IN_ORDER: bool;
+    /// The request at the start of `buf` and the bytes it took; `Ok(None)` when incomplete;
+    /// `Err` for bytes that cannot be one, or one larger than `max_frame` (its connection is
+    /// closed and counted). `seq` numbers the connection's requests.
+    fn decode(
+        &mut self,
+        buf: &[u8],
+        max_frame: u32,
+        seq: u64,
+    ) -> Result<Option<(Ask, usize)>, BadRequest>;
+    /// Appends the response to the request described by `key`.
+    fn respond(&self, key: &HeaderKey, out: &mut Vec<u8>);
+}
+
+/// Bytes that are not a request the server serves: its connection is closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadRequest;
+
+/// What one request asks of the server.
+#[derive(Debug, Clone, Copy)]
+pub struct Ask {
+    /// What its response needs.
+    pub key: HeaderKey,
+    /// Hold the response on a timer for the service time (else compute for it).
+    pub sleep: bool,
+}
+
+/// msgbench's framed protocol ([`crate::net::frame`]): the client's header says the service
+/// time, its kind and the response's size; responses go out in completion order.
+pub struct FrameWire;
+
+impl ServerWire for FrameWire {
+    const IN_ORDER: bool = false;
+
+    #[inline]
+    fn decode(
+        &mut self,
+        buf: &[u8],
+        max_frame: u32,
+        _seq: u64,
+    ) -> Result<Option<(Ask, usize)>, BadRequest> {
+        let (h, size) = match frame::decode(buf, max_frame, KIND_REQUEST) {
+            Ok(Some(f)) => f,
+            Ok(None) => return Ok(None),
+            Err(
+                FrameError::TooLarge { .. }
+                | FrameError::TooShort { .. }
+                | FrameError::WrongKind { .. },
+            ) => return Err(BadRequest),
+        };
+        let key = HeaderKey {
+            class: h.class,
+            id: h.id,
+            client_ns: h.client_ns,
+            service_ns: h.service_ns,
+            reply_bytes: h.reply_bytes.min(max_frame.saturating_sub(64)),
+        };
+        Ok(Some((
+            Ask {
+                key,
+                sleep: h.flags & FLAG_SLEEP != 0,
+            },
+            size,
+        )))
+    }
+
+    #[inline]
+    fn respond(&self, k: &HeaderKey, out: &mut Vec<u8>) {
+        frame::encode(
+            &Header {
+                kind: KIND_RESPONSE,
+                flags: 0,
+                class: k.class,
+                id: k.id,
+                client_ns: k.client_ns,
+                service_ns: k.service_ns,
+                reply_bytes: 0,
+            },
+            k.reply_bytes as usize,
+            out,
+        );
+    }
+}
+
 /// What the server counted since it started.
 #[derive(Debug, Default)]
 pub struct ServerStats {
@@ -82,8 +172,19 @@ pub struct RpcServer {
 }
 
 impl RpcServer {
-    /// Binds `listen` and starts serving.
+    /// Binds `listen` and starts serving msgbench's framed protocol.
     pub fn start(config: &RpcServerConfig, listen: SocketAddr) -> io::Result<RpcServer> {
+        RpcServer::start_serving(config, listen, "rpc", || FrameWire)
+    }
+
+    /// Binds `listen` and starts serving the protocol `make_wire` gives each thread; `name`
+    /// names the threads (`<name>-server-0`).
+    pub fn start_serving<W: ServerWire>(
+        config: &RpcServerConfig,
+        listen: SocketAddr,
+        name: &str,
+        make_wire: impl Fn() -> W,
+    ) -> io::Result<RpcServer> {
         let mut listener = TcpListener::bind(listen)?;
         let addr = listener.local_addr()?;
         let shutdown = Arc::new(AtomicBool::new(false));
@@ -97,6 +198,7 @@ impl RpcServer {
             let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
             let (tx, rx) = channel::<(TcpStream, bool)>();
             let mut worker = Worker {
+                wire: make_wire(),
                 poll,
                 incoming: rx,
                 conns: Vec::new(),
@@ -121,7 +223,7 @@ impl RpcServer {
             let clock_tx = clock_tx.clone();
             threads.push(
                 std::thread::Builder::new()
-                    .name(format!("rpc-server-{i}"))
+                    .name(format!("{name}-server-{i}"))
                     .spawn(move || {
                         crate::harness::worker::prepare_server(i, pin);
                         let _ = clock_tx.send(ThreadCpuClock::current());
@@ -144,7 +246,7 @@ impl RpcServer {
         let clock_tx2 = clock_tx.clone();
         threads.push(
             std::thread::Builder::new()
-                .name("rpc-acceptor".into())
+                .name(format!("{name}-acceptor"))
                 .spawn(move || {
                     let _ = clock_tx2.send(ThreadCpuClock::current());
                     accept_loop(accept_poll, listener, handoffs, max_connections, sd, st);
@@ -255,14 +357,21 @@ struct Delayed {
     header: HeaderKey,
 }
 
-/// The header fields a delayed response needs, orderable for the heap.
+/// What a response needs, orderable for the heap of held responses (equal due times leave in
+/// `id` order).
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Clone, Copy)]
-struct HeaderKey {
-    class: u16,
-    id: u64,
-    client_ns: u64,
-    service_ns: u64,
-    reply_bytes: u32,
+pub struct HeaderKey {
+    /// The request's id (HTTP: its number on the connection). First: it orders responses
+    /// held until the same moment.
+    pub id: u64,
+    /// The request's class (HTTP: the status to answer with).
+    pub class: u16,
+    /// The client's timestamp, echoed.
+    pub client_ns: u64,
+    /// The service time asked for, ns.
+    pub service_ns: u64,
+    /// The response's payload size, bytes.
+    pub reply_bytes: u32,
 }
 
 struct Conn {
@@ -280,6 +389,10 @@ struct Conn {
     held_bytes: usize,
     /// The last time a byte went either way, ns.
     active_ns: u64,
+    /// Requests read on it (numbers them for the wire).
+    requests: u64,
+    /// When its last held response is due (in-order protocols hold later ones behind it).
+    last_due_ns: u64,
 }
 
 impl Conn {
@@ -289,7 +402,8 @@ impl Conn {
     }
 }
 
-struct Worker {
+struct Worker<W> {
+    wire: W,
     poll: Poll,
     /// New connections; `true`: the server was full when it came.
     incoming: Receiver<(TcpStream, bool)>,
@@ -342,7 +456,7 @@ fn held_cost(reply_bytes: u32) -> usize {
     frame::HEADER_BYTES + reply_bytes as usize + std::mem::size_of::<Delayed>()
 }
 
-impl Worker {
+impl<W: ServerWire> Worker<W> {
     fn run(&mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
         let mut timer = Timer::new(self.poll.registry(), TIMER)?;
@@ -440,6 +554,8 @@ impl Worker {
                 held: 0,
                 held_bytes: 0,
                 active_ns: now_ns(),
+                requests: 0,
+                last_due_ns: 0,
             });
             // Data may have arrived before registration (edge-triggered): read now.
             self.on_readable(slot);
@@ -558,50 +674,48 @@ impl Worker {
             let Some(conn) = self.conns.get(slot).and_then(|c| c.as_ref()) else {
                 return Err(Close::Peer);
             };
-            let decoded = frame::decode(
+            let decoded = self.wire.decode(
                 &conn.rbuf[conn.rstart..conn.rend],
                 self.max_frame,
-                KIND_REQUEST,
+                conn.requests,
             );
-            let (h, size) = match decoded {
+            let (ask, size) = match decoded {
                 Ok(Some(f)) => f,
                 Ok(None) => return Ok(Served::NeedBytes),
-                Err(
-                    FrameError::TooLarge { .. }
-                    | FrameError::TooShort { .. }
-                    | FrameError::WrongKind { .. },
-                ) => return Err(Close::Protocol),
+                Err(BadRequest) => return Err(Close::Protocol),
             };
-            let reply_bytes = h.reply_bytes.min(self.max_frame.saturating_sub(64));
+            let key = ask.key;
+            let reply_bytes = key.reply_bytes;
             if let Some(paused) = self.may_queue(conn, held_cost(reply_bytes)) {
                 return Ok(paused);
             }
-            let service_ns = if h.service_ns > self.max_service_ns {
+            let service_ns = if key.service_ns > self.max_service_ns {
                 self.stats.clamped.fetch_add(1, Ordering::Relaxed);
                 self.max_service_ns
             } else {
-                h.service_ns
-            };
-            let key = HeaderKey {
-                class: h.class,
-                id: h.id,
-                client_ns: h.client_ns,
-                service_ns: h.service_ns,
-                reply_bytes,
+                key.service_ns
             };
             let conn = self.conns[slot].as_mut().expect("checked above");
+            conn.requests += 1;
             conn.rstart += size;
             if conn.rstart == conn.rend {
                 conn.rstart = 0;
                 conn.rend = 0;
             }
-            if service_ns > 0 && h.flags & FLAG_SLEEP != 0 {
+            let sleeps = service_ns > 0 && ask.sleep;
+            // In order: nothing passes a response held before it on this connection.
+            if sleeps || (W::IN_ORDER && conn.held > 0) {
+                let mut due_ns = now_ns().saturating_add(if sleeps { service_ns } else { 0 });
+                if W::IN_ORDER {
+                    due_ns = due_ns.max(conn.last_due_ns);
+                    conn.last_due_ns = due_ns;
+                }
                 conn.held += 1;
                 conn.held_bytes += held_cost(reply_bytes);
                 self.queued += held_cost(reply_bytes);
                 let generation = conn.generation;
                 self.delayed.push(Reverse(Delayed {
-                    due_ns: now_ns().saturating_add(service_ns),
+                    due_ns,
                     slot,
                     generation,
                     header: key,
@@ -613,7 +727,7 @@ impl Worker {
             }
             let conn = self.conns[slot].as_mut().expect("checked above");
             let before = conn.wbuf.len();
-            respond(conn, key);
+            self.wire.respond(&key, &mut conn.wbuf);
             self.queued += conn.wbuf.len() - before;
             self.stats.responses.fetch_add(1, Ordering::Relaxed);
             // A read can hold hundreds of requests: responses of computed ones must not
@@ -651,7 +765,7 @@ impl Worker {
                     conn.held -= 1;
                     conn.held_bytes -= cost;
                     let before = conn.wbuf.len();
-                    respond(conn, d.header);
+                    self.wire.respond(&d.header, &mut conn.wbuf);
                     self.queued = self.queued.saturating_sub(cost) + (conn.wbuf.len() - before);
                     self.stats.responses.fetch_add(1, Ordering::Relaxed);
                     if touched.last() != Some(&d.slot) {
@@ -788,21 +902,4 @@ impl Worker {
         });
         self.stale_delayed = 0;
     }
-}
-
-#[inline]
-fn respond(conn: &mut Conn, k: HeaderKey) {
-    frame::encode(
-        &Header {
-            kind: KIND_RESPONSE,
-            flags: 0,
-            class: k.class,
-            id: k.id,
-            client_ns: k.client_ns,
-            service_ns: k.service_ns,
-            reply_bytes: 0,
-        },
-        k.reply_bytes as usize,
-        &mut conn.wbuf,
-    );
 }
