@@ -118,6 +118,10 @@ pub struct ServeHttpArgs {
     /// Response body size, bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 13)]
     pub body_bytes: u32,
+    /// A fixed body for every response instead of --body-bytes of filler, e.g.
+    /// '{"jsonrpc":"2.0","id":1,"result":"0x1"}' to stand in for a JSON-RPC node.
+    #[arg(long, value_name = "TEXT")]
+    pub body: Option<String>,
     #[command(flatten)]
     pub server: RequestServerArgs,
 }

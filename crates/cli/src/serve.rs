@@ -194,6 +194,7 @@ fn http_options(args: &ServeHttpArgs) -> Result<HttpServerOptions, String> {
         exponential,
         sleep,
         body_bytes: args.body_bytes,
+        body: args.body.as_deref().map(|b| b.as_bytes().into()),
     })
 }
 

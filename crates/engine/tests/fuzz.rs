@@ -247,7 +247,7 @@ fn json_rpc_replies_never_panic() {
     .map(|s| s.as_bytes().to_vec())
     .collect();
     fuzz("json-rpc reply", &seeds, |b| {
-        let _ = msgbench_engine::drivers::ws_socket::parse_reply(b);
+        let _ = msgbench_engine::net::json_rpc::parse_reply(b);
     });
 }
 

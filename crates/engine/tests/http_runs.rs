@@ -508,3 +508,36 @@ fn stalls_reach_every_request_due_during_them_as_the_model_says() {
         model(0.999) / 1e6
     );
 }
+
+fn json_rpc_answers(path: &str) -> Vec<u8> {
+    let body: &[u8] = match path {
+        "/ok" => br#"{"jsonrpc":"2.0","id":1,"result":null}"#,
+        "/err" => {
+            br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"header not found"}}"#
+        }
+        _ => b"<html>a proxy's error page</html>",
+    };
+    let mut out = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+#[test]
+fn json_rpc_errors_in_2xx_responses_fail_the_call_and_are_counted_by_message() {
+    let addr = server(json_rpc_answers);
+    let toml = format!(
+        "{HTTP}[client]\nconnections = 2\nwindow = 4\n[http.requests.ok]\npath = \"/ok\"\nrpc_method = \"eth_getTransactionReceipt\"\nrpc_params = [\"0x1\"]\nweight = 4\n[http.requests.err]\npath = \"/err\"\nrpc_method = \"eth_getBlockByNumber\"\n[http.requests.html]\npath = \"/html\"\nrpc_method = \"eth_chainId\"\n"
+    );
+    let r = &run(&toml, &[&url(addr)])[0];
+    assert_accounted(r);
+    let class = |name: &str| r.classes.iter().find(|c| c.name == name).unwrap();
+    assert!(class("ok").latency.count > 0, "a null result is a result");
+    assert_eq!(class("err").latency.count + class("html").latency.count, 0);
+    let messages: Vec<&str> = r.faults.errors.iter().map(|e| e.message.as_str()).collect();
+    assert!(
+        messages.contains(&r#"JSON-RPC error -32000 "header not found""#)
+            && messages.contains(&"not a JSON-RPC response"),
+        "{messages:?}"
+    );
+    assert!(r.counters.failed > 0 && r.faults.protocol_errors == 0);
+}

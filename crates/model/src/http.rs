@@ -18,6 +18,10 @@ pub struct HttpSpec {
     pub ca_file: Option<String>,
     /// https: take any certificate, unverified (the report says so). Off by default.
     pub insecure: bool,
+    /// Responses are JSON-RPC 2.0: a 2xx response with an `error` member (or that is not a
+    /// JSON-RPC response) is a failed request, counted by code and message. On by itself when
+    /// a request has `rpc_method`.
+    pub json_rpc: bool,
     /// Statuses that count as delivered; empty: every 2xx. Any other status is a failed
     /// request, counted by status line.
     pub accept: Vec<u16>,
@@ -34,6 +38,7 @@ impl Default for HttpSpec {
             url: String::new(),
             ca_file: None,
             insecure: false,
+            json_rpc: false,
             accept: Vec::new(),
             max_response: 64 << 20,
             requests: BTreeMap::new(),
@@ -62,6 +67,13 @@ pub struct HttpRequestSpec {
     /// counted as `body check failed`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expect: Option<String>,
+    /// A JSON-RPC 2.0 call instead of a body: POST `{"jsonrpc":"2.0","id":1,"method":…,
+    /// "params":…}` with `Content-Type: application/json`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpc_method: Option<String>,
+    /// Its params (any TOML value, sent as JSON; usually an array).
+    #[schemars(with = "serde_json::Value")]
+    pub rpc_params: toml::Value,
 }
 
 impl Default for HttpRequestSpec {
@@ -74,6 +86,8 @@ impl Default for HttpRequestSpec {
             body: String::new(),
             body_file: None,
             expect: None,
+            rpc_method: None,
+            rpc_params: toml::Value::Array(Vec::new()),
         }
     }
 }
@@ -111,6 +125,8 @@ pub struct HttpConfig {
     pub address: String,
     /// https: how; `None` for plain http.
     pub tls: Option<TlsConfig>,
+    /// Responses are JSON-RPC 2.0 (their `error` member fails a request).
+    pub json_rpc: bool,
     /// The URL as given.
     pub url: String,
     /// Delivered statuses (empty: 2xx).
@@ -237,9 +253,11 @@ impl HttpSpec {
             let field = |key: &str| format!("http.requests.{name}.{key}");
             requests.push(r.render(&host, name, share, &field, invalid)?);
         }
+        let json_rpc = self.json_rpc || specs.values().any(|r| r.rpc_method.is_some());
         Ok(HttpConfig {
             address: url.address,
             tls,
+            json_rpc,
             url: self.url.clone(),
             accept: self.accept.clone(),
             max_response: self.max_response as usize,
@@ -293,6 +311,42 @@ impl HttpSpec {
 }
 
 impl HttpRequestSpec {
+    /// The body of a JSON-RPC call: `{"jsonrpc":"2.0","id":1,"method":…,"params":…}`.
+    fn rpc_body(
+        &self,
+        field: &dyn Fn(&str) -> String,
+        invalid: &Invalid,
+    ) -> Result<Vec<u8>, ScenarioError> {
+        if !self.body.is_empty() || self.body_file.is_some() {
+            return Err(invalid(
+                &field("rpc_method"),
+                "is given with a body".into(),
+                "a JSON-RPC call writes its own body: give rpc_method (and rpc_params) or body, not both",
+            ));
+        }
+        let method = self.rpc_method.as_deref().unwrap_or_default();
+        if method.is_empty() {
+            return Err(invalid(
+                &field("rpc_method"),
+                "is empty".into(),
+                "give the method's name, e.g. rpc_method = \"eth_blockNumber\"",
+            ));
+        }
+        let call = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": method,
+            "params": self.rpc_params,
+        });
+        serde_json::to_vec(&call).map_err(|e| {
+            invalid(
+                &field("rpc_params"),
+                format!("cannot be written as JSON: {e}"),
+                "use strings, numbers, booleans, arrays and tables",
+            )
+        })
+    }
+
     /// The request's bytes, after checking every part that goes on the wire (no CR or LF can
     /// smuggle a header in).
     fn render(
@@ -329,6 +383,7 @@ impl HttpRequestSpec {
             }
         }
         let body = match &self.body_file {
+            _ if self.rpc_method.is_some() => self.rpc_body(field, invalid)?,
             Some(_) if !self.body.is_empty() => {
                 return Err(invalid(
                     &field("body_file"),
@@ -346,15 +401,23 @@ impl HttpRequestSpec {
             None => self.body.clone().into_bytes(),
         };
         let has = |h: &str| self.headers.keys().any(|k| k.eq_ignore_ascii_case(h));
-        let mut bytes = format!("{} {} HTTP/1.1\r\n", self.method, self.path).into_bytes();
+        // A call is a POST unless a method was chosen.
+        let method = if self.rpc_method.is_some() && self.method == "GET" {
+            "POST"
+        } else {
+            self.method.as_str()
+        };
+        let mut bytes = format!("{method} {} HTTP/1.1\r\n", self.path).into_bytes();
         if !has("host") {
             bytes.extend_from_slice(format!("Host: {host}\r\n").as_bytes());
         }
         for (k, v) in &self.headers {
             bytes.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
         }
-        let sends_body =
-            !body.is_empty() || ["POST", "PUT", "PATCH"].contains(&self.method.as_str());
+        if self.rpc_method.is_some() && !has("content-type") {
+            bytes.extend_from_slice(b"Content-Type: application/json\r\n");
+        }
+        let sends_body = !body.is_empty() || ["POST", "PUT", "PATCH"].contains(&method);
         if sends_body && !has("content-length") {
             bytes.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
         }
@@ -364,7 +427,7 @@ impl HttpRequestSpec {
             name: name.to_string(),
             share,
             bytes,
-            head: self.method.eq_ignore_ascii_case("HEAD"),
+            head: method.eq_ignore_ascii_case("HEAD"),
             expect: self.expect.clone().map(String::into_bytes),
         })
     }
@@ -408,6 +471,23 @@ mod tests {
         let p = valid("system = \"http\"\n[http]\nurl = \"https://[::1]:8443\"\ninsecure = true\n");
         assert_eq!(http(&p).address, "[::1]:8443");
         assert_eq!(http(&p).tls.as_ref().unwrap().server_name, "[::1]");
+    }
+
+    #[test]
+    fn a_json_rpc_call_is_a_post_with_its_body() {
+        let s = valid("system = \"http\"\n[http]\nurl = \"http://127.0.0.1:8545\"\n[http.requests.bal]\nrpc_method = \"eth_getBalance\"\nrpc_params = [\"0xab\", \"latest\"]\n");
+        let h = http(&s);
+        assert!(h.json_rpc);
+        let body =
+            r#"{"id":1,"jsonrpc":"2.0","method":"eth_getBalance","params":["0xab","latest"]}"#;
+        assert_eq!(
+            String::from_utf8_lossy(&h.requests[0].bytes),
+            format!("POST / HTTP/1.1\r\nHost: 127.0.0.1:8545\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len())
+        );
+        assert_eq!(
+            refused("system = \"http\"\n[http]\nurl = \"http://x\"\n[http.requests.a]\nrpc_method = \"m\"\nbody = \"{}\"\n").0,
+            "http.requests.a.rpc_method"
+        );
     }
 
     #[test]

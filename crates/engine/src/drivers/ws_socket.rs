@@ -8,13 +8,12 @@
 use super::tick_client::{open, ClientWs, OpenError};
 use crate::error::EngineError;
 use crate::harness::worker;
+use crate::net::json_rpc::{error_message, parse_reply};
 use crate::ring::{Consumer, Producer};
 use crate::wait::Sleeper;
 use bytes::{BufMut, BytesMut};
 use futures_util::{Sink, Stream};
 use msgbench_model::result::ErrorCount;
-use serde::de::IgnoredAny;
-use serde::Deserialize;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -187,64 +186,6 @@ struct Io {
     errors: Vec<ErrorCount>,
     /// Where an error reply's message is written (reused: no allocation per error reply).
     scratch: String,
-}
-
-/// The parts of a response the client reads. `result` and `error` are "present or not":
-/// `"result": null` is a valid result (a receipt not mined yet).
-#[derive(Deserialize)]
-struct Reply {
-    id: Option<u64>,
-    #[serde(default, deserialize_with = "present")]
-    result: bool,
-    #[serde(default, deserialize_with = "present")]
-    error: bool,
-}
-
-/// A JSON-RPC response's id and whether it carries a `result` (else an `error`); `None` for
-/// anything else (no numeric id, both or neither member, not JSON).
-pub fn parse_reply(payload: &[u8]) -> Option<(u64, bool)> {
-    match serde_json::from_slice::<Reply>(payload) {
-        Ok(Reply {
-            id: Some(id),
-            result,
-            error,
-        }) if result != error => Some((id, result)),
-        _ => None,
-    }
-}
-
-/// An error reply's `error` member as one line: `JSON-RPC error -32601 "method not found"`
-/// (only what is there: a missing code or message is left out).
-pub fn error_message(payload: &[u8], text: &mut String) {
-    use std::fmt::Write;
-    #[derive(Deserialize)]
-    struct WithError<'a> {
-        #[serde(borrow)]
-        error: Option<ErrorObject<'a>>,
-    }
-    #[derive(Deserialize)]
-    struct ErrorObject<'a> {
-        code: Option<i64>,
-        #[serde(borrow)]
-        message: Option<std::borrow::Cow<'a, str>>,
-    }
-    text.clear();
-    text.push_str("JSON-RPC error");
-    if let Ok(WithError {
-        error: Some(ErrorObject { code, message }),
-    }) = serde_json::from_slice::<WithError>(payload)
-    {
-        if let Some(code) = code {
-            let _ = write!(text, " {code}");
-        }
-        if let Some(message) = message {
-            let _ = write!(text, " {message:?}");
-        }
-    }
-}
-
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-    IgnoredAny::deserialize(d).map(|_| true)
 }
 
 impl Io {
@@ -464,30 +405,5 @@ mod tests {
         assert_eq!(format_u64(0, &mut b), b"0");
         assert_eq!(format_u64(u64::MAX, &mut b), b"18446744073709551615");
         assert_eq!(format_u64(4_294_967_297, &mut b), b"4294967297");
-    }
-
-    #[test]
-    fn replies_are_results_or_errors_with_an_id() {
-        let parse = |text: &str| {
-            let r: Reply = serde_json::from_str(text).unwrap();
-            (r.id, r.result, r.error)
-        };
-        assert_eq!(
-            parse(r#"{"jsonrpc":"2.0","id":7,"result":{"a":[1]}}"#),
-            (Some(7), true, false)
-        );
-        assert_eq!(
-            parse(r#"{"jsonrpc":"2.0","id":9,"result":null}"#),
-            (Some(9), true, false),
-            "a null result is a result"
-        );
-        assert_eq!(
-            parse(r#"{"jsonrpc":"2.0","id":8,"error":{"code":-32601,"message":"x"}}"#),
-            (Some(8), false, true)
-        );
-        assert_eq!(
-            parse(r#"{"jsonrpc":"2.0","id":8}"#),
-            (Some(8), false, false)
-        );
     }
 }

@@ -63,7 +63,12 @@ impl SutProcess {
     /// unlinked temporary file; does not wait for anything.
     pub fn spawn(command: &str) -> Result<SutProcess, String> {
         let log = tempfile_log().map_err(|e| format!("cannot create its log file: {e}"))?;
-        let child = Command::new("sh")
+        let mut sh = Command::new("sh");
+        // `$MSGBENCH` in a command is this binary (a scenario can start `serve http`).
+        if let Ok(me) = std::env::current_exe() {
+            sh.env("MSGBENCH", me);
+        }
+        let child = sh
             .arg("-c")
             .arg(command)
             .stdin(Stdio::null())

@@ -1,5 +1,6 @@
 //! Wire formats shared by the built-in servers and the drivers.
 pub mod frame;
 pub mod http;
+pub mod json_rpc;
 pub mod resp;
 pub mod tick;

@@ -17,7 +17,7 @@ use std::io::{self, Write};
 use std::net::SocketAddr;
 
 /// What every response is, unless its request's query says otherwise.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HttpServerOptions {
     /// Service time, ns (the mean, when exponential).
     pub service_ns: u64,
@@ -28,6 +28,9 @@ pub struct HttpServerOptions {
     pub sleep: bool,
     /// Response body size, bytes.
     pub body_bytes: u32,
+    /// A fixed body for every response instead (a JSON-RPC result, a page); `?bytes=` is then
+    /// ignored.
+    pub body: Option<std::sync::Arc<[u8]>>,
 }
 
 impl Default for HttpServerOptions {
@@ -37,6 +40,7 @@ impl Default for HttpServerOptions {
             exponential: false,
             sleep: false,
             body_bytes: 13,
+            body: None,
         }
     }
 }
@@ -49,7 +53,7 @@ pub fn start(
 ) -> io::Result<RpcServer> {
     let seed = std::sync::atomic::AtomicU64::new(0x5eed);
     RpcServer::start_serving(limits, listen, "http", move || HttpWire {
-        options,
+        options: options.clone(),
         rng: SmallRng::seed_from_u64(seed.fetch_add(1, std::sync::atomic::Ordering::Relaxed)),
         exp: Exp::new(1.0).expect("rate 1 is valid"),
     })
@@ -135,13 +139,21 @@ impl ServerWire for HttpWire {
             503 => "Service Unavailable",
             _ => "Status",
         };
+        let length = self
+            .options
+            .body
+            .as_ref()
+            .map_or(key.reply_bytes as usize, |b| b.len());
         // Writing to a Vec cannot fail.
         let _ = write!(
             out,
-            "HTTP/1.1 {} {reason}\r\nContent-Length: {}\r\n\r\n",
-            key.class, key.reply_bytes
+            "HTTP/1.1 {} {reason}\r\nContent-Length: {length}\r\n\r\n",
+            key.class
         );
-        out.resize(out.len() + key.reply_bytes as usize, b'x');
+        match &self.options.body {
+            Some(body) => out.extend_from_slice(body),
+            None => out.resize(out.len() + length, b'x'),
+        }
     }
 }
 

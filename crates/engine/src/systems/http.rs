@@ -8,7 +8,7 @@ use crate::drivers::tls::{TlsConnector, TlsStream};
 use crate::error::EngineError;
 use crate::harness::sut::resolve;
 use crate::harness::{DriverOutput, Measured, NoServer, RunContext, SystemUnderTest};
-use crate::net::http;
+use crate::net::{http, json_rpc};
 use mio::net::TcpStream;
 use msgbench_model::client::ClientConfig;
 use msgbench_model::http::HttpConfig;
@@ -129,15 +129,33 @@ impl<'a> HttpWire<'a> {
             ErrorCount::add(&mut self.errors, &self.scratch, 1);
             return false;
         }
-        let Some(expect) = self.config.requests[class].expect.as_deref() else {
+        let expect = self.config.requests[class].expect.as_deref();
+        if expect.is_none() && !self.config.json_rpc {
             return true;
-        };
+        }
         let mut body = &buf[found.body.0..found.body.1];
         if found.chunked {
             // A string may span chunks: search the data, not the framing.
             http::dechunk(body, &mut self.body);
             body = &self.body;
         }
+        if self.config.json_rpc {
+            match json_rpc::parse_reply(body) {
+                Some((_, true)) => {}
+                Some((_, false)) => {
+                    json_rpc::error_message(body, &mut self.scratch);
+                    ErrorCount::add(&mut self.errors, &self.scratch, 1);
+                    return false;
+                }
+                None => {
+                    ErrorCount::add(&mut self.errors, "not a JSON-RPC response", 1);
+                    return false;
+                }
+            }
+        }
+        let Some(expect) = expect else {
+            return true;
+        };
         let holds = expect.is_empty() || body.windows(expect.len()).any(|w| w == expect);
         if !holds {
             self.scratch.clear();
