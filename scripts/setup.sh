@@ -2,8 +2,8 @@
 # Installs what the tests and benchmarks need beyond a Rust toolchain, from Debian's packages:
 # redis-server and redis-tools (redis-benchmark), chromium for the browser tick clients and the
 # report's browser check, nginx (nginx-light) for the http system's tests and wrk, the HTTP
-# peer of the benchmarks and of the coordinated-omission test. Idempotent: does nothing when
-# present.
+# peer of the benchmarks; and, from npm, the `ws` package of the Node.js feed (feeds/node).
+# Idempotent: does nothing when present.
 # msgbench never relies on a running Redis: tests and examples start their own on loopback.
 set -euo pipefail
 need=()
@@ -12,6 +12,14 @@ command -v redis-benchmark >/dev/null || need+=(redis-tools)
 command -v chromium >/dev/null || need+=(chromium)
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
 command -v wrk >/dev/null || need+=(wrk)
+# The Node.js feed of the feed tests (feeds/node): the `ws` package from the npm registry, into
+# that folder's node_modules (nothing global), at the version package-lock.json pins.
+FEED="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/feeds/node"
+if [ ! -d "$FEED/node_modules/ws" ]; then
+  command -v npm >/dev/null || { echo "scripts/setup.sh: the feed tests need Node.js and npm" >&2; exit 1; }
+  echo "scripts/setup.sh: installing the ws package into feeds/node (npm ci)" >&2
+  (cd "$FEED" && npm ci --no-audit --no-fund --silent >/dev/null)
+fi
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -eq 0 ]; then

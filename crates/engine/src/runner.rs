@@ -334,6 +334,7 @@ fn assemble(
         },
         warnings: Vec::new(),
         streams: m.streams.clone(),
+        info: m.info.clone(),
     };
     result.warnings = m
         .stopped_by

@@ -75,6 +75,11 @@ pub struct RunResult {
     /// Empty (and absent from the file) for other systems.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub streams: Vec<StreamClient>,
+    /// What the reader must know to read the figures (what a feed's timestamp means, that a
+    /// TLS certificate was not verified), one sentence each. Unlike `warnings`, these do not
+    /// make a run invalid.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub info: Vec<String>,
 }
 
 /// One client connection of a broadcast stream.

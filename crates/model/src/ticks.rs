@@ -52,6 +52,10 @@ pub struct TicksSpec {
     pub server: TickServerSpec,
     /// Client groups by name. Default: one group `client` with one native connection.
     pub clients: BTreeMap<String, TickClientSpec>,
+    /// Someone else's feed at `address`: how to subscribe and read its messages (then no
+    /// acknowledgements are sent and msgbench's tick format is not expected).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub feed: Option<crate::feed::FeedSpec>,
 }
 
 impl Default for TicksSpec {
@@ -66,6 +70,7 @@ impl Default for TicksSpec {
             receive_buffer: 0,
             server: TickServerSpec::default(),
             clients: BTreeMap::new(),
+            feed: None,
         }
     }
 }
@@ -289,6 +294,8 @@ pub struct TicksConfig {
     pub groups: Vec<TickGroup>,
     /// Spin margin of the generator's precise waits, ns (`pacing.spin`).
     pub spin_ns: u64,
+    /// Someone else's feed: its schema (`None`: msgbench's tick protocol).
+    pub feed: Option<crate::feed::FeedConfig>,
 }
 
 /// Validated built-in tick server settings.
@@ -432,6 +439,17 @@ impl TicksSpec {
             ));
         }
         let server = self.server.validate(limits, invalid)?;
+        let feed = match &self.feed {
+            Some(_) if self.address.is_none() => {
+                return Err(invalid(
+                    "ticks.feed",
+                    "is given without ticks.address".into(),
+                    "a feed is someone else's server: give its URL, e.g. address = \"ws://127.0.0.1:9443/ws\"",
+                ))
+            }
+            Some(f) => Some(f.validate(invalid)?),
+            None => None,
+        };
         let default_groups: BTreeMap<String, TickClientSpec> =
             [("client".to_string(), TickClientSpec::default())].into();
         let specs = if self.clients.is_empty() {
@@ -476,6 +494,7 @@ impl TicksSpec {
             ));
         }
         Ok(TicksConfig {
+            feed,
             address: self.address.clone(),
             format: self.format,
             symbols: self.symbols,

@@ -294,6 +294,7 @@ mod tests {
             histograms: Histograms::default(),
             warnings: vec![],
             streams: vec![],
+            info: vec![],
         }
     }
 

@@ -49,6 +49,17 @@ pub fn connections_line(r: &RunResult) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
+/// The runs' notes on how to read them (`RunResult::info`), each distinct sentence once.
+pub fn info_lines(results: &[RunResult]) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for line in results.iter().flat_map(|r| r.info.iter()) {
+        if !lines.contains(line) {
+            lines.push(line.clone());
+        }
+    }
+    lines
+}
+
 /// The faults behind failed messages, largest count first within each kind: error replies by
 /// message, then the connection-level kinds.
 fn causes(f: &Faults) -> Vec<String> {

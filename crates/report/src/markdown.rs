@@ -68,6 +68,13 @@ pub fn render(
             }
         }
     }
+    let info = crate::faults::info_lines(runs);
+    if !info.is_empty() {
+        out.push_str("\n## How to read these figures\n\n");
+        for line in info {
+            out.push_str(&format!("- {line}\n"));
+        }
+    }
     out.push_str("\n## Validity\n\n");
     let invalid = crate::validity::invalid_runs(runs);
     for (id, reasons) in &invalid {

@@ -95,6 +95,13 @@ pub fn table_for_width(results: &[RunResult], width: Option<usize>) -> String {
             out.push_str(&format!("  {run}: {line}\n"));
         }
     }
+    let info = crate::faults::info_lines(results);
+    if !info.is_empty() {
+        out.push_str("\nnotes:\n");
+        for line in info {
+            out.push_str(&format!("  {line}\n"));
+        }
+    }
     out.push_str(&grouped_warnings(results));
     out
 }

@@ -77,6 +77,7 @@ fn run(point: usize, window: u32, replicate: u32, rate: f64, base_ns: u64) -> Ru
         },
         warnings: vec![],
         streams: vec![],
+        info: vec![],
     }
 }
 

@@ -140,6 +140,7 @@ pub fn drive<P: RingProducer<Item>, C: RingConsumer<Item>>(
         stopped_by: None,
         notes: Vec::new(),
         streams: Vec::new(),
+        info: Vec::new(),
     })
 }
 

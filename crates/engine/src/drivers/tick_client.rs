@@ -13,6 +13,7 @@ use crate::clock::now_ns;
 use crate::cpu::CpuSnapshot;
 use crate::error::EngineError;
 use crate::harness::worker;
+use crate::net::feed::FeedDecoder;
 use crate::net::tick::{is_control, Schedule, ServerMessage, Tick};
 use crate::recorder::Recorder;
 use crate::server::ws::set_socket_buffer;
@@ -41,6 +42,9 @@ const CHECK_EVERY: Duration = Duration::from_millis(10);
 const RECONNECT_EVERY: Duration = Duration::from_millis(100);
 /// Longest a TCP connect or a WebSocket handshake may take.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
+/// Messages of a feed that must fail to decode, before any succeeded, for the schema to be
+/// judged wrong (the connection ends with what the messages hold).
+const SCHEMA_TRIES: u64 = 10;
 /// Largest message a client accepts.
 const MAX_MESSAGE: usize = 1 << 20;
 
@@ -89,6 +93,9 @@ pub struct Shared {
     pub stopped_by: OnceLock<String>,
     /// Give up at once (Ctrl-C before the start, another thread failed).
     pub abort: AtomicBool,
+    /// Someone else's feed: how to read its messages (`None`: msgbench's ticks). No
+    /// acknowledgements go to a feed.
+    pub feed: Option<FeedDecoder>,
 }
 
 impl Shared {
@@ -103,6 +110,7 @@ impl Shared {
             receive_buffer,
             stopped_by: OnceLock::new(),
             abort: AtomicBool::new(false),
+            feed: None,
         }
     }
 
@@ -222,7 +230,7 @@ fn run_thread(
     local.block_on(&runtime, async move {
         let mut sockets = Vec::with_capacity(plan.conns.len());
         for c in &plan.conns {
-            match open(&c.url, shared.receive_buffer).await {
+            match open_subscribed(&c.url, &shared).await {
                 Ok(ws) => sockets.push(ws),
                 Err(e) => {
                     let _ = ready.send(Err(e.into_engine(&c.url, &hint)));
@@ -320,7 +328,8 @@ async fn connection(
             std::future::poll_fn(|cx| reader.poll(cx, &mut ws, &mut stats, &recorder)).await;
         let (fault, why) = match ended {
             Ended::Done => {
-                goodbye(&mut ws, reader.on_this_connection(stats.processed)).await;
+                let ack = shared.feed.is_none();
+                goodbye(&mut ws, reader.on_this_connection(stats.processed), ack).await;
                 break;
             }
             Ended::Broken(fault, why) => (fault, why),
@@ -384,7 +393,7 @@ async fn reconnect(plan: &ConnPlan, shared: &Shared, stats: &mut StreamStats) ->
         if shared.over(now_ns()) {
             return None;
         }
-        match open(&url, shared.receive_buffer).await {
+        match open_subscribed(&url, shared).await {
             Ok(ws) => return Some(ws),
             Err(OpenError::Connect(_)) => stats.faults.connect_failures += 1,
             Err(OpenError::Handshake(_)) => stats.faults.handshake_failures += 1,
@@ -392,10 +401,25 @@ async fn reconnect(plan: &ConnPlan, shared: &Shared, stats: &mut StreamStats) ->
     }
 }
 
-/// Sends the last acknowledgement and closes, briefly: the server may be gone.
-async fn goodbye(ws: &mut ClientWs, processed: u64) {
+/// Opens a connection and, to a feed, sends its subscribe messages.
+async fn open_subscribed(url: &str, shared: &Shared) -> Result<ClientWs, OpenError> {
+    let mut ws = open(url, shared.receive_buffer).await?;
+    if let Some(feed) = &shared.feed {
+        for m in feed.subscribe() {
+            ws.send(Message::text(m.clone())).await.map_err(|e| {
+                OpenError::Handshake(format!("the subscribe message could not be sent ({e})"))
+            })?;
+        }
+    }
+    Ok(ws)
+}
+
+/// Sends the last acknowledgement (not to a feed) and closes, briefly: the server may be gone.
+async fn goodbye(ws: &mut ClientWs, processed: u64, ack: bool) {
     let bye = async {
-        ws.send(Message::text(ack_text(processed))).await?;
+        if ack {
+            ws.send(Message::text(ack_text(processed))).await?;
+        }
         ws.close().await
     };
     let _ = tokio::time::timeout(Duration::from_millis(500), bye).await;
@@ -420,6 +444,8 @@ struct Reader {
     acked: u64,
     flushing: bool,
     check: Pin<Box<tokio::time::Sleep>>,
+    /// A feed without sequence numbers: its messages, numbered as they come.
+    counter: u64,
 }
 
 impl Reader {
@@ -436,6 +462,7 @@ impl Reader {
             acked: 0,
             flushing: false,
             check: Box::pin(tokio::time::sleep(CHECK_EVERY)),
+            counter: 0,
         }
     }
 
@@ -502,7 +529,9 @@ impl Reader {
             if self.shared.over(now) {
                 return Poll::Ready(Ended::Done);
             }
-            self.ack_due |= stats.processed != self.acked && now >= self.next_ack_ns;
+            self.ack_due |= self.shared.feed.is_none()
+                && stats.processed != self.acked
+                && now >= self.next_ack_ns;
             if self.ack_due {
                 if let Err(e) = self.write_ack(cx, ws, stats.processed) {
                     return Poll::Ready(e);
@@ -554,7 +583,7 @@ impl Reader {
         recorder: &RefCell<Recorder>,
     ) -> Option<Ended> {
         let payload: &[u8] = message.as_payload();
-        if message.is_text() && is_control(payload) {
+        if message.is_text() && self.shared.feed.is_none() && is_control(payload) {
             return self.on_control(payload, stats);
         }
         if let Some((code, reason)) = message.as_close() {
@@ -569,10 +598,22 @@ impl Reader {
         if !message.is_binary() && !message.is_text() {
             return None; // ping, pong: tokio-websockets answers them
         }
-        let tick = match Tick::decode(payload, message.is_text()) {
-            Ok(t) => t,
-            Err(_) => {
+        let decoded = match &self.shared.feed {
+            Some(feed) => feed.decode(payload, message.is_text(), &mut self.counter),
+            None => Tick::decode(payload, message.is_text())
+                .map(Some)
+                .map_err(|_| crate::net::feed::FeedError::Shape),
+        };
+        let tick = match decoded {
+            Ok(Some(t)) => t,
+            Ok(None) => return None, // a feed's message outside the filter
+            Err(e) => {
                 stats.faults.protocol_errors += 1;
+                if stats.processed == 0 && stats.faults.protocol_errors >= SCHEMA_TRIES {
+                    if let Some(feed) = &self.shared.feed {
+                        return Some(Ended::Broken(Fault::Protocol, feed.mismatch(payload, &e)));
+                    }
+                }
                 return None;
             }
         };
@@ -591,7 +632,7 @@ impl Reader {
             self.window.as_ref(),
             &mut recorder.borrow_mut(),
         );
-        if completed >= self.next_ack_ns {
+        if completed >= self.next_ack_ns && self.shared.feed.is_none() {
             self.next_ack_ns = completed + self.shared.ack_every_ns;
             self.ack_due = true;
         }

@@ -45,6 +45,8 @@ pub struct Measured {
     pub notes: Vec<String>,
     /// Per-client results of a broadcast stream (empty for other systems).
     pub streams: Vec<StreamClient>,
+    /// How to read the figures (not a warning: the run is not less valid for it).
+    pub info: Vec<String>,
 }
 
 /// What a driver measured besides the recording.
@@ -91,6 +93,7 @@ impl Measured {
             stopped_by: out.stopped_by,
             notes,
             streams: Vec::new(),
+            info: Vec::new(),
         }
     }
 }

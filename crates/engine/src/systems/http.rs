@@ -55,17 +55,18 @@ pub fn run(
             on.drive::<TlsStream>(connector, ctx, &cpu)?
         }
     };
-    let mut notes = server.process_notes();
-    if config.tls.as_ref().is_some_and(|t| t.insecure) {
-        notes.push(INSECURE.to_string());
-    }
-    Ok(Measured::from_driver(
+    let notes = server.process_notes();
+    let mut measured = Measured::from_driver(
         out,
         config.requests.iter().map(|r| r.name.clone()).collect(),
         process_before,
         scenario.system.describe(),
         notes,
-    ))
+    );
+    if config.tls.as_ref().is_some_and(|t| t.insecure) {
+        measured.info.push(INSECURE.to_string());
+    }
+    Ok(measured)
 }
 
 /// Where the requests go.

@@ -18,6 +18,7 @@ use crate::drivers::tick_client::{self as native, ConnPlan, Shared, ThreadOut, T
 use crate::error::EngineError;
 use crate::harness::measured::unix_ms_of;
 use crate::harness::{BuiltinServer, Measured, RunContext, SpanCpu, SystemUnderTest, Timeline};
+use crate::net::feed::FeedDecoder;
 use crate::net::tick::Schedule;
 use crate::server::ticks::{ConnReport, ServerReport, TickServer, TickServerOptions};
 use msgbench_model::result::{Counters, IntervalSample, SequenceErrors, StreamClient};
@@ -73,11 +74,9 @@ pub fn run(
         TickServer::start(options, ([127, 0, 0, 1], 0).into())
     })?;
     let base = sut.address(ticks.address.as_deref(), |a| format!("ws://{a}/ticks"));
-    let shared = Arc::new(Shared::new(
-        ticks.ack_every_ns,
-        ticks.on_close,
-        ticks.receive_buffer,
-    ));
+    let mut shared = Shared::new(ticks.ack_every_ns, ticks.on_close, ticks.receive_buffer);
+    shared.feed = ticks.feed.clone().map(FeedDecoder::new);
+    let shared = Arc::new(shared);
     let mut run = Run {
         scenario,
         ticks,
@@ -424,6 +423,12 @@ impl Run<'_> {
             stopped_by,
             notes,
             streams,
+            info: self
+                .ticks
+                .feed
+                .as_ref()
+                .map(|f| f.notes())
+                .unwrap_or_default(),
         })
     }
 }
@@ -488,11 +493,17 @@ fn plans(ticks: &TicksConfig, base: &str) -> (Vec<ThreadPlan>, Vec<(String, usiz
                     .collect();
                 for i in 0..g.connections {
                     let name = g.connection_name(i);
-                    group_threads[i % g.threads].conns.push(ConnPlan {
-                        url: format!(
+                    // A feed's URL is the feed's: msgbench's query is for its own servers.
+                    let url = if ticks.feed.is_some() {
+                        base.to_string()
+                    } else {
+                        format!(
                             "{base}{separator}client={name}&format={}",
                             ticks.format.name()
-                        ),
+                        )
+                    };
+                    group_threads[i % g.threads].conns.push(ConnPlan {
+                        url,
                         name,
                         group: gi,
                         cost_ns: g.cost_ns,

@@ -1,0 +1,441 @@
+//! Someone else's feed messages read as ticks ([`FeedDecoder`]): the sequence number and the
+//! timestamp found at the `[ticks.feed]` paths (JSON) or offsets (binary), the timestamp moved
+//! onto this host's monotonic clock, messages outside the filter skipped.
+//!
+//! JSON is walked once per message by a serde visitor that descends only into the members on
+//! a configured path and skips the rest (`IgnoredAny`): no `Value` tree, no allocation for
+//! plain keys and values, whatever the message's size.
+use super::tick::Tick;
+use msgbench_model::feed::{BinaryField, BinaryType, FeedClock, FeedConfig, FieldAt};
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use std::borrow::Cow;
+use std::fmt;
+
+/// Why a message could not be read as the feed says.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FeedError {
+    /// Not JSON.
+    #[error("not JSON")]
+    Json,
+    /// The timestamp is not where the schema says, or not a number.
+    #[error("no numeric timestamp at its path")]
+    NoTimestamp,
+    /// The sequence number is not where the schema says, or not a whole number.
+    #[error("no whole sequence number at its path")]
+    NoSequence,
+    /// A binary message too short for its fields, or a message of the other kind.
+    #[error("a binary message too short for its fields, or a message of the other kind")]
+    Shape,
+}
+
+/// Reads a feed's messages as ticks.
+#[derive(Debug, Clone)]
+pub struct FeedDecoder {
+    config: FeedConfig,
+    /// Unix ns − monotonic ns, read once: moves wall-clock stamps onto the monotonic clock.
+    wall_minus_monotonic_ns: i128,
+}
+
+/// Up to three paths looked for at once: timestamp, sequence, filter.
+const TIMESTAMP: usize = 0;
+const SEQUENCE: usize = 1;
+const FILTER: usize = 2;
+
+/// A value found at a path.
+#[derive(Debug, Clone, PartialEq, Default)]
+enum Found<'de> {
+    #[default]
+    Missing,
+    Int(u64),
+    Float(f64),
+    Text(Cow<'de, str>),
+    Other,
+}
+
+impl FeedDecoder {
+    /// A decoder for `config`, its clock offset read now.
+    pub fn new(config: FeedConfig) -> FeedDecoder {
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i128)
+            .unwrap_or(0);
+        FeedDecoder {
+            config,
+            wall_minus_monotonic_ns: wall - crate::clock::now_ns() as i128,
+        }
+    }
+
+    /// Why the schema fits none of the messages, from one of them: `error`, and what the
+    /// message holds (its top-level fields, or its size), so the fix is in sight. Cold path.
+    pub fn mismatch(&self, payload: &[u8], error: &FeedError) -> String {
+        let holds =
+            match serde_json::from_slice::<std::collections::BTreeMap<String, IgnoredAny>>(payload)
+            {
+                Ok(fields) => format!(
+                    "a JSON object with the fields {}",
+                    fields
+                        .keys()
+                        .map(|k| format!("{k:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                Err(_) if std::str::from_utf8(payload).is_ok() => format!(
+                    "{:?}",
+                    String::from_utf8_lossy(&payload[..payload.len().min(120)])
+                ),
+                Err(_) => format!("a binary message of {} bytes", payload.len()),
+            };
+        format!(
+            "the feed schema fits none of the first messages ({error}); one of them was {holds}: fix [ticks.feed] (timestamp, sequence, format)"
+        )
+    }
+
+    /// The messages to send after the handshake.
+    pub fn subscribe(&self) -> &[String] {
+        &self.config.subscribe
+    }
+
+    /// The tick in `payload` (`Ok(None)`: skipped by the filter). Without a sequence field,
+    /// `counter` numbers the messages (so no gap can be seen).
+    pub fn decode(
+        &self,
+        payload: &[u8],
+        text: bool,
+        counter: &mut u64,
+    ) -> Result<Option<Tick>, FeedError> {
+        let (stamp, seq) = match (&self.config.timestamp, text) {
+            (FieldAt::Json(_), true) => match self.decode_json(payload)? {
+                Some(found) => found,
+                None => return Ok(None),
+            },
+            (FieldAt::Binary(at), false) => (
+                Found::Int(read_binary(payload, *at)?),
+                match self.config.sequence {
+                    Some(FieldAt::Binary(s)) => Some(read_binary(payload, s)?),
+                    _ => None,
+                },
+            ),
+            _ => return Err(FeedError::Shape),
+        };
+        let seq = seq.unwrap_or_else(|| {
+            *counter += 1;
+            *counter - 1
+        });
+        Ok(Some(Tick {
+            seq,
+            intended_ns: self.to_monotonic(&stamp)?,
+            sent_ns: 0,
+            symbol: 0,
+            price: 0.0,
+        }))
+    }
+
+    /// Timestamp and sequence number of a JSON message; `None` when the filter skips it.
+    fn decode_json<'de>(
+        &self,
+        payload: &'de [u8],
+    ) -> Result<Option<(Found<'de>, Option<u64>)>, FeedError> {
+        let mut paths: [&[String]; 3] = [&[], &[], &[]];
+        if let FieldAt::Json(p) = &self.config.timestamp {
+            paths[TIMESTAMP] = p;
+        }
+        if let Some(FieldAt::Json(p)) = &self.config.sequence {
+            paths[SEQUENCE] = p;
+        }
+        if let Some((p, _)) = &self.config.filter {
+            paths[FILTER] = p;
+        }
+        let mut found: [Found<'de>; 3] = Default::default();
+        let mut de = serde_json::Deserializer::from_slice(payload);
+        Walk {
+            paths: &paths,
+            active: 0b111,
+            depth: 0,
+            found: &mut found,
+        }
+        .deserialize(&mut de)
+        .map_err(|_| FeedError::Json)?;
+        if let Some((_, equals)) = &self.config.filter {
+            let holds = match &found[FILTER] {
+                Found::Text(t) => t == equals,
+                Found::Int(n) => equals.parse::<u64>().ok() == Some(*n),
+                _ => false,
+            };
+            if !holds {
+                return Ok(None);
+            }
+        }
+        let [stamp, seq, _] = found;
+        let seq = match (&self.config.sequence, seq) {
+            (None, _) => None,
+            (Some(_), Found::Int(n)) => Some(n),
+            (Some(_), Found::Text(t)) => Some(t.parse().map_err(|_| FeedError::NoSequence)?),
+            (Some(_), _) => return Err(FeedError::NoSequence),
+        };
+        Ok(Some((stamp, seq)))
+    }
+
+    /// A timestamp on this host's monotonic clock, ns.
+    fn to_monotonic(&self, stamp: &Found<'_>) -> Result<u64, FeedError> {
+        let value = match stamp {
+            Found::Int(n) => *n as f64,
+            Found::Float(f) => *f,
+            Found::Text(t) => t.parse::<f64>().map_err(|_| FeedError::NoTimestamp)?,
+            _ => return Err(FeedError::NoTimestamp),
+        };
+        if !value.is_finite() || value < 0.0 {
+            return Err(FeedError::NoTimestamp);
+        }
+        let ns = match stamp {
+            // Whole nanoseconds stay exact (an f64 holds 2^53 ns: 104 days of uptime).
+            Found::Int(n) if self.config.clock.ns_per_unit() == 1.0 => *n as i128,
+            _ => (value * self.config.clock.ns_per_unit()) as i128,
+        };
+        let monotonic = if self.config.clock == FeedClock::MonotonicNs {
+            ns
+        } else {
+            ns - self.wall_minus_monotonic_ns
+        };
+        Ok(monotonic.clamp(0, u64::MAX as i128) as u64)
+    }
+}
+
+/// An unsigned integer at a binary field.
+fn read_binary(payload: &[u8], at: BinaryField) -> Result<u64, FeedError> {
+    let bytes = payload
+        .get(at.offset..at.offset + at.kind.width())
+        .ok_or(FeedError::Shape)?;
+    Ok(match at.kind {
+        BinaryType::U32le => u32::from_le_bytes(bytes.try_into().expect("4")) as u64,
+        BinaryType::U32be => u32::from_be_bytes(bytes.try_into().expect("4")) as u64,
+        BinaryType::U64le => u64::from_le_bytes(bytes.try_into().expect("8")),
+        BinaryType::U64be => u64::from_be_bytes(bytes.try_into().expect("8")),
+    })
+}
+
+/// One level of the walk: the paths still followed (`active`, a bit per path) at `depth`.
+struct Walk<'a, 'de> {
+    paths: &'a [&'a [String]; 3],
+    active: u8,
+    depth: usize,
+    found: &'a mut [Found<'de>; 3],
+}
+
+impl<'de> DeserializeSeed<'de> for Walk<'_, 'de> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Walk<'_, 'de> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let Walk {
+            paths,
+            active,
+            depth,
+            found,
+        } = self;
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            let mut here = 0u8; // paths that end at this member
+            let mut deeper = 0u8; // paths that go on inside it
+            for (i, path) in paths.iter().enumerate() {
+                if active & (1 << i) != 0 && path.get(depth).is_some_and(|p| *p == *key) {
+                    if path.len() == depth + 1 {
+                        here |= 1 << i;
+                    } else {
+                        deeper |= 1 << i;
+                    }
+                }
+            }
+            if here != 0 {
+                let value = map.next_value::<Scalar<'de>>()?.0;
+                for (i, slot) in found.iter_mut().enumerate() {
+                    if here & (1 << i) != 0 {
+                        *slot = value.clone();
+                    }
+                }
+            } else if deeper != 0 {
+                map.next_value_seed(Walk {
+                    paths,
+                    active: deeper,
+                    depth: depth + 1,
+                    found: &mut *found,
+                })?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+
+    // Anything else holds none of the paths: skipped.
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(())
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+/// The value at the end of a path.
+struct Scalar<'de>(Found<'de>);
+
+impl<'de> serde::Deserialize<'de> for Scalar<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ScalarVisitor)
+    }
+}
+
+struct ScalarVisitor;
+
+impl<'de> Visitor<'de> for ScalarVisitor {
+    type Value = Scalar<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a number or a string")
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Scalar<'de>, E> {
+        Ok(Scalar(Found::Int(v)))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Scalar<'de>, E> {
+        Ok(Scalar(if v >= 0 {
+            Found::Int(v as u64)
+        } else {
+            Found::Other
+        }))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Scalar<'de>, E> {
+        Ok(Scalar(Found::Float(v)))
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Scalar<'de>, E> {
+        Ok(Scalar(Found::Text(Cow::Borrowed(v))))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Scalar<'de>, E> {
+        Ok(Scalar(Found::Text(Cow::Owned(v.to_string()))))
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Scalar<'de>, E> {
+        Ok(Scalar(Found::Other))
+    }
+    fn visit_unit<E>(self) -> Result<Scalar<'de>, E> {
+        Ok(Scalar(Found::Other))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar<'de>, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Scalar(Found::Other))
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Scalar<'de>, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Scalar(Found::Other))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use msgbench_model::feed::{FeedFormat, FeedStamp};
+
+    fn json(sequence: Option<&str>, timestamp: &str, clock: FeedClock) -> FeedDecoder {
+        let split = |p: &str| p.split('.').map(str::to_string).collect::<Vec<_>>();
+        FeedDecoder {
+            config: FeedConfig {
+                format: FeedFormat::Json,
+                subscribe: vec![],
+                sequence: sequence.map(|s| FieldAt::Json(split(s))),
+                timestamp: FieldAt::Json(split(timestamp)),
+                clock,
+                stamp: FeedStamp::Event,
+                filter: Some((split("e"), "trade".into())),
+            },
+            wall_minus_monotonic_ns: 1_000_000_000_000,
+        }
+    }
+
+    #[test]
+    fn json_fields_are_found_at_their_paths_and_the_filter_skips_the_rest() {
+        let d = json(Some("t"), "E", FeedClock::UnixMs);
+        let mut n = 0;
+        let trade = br#"{"e":"trade","E":1000123,"s":"BTCUSDT","t":81234,"p":"97012.5","q":"0.01","m":true,"x":{"y":[1,{"E":5}]}}"#;
+        let t = d.decode(trade, true, &mut n).unwrap().unwrap();
+        assert_eq!(
+            (t.seq, t.intended_ns),
+            (81234, 1_000_123_000_000 - 1_000_000_000_000)
+        );
+        let other = br#"{"e":"depthUpdate","E":1,"u":5}"#;
+        assert_eq!(d.decode(other, true, &mut n), Ok(None));
+        let answer = br#"{"result":null,"id":1}"#;
+        assert_eq!(d.decode(answer, true, &mut n), Ok(None));
+        assert_eq!(d.decode(b"not json", true, &mut n), Err(FeedError::Json));
+        let no_seq = br#"{"e":"trade","E":1000123}"#;
+        assert_eq!(d.decode(no_seq, true, &mut n), Err(FeedError::NoSequence));
+        let text_numbers = br#"{"e":"trade","E":"1000123.5","t":"7"}"#;
+        let t = d.decode(text_numbers, true, &mut n).unwrap().unwrap();
+        assert_eq!(
+            (t.seq, t.intended_ns),
+            (7, 1_000_123_500_000 - 1_000_000_000_000)
+        );
+        assert_eq!(d.decode(trade, false, &mut n), Err(FeedError::Shape));
+    }
+
+    #[test]
+    fn nested_paths_and_feeds_without_a_sequence() {
+        let d = json(None, "data.T", FeedClock::UnixS);
+        let mut n = 10;
+        let m = br#"{"stream":"x","data":{"e":"no","T":1000.25},"e":"trade"}"#;
+        let t = d.decode(m, true, &mut n).unwrap().unwrap();
+        assert_eq!((t.seq, n), (10, 11), "numbered by the counter");
+        assert_eq!(t.intended_ns, 1_000_250_000_000 - 1_000_000_000_000);
+        let m = br#"{"e":"trade","data":{"T":-3}}"#;
+        assert_eq!(d.decode(m, true, &mut n), Err(FeedError::NoTimestamp));
+    }
+
+    #[test]
+    fn binary_fields_are_read_at_their_offsets() {
+        let d = FeedDecoder {
+            config: FeedConfig {
+                format: FeedFormat::Binary,
+                subscribe: vec![],
+                sequence: Some(FieldAt::Binary(BinaryField {
+                    offset: 0,
+                    kind: BinaryType::U64le,
+                })),
+                timestamp: FieldAt::Binary(BinaryField {
+                    offset: 8,
+                    kind: BinaryType::U32be,
+                }),
+                clock: FeedClock::MonotonicNs,
+                stamp: FeedStamp::Send,
+                filter: None,
+            },
+            wall_minus_monotonic_ns: 0,
+        };
+        let mut m = 42u64.to_le_bytes().to_vec();
+        m.extend_from_slice(&7u32.to_be_bytes());
+        let t = d.decode(&m, false, &mut 0).unwrap().unwrap();
+        assert_eq!((t.seq, t.intended_ns), (42, 7));
+        assert_eq!(d.decode(&m[..11], false, &mut 0), Err(FeedError::Shape));
+    }
+}

@@ -1,0 +1,356 @@
+//! The `[ticks.feed]` section: how to read someone else's WebSocket feed (an exchange's trades,
+//! a market-data gateway) with the tick clients — what to send after the handshake, where each
+//! message's sequence number and timestamp are (JSON field paths or binary offsets), which
+//! messages count, and what clock the timestamp is on ([`FeedSpec`] → [`FeedConfig`]).
+use crate::check::{Invalid, ScenarioError};
+use serde::{Deserialize, Serialize};
+
+/// The `[ticks.feed]` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct FeedSpec {
+    /// `json` (text messages) or `binary`.
+    pub format: FeedFormat,
+    /// Text messages sent, in order, right after the handshake (a subscription).
+    pub subscribe: Vec<String>,
+    /// JSON: the dotted path of the sequence number (`"t"`, `"data.u"`); binary: see
+    /// `sequence_at`. Omitted: gaps are not checked, and the report says so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<String>,
+    /// JSON: the dotted path of the timestamp latency counts from (`"E"`, `"data.T"`).
+    pub timestamp: String,
+    /// Binary: where the sequence number is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sequence_at: Option<BinaryField>,
+    /// Binary: where the timestamp is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timestamp_at: Option<BinaryField>,
+    /// The timestamp's clock and unit: `monotonic-ns` (a server on this host reading
+    /// CLOCK_MONOTONIC), or wall clock: `unix-s`, `unix-ms`, `unix-us`, `unix-ns`.
+    pub clock: FeedClock,
+    /// What the timestamp is: `event` (when the event happened: an exchange's trade time) or
+    /// `send` (when the server sent the message).
+    pub stamp: FeedStamp,
+    /// JSON: only messages whose field at `filter.path` equals `filter.equals` count (others,
+    /// such as subscription answers, are skipped).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter: Option<FeedFilter>,
+}
+
+impl Default for FeedSpec {
+    fn default() -> Self {
+        FeedSpec {
+            format: FeedFormat::Json,
+            subscribe: Vec::new(),
+            sequence: None,
+            timestamp: String::new(),
+            sequence_at: None,
+            timestamp_at: None,
+            clock: FeedClock::UnixMs,
+            stamp: FeedStamp::Event,
+            filter: None,
+        }
+    }
+}
+
+/// Text or binary messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum FeedFormat {
+    /// Text messages of JSON.
+    Json,
+    /// Binary messages with fields at fixed offsets.
+    Binary,
+}
+
+/// A timestamp's clock and unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum FeedClock {
+    /// CLOCK_MONOTONIC ns of this host.
+    MonotonicNs,
+    /// Unix seconds (may be fractional in JSON).
+    UnixS,
+    /// Unix milliseconds.
+    UnixMs,
+    /// Unix microseconds.
+    UnixUs,
+    /// Unix nanoseconds.
+    UnixNs,
+}
+
+impl FeedClock {
+    /// Nanoseconds per unit.
+    pub fn ns_per_unit(self) -> f64 {
+        match self {
+            FeedClock::MonotonicNs | FeedClock::UnixNs => 1.0,
+            FeedClock::UnixUs => 1e3,
+            FeedClock::UnixMs => 1e6,
+            FeedClock::UnixS => 1e9,
+        }
+    }
+
+    /// The wall clock (its latency includes the offset between the hosts' clocks).
+    pub fn is_wall(self) -> bool {
+        self != FeedClock::MonotonicNs
+    }
+
+    /// Its name in a scenario.
+    pub fn name(self) -> &'static str {
+        match self {
+            FeedClock::MonotonicNs => "monotonic-ns",
+            FeedClock::UnixS => "unix-s",
+            FeedClock::UnixMs => "unix-ms",
+            FeedClock::UnixUs => "unix-us",
+            FeedClock::UnixNs => "unix-ns",
+        }
+    }
+}
+
+/// What a timestamp marks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum FeedStamp {
+    /// When the event happened.
+    Event,
+    /// When the server sent the message.
+    Send,
+}
+
+/// A field of a binary message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BinaryField {
+    /// Byte offset from the message's start.
+    pub offset: usize,
+    /// `u32le`, `u32be`, `u64le`, `u64be`.
+    #[serde(rename = "type")]
+    pub kind: BinaryType,
+}
+
+/// An unsigned integer's width and byte order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum BinaryType {
+    /// 4 bytes, little-endian.
+    U32le,
+    /// 4 bytes, big-endian.
+    U32be,
+    /// 8 bytes, little-endian.
+    U64le,
+    /// 8 bytes, big-endian.
+    U64be,
+}
+
+impl BinaryType {
+    /// Its width, bytes.
+    pub fn width(self) -> usize {
+        match self {
+            BinaryType::U32le | BinaryType::U32be => 4,
+            BinaryType::U64le | BinaryType::U64be => 8,
+        }
+    }
+}
+
+/// Only messages whose field equals a value count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FeedFilter {
+    /// Dotted path of the field.
+    pub path: String,
+    /// The value it must have (a string, or a number written as text).
+    pub equals: String,
+}
+
+/// Where a field is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FieldAt {
+    /// A JSON path, split at its dots.
+    Json(Vec<String>),
+    /// A binary field.
+    Binary(BinaryField),
+}
+
+/// Validated `[ticks.feed]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FeedConfig {
+    /// Text or binary.
+    pub format: FeedFormat,
+    /// Sent after the handshake.
+    pub subscribe: Vec<String>,
+    /// The sequence number (`None`: not checked).
+    pub sequence: Option<FieldAt>,
+    /// The timestamp.
+    pub timestamp: FieldAt,
+    /// Its clock.
+    pub clock: FeedClock,
+    /// What it marks.
+    pub stamp: FeedStamp,
+    /// JSON: path and value of the filter.
+    pub filter: Option<(Vec<String>, String)>,
+}
+
+/// A dotted path's parts; `None` when a part is empty.
+fn path(text: &str) -> Option<Vec<String>> {
+    let parts: Vec<String> = text.split('.').map(str::to_string).collect();
+    (!text.is_empty() && parts.iter().all(|p| !p.is_empty())).then_some(parts)
+}
+
+impl FeedSpec {
+    pub(crate) fn validate(&self, invalid: &Invalid) -> Result<FeedConfig, ScenarioError> {
+        let json_path = |field: &str, text: &str| {
+            path(text).ok_or_else(|| {
+                invalid(
+                    field,
+                    format!("is {text:?}"),
+                    "give a dotted field path, e.g. \"E\" or \"data.E\"",
+                )
+            })
+        };
+        let (sequence, timestamp) = match self.format {
+            FeedFormat::Json => {
+                if self.sequence_at.is_some() || self.timestamp_at.is_some() {
+                    return Err(invalid(
+                        "ticks.feed.timestamp_at",
+                        "is given for a JSON feed".into(),
+                        "JSON fields are paths: sequence = \"t\", timestamp = \"E\"",
+                    ));
+                }
+                let sequence = match &self.sequence {
+                    Some(s) => Some(FieldAt::Json(json_path("ticks.feed.sequence", s)?)),
+                    None => None,
+                };
+                let timestamp = FieldAt::Json(json_path("ticks.feed.timestamp", &self.timestamp)?);
+                (sequence, timestamp)
+            }
+            FeedFormat::Binary => {
+                if self.sequence.is_some() || !self.timestamp.is_empty() || self.filter.is_some() {
+                    return Err(invalid(
+                        "ticks.feed.timestamp",
+                        "is a JSON path (or a filter is set) for a binary feed".into(),
+                        "binary fields are offsets: timestamp_at = { offset = 8, type = \"u64le\" }",
+                    ));
+                }
+                let Some(timestamp) = self.timestamp_at else {
+                    return Err(invalid(
+                        "ticks.feed.timestamp_at",
+                        "is missing".into(),
+                        "say where the timestamp is: timestamp_at = { offset = 8, type = \"u64le\" }",
+                    ));
+                };
+                (
+                    self.sequence_at.map(FieldAt::Binary),
+                    FieldAt::Binary(timestamp),
+                )
+            }
+        };
+        let filter = match &self.filter {
+            Some(f) => Some((
+                json_path("ticks.feed.filter.path", &f.path)?,
+                f.equals.clone(),
+            )),
+            None => None,
+        };
+        if let Some(bad) = self.subscribe.iter().find(|m| m.len() > 64 * 1024) {
+            return Err(invalid(
+                "ticks.feed.subscribe",
+                format!("has a message of {} bytes", bad.len()),
+                "keep each subscribe message under 64 KiB",
+            ));
+        }
+        Ok(FeedConfig {
+            format: self.format,
+            subscribe: self.subscribe.clone(),
+            sequence,
+            timestamp,
+            clock: self.clock,
+            stamp: self.stamp,
+            filter,
+        })
+    }
+}
+
+impl FeedConfig {
+    /// What the reader of a run's report must know about its latency, one sentence each.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        let what = match self.stamp {
+            FeedStamp::Event => "the event's time (queueing at the source counts)",
+            FeedStamp::Send => "the server's send time",
+        };
+        let resolution = match self.clock {
+            FeedClock::UnixS => Some("1 s"),
+            FeedClock::UnixMs => Some("1 ms"),
+            FeedClock::UnixUs => Some("1 µs"),
+            _ => None,
+        };
+        let mut sentence = format!(
+            "feed latency counts from each message's timestamp ({}, {what})",
+            self.clock.name()
+        );
+        if let Some(r) = resolution {
+            sentence.push_str(&format!(
+                "; stamps of {r} resolution make every latency uncertain by up to {r}, which bounds what a p50 can say"
+            ));
+        }
+        notes.push(sentence);
+        if self.clock.is_wall() {
+            notes.push("feed timestamps are wall-clock: across hosts, every latency includes the offset between their clocks (check NTP/PTP)".into());
+        }
+        if self.sequence.is_none() {
+            notes.push(
+                "feed has no sequence field: gaps, duplicates and reordering were not checked"
+                    .into(),
+            );
+        }
+        notes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::check::testing::{refused, valid};
+
+    const FEED: &str =
+        "system = \"ticks\"\n[ticks]\naddress = \"ws://127.0.0.1:9443/\"\n[ticks.feed]\n";
+
+    #[test]
+    fn a_json_feed_has_paths_and_a_binary_one_offsets() {
+        let s = valid(&format!(
+            "{FEED}sequence = \"data.t\"\ntimestamp = \"E\"\nfilter = {{ path = \"e\", equals = \"trade\" }}\n"
+        ));
+        let crate::scenario::System::Ticks { ticks, .. } = &s.system else {
+            panic!("ticks")
+        };
+        let feed = ticks.feed.as_ref().unwrap();
+        assert_eq!(
+            feed.sequence,
+            Some(super::FieldAt::Json(vec!["data".into(), "t".into()]))
+        );
+        assert_eq!(feed.notes().len(), 2, "ms resolution and wall clock");
+        valid(&format!("{FEED}format = \"binary\"\ntimestamp_at = {{ offset = 8, type = \"u64le\" }}\nclock = \"monotonic-ns\"\n"));
+    }
+
+    #[test]
+    fn a_feed_refuses_what_it_cannot_read() {
+        for (text, field) in [
+            ("", "ticks.feed.timestamp"),
+            ("timestamp = \"a..b\"\n", "ticks.feed.timestamp"),
+            (
+                "timestamp = \"E\"\ntimestamp_at = { offset = 0, type = \"u32le\" }\n",
+                "ticks.feed.timestamp_at",
+            ),
+            ("format = \"binary\"\n", "ticks.feed.timestamp_at"),
+            (
+                "format = \"binary\"\ntimestamp = \"E\"\n",
+                "ticks.feed.timestamp",
+            ),
+        ] {
+            assert_eq!(refused(&format!("{FEED}{text}")).0, field, "{text}");
+        }
+        assert_eq!(
+            refused("system = \"ticks\"\n[ticks.feed]\ntimestamp = \"E\"\n").0,
+            "ticks.feed"
+        );
+    }
+}
