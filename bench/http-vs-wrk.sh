@@ -27,6 +27,16 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.05; done; echo "nothing listens on $1" >&2; exit 1; }
 
+# oha, the second peer: built once from crates.io into target/peers/oha (a few minutes on 2
+# cores); when it does not build, its rows are left out and the script says so.
+OHA="$ROOT/target/peers/oha/bin/oha"
+if [ ! -x "$OHA" ]; then
+  echo "building oha from crates.io into target/peers/oha (once)" >&2
+  cargo install --quiet --locked oha --root "$ROOT/target/peers/oha" >/dev/null 2>&1 \
+    || echo "oha did not build here; its rows are left out" >&2
+fi
+[ -x "$OHA" ] || OHA=""
+
 NGINX_PORT=$(free_port)
 mkdir -p "$WORK/www"
 echo "hello from nginx" > "$WORK/www/small.txt"
@@ -52,9 +62,9 @@ wait_port "$NGINX_PORT"
 
 STALL_PORT=$(free_port)
 
-python3 - "$MSGBENCH" "$OUT" "$NGINX_PORT" "$STALL_PORT" "$ROUNDS" <<'PY'
+python3 - "$MSGBENCH" "$OUT" "$NGINX_PORT" "$STALL_PORT" "$ROUNDS" "$OHA" <<'PY'
 import json, re, resource, statistics, subprocess, sys
-msgbench, out, nginx, stall, rounds = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+msgbench, out, nginx, stall, rounds, oha_bin = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6]
 
 def child_cpu():
     u = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -74,6 +84,18 @@ def wrk(port, path, connections, seconds):
     for pct, value, unit in re.findall(r"^\s+(\d+)%\s+([\d.]+)(us|ms|s)\s*$", text, re.M):
         q[int(pct) / 100] = float(value) * UNITS[unit]
     return rps, cpu / n, q
+
+def oha(port, path, connections, seconds):
+    """requests/s, CPU-s per request (oha with its defaults, no TUI)."""
+    before = child_cpu()
+    fmt = ["--output-format", "json"] if "--output-format" in subprocess.run(
+        [oha_bin, "--help"], capture_output=True, text=True).stdout else ["-j"]
+    text = subprocess.run([oha_bin, "-z", f"{seconds}s", "-c", str(connections), "--no-tui",
+                           *fmt, f"http://127.0.0.1:{port}{path}"], capture_output=True, text=True, check=True).stdout
+    cpu = child_cpu() - before
+    j = json.loads(text)
+    n = sum(j["statusCodeDistribution"].values())
+    return n / seconds, cpu / n
 
 def ours(port, path, sets, seconds, warmup="0"):
     before = child_cpu()
@@ -100,6 +122,17 @@ for _ in range(rounds):
     print(f"   round: msgbench {a_rps/1e3:.1f}k/s {a_cpu*1e9:.0f} ns CPU/req; wrk {b_rps/1e3:.1f}k/s {b_cpu*1e9:.0f} ns CPU/req")
 print(f"   throughput msgbench/wrk: median {statistics.median(tr):.2f} (rounds {', '.join(f'{x:.2f}' for x in tr)}); target >= 1.00")
 print(f"   client CPU per request msgbench/wrk: median {statistics.median(cr):.2f} (rounds {', '.join(f'{x:.2f}' for x in cr)}); target <= 0.80")
+if oha_bin:
+    tr, cr = [], []
+    for _ in range(rounds):
+        a_rps, a_cpu, _ = ours(nginx, "/small.txt", ['pacing.mode="closed-loop"', "client.connections=50"], 3)
+        b_rps, b_cpu = oha(nginx, "/small.txt", 50, 3)
+        tr.append(a_rps / b_rps)
+        cr.append(a_cpu / b_cpu)
+        print(f"   round: msgbench {a_rps/1e3:.1f}k/s {a_cpu*1e9:.0f} ns CPU/req; oha {b_rps/1e3:.1f}k/s {b_cpu*1e9:.0f} ns CPU/req")
+    print(f"   throughput msgbench/oha: median {statistics.median(tr):.2f}; client CPU per request msgbench/oha: median {statistics.median(cr):.2f}")
+else:
+    print("   oha: not built here, no rows")
 
 print("2. msgbench serve http, stalled 500 ms every 2 s, 10 connections, 8 s per run")
 import socket, time
