@@ -271,6 +271,23 @@ impl FeedSpec {
 }
 
 impl FeedConfig {
+    /// A field's place in words: `E` or `@8:u64le`.
+    pub fn field_name(&self, at: &FieldAt) -> String {
+        match at {
+            FieldAt::Json(path) => path.join("."),
+            FieldAt::Binary(b) => format!(
+                "@{}:{}",
+                b.offset,
+                match b.kind {
+                    BinaryType::U32le => "u32le",
+                    BinaryType::U32be => "u32be",
+                    BinaryType::U64le => "u64le",
+                    BinaryType::U64be => "u64be",
+                }
+            ),
+        }
+    }
+
     /// What the reader of a run's report must know about its latency, one sentence each.
     pub fn notes(&self) -> Vec<String> {
         let mut notes = Vec::new();

@@ -390,12 +390,21 @@ impl TicksConfig {
                 self.server.send_buffer
             ),
         };
-        format!(
-            "ticks {server} format={} symbols={} clients={}",
-            self.format.name(),
-            self.symbols,
-            groups.join(",")
-        )
+        let stream = match &self.feed {
+            // A feed keeps its own schedule and format: say how it is read instead.
+            Some(f) => format!(
+                "feed({} stamp={} {} seq={}, its own schedule)",
+                match f.format {
+                    crate::feed::FeedFormat::Json => "json",
+                    crate::feed::FeedFormat::Binary => "binary",
+                },
+                f.field_name(&f.timestamp),
+                f.clock.name(),
+                f.sequence.as_ref().map_or("none".to_string(), |s| f.field_name(s)),
+            ),
+            None => format!("format={} symbols={}", self.format.name(), self.symbols),
+        };
+        format!("ticks {server} {stream} clients={}", groups.join(","))
     }
 }
 
