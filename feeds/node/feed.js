@@ -2,6 +2,7 @@
 // msgbench's feed tests and examples (a server msgbench did not write).
 //
 //   node feeds/node/feed.js --port 9443 --rate 50000 [--format json|binary] [--skip-every N] [--for SECONDS]
+//                           [--cert cert.pem --key key.pem]   (wss://)
 //
 // After a client's first message (any subscription) it streams trades to it, at --rate or at
 // the rate its URL asks for (ws://127.0.0.1:9443/?rate=50000):
@@ -29,8 +30,19 @@ if (!(defaultRate > 0) || !['json', 'binary'].includes(format) || !(port >= 0)) 
   process.exit(2);
 }
 
-const wss = new WebSocketServer({ host: '127.0.0.1', port, maxPayload: 64 * 1024 });
-wss.on('listening', () => console.log(`node feed listening on ws://127.0.0.1:${wss.address().port}/ (${defaultRate}/s ${format})`));
+// With --cert and --key (PEM files), the feed is wss:// (TLS), as most real feeds are.
+const cert = arg('cert', '');
+const key = arg('key', '');
+let wss;
+if (cert && key) {
+  const fs = require('fs');
+  const server = require('https').createServer({ cert: fs.readFileSync(cert), key: fs.readFileSync(key) });
+  wss = new WebSocketServer({ server, maxPayload: 64 * 1024 });
+  server.listen(port, '127.0.0.1', () => console.log(`node feed listening on wss://127.0.0.1:${port}/ (${defaultRate}/s ${format})`));
+} else {
+  wss = new WebSocketServer({ host: '127.0.0.1', port, maxPayload: 64 * 1024 });
+  wss.on('listening', () => console.log(`node feed listening on ws://127.0.0.1:${wss.address().port}/ (${defaultRate}/s ${format})`));
+}
 wss.on('connection', (ws, req) => {
   // A client may ask for its own rate: ws://host:port/?rate=50000 (a sweep's axis).
   const asked = Number(new URL(req.url, 'ws://x').searchParams.get('rate'));

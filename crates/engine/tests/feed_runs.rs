@@ -150,3 +150,48 @@ fn a_schema_that_fits_no_message_says_what_the_messages_hold() {
     );
     assert_eq!(r.counters.delivered, 0);
 }
+
+/// A test CA and a certificate it signed for 127.0.0.1, in `dir`.
+fn certificates(dir: &Path) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(dir.join("cert.pem"), leaf.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+}
+
+#[test]
+fn a_wss_feed_is_read_over_tls_verified_against_its_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    certificates(dir.path());
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let feed = NodeFeed::start(&[
+        "--rate",
+        "20000",
+        "--skip-every",
+        "1000",
+        "--cert",
+        cert.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+    ]);
+    let address = format!("ticks.address=\"wss://127.0.0.1:{}/\"", feed.port);
+    let ca = format!("ticks.ca_file=\"{}\"", dir.path().join("ca.pem").display());
+    let r = &run(JSON_FEED, &[&address, &ca, "run.duration=\"1s\""])[0];
+    assert!(r.counters.delivered > 15_000, "{:?}", r.counters);
+    assert_gaps_are_the_skipped_ids(r);
+    // Without the CA: one message that says how to pass it.
+    let (outcome, _dir) = try_run(JSON_FEED, &[&address]);
+    let e = outcome.unwrap_err().to_string();
+    assert!(
+        e.contains("TLS handshake failed") && e.contains("ticks.ca_file"),
+        "{e}"
+    );
+}

@@ -120,10 +120,14 @@ pub(crate) fn shares<T>(
     Ok(ops.values().map(|op| weight(op) / total).collect())
 }
 
-/// `host:port` of a `ws://host:port/path` address (the part a TCP connection goes to).
+/// `host:port` of a `ws://host:port/path` or `wss://…` address (the part a TCP connection
+/// goes to).
 pub fn ws_authority(address: &str) -> &str {
-    let rest = address.strip_prefix("ws://").unwrap_or(address);
-    rest.split('/').next().unwrap_or(rest)
+    let rest = address
+        .strip_prefix("ws://")
+        .or_else(|| address.strip_prefix("wss://"))
+        .unwrap_or(address);
+    rest.split(['/', '?']).next().unwrap_or(rest)
 }
 
 /// Checks `ws://host:port[/path]` without resolving it.
@@ -140,11 +144,11 @@ pub fn check_ws_address(
     let bad = || {
         invalid(
             field,
-            format!("is \"{address}\", not a ws:// address"),
-            &format!("write it like \"{example}\" (wss:// is not supported)"),
+            format!("is \"{address}\", not a ws:// or wss:// address with a port"),
+            &format!("write it like \"{example}\" (or wss://host:443/path over TLS)"),
         )
     };
-    if !address.starts_with("ws://") {
+    if !address.starts_with("ws://") && !address.starts_with("wss://") {
         return Err(bad());
     }
     check_address(field, ws_authority(address), invalid).map_err(|_| bad())

@@ -56,6 +56,12 @@ pub struct TicksSpec {
     /// acknowledgements are sent and msgbench's tick format is not expected).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub feed: Option<crate::feed::FeedSpec>,
+    /// `wss://`: a PEM file of CA certificates the server's may chain to, besides the Mozilla
+    /// roots compiled in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<String>,
+    /// `wss://`: take any certificate, unverified (the report says so).
+    pub insecure: bool,
 }
 
 impl Default for TicksSpec {
@@ -71,6 +77,8 @@ impl Default for TicksSpec {
             server: TickServerSpec::default(),
             clients: BTreeMap::new(),
             feed: None,
+            ca_file: None,
+            insecure: false,
         }
     }
 }
@@ -296,6 +304,10 @@ pub struct TicksConfig {
     pub spin_ns: u64,
     /// Someone else's feed: its schema (`None`: msgbench's tick protocol).
     pub feed: Option<crate::feed::FeedConfig>,
+    /// `wss://`: extra CA certificates.
+    pub ca_file: Option<String>,
+    /// `wss://`: no verification.
+    pub insecure: bool,
 }
 
 /// Validated built-in tick server settings.
@@ -400,7 +412,9 @@ impl TicksConfig {
                 },
                 f.field_name(&f.timestamp),
                 f.clock.name(),
-                f.sequence.as_ref().map_or("none".to_string(), |s| f.field_name(s)),
+                f.sequence
+                    .as_ref()
+                    .map_or("none".to_string(), |s| f.field_name(s)),
             ),
             None => format!("format={} symbols={}", self.format.name(), self.symbols),
         };
@@ -502,8 +516,34 @@ impl TicksSpec {
                 "raise it or open fewer connections",
             ));
         }
+        let wss = self
+            .address
+            .as_deref()
+            .is_some_and(|a| a.starts_with("wss://"));
+        if (self.ca_file.is_some() || self.insecure) && !wss {
+            return Err(invalid(
+                if self.insecure {
+                    "ticks.insecure"
+                } else {
+                    "ticks.ca_file"
+                },
+                "is given without a wss:// address".into(),
+                "TLS options apply to wss:// addresses; remove it or use wss://",
+            ));
+        }
+        if let Some(path) = &self.ca_file {
+            std::fs::metadata(path).map_err(|e| {
+                invalid(
+                    "ticks.ca_file",
+                    format!("is \"{path}\", which cannot be read ({e})"),
+                    "give a PEM file of CA certificates (relative paths start where msgbench runs)",
+                )
+            })?;
+        }
         Ok(TicksConfig {
             feed,
+            ca_file: self.ca_file.clone(),
+            insecure: self.insecure,
             address: self.address.clone(),
             format: self.format,
             symbols: self.symbols,

@@ -30,10 +30,12 @@ use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::net::TcpStream;
-use tokio_websockets::{Message, WebSocketStream};
+use tokio_websockets::{Connector, MaybeTlsStream, Message, WebSocketStream};
 
-/// A client-side WebSocket.
-pub type ClientWs = WebSocketStream<TcpStream>;
+/// A client-side WebSocket, over TLS for `wss://`.
+pub type ClientWs = WebSocketStream<MaybeTlsStream<TcpStream>>;
+/// How `wss://` connections verify their server (`None`: the Mozilla roots).
+pub type WsTls = Option<Arc<tokio_rustls::rustls::ClientConfig>>;
 /// Messages handled before a connection lets the others on its thread run.
 const MESSAGES_PER_POLL: usize = 1024;
 /// How often an idle connection looks at the stop flag and the deadline.
@@ -96,6 +98,8 @@ pub struct Shared {
     /// Someone else's feed: how to read its messages (`None`: msgbench's ticks). No
     /// acknowledgements go to a feed.
     pub feed: Option<FeedDecoder>,
+    /// How `wss://` servers are verified.
+    pub tls: WsTls,
 }
 
 impl Shared {
@@ -111,6 +115,7 @@ impl Shared {
             stopped_by: OnceLock::new(),
             abort: AtomicBool::new(false),
             feed: None,
+            tls: None,
         }
     }
 
@@ -157,8 +162,40 @@ impl OpenError {
     }
 }
 
+/// The TLS session of a `wss://` connection, its handshake bounded like the rest of opening;
+/// a certificate that does not verify says how to pass a CA file.
+async fn tls_wrap(
+    stream: TcpStream,
+    authority: &str,
+    tls: &WsTls,
+) -> Result<MaybeTlsStream<TcpStream>, OpenError> {
+    let config = match tls {
+        Some(c) => c.clone(),
+        None => {
+            crate::drivers::tls::client_config(None, false)
+                .map_err(OpenError::Handshake)?
+                .0
+        }
+    };
+    let host = authority
+        .rsplit_once(':')
+        .map_or(authority, |(h, _)| h)
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let connector = Connector::Rustls(tokio_rustls::TlsConnector::from(config));
+    match tokio::time::timeout(OPEN_TIMEOUT, connector.wrap(host, stream)).await {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => Err(OpenError::Handshake(format!(
+            "the TLS handshake failed ({e}); a private CA's certificate needs `ticks.ca_file = \"ca.pem\"`, or skip the check with `ticks.insecure = true`"
+        ))),
+        Err(_) => Err(OpenError::Handshake(
+            "the TLS handshake got no answer in time (is it a TLS port?)".into(),
+        )),
+    }
+}
+
 /// Opens a WebSocket to `url` (`ws://host:port/path?query`).
-pub async fn open(url: &str, receive_buffer: u32) -> Result<ClientWs, OpenError> {
+pub async fn open(url: &str, receive_buffer: u32, tls: &WsTls) -> Result<ClientWs, OpenError> {
     let authority = msgbench_model::check::ws_authority(url);
     let address = tokio::net::lookup_host(authority)
         .await
@@ -179,6 +216,11 @@ pub async fn open(url: &str, receive_buffer: u32) -> Result<ClientWs, OpenError>
         use std::os::fd::AsRawFd;
         set_socket_buffer(stream.as_raw_fd(), libc::SO_RCVBUF, receive_buffer);
     }
+    let stream = if url.starts_with("wss://") {
+        tls_wrap(stream, authority, tls).await?
+    } else {
+        MaybeTlsStream::Plain(stream)
+    };
     let builder = tokio_websockets::ClientBuilder::new()
         .uri(url)
         .map_err(|e| OpenError::Handshake(format!("`{url}` is not a valid URI: {e}")))?
@@ -403,7 +445,7 @@ async fn reconnect(plan: &ConnPlan, shared: &Shared, stats: &mut StreamStats) ->
 
 /// Opens a connection and, to a feed, sends its subscribe messages.
 async fn open_subscribed(url: &str, shared: &Shared) -> Result<ClientWs, OpenError> {
-    let mut ws = open(url, shared.receive_buffer).await?;
+    let mut ws = open(url, shared.receive_buffer, &shared.tls).await?;
     if let Some(feed) = &shared.feed {
         for m in feed.subscribe() {
             ws.send(Message::text(m.clone())).await.map_err(|e| {

@@ -35,6 +35,23 @@ impl TlsConnector {
         let host = host.trim_start_matches('[').trim_end_matches(']');
         let server_name = ServerName::try_from(host.to_string())
             .map_err(|e| format!("`{host}` is not a name a certificate can carry ({e})"))?;
+        let (config, roots) = client_config(ca_file, insecure)?;
+        Ok(TlsConnector {
+            config,
+            server_name,
+            roots,
+        })
+    }
+}
+
+/// A rustls client configuration (shared by the HTTP transport and the WebSocket clients):
+/// the Mozilla roots plus `ca_file`, or no verification when `insecure`; and, in words, what
+/// verifies the certificate.
+pub fn client_config(
+    ca_file: Option<&str>,
+    insecure: bool,
+) -> Result<(Arc<rustls::ClientConfig>, String), String> {
+    {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
@@ -59,29 +76,25 @@ impl TlsConnector {
             let config = builder.with_root_certificates(store).with_no_client_auth();
             (config, roots)
         };
-        Ok(TlsConnector {
-            config: Arc::new(config),
-            server_name,
-            roots,
-        })
+        Ok((Arc::new(config), roots))
     }
 }
 
 /// Adds every certificate of the PEM file at `path` to `store`.
 fn add_ca_file(store: &mut rustls::RootCertStore, path: &str) -> Result<(), String> {
     let certs = CertificateDer::pem_file_iter(path)
-        .map_err(|e| format!("http.ca_file \"{path}\" cannot be read: {e}"))?
+        .map_err(|e| format!("the CA file \"{path}\" cannot be read: {e}"))?
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("http.ca_file \"{path}\" is not PEM certificates: {e}"))?;
+        .map_err(|e| format!("the CA file \"{path}\" is not PEM certificates: {e}"))?;
     if certs.is_empty() {
         return Err(format!(
-            "http.ca_file \"{path}\" holds no certificate (give a PEM file with -----BEGIN CERTIFICATE-----)"
+            "the CA file \"{path}\" holds no certificate (give a PEM file with -----BEGIN CERTIFICATE-----)"
         ));
     }
     for cert in certs {
-        store.add(cert).map_err(|e| {
-            format!("http.ca_file \"{path}\" has a certificate rustls refuses: {e}")
-        })?;
+        store
+            .add(cert)
+            .map_err(|e| format!("the CA file \"{path}\" has a certificate rustls refuses: {e}"))?;
     }
     Ok(())
 }

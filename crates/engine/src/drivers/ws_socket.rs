@@ -134,7 +134,7 @@ pub fn run(plan: Plan, ends: Ends, ready: Sender<Result<(), EngineError>>) -> Ve
     local.block_on(&runtime, async move {
         let mut conns = Vec::with_capacity(plan.connections);
         for _ in 0..plan.connections {
-            match open(&plan.url, 0).await {
+            match open(&plan.url, 0, &None).await {
                 Ok(ws) => conns.push(Some(ws)),
                 Err(e) => {
                     let _ = ready.send(Err(e.into_engine(&plan.url, &plan.hint)));
@@ -367,7 +367,7 @@ impl Io {
         let url = self.plan.url.clone();
         let mut attempt = tokio::task::spawn_local(async move {
             tokio::time::sleep(delay).await;
-            open(&url, 0).await
+            open(&url, 0, &None).await
         });
         // Register interest now: its completion must wake this poll.
         if let Poll::Ready(done) = Pin::new(&mut attempt).poll(cx) {

@@ -76,6 +76,16 @@ pub fn run(
     let base = sut.address(ticks.address.as_deref(), |a| format!("ws://{a}/ticks"));
     let mut shared = Shared::new(ticks.ack_every_ns, ticks.on_close, ticks.receive_buffer);
     shared.feed = ticks.feed.clone().map(FeedDecoder::new);
+    if ticks.ca_file.is_some() || ticks.insecure {
+        let (config, _) =
+            crate::drivers::tls::client_config(ticks.ca_file.as_deref(), ticks.insecure).map_err(
+                |problem| EngineError::Handshake {
+                    address: ticks.address.clone().unwrap_or_default(),
+                    problem,
+                },
+            )?;
+        shared.tls = Some(config);
+    }
     let shared = Arc::new(shared);
     let mut run = Run {
         scenario,
@@ -423,13 +433,27 @@ impl Run<'_> {
             stopped_by,
             notes,
             streams,
-            info: self
-                .ticks
-                .feed
-                .as_ref()
-                .map(|f| f.notes())
-                .unwrap_or_default(),
+            info: self.info(),
         })
+    }
+}
+
+impl Run<'_> {
+    /// How to read the run's figures: a feed's timestamps, an unverified certificate.
+    fn info(&self) -> Vec<String> {
+        let mut info = self
+            .ticks
+            .feed
+            .as_ref()
+            .map(|f| f.notes())
+            .unwrap_or_default();
+        if self.ticks.insecure {
+            info.push(
+                "TLS certificate not verified (ticks.insecure = true): the server was not authenticated"
+                    .into(),
+            );
+        }
+        info
     }
 }
 
