@@ -606,6 +606,7 @@ mod tests {
             ("redis", "## ---- system = \"redis\"", true),
             ("ws-rpc", "## ---- system = \"ws-rpc\"", true),
             ("ticks", "## ---- system = \"ticks\"", false),
+            ("http", "## ---- system = \"http\"", true),
         ] {
             let mut text = active.replace("SYSTEM", system);
             if system == "ticks" {

@@ -68,6 +68,12 @@ pub fn render(
             }
         }
     }
+    if runs
+        .iter()
+        .any(|r| r.system == msgbench_model::scenario::SystemKind::Http)
+    {
+        out.push_str(&status_table(runs));
+    }
     let info = crate::faults::info_lines(runs);
     if !info.is_empty() {
         out.push_str("\n## How to read these figures\n\n");
@@ -198,6 +204,43 @@ fn class_table(points: &BTreeMap<usize, Vec<&RunResult>>) -> String {
             row.push(spread(of(|c, _| measured(c, c.latency.max_ns)), ns));
             out.push_str(&format!("| {} |\n", row.join(" | ")));
         }
+    }
+    out
+}
+
+/// The HTTP runs' responses by status: delivered ones (the accepted statuses, in the measured
+/// window) and each failing status line (counted over the whole run, warm-up included).
+fn status_table(runs: &[RunResult]) -> String {
+    let http: Vec<&RunResult> = runs
+        .iter()
+        .filter(|r| r.system == msgbench_model::scenario::SystemKind::Http)
+        .collect();
+    let mut statuses: Vec<&str> = Vec::new();
+    for e in http.iter().flat_map(|r| r.faults.errors.iter()) {
+        if e.message.starts_with("HTTP ") && !statuses.contains(&e.message.as_str()) {
+            statuses.push(&e.message);
+        }
+    }
+    let mut header = vec![
+        "run".to_string(),
+        "delivered (accepted statuses, measured window)".to_string(),
+    ];
+    header.extend(statuses.iter().map(|s| format!("{s} (warm-up included)")));
+    let mut out = String::from("\n## HTTP statuses\n\n");
+    out.push_str(&header_row(&header));
+    for r in http {
+        let mut row = format!("| {} | {} |", r.run_id, r.counters.delivered);
+        for s in &statuses {
+            let n = r
+                .faults
+                .errors
+                .iter()
+                .find(|e| e.message == *s)
+                .map_or(0, |e| e.count);
+            row.push_str(&format!(" {n} |"));
+        }
+        out.push_str(&row);
+        out.push('\n');
     }
     out
 }
