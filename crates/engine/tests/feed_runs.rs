@@ -4,7 +4,7 @@
 //! (binary), and skipping every 1000th trade id on request.
 mod common;
 
-use common::{run, try_run};
+use common::{certificates, run, try_run};
 use msgbench_model::RunResult;
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
@@ -149,22 +149,6 @@ fn a_schema_that_fits_no_message_says_what_the_messages_hold() {
         "{said}"
     );
     assert_eq!(r.counters.delivered, 0);
-}
-
-/// A test CA and a certificate it signed for 127.0.0.1, in `dir`.
-fn certificates(dir: &Path) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = ca.self_signed(&ca_key).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .signed_by(&key, &ca, &ca_key)
-        .unwrap();
-    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
-    std::fs::write(dir.join("cert.pem"), leaf.pem()).unwrap();
-    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! started here on a free loopback port with a generated configuration).
 mod common;
 
-use common::{assert_accounted, run, try_run};
+use common::{assert_accounted, certificates, run, try_run};
 use msgbench_model::RunResult;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -207,25 +207,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// A test CA and a certificate it signed for `localhost` and 127.0.0.1, written to `dir` as
-/// `ca.pem`, `cert.pem` and `key.pem`.
-fn certificates(dir: &std::path::Path) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(rcgen::DnType::CommonName, "msgbench test CA");
-    let ca = ca.self_signed(&ca_key).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".into()])
-        .unwrap()
-        .signed_by(&key, &ca, &ca_key)
-        .unwrap();
-    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
-    std::fs::write(dir.join("cert.pem"), leaf.pem()).unwrap();
-    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
 }
 
 impl Nginx {

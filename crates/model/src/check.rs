@@ -130,6 +130,43 @@ pub fn ws_authority(address: &str) -> &str {
     rest.split(['/', '?']).next().unwrap_or(rest)
 }
 
+/// Checks the TLS options of a section (`http`, `ticks`): they need a TLS address (`secure`),
+/// the CA file must be readable, and verifying against it and skipping verification exclude
+/// each other.
+pub(crate) fn check_tls_options(
+    section: &str,
+    secure: bool,
+    (ca_file, insecure): (Option<&str>, bool),
+    invalid: &Invalid,
+) -> Result<(), ScenarioError> {
+    let field = |key: &str| format!("{section}.{key}");
+    if !secure && (ca_file.is_some() || insecure) {
+        let key = if insecure { "insecure" } else { "ca_file" };
+        return Err(invalid(
+            &field(key),
+            "is given for an address without TLS".into(),
+            "TLS options apply to https:// and wss:// addresses; remove it or use TLS",
+        ));
+    }
+    let Some(path) = ca_file else {
+        return Ok(());
+    };
+    if insecure {
+        return Err(invalid(
+            &field("ca_file"),
+            "is given with insecure = true".into(),
+            "verify against the CA file or skip verification, not both",
+        ));
+    }
+    std::fs::metadata(path).map(|_| ()).map_err(|e| {
+        invalid(
+            &field("ca_file"),
+            format!("is \"{path}\", which cannot be read ({e})"),
+            "give a PEM file of CA certificates (relative paths start where msgbench runs)",
+        )
+    })
+}
+
 /// Checks `ws://host:port[/path]` without resolving it.
 pub fn check_ws_address(
     field: &str,

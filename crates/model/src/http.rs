@@ -269,38 +269,14 @@ impl HttpSpec {
 impl HttpSpec {
     /// The TLS settings of an https URL; a TLS option with a plain URL is refused.
     fn tls(&self, url: &Url, invalid: &Invalid) -> Result<Option<TlsConfig>, ScenarioError> {
+        crate::check::check_tls_options(
+            "http",
+            url.tls,
+            (self.ca_file.as_deref(), self.insecure),
+            invalid,
+        )?;
         if !url.tls {
-            let given = if self.insecure {
-                Some("http.insecure")
-            } else if self.ca_file.is_some() {
-                Some("http.ca_file")
-            } else {
-                None
-            };
-            return match given {
-                Some(field) => Err(invalid(
-                    field,
-                    format!("is given for the plain URL \"{}\"", self.url),
-                    "TLS options apply to https:// URLs; remove it or use https://",
-                )),
-                None => Ok(None),
-            };
-        }
-        if let Some(path) = &self.ca_file {
-            if self.insecure {
-                return Err(invalid(
-                    "http.ca_file",
-                    "is given with insecure = true".into(),
-                    "verify against the CA file or skip verification, not both",
-                ));
-            }
-            std::fs::metadata(path).map_err(|e| {
-                invalid(
-                    "http.ca_file",
-                    format!("is \"{path}\", which cannot be read ({e})"),
-                    "give a PEM file of CA certificates (relative paths start where msgbench runs)",
-                )
-            })?;
+            return Ok(None);
         }
         Ok(Some(TlsConfig {
             server_name: url.host.clone(),

@@ -520,26 +520,12 @@ impl TicksSpec {
             .address
             .as_deref()
             .is_some_and(|a| a.starts_with("wss://"));
-        if (self.ca_file.is_some() || self.insecure) && !wss {
-            return Err(invalid(
-                if self.insecure {
-                    "ticks.insecure"
-                } else {
-                    "ticks.ca_file"
-                },
-                "is given without a wss:// address".into(),
-                "TLS options apply to wss:// addresses; remove it or use wss://",
-            ));
-        }
-        if let Some(path) = &self.ca_file {
-            std::fs::metadata(path).map_err(|e| {
-                invalid(
-                    "ticks.ca_file",
-                    format!("is \"{path}\", which cannot be read ({e})"),
-                    "give a PEM file of CA certificates (relative paths start where msgbench runs)",
-                )
-            })?;
-        }
+        crate::check::check_tls_options(
+            "ticks",
+            wss,
+            (self.ca_file.as_deref(), self.insecure),
+            invalid,
+        )?;
         Ok(TicksConfig {
             feed,
             ca_file: self.ca_file.clone(),

@@ -68,12 +68,7 @@ pub fn render(
             }
         }
     }
-    if runs
-        .iter()
-        .any(|r| r.system == msgbench_model::scenario::SystemKind::Http)
-    {
-        out.push_str(&status_table(runs));
-    }
+    out.push_str(&status_table(runs));
     let info = crate::faults::info_lines(runs);
     if !info.is_empty() {
         out.push_str("\n## How to read these figures\n\n");
@@ -209,12 +204,16 @@ fn class_table(points: &BTreeMap<usize, Vec<&RunResult>>) -> String {
 }
 
 /// The HTTP runs' responses by status: delivered ones (the accepted statuses, in the measured
-/// window) and each failing status line (counted over the whole run, warm-up included).
+/// window) and each failing status line (counted over the whole run, warm-up included);
+/// nothing without HTTP runs.
 fn status_table(runs: &[RunResult]) -> String {
     let http: Vec<&RunResult> = runs
         .iter()
         .filter(|r| r.system == msgbench_model::scenario::SystemKind::Http)
         .collect();
+    if http.is_empty() {
+        return String::new();
+    }
     let mut statuses: Vec<&str> = Vec::new();
     for e in http.iter().flat_map(|r| r.faults.errors.iter()) {
         if e.message.starts_with("HTTP ") && !statuses.contains(&e.message.as_str()) {

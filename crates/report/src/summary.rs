@@ -75,26 +75,13 @@ pub fn table_for_width(results: &[RunResult], width: Option<usize>) -> String {
         out.push_str("\nstream clients (rates per second of the measured window, `written` = handed to the client's socket by the server; dropped, undelivered and backlog are counts):\n");
         out.push_str(&render_fit(&crate::streams::text_rows(results), width));
     }
-    let failures: Vec<(&str, String)> = results
-        .iter()
-        .filter_map(|r| crate::faults::line(r).map(|l| (r.run_id.as_str(), l)))
-        .collect();
-    if !failures.is_empty() {
-        out.push_str("\nfailures:\n");
-        for (run, line) in failures {
-            out.push_str(&format!("  {run}: {line}\n"));
-        }
-    }
-    let connections: Vec<(&str, String)> = results
-        .iter()
-        .filter_map(|r| crate::faults::connections_line(r).map(|l| (r.run_id.as_str(), l)))
-        .collect();
-    if !connections.is_empty() {
-        out.push_str("\nconnections:\n");
-        for (run, line) in connections {
-            out.push_str(&format!("  {run}: {line}\n"));
-        }
-    }
+    per_run_lines(&mut out, "failures", results, crate::faults::line);
+    per_run_lines(
+        &mut out,
+        "connections",
+        results,
+        crate::faults::connections_line,
+    );
     let info = crate::faults::info_lines(results);
     if !info.is_empty() {
         out.push_str("\nnotes:\n");
@@ -104,6 +91,25 @@ pub fn table_for_width(results: &[RunResult], width: Option<usize>) -> String {
     }
     out.push_str(&grouped_warnings(results));
     out
+}
+
+/// A titled list of `run: line` for the runs `line` says something about; nothing otherwise.
+fn per_run_lines(
+    out: &mut String,
+    title: &str,
+    results: &[RunResult],
+    line: fn(&RunResult) -> Option<String>,
+) {
+    let lines: Vec<(&str, String)> = results
+        .iter()
+        .filter_map(|r| line(r).map(|l| (r.run_id.as_str(), l)))
+        .collect();
+    if !lines.is_empty() {
+        out.push_str(&format!("\n{title}:\n"));
+        for (run, line) in lines {
+            out.push_str(&format!("  {run}: {line}\n"));
+        }
+    }
 }
 
 /// Every warning once per kind: a kind seen in one run is printed as it is; one seen in several

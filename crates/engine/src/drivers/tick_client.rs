@@ -169,13 +169,16 @@ async fn tls_wrap(
     authority: &str,
     tls: &WsTls,
 ) -> Result<MaybeTlsStream<TcpStream>, OpenError> {
+    // Without options, one configuration (the Mozilla roots) serves every connection: built
+    // once, and its session cache lets reconnections resume.
+    static DEFAULT: OnceLock<Result<Arc<tokio_rustls::rustls::ClientConfig>, String>> =
+        OnceLock::new();
     let config = match tls {
         Some(c) => c.clone(),
-        None => {
-            crate::drivers::tls::client_config(None, false)
-                .map_err(OpenError::Handshake)?
-                .0
-        }
+        None => DEFAULT
+            .get_or_init(|| crate::drivers::tls::client_config(None, false).map(|(c, _)| c))
+            .clone()
+            .map_err(OpenError::Handshake)?,
     };
     let host = authority
         .rsplit_once(':')

@@ -104,3 +104,22 @@ pub fn assert_accounted(r: &RunResult) {
     let per_class: u64 = r.classes.iter().map(|c| c.latency.count).sum();
     assert_eq!(per_class, r.counters.delivered, "{}", r.run_id);
 }
+
+/// A test CA and a certificate it signed for `localhost` and 127.0.0.1, written to `dir` as
+/// `ca.pem`, `cert.pem` and `key.pem`.
+pub fn certificates(dir: &std::path::Path) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "msgbench test CA");
+    let ca = ca.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".into()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(dir.join("cert.pem"), leaf.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+}
