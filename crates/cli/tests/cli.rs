@@ -1434,6 +1434,9 @@ fn a_browser_and_a_native_client_are_measured_side_by_side() {
 [run]
 duration = "2s"
 warmup = "500ms"
+# A page at 200k/s falls seconds behind (how far depends on what else the two CPUs run): the
+# default drain could end before its first report, leaving nothing delivered.
+drain_timeout = "15s"
 [pacing]
 mode = "rate"
 per_sec = 200000
