@@ -190,6 +190,8 @@ pub fn drive<W: Wire, T: Transport>(
                 faults,
                 clock: MonotonicClock::new(client.spin_ns),
                 budget: Budget::share(plan.scenario.run.operations, client.threads, t),
+                due_ns: 0,
+                touched: Vec::with_capacity(1024),
             }
         })
         .collect();
@@ -308,6 +310,13 @@ struct ThreadLoop<'a, W, T: Transport> {
     faults: Faults,
     clock: MonotonicClock,
     budget: Budget,
+    /// Until this time only the connections that had events need a look: every other one's
+    /// next send, timeout and reconnection is later. (Visiting all connections each turn cost
+    /// three scans of 50 connections per 1-4 responses against nginx, ~5 % of the client's
+    /// CPU.)
+    due_ns: u64,
+    /// Connections with events since the last turn (a connection may appear twice).
+    touched: Vec<usize>,
 }
 
 type ThreadResult = Result<(ThreadCpu, Faults), EngineError>;
@@ -344,11 +353,13 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
         loop {
             let now = self.clock.now_ns();
             self.rec.roll_if_due(now);
+            // Draining is short and checks every connection's in-flight count anyway.
+            let full = now >= self.due_ns || matches!(phase, Phase::Draining(_));
             if let Phase::Sending(cpu_before) = &mut phase {
                 if cpu_before.is_none() && now >= self.shared.timeline.measure_start_ns {
                     *cpu_before = Some(CpuSnapshot::thread());
                 }
-                match self.stop_sending_at(now) {
+                match self.stop_sending_at(now, full) {
                     Some(send_end_ns) => {
                         cpu_used = cpu_before
                             .map(|b| CpuSnapshot::thread().since(&b))
@@ -356,7 +367,11 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
                         let _ = done.send(());
                         phase = Phase::Draining(send_end_ns);
                     }
-                    None => (0..self.conns.len()).for_each(|i| self.send_due(i, now, &poll)),
+                    None if full => {
+                        (0..self.conns.len()).for_each(|i| self.send_due(i, now, &poll))
+                    }
+                    None => (0..self.touched.len())
+                        .for_each(|t| self.send_due(self.touched[t], now, &poll)),
                 }
             }
             if let Phase::Draining(send_end_ns) = phase {
@@ -371,8 +386,10 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
                     break;
                 }
             }
-            self.check_timeouts(now, &poll);
-            self.wait(now, phase, &mut poll, &mut events, &mut timer)?;
+            if full {
+                self.check_timeouts(now, &poll);
+            }
+            self.wait(now, phase, full, &mut poll, &mut events, &mut timer)?;
         }
         let role = format!("client-{}", self.index);
         let faults = self.finish();
@@ -387,9 +404,10 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
     }
 
     /// `Some(send end)` when this thread stops sending at `now`: Ctrl-C, an error that stops
-    /// the run, its budget spent, or every connection's schedule over. Marks the span's end.
-    fn stop_sending_at(&mut self, now: u64) -> Option<u64> {
-        let all_done = self.conns.iter().all(|c| c.launcher.done);
+    /// the run, its budget spent, or every connection's schedule over (looked at on `full`
+    /// turns: a schedule ends at a time the wake includes). Marks the span's end.
+    fn stop_sending_at(&mut self, now: u64, full: bool) -> Option<u64> {
+        let all_done = full && self.conns.iter().all(|c| c.launcher.done);
         if !(self.shared.stop.stopping() || self.budget.spent() || all_done) {
             return None;
         }
@@ -402,15 +420,22 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
         &mut self,
         now: u64,
         phase: Phase,
+        full: bool,
         poll: &mut Poll,
         events: &mut Events,
         timer: &mut Timer,
     ) -> Result<(), EngineError> {
-        let wake = self.next_wake(now, phase);
+        let wake = if full {
+            self.next_wake(now, phase)
+        } else {
+            self.next_wake_touched(now)
+        };
+        self.due_ns = wake;
+        self.touched.clear();
         let timeout = if wake <= now.saturating_add(self.clock.spin_ns) {
             Some(Duration::ZERO)
         } else {
-            timer.arm(wake.min(now + STOP_CHECK_NS) - self.clock.spin_ns);
+            timer.arm_by(wake.min(now + STOP_CHECK_NS) - self.clock.spin_ns, now);
             None
         };
         match poll.poll(events, timeout) {
@@ -422,6 +447,7 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
             match event.token() {
                 TIMER => timer.fired(),
                 Token(i) => {
+                    self.touched.push(i);
                     if event.is_writable() {
                         self.flush(i, poll);
                     }
@@ -468,19 +494,7 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
         }
         let rules = self.shared.rules();
         for c in &mut self.conns {
-            if let Some(d) = c.in_flight.oldest_deadline(client.timeout_ns) {
-                wake = wake.min(d);
-            }
-            if !sending || c.launcher.done {
-                continue;
-            }
-            if c.stream.is_none() {
-                wake = wake.min(c.reconnect_at.max(now));
-                continue;
-            }
-            if let Some(w) = c.launcher.next_wake(&c.in_flight, &rules, now) {
-                wake = wake.min(w);
-            }
+            wake = wake.min(conn_wake(c, sending, &rules, client.timeout_ns, now));
         }
         if sending && timeline.measure_start_ns > now {
             wake = wake.min(timeline.measure_start_ns);
@@ -488,7 +502,24 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
         wake
     }
 
-    /// Sends what is due on connection `i` at `now`.
+    /// [`Self::next_wake`] while sending, between full turns: the connections looked at this
+    /// turn may need a look sooner than the rest; one whose schedule ended asks for a full
+    /// turn at once (it may have been the last).
+    fn next_wake_touched(&mut self, now: u64) -> u64 {
+        let rules = self.shared.rules();
+        let timeout_ns = self.shared.client.timeout_ns;
+        let mut wake = self.due_ns;
+        for &i in &self.touched {
+            let c = &mut self.conns[i];
+            if c.launcher.done {
+                return now;
+            }
+            wake = wake.min(conn_wake(c, true, &rules, timeout_ns, now));
+        }
+        wake
+    }
+
+    /// Sends what is due on connection `i` at `now` (nothing if its schedule is over).
     fn send_due(&mut self, i: usize, now: u64, poll: &Poll) {
         if self.conns[i].launcher.done {
             return;
@@ -725,4 +756,26 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
             ));
         }
     }
+}
+
+/// When connection `c` needs a look: its oldest request's timeout and, while `sending`, its
+/// reconnection or its next send.
+fn conn_wake<W, T: Transport>(
+    c: &mut Conn<W, T>,
+    sending: bool,
+    rules: &Rules,
+    timeout_ns: u64,
+    now: u64,
+) -> u64 {
+    let mut wake = c.in_flight.oldest_deadline(timeout_ns).unwrap_or(u64::MAX);
+    if !sending || c.launcher.done {
+        return wake;
+    }
+    if c.stream.is_none() {
+        return wake.min(c.reconnect_at.max(now));
+    }
+    if let Some(w) = c.launcher.next_wake(&c.in_flight, rules, now) {
+        wake = wake.min(w);
+    }
+    wake
 }

@@ -65,6 +65,18 @@ impl Timer {
         arm_in(self.fd.as_raw_fd(), wait);
     }
 
+    /// Fires at `deadline_ns` or before: a timer already armed for a time from `now_ns` up to
+    /// the deadline is left as it is (it wakes the loop early, and the loop arms it again).
+    /// A loop whose next wake is "now + the stop check" moves its deadline every turn; arming
+    /// each turn cost one `timerfd_settime` per request in a closed loop (187k of 850k
+    /// syscalls in a 3 s run against nginx), now one per stop check.
+    pub fn arm_by(&mut self, deadline_ns: u64, now_ns: u64) {
+        if self.armed_ns != 0 && (now_ns..=deadline_ns).contains(&self.armed_ns) {
+            return;
+        }
+        self.arm(deadline_ns);
+    }
+
     /// Call when its token was readable: consumes the expiration so the fd stops being readable.
     pub fn fired(&mut self) {
         let mut buf = [0u8; 8];
