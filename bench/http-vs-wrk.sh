@@ -7,7 +7,9 @@
 #    as fast as it answers (msgbench closed loop, one client thread; wrk -t1 -c50). Prints the
 #    median of ROUNDS rounds (default 3) of requests/s and client CPU per request (whole
 #    process, from getrusage of the child), and the ratios: throughput >= 1.0x wrk's, client
-#    CPU per request <= 0.8x wrk's.
+#    CPU per request <= 0.8x wrk's. Then msgbench against the C floor (bench/floors/http_get:
+#    epoll, one recv and one send per response, nothing parsed, timed or recorded): how much
+#    above the kernel's own cost per request msgbench is.
 # 2. Coordinated omission: `msgbench serve http` stalled 500 ms every 2 s, 10 connections.
 #    msgbench open loop at 2000 requests/s; wrk closed loop. The model: a quarter of the
 #    requests are due during a stall and wait for its end, so quantile q > 0.75 is
@@ -62,9 +64,9 @@ wait_port "$NGINX_PORT"
 
 STALL_PORT=$(free_port)
 
-python3 - "$MSGBENCH" "$OUT" "$NGINX_PORT" "$STALL_PORT" "$ROUNDS" "$OHA" <<'PY'
+python3 - "$MSGBENCH" "$OUT" "$NGINX_PORT" "$STALL_PORT" "$ROUNDS" "$OHA" "$FLOORS/http_get" <<'PY'
 import json, re, resource, statistics, subprocess, sys
-msgbench, out, nginx, stall, rounds, oha_bin = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6]
+msgbench, out, nginx, stall, rounds, oha_bin, floor_bin = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6], sys.argv[7]
 
 def child_cpu():
     u = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -97,6 +99,15 @@ def oha(port, path, connections, seconds):
     n = sum(j["statusCodeDistribution"].values())
     return n / seconds, cpu / n
 
+def floor(port, path, connections, seconds):
+    """requests/s, CPU-s per request of the C floor (bench/floors/http_get.c)."""
+    before = child_cpu()
+    text = subprocess.run([floor_bin, "-p", str(port), "-c", str(connections), "-d", str(seconds), "-u", path],
+                          capture_output=True, text=True, check=True).stdout
+    cpu = child_cpu() - before
+    n, s = re.search(r"requests (\d+) seconds ([\d.]+)", text).groups()
+    return int(n) / float(s), cpu / int(n)
+
 def ours(port, path, sets, seconds, warmup="0"):
     before = child_cpu()
     args = [msgbench, "run", "--quiet", "--json", "--out", out, "--duration", f"{seconds}s", "--warmup", warmup,
@@ -112,16 +123,24 @@ def ours(port, path, sets, seconds, warmup="0"):
     return c["delivered"] / r["duration_s"], cpu / c["delivered"], r["latency"]
 
 print("1. nginx, GET /small.txt, 50 keep-alive connections, one client thread, 3 s per run")
-tr, cr, rows = [], [], []
+# Each round runs msgbench, wrk and the C floor (bench/floors/http_get.c: epoll, one recv and one
+# send per response, nothing parsed, timed or recorded) back to back.
+tr, cr, ftr, fcr = [], [], [], []
 for _ in range(rounds):
     a_rps, a_cpu, _ = ours(nginx, "/small.txt", ['pacing.mode="closed-loop"', "client.connections=50"], 3)
     b_rps, b_cpu, _ = wrk(nginx, "/small.txt", 50, 3)
+    f_rps, f_cpu = floor(nginx, "/small.txt", 50, 3)
     tr.append(a_rps / b_rps)
     cr.append(a_cpu / b_cpu)
-    rows.append((a_rps, b_rps, a_cpu, b_cpu))
-    print(f"   round: msgbench {a_rps/1e3:.1f}k/s {a_cpu*1e9:.0f} ns CPU/req; wrk {b_rps/1e3:.1f}k/s {b_cpu*1e9:.0f} ns CPU/req")
-print(f"   throughput msgbench/wrk: median {statistics.median(tr):.2f} (rounds {', '.join(f'{x:.2f}' for x in tr)}); target >= 1.00")
-print(f"   client CPU per request msgbench/wrk: median {statistics.median(cr):.2f} (rounds {', '.join(f'{x:.2f}' for x in cr)}); target <= 0.80")
+    ftr.append(f_rps / b_rps)
+    fcr.append(f_cpu / b_cpu)
+    print(f"   round: msgbench {a_rps/1e3:.1f}k/s {a_cpu*1e9:.0f} ns CPU/req; wrk {b_rps/1e3:.1f}k/s {b_cpu*1e9:.0f} ns CPU/req; "
+          f"C floor {f_rps/1e3:.1f}k/s {f_cpu*1e9:.0f} ns CPU/req")
+rounds_of = lambda xs: ", ".join(f"{x:.2f}" for x in xs)
+print(f"   throughput msgbench/wrk: median {statistics.median(tr):.2f} (rounds {rounds_of(tr)}); target >= 1.00")
+print(f"   client CPU per request msgbench/wrk: median {statistics.median(cr):.2f} (rounds {rounds_of(cr)}); target <= 0.80")
+print(f"   the C floor against wrk: throughput {statistics.median(ftr):.2f} (rounds {rounds_of(ftr)}), "
+      f"CPU per request {statistics.median(fcr):.2f} (rounds {rounds_of(fcr)})")
 if oha_bin:
     tr, cr = [], []
     for _ in range(rounds):
