@@ -11,8 +11,9 @@ use std::path::PathBuf;
     propagate_version = true,
     arg_required_else_help = true,
     after_help = "Exit codes: 0 done; 1 a run failed or a file could not be written (what was measured \
-                  is on disk); 2 bad input (nothing run or written); 130 interrupted by Ctrl-C (the \
-                  current run is written). Limits of runs and servers: docs/limits.md."
+                  is on disk); 2 bad input (nothing run or written); 3 a threshold failed (every \
+                  result and report written); 130 interrupted by Ctrl-C (the current run is \
+                  written). Limits of runs and servers: docs/limits.md."
 )]
 pub struct Cli {
     /// What to do.
@@ -303,6 +304,14 @@ pub struct ScenarioArgs {
     /// "p99 < 10ms"; sets report.slo.
     #[arg(long, value_name = "SLO")]
     pub slo: Option<String>,
+    /// A check every run must pass, added to report.thresholds (repeatable); a run that fails
+    /// one makes `run` exit 3 once everything is written. Latency percentiles with a
+    /// duration, delivered/failed/dropped/skipped with a count or a percentage, rate in
+    /// messages/s or % of the target, scoped to a class or stream client.
+    /// Examples: --threshold "p99 < 10ms" --threshold "delivered >= 99.9%"
+    /// --threshold "failed == 0" --threshold "rate >= 95%" --threshold "class.get.p99 < 5ms"
+    #[arg(long = "threshold", value_name = "CHECK")]
+    pub thresholds: Vec<String>,
 }
 
 /// `msgbench default-scenario`.

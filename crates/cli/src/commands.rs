@@ -3,7 +3,7 @@
 use crate::args::{Cli, Command, RunArgs, ScenarioArgs, SearchArgs};
 use crate::setup::{fail, machine_limits, on_ctrl_c};
 use crate::terminal::Terminal;
-use crate::{EXIT_BAD_INPUT, EXIT_INTERRUPTED};
+use crate::{EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_THRESHOLD_FAILED};
 use msgbench_engine::environment::Environment;
 use msgbench_engine::runner::{run_experiment_to, Destination};
 use msgbench_model::duration;
@@ -57,6 +57,21 @@ pub fn dispatch(cli: Cli) -> ExitCode {
     }
 }
 
+/// The scenario's `report.thresholds` followed by those of `--threshold`, each checked here so
+/// a bad one is named by the flag that gave it.
+fn thresholds_with(text: &str, flags: &[String]) -> Result<toml::Value, String> {
+    let mut all: Vec<toml::Value> = text
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|doc| doc.get("report")?.get("thresholds")?.as_array().cloned())
+        .unwrap_or_default();
+    for t in flags {
+        msgbench_model::threshold::Threshold::parse(t).map_err(|e| format!("--threshold: {e}"))?;
+        all.push(toml::Value::String(t.clone()));
+    }
+    Ok(toml::Value::Array(all))
+}
+
 /// Reads the scenario, applies the flags, expands and validates every run.
 fn load(args: &ScenarioArgs) -> Result<Experiment, String> {
     let (text, source) = match &args.scenario {
@@ -80,6 +95,13 @@ fn load(args: &ScenarioArgs) -> Result<Experiment, String> {
             "--slo",
             "report.slo",
             toml::Value::String(slo.clone()),
+        ));
+    }
+    if !args.thresholds.is_empty() {
+        overrides.push(flag(
+            "--threshold",
+            "report.thresholds",
+            thresholds_with(&text, &args.thresholds)?,
         ));
     }
     if let Some(d) = &args.duration {
@@ -230,8 +252,22 @@ fn run(args: RunArgs) -> ExitCode {
     } else {
         write_report(&outcome.dir, None).err()
     };
+    let thresholds = experiment
+        .points
+        .first()
+        .map(|p| p.scenario.thresholds.clone())
+        .unwrap_or_default();
+    let checks = msgbench_report::thresholds::outcomes(&thresholds, &outcome.results);
     if args.json {
-        let doc = serde_json::json!({ "dir": outcome.dir, "interrupted": outcome.interrupted, "runs": outcome.results });
+        let checks_json: Vec<_> = checks
+            .iter()
+            .map(|o| {
+                serde_json::json!({ "run_id": o.run_id, "threshold": o.threshold,
+                    "measured": o.measured, "passed": o.passed, "note": o.note })
+            })
+            .collect();
+        let doc = serde_json::json!({ "dir": outcome.dir, "interrupted": outcome.interrupted,
+            "runs": outcome.results, "thresholds": checks_json });
         println!(
             "{}",
             serde_json::to_string_pretty(&doc).expect("serializable")
@@ -257,6 +293,15 @@ fn run(args: RunArgs) -> ExitCode {
                         println!("  [{}] {t}", a.label);
                     }
                 }
+            }
+        }
+        if !checks.is_empty() {
+            println!(
+                "\nthresholds: {}",
+                msgbench_report::thresholds::summary(&checks)
+            );
+            for o in &checks {
+                println!("  {}", msgbench_report::thresholds::line(o));
             }
         }
         println!("\nresults: {}", outcome.dir.display());
@@ -295,6 +340,24 @@ fn run(args: RunArgs) -> ExitCode {
             outcome.dir.display()
         );
         return ExitCode::from(EXIT_INTERRUPTED);
+    }
+    if let Some(o) = checks.iter().find(|o| !o.passed) {
+        let failed = checks.iter().filter(|o| !o.passed).count();
+        return fail(
+            EXIT_THRESHOLD_FAILED,
+            format!(
+                "{failed} threshold check(s) failed, first: run {} `{}` measured {}{}; the \
+                 results and reports are in {}",
+                o.run_id,
+                o.threshold,
+                o.measured,
+                o.note
+                    .as_deref()
+                    .map(|n| format!(" ({n})"))
+                    .unwrap_or_default(),
+                outcome.dir.display()
+            ),
+        );
     }
     ExitCode::SUCCESS
 }

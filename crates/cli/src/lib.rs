@@ -15,6 +15,9 @@ use std::process::ExitCode;
 pub const EXIT_INTERRUPTED: u8 = 130;
 /// Exit code of bad input (flags, scenario files).
 pub const EXIT_BAD_INPUT: u8 = 2;
+/// Exit code of a run that failed one of its thresholds (`--threshold`, `[report] thresholds`),
+/// after every result and report is written.
+pub const EXIT_THRESHOLD_FAILED: u8 = 3;
 
 /// Runs msgbench with `args` (the first is the program name).
 pub fn main_with_args(args: Vec<OsString>) -> ExitCode {

@@ -1624,3 +1624,79 @@ fn a_closed_stdout_ends_quietly() {
     assert_eq!(o.status.code(), Some(141), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn thresholds_pass_or_fail_a_run_with_their_own_exit_code_and_the_reports_list_them() {
+    let _turn = turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = write(
+        tmp.path(),
+        "gate.toml",
+        r#"system = "rpc"
+[run]
+duration = "1s"
+warmup = "100ms"
+[pacing]
+mode = "rate"
+per_sec = 2000
+[rpc.ops.call]
+service = "200us"
+[report]
+thresholds = ["p99 < 1s", "delivered >= 99.9%", "failed == 0", "rate >= 95%"]
+"#,
+    );
+    let run = |name: &str, extra: &[&str]| {
+        let out = tmp.path().join(name);
+        let mut args = vec!["run", &scenario, "--out", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        (msgbench(&args), out)
+    };
+    // Every threshold passes: exit 0, and the terminal lists each one with what it measured.
+    let (o, out) = run("pass", &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let printed = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        printed.contains("thresholds: all 4 threshold check(s) passed")
+            && printed.contains("pass  000  p99 < 1s: measured"),
+        "{printed}"
+    );
+    let report = std::fs::read_to_string(only_result_dir(&out).join("report.md")).unwrap();
+    assert!(
+        report.contains("## Thresholds") && report.contains("| 000 | `failed == 0` | 0 | pass |"),
+        "{report}"
+    );
+    // One more from the command line that no run can meet (the service alone takes 200 µs):
+    // exit 3 after everything is written, the report shows the failure beside the passes.
+    let (o, out) = run("fail", &["--threshold", "p50 < 100us"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("1 threshold check(s) failed, first: run 000 `p50 < 100us` measured"),
+        "{}",
+        stderr(&o)
+    );
+    let dir = only_result_dir(&out);
+    let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        report.contains("1 of 5 threshold check(s) failed"),
+        "{report}"
+    );
+    assert!(
+        report.contains("| 000 | `p50 < 100us` |") && report.contains("| **fail** |"),
+        "{report}"
+    );
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("<h2>Thresholds</h2>") && html.contains("<code>p50 &lt; 100us</code>"));
+    assert!(
+        dir.join("runs").read_dir().unwrap().count() >= 1,
+        "the run is on disk"
+    );
+    // A threshold that cannot be checked is refused before anything runs.
+    let (o, out) = run("bad", &["--threshold", "p99 < 5%"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("p99 is a latency and 5% a percentage"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.exists(), "nothing written");
+}

@@ -25,6 +25,7 @@ pub mod slo;
 pub mod stats;
 pub mod sut;
 pub mod sweep;
+pub mod threshold;
 pub mod ticks;
 pub mod verdict;
 pub mod warning;

@@ -12,7 +12,7 @@ use std::ops::AddAssign;
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// One run: one sweep point, one replicate.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunResult {
     /// Format version ([`SCHEMA_VERSION`]).

@@ -83,13 +83,21 @@ pub struct ReportSpec {
     /// and advice are given along load axes only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub load_axes: Vec<String>,
+    /// Pass/fail checks on every run, for CI: `["p99 < 10ms", "delivered >= 99.9%",
+    /// "failed == 0"]` (the grammar of `slo`, plus counts, rates and scopes: docs/metrics.md,
+    /// "Thresholds"). A run that fails one makes `msgbench run` exit 3.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<String>,
 }
 
 /// The systems under test msgbench knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum SystemKind {
     /// In-process bounded single-producer/single-consumer ring.
+    #[default]
     Queue,
     /// Framed request/response over TCP: the built-in server or any address speaking the
     /// protocol of `docs/protocol.md`.
@@ -182,6 +190,8 @@ pub struct Scenario {
     pub system: System,
     /// The latency objective (`report.slo`), if any.
     pub slo: Option<crate::slo::Slo>,
+    /// The checks every run must pass (`report.thresholds`).
+    pub thresholds: Vec<crate::threshold::Threshold>,
 }
 
 /// Validated measurement settings.
@@ -443,8 +453,18 @@ impl ScenarioSpec {
                     .map_err(|e| invalid("report.slo", format!("is \"{text}\""), &e))?,
             ),
         };
+        let thresholds = self
+            .report
+            .thresholds
+            .iter()
+            .map(|text| {
+                crate::threshold::Threshold::parse(text)
+                    .map_err(|e| invalid("report.thresholds", format!("has \"{text}\""), &e))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Scenario {
             slo,
+            thresholds,
             name: self.name.clone(),
             run,
             pacing,

@@ -44,6 +44,11 @@ impl SloMetric {
         ("max", SloMetric::Max),
     ];
 
+    /// The percentile a name stands for (`p99.9`), as printed by [`Self::name`].
+    pub fn named(name: &str) -> Option<SloMetric> {
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, m)| *m)
+    }
+
     /// Its name as written in an SLO.
     pub fn name(self) -> &'static str {
         Self::ALL
@@ -68,42 +73,22 @@ impl SloMetric {
 }
 
 impl Slo {
-    /// Parses `p99 < 10ms` (spaces optional; `<` or `<=`; any msgbench duration).
+    /// Parses `p99 < 10ms` (spaces optional; `<` or `<=`; any msgbench duration): a
+    /// threshold ([`crate::threshold`], the one grammar) on a whole-run latency percentile.
     pub fn parse(text: &str) -> Result<Slo, String> {
-        let help = "write it like `p99 < 10ms` (percentiles: p50, p90, p95, p99, p99.9 or p999, p99.99 or p9999, max; `<` or `<=`)";
-        let (metric_text, rest, inclusive) = if let Some((m, r)) = text.split_once("<=") {
-            (m, r, true)
-        } else if let Some((m, r)) = text.split_once('<') {
-            (m, r, false)
-        } else {
-            return Err(format!("cannot parse the SLO `{text}`: no `<`; {help}"));
-        };
-        let metric_text = metric_text.trim().to_ascii_lowercase();
-        // `p999` and `p9999` are how many tools (HdrHistogram, wrk2, k6) spell p99.9 and p99.99.
-        let canonical = match metric_text.as_str() {
-            "p999" => "p99.9",
-            "p9999" => "p99.99",
-            "p100" => "max",
-            other => other,
-        };
-        let metric = SloMetric::ALL
-            .iter()
-            .find(|(n, _)| *n == canonical)
-            .map(|(_, m)| *m)
-            .ok_or_else(|| {
-                format!("cannot parse the SLO `{text}`: unknown percentile `{metric_text}`; {help}")
-            })?;
-        let bound = crate::duration::parse(rest.trim())
-            .map_err(|e| format!("cannot parse the SLO `{text}`: {e}; {help}"))?;
-        if bound.is_zero() || bound > Duration::from_secs(3600) {
-            return Err(format!(
-                "cannot parse the SLO `{text}`: the bound must be between 1ns and 1h"
-            ));
-        }
+        let t = crate::threshold::Threshold::parse(text)
+            .map_err(|e| e.replacen("the threshold", "the SLO", 1))?;
+        let (metric, inclusive, bound_ns) = t.as_slo().ok_or_else(|| {
+            format!(
+                "cannot use `{text}` as an SLO: an SLO is a latency percentile of the whole run \
+                 below a bound, like `p99 < 10ms` or `p99.9 <= 2ms` (counts and rates are \
+                 thresholds: --threshold)"
+            )
+        })?;
         Ok(Slo {
             metric,
             inclusive,
-            bound_ns: bound.as_nanos() as u64,
+            bound_ns,
         })
     }
 

@@ -7,7 +7,7 @@ use crate::format::{count, duration_ns, percent, MAX, P50, P99, P999};
 use crate::validity::judge;
 use msgbench_model::result::RunResult;
 
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

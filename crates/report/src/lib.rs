@@ -16,4 +16,5 @@ pub mod search;
 pub mod streams;
 pub mod summary;
 pub mod svg;
+pub mod thresholds;
 pub mod validity;

@@ -49,6 +49,7 @@ pub fn publish(dir: &Path, slo: Option<&str>) -> Result<Vec<PathBuf>, PublishErr
     };
     let charts = crate::charts::charts(&runs, &advice, slo.as_ref());
     let environment = crate::environment::read(dir);
+    let checks = crate::thresholds::outcomes(&crate::thresholds::saved(dir), &runs);
     let write = |name: &str, text: &str| -> Result<PathBuf, PublishError> {
         let path = dir.join(name);
         // Whole or not at all: a full disk must not replace a good report with half of one.
@@ -62,8 +63,9 @@ pub fn publish(dir: &Path, slo: Option<&str>) -> Result<Vec<PathBuf>, PublishErr
     let mut written = vec![write(
         "report.md",
         &format!(
-            "{}{}",
+            "{}{}{}",
             crate::markdown::render(&runs, &advice, &environment),
+            crate::thresholds::markdown(&checks),
             search.as_ref().map(|s| s.markdown.as_str()).unwrap_or("")
         ),
     )?];
@@ -74,7 +76,11 @@ pub fn publish(dir: &Path, slo: Option<&str>) -> Result<Vec<PathBuf>, PublishErr
             &advice,
             &charts,
             slo_text.as_deref(),
-            search.as_ref().map(|s| s.html.as_str()).unwrap_or(""),
+            &format!(
+                "{}{}",
+                crate::thresholds::html(&checks, crate::html::escape),
+                search.as_ref().map(|s| s.html.as_str()).unwrap_or("")
+            ),
             &environment,
         ),
     )?);

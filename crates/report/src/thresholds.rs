@@ -1,0 +1,108 @@
+//! The thresholds of an experiment (`[report] thresholds`, `--threshold`) checked on its runs:
+//! one table in report.md and report.html, one line per check in the terminal. The checks
+//! themselves are [`msgbench_model::threshold`]'s.
+use msgbench_model::result::RunResult;
+use msgbench_model::threshold::{check_all, Outcome, Threshold};
+use std::path::Path;
+
+/// The thresholds saved with the experiment (`[report] thresholds` in its `experiment.toml`);
+/// they parsed before the runs started, so one that no longer does is left out.
+pub fn saved(dir: &Path) -> Vec<Threshold> {
+    let Ok(text) = std::fs::read_to_string(dir.join("experiment.toml")) else {
+        return Vec::new();
+    };
+    let Ok(doc) = text.parse::<toml::Table>() else {
+        return Vec::new();
+    };
+    let Some(list) = doc
+        .get("report")
+        .and_then(|r| r.get("thresholds"))
+        .and_then(|t| t.as_array())
+    else {
+        return Vec::new();
+    };
+    list.iter()
+        .filter_map(|v| v.as_str())
+        .filter_map(|t| Threshold::parse(t).ok())
+        .collect()
+}
+
+/// Every threshold on every run.
+pub fn outcomes(thresholds: &[Threshold], runs: &[RunResult]) -> Vec<Outcome> {
+    check_all(thresholds, runs)
+}
+
+/// `pass`/`FAIL`, the run, the threshold, what was measured and why it failed.
+pub fn line(o: &Outcome) -> String {
+    let mark = if o.passed { "pass" } else { "FAIL" };
+    let note = o
+        .note
+        .as_deref()
+        .map(|n| format!(" ({n})"))
+        .unwrap_or_default();
+    format!(
+        "{mark}  {}  {}: measured {}{note}",
+        o.run_id, o.threshold, o.measured
+    )
+}
+
+/// One summary line: how many checks passed.
+pub fn summary(outcomes: &[Outcome]) -> String {
+    let failed = outcomes.iter().filter(|o| !o.passed).count();
+    if failed == 0 {
+        format!("all {} threshold check(s) passed", outcomes.len())
+    } else {
+        format!("{failed} of {} threshold check(s) failed", outcomes.len())
+    }
+}
+
+/// The `## Thresholds` section of report.md (empty without thresholds).
+pub fn markdown(outcomes: &[Outcome]) -> String {
+    if outcomes.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "\n## Thresholds\n\n{}.\n\n| run | threshold | measured | result |\n|---|---|---|---|\n",
+        summary(outcomes)
+    );
+    for o in outcomes {
+        let result = match (&o.note, o.passed) {
+            (_, true) => "pass".to_string(),
+            (Some(n), false) => format!("**fail**: {n}"),
+            (None, false) => "**fail**".to_string(),
+        };
+        out.push_str(&format!(
+            "| {} | `{}` | {} | {result} |\n",
+            o.run_id,
+            o.threshold.replace('|', "\\|"),
+            o.measured
+        ));
+    }
+    out
+}
+
+/// The thresholds section of report.html (empty without thresholds); `escape` escapes text.
+pub fn html(outcomes: &[Outcome], escape: fn(&str) -> String) -> String {
+    if outcomes.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "<h2>Thresholds</h2>\n<p>{}.</p>\n<table><tr><th>run</th><th>threshold</th><th>measured</th><th>result</th></tr>\n",
+        escape(&summary(outcomes))
+    );
+    for o in outcomes {
+        let result = match (&o.note, o.passed) {
+            (_, true) => "pass".to_string(),
+            (Some(n), false) => format!("<strong>fail</strong>: {}", escape(n)),
+            (None, false) => "<strong>fail</strong>".to_string(),
+        };
+        out.push_str(&format!(
+            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{result}</td></tr>\n",
+            escape(&o.run_id),
+            escape(&o.threshold),
+            escape(&o.measured)
+        ));
+    }
+    out.push_str("</table>\n");
+    out
+}
