@@ -12,7 +12,8 @@ use std::path::PathBuf;
     arg_required_else_help = true,
     after_help = "Exit codes: 0 done; 1 a run failed or a file could not be written (what was measured \
                   is on disk); 2 bad input (nothing run or written); 3 a threshold failed (every \
-                  result and report written); 130 interrupted by Ctrl-C (the current run is \
+                  result and report written); 4 compare's gate failed (--fail-on, \
+                  --max-regression); 130 interrupted by Ctrl-C (the current run is \
                   written). Limits of runs and servers: docs/limits.md."
 )]
 pub struct Cli {
@@ -334,6 +335,37 @@ pub struct CompareArgs {
     /// Smallest change, in percent, reported as significant.
     #[arg(long, value_name = "PERCENT", default_value_t = 5.0)]
     pub noise: f64,
+    /// Exit 4 when any metric of any point has this verdict (a CI regression gate; the same
+    /// statistics as the table: Welch's t on the logs, Bonferroni over the metrics, 3
+    /// replicates a side at least for a verdict).
+    /// Example: msgbench compare base/ head/ --fail-on regressed
+    #[arg(long, value_name = "VERDICT")]
+    pub fail_on: Option<FailOn>,
+    /// Exit 4 when METRIC regressed (a significant change) by more than PERCENT: a gate on
+    /// named metrics with their own allowance (repeatable). Metrics: delivered/s, p50, p99,
+    /// p99.9, p99.99, max, CPU/msg.
+    /// Example: --max-regression p99=10% --max-regression delivered/s=5%
+    #[arg(long = "max-regression", value_name = "METRIC=PERCENT")]
+    pub max_regression: Vec<String>,
+    /// Output: `markdown` (the table, for a terminal or a CI job summary) or `json` (for tools).
+    #[arg(long, value_name = "FORMAT", default_value = "markdown")]
+    pub format: CompareFormat,
+}
+
+/// Verdicts `compare --fail-on` can fail a build on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FailOn {
+    /// Any metric significantly worse.
+    Regressed,
+}
+
+/// Output formats of `compare`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompareFormat {
+    /// Markdown tables.
+    Markdown,
+    /// One JSON document.
+    Json,
 }
 
 /// `msgbench report`.

@@ -3,7 +3,7 @@
 use crate::args::{Cli, Command, RunArgs, ScenarioArgs, SearchArgs};
 use crate::setup::{fail, machine_limits, on_ctrl_c};
 use crate::terminal::Terminal;
-use crate::{EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_THRESHOLD_FAILED};
+use crate::{EXIT_BAD_INPUT, EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_THRESHOLD_FAILED};
 use msgbench_engine::environment::Environment;
 use msgbench_engine::runner::{run_experiment_to, Destination};
 use msgbench_model::duration;
@@ -35,13 +35,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             }
         }
         Command::Search(args) => search(args),
-        Command::Compare(args) => match compare(&args.a, &args.b, args.noise / 100.0) {
-            Ok(text) => {
-                print!("{text}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => fail(EXIT_BAD_INPUT, e),
-        },
+        Command::Compare(args) => compare_command(&args),
         Command::Serve(command) => crate::serve::serve(command),
         Command::DefaultScenario(args) => {
             print!(
@@ -362,8 +356,161 @@ fn run(args: RunArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The comparison of two result directories, point by matching point, as Markdown.
-fn compare(a: &Path, b: &Path, noise: f64) -> Result<String, String> {
+/// Compares, prints, and applies the gate (`--fail-on`, `--max-regression`).
+fn compare_command(args: &crate::args::CompareArgs) -> ExitCode {
+    let limits = match args
+        .max_regression
+        .iter()
+        .map(|m| max_regression(m))
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(l) => l,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    let noise = args.noise / 100.0;
+    let compared = match compare(&args.a, &args.b, noise) {
+        Ok(c) => c,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    let failures = gate(&compared, args.fail_on.is_some(), &limits);
+    match args.format {
+        crate::args::CompareFormat::Markdown => print!("{}", compare_markdown(&compared, noise)),
+        crate::args::CompareFormat::Json => println!("{}", compare_json(&compared, &failures)),
+    }
+    if failures.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    fail(
+        EXIT_GATE_FAILED,
+        format!("the gate failed: {}", failures.join("; ")),
+    )
+}
+
+/// `p99=10%` → ("p99", 0.10); the metric must be one compare judges.
+fn max_regression(text: &str) -> Result<(String, f64), String> {
+    let names = msgbench_report::compare::metric_names();
+    let usage = format!(
+        "--max-regression {text:?}: write METRIC=PERCENT, e.g. p99=10%, with a metric of {}",
+        names.join(", ")
+    );
+    let (metric, percent) = text.split_once('=').ok_or_else(|| usage.clone())?;
+    let metric = metric.trim();
+    let metric = match metric.to_ascii_lowercase().as_str() {
+        "p999" => "p99.9".to_string(),
+        "p9999" => "p99.99".to_string(),
+        "throughput" | "rate" => "delivered/s".to_string(),
+        "cpu/msg" | "cpu" => "CPU/msg".to_string(),
+        m => m.to_string(),
+    };
+    if !names.contains(&metric.as_str()) {
+        return Err(format!(
+            "{usage} (`{}` is none of them)",
+            text.split_once('=').unwrap().0.trim()
+        ));
+    }
+    let value: f64 = percent
+        .trim()
+        .trim_end_matches('%')
+        .trim()
+        .parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+        .ok_or_else(|| usage.clone())?;
+    Ok((metric, value / 100.0))
+}
+
+/// What fails the gate, one sentence each: a regressed verdict (with `--fail-on regressed`),
+/// or a significant regression beyond a metric's allowance.
+fn gate(compared: &Compared, fail_on_regressed: bool, limits: &[(String, f64)]) -> Vec<String> {
+    use msgbench_report::compare::{worse_by, Verdict};
+    let mut failures = Vec::new();
+    for point in &compared.points {
+        for c in &point.changes {
+            if c.verdict != Verdict::Regressed {
+                continue;
+            }
+            let worse = worse_by(c);
+            let over_limit = limits
+                .iter()
+                .find(|(m, _)| m == c.metric)
+                .filter(|(_, allowed)| worse > *allowed);
+            if fail_on_regressed || over_limit.is_some() {
+                let allowance = over_limit
+                    .map(|(_, a)| format!(" (allowed {:.1} %)", a * 100.0))
+                    .unwrap_or_default();
+                failures.push(format!(
+                    "{}: {} regressed by {:.1} %{allowance}",
+                    point.title,
+                    c.metric,
+                    worse * 100.0
+                ));
+            }
+        }
+    }
+    failures
+}
+
+/// Two result directories compared point by matching point.
+struct Compared {
+    a: PathBuf,
+    b: PathBuf,
+    points: Vec<ComparedPoint>,
+}
+
+struct ComparedPoint {
+    title: String,
+    runs_a: usize,
+    runs_b: usize,
+    changes: Vec<msgbench_report::compare::Change>,
+}
+
+fn compare_markdown(c: &Compared, noise: f64) -> String {
+    let mut out = format!(
+        "# Comparison\n\nA = {}\nB = {}\n",
+        c.a.display(),
+        c.b.display()
+    );
+    for p in &c.points {
+        out.push_str(&format!(
+            "\n## {} ({} vs {} run(s))\n\n{}",
+            p.title,
+            p.runs_a,
+            p.runs_b,
+            msgbench_report::compare::table(&p.changes, noise)
+        ));
+    }
+    out
+}
+
+fn compare_json(c: &Compared, failures: &[String]) -> String {
+    use msgbench_report::compare::{verdict_text, worse_by};
+    let points: Vec<_> = c
+        .points
+        .iter()
+        .map(|p| {
+            let metrics: Vec<_> = p
+                .changes
+                .iter()
+                .map(|ch| {
+                    serde_json::json!({
+                        "metric": ch.metric, "a": ch.a, "b": ch.b, "change": ch.change,
+                        "worse_by": worse_by(ch),
+                        "interval": ch.interval.map(|(low, high)| [low, high]),
+                        "verdict": verdict_text(&ch.verdict),
+                    })
+                })
+                .collect();
+            serde_json::json!({ "point": p.title, "runs_a": p.runs_a, "runs_b": p.runs_b,
+                "metrics": metrics })
+        })
+        .collect();
+    let doc = serde_json::json!({ "a": c.a, "b": c.b, "points": points,
+        "gate_failures": failures });
+    serde_json::to_string_pretty(&doc).expect("serializable")
+}
+
+/// The comparison of two result directories, point by matching point.
+fn compare(a: &Path, b: &Path, noise: f64) -> Result<Compared, String> {
     use msgbench_model::sweep::render_params;
     use msgbench_report::compare;
     if !(noise.is_finite() && noise >= 0.0) {
@@ -417,28 +564,21 @@ fn compare(a: &Path, b: &Path, noise: f64) -> Result<String, String> {
     if pairs.is_empty() {
         return Err(format!("no sweep point of {} has the parameters of a point of {}; compare directories of the same experiment, or two single-point directories", a.display(), b.display()));
     }
-    let mut out = format!(
-        "# Comparison
-
-A = {}
-B = {}
-",
-        a.display(),
-        b.display()
-    );
+    let mut points = Vec::with_capacity(pairs.len());
     for (title, va, vb) in pairs {
         let changes = compare::compare(va, vb, noise).map_err(|e| format!("{title}: {e}"))?;
-        out.push_str(&format!(
-            "
-## {title} ({} vs {} run(s))
-
-{}",
-            va.len(),
-            vb.len(),
-            compare::table(&changes, noise)
-        ));
+        points.push(ComparedPoint {
+            title,
+            runs_a: va.len(),
+            runs_b: vb.len(),
+            changes,
+        });
     }
-    Ok(out)
+    Ok(Compared {
+        a: a.to_path_buf(),
+        b: b.to_path_buf(),
+        points,
+    })
 }
 
 fn or_none(params: &str) -> String {

@@ -18,6 +18,9 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 /// Exit code of a run that failed one of its thresholds (`--threshold`, `[report] thresholds`),
 /// after every result and report is written.
 pub const EXIT_THRESHOLD_FAILED: u8 = 3;
+/// Exit code of `compare` when its gate fails (`--fail-on regressed`, `--max-regression`),
+/// after the comparison is printed.
+pub const EXIT_GATE_FAILED: u8 = 4;
 
 /// Runs msgbench with `args` (the first is the program name).
 pub fn main_with_args(args: Vec<OsString>) -> ExitCode {

@@ -661,7 +661,61 @@ fn compare_finds_a_doubled_service_time_and_no_change_between_equal_runs() {
     let o = msgbench(&["compare", a.to_str().unwrap(), doubled.to_str().unwrap()]);
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(p50_row(&text).ends_with("| regressed |"), "{text}");
-    let o = msgbench(&["compare", a.to_str().unwrap(), tmp.path().to_str().unwrap()]);
+    // The same statistics gate a CI job: exit 4 on the doubled work, 0 on the A/A pair.
+    let (a, same, doubled) = (
+        a.to_str().unwrap(),
+        same.to_str().unwrap(),
+        doubled.to_str().unwrap(),
+    );
+    let o = msgbench(&["compare", a, same, "--fail-on", "regressed"]);
+    assert!(o.status.success(), "A/A passes the gate: {}", stderr(&o));
+    let o = msgbench(&["compare", a, doubled, "--fail-on", "regressed"]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the gate failed") && stderr(&o).contains("p50 regressed by"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("| p50 |"),
+        "the table is printed too"
+    );
+    // Allowances per metric: a generous one passes, a tight one fails.
+    let o = msgbench(&["compare", a, doubled, "--max-regression", "p50=1000%"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = msgbench(&["compare", a, doubled, "--max-regression", "p50=10%"]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(stderr(&o).contains("(allowed 10.0 %)"), "{}", stderr(&o));
+    let o = msgbench(&["compare", a, doubled, "--max-regression", "p42=10%"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("`p42` is none of them"),
+        "{}",
+        stderr(&o)
+    );
+    // JSON for tools: the same verdicts and the gate's failures.
+    let o = msgbench(&[
+        "compare",
+        a,
+        doubled,
+        "--format",
+        "json",
+        "--fail-on",
+        "regressed",
+    ]);
+    assert_eq!(o.status.code(), Some(4));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let p50 = doc["points"][0]["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == "p50")
+        .unwrap()
+        .clone();
+    assert_eq!(p50["verdict"], "regressed", "{doc}");
+    assert!(p50["worse_by"].as_f64().unwrap() > 0.3, "{doc}");
+    assert!(!doc["gate_failures"].as_array().unwrap().is_empty());
+    let o = msgbench(&["compare", a, tmp.path().to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("holds no results"), "{}", stderr(&o));
 }

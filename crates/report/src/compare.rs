@@ -104,6 +104,20 @@ fn metrics() -> [(&'static str, Better, Read); 7] {
     ]
 }
 
+/// The metrics a comparison judges, by name.
+pub fn metric_names() -> Vec<&'static str> {
+    metrics().iter().map(|(name, _, _)| *name).collect()
+}
+
+/// How much worse B is than A on `c`'s metric, as a fraction (negative: better): a rise for
+/// latency and CPU, a fall for throughput.
+pub fn worse_by(c: &Change) -> f64 {
+    match metrics().iter().find(|(name, _, _)| *name == c.metric) {
+        Some((_, Better::Higher, _)) => -c.change,
+        _ => c.change,
+    }
+}
+
 /// Compares B against A; `noise` is the smallest relative change given a verdict.
 pub fn compare(a: &[RunResult], b: &[RunResult], noise: f64) -> Result<Vec<Change>, CompareError> {
     let (first_a, first_b) = (
