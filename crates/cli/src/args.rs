@@ -400,6 +400,33 @@ pub struct RunArgs {
     /// is run, and runs already written there are kept, not run again.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["scenario", "set", "duration", "warmup", "operations", "replicates", "emit_latencies"])]
     pub resume: Option<PathBuf>,
+    /// Serve live OpenMetrics (Prometheus) series at http://ADDR/metrics while the experiment
+    /// runs: counters, in flight, target and delivered rate, interval latency quantiles, with
+    /// labels experiment, run_id, point and shard (MSGBENCH_SHARD). A port in use is refused
+    /// before anything runs. Series and a dashboard: docs/live-metrics.md.
+    /// Example: msgbench run examples/pacing.toml --metrics-listen 127.0.0.1:9464
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
+    /// With --metrics-listen: keep serving the final figures this long after the last run, so a
+    /// scraper sees them (default 5s; 0 exits at once).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "5s",
+        requires = "metrics_listen"
+    )]
+    pub metrics_hold: String,
+    /// Progress for wrappers and CI logs: `json` writes one JSON line per second (and one per
+    /// finished run) to stderr: run_id, elapsed_s, eta_s, delivered_per_sec, p99_ns, counters.
+    #[arg(long, value_name = "FORMAT")]
+    pub progress: Option<ProgressFormat>,
+}
+
+/// Formats of `run --progress`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProgressFormat {
+    /// One JSON object per line.
+    Json,
 }
 
 /// `msgbench search`.

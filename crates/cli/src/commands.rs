@@ -198,6 +198,21 @@ fn check(args: ScenarioArgs) -> ExitCode {
 }
 
 fn run(args: RunArgs) -> ExitCode {
+    let mut hold = None;
+    let code = run_with(args, &mut hold);
+    // The final figures stay up for the scraper's next visit (Ctrl-C ends the wait).
+    if let Some((duration, stop)) = hold {
+        let until = std::time::Instant::now() + duration;
+        while std::time::Instant::now() < until && !stop.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+    code
+}
+
+/// [`run`]; sets `hold` once live metrics are served: how long to keep serving at the end.
+fn run_with(args: RunArgs, hold: &mut Option<(std::time::Duration, Arc<AtomicBool>)>) -> ExitCode {
     let loaded = match &args.resume {
         None => load(&args.scenario),
         Some(dir) => load(&ScenarioArgs {
@@ -216,8 +231,31 @@ fn run(args: RunArgs) -> ExitCode {
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
     let stop = Arc::new(AtomicBool::new(false));
-    install_ctrl_c(stop.clone());
     let terminal = Arc::new(Terminal::new(args.quiet || args.json));
+    let mut observers: Vec<Arc<dyn msgbench_engine::runner::Observer>> = vec![terminal.clone()];
+    if let Some(address) = &args.metrics_listen {
+        let held = match msgbench_model::duration::parse(&args.metrics_hold) {
+            Ok(d) if d <= std::time::Duration::from_secs(3600) => d,
+            _ => {
+                return fail(
+                    EXIT_BAD_INPUT,
+                    format!(
+                        "--metrics-hold {:?}: give a duration up to 1h, e.g. 5s or 0",
+                        args.metrics_hold
+                    ),
+                )
+            }
+        };
+        match crate::live::Exporter::start(address, &experiment) {
+            Ok(exporter) => observers.push(exporter),
+            Err(e) => return fail(EXIT_BAD_INPUT, e),
+        }
+        *hold = Some((held, stop.clone()));
+    }
+    if args.progress.is_some() {
+        observers.push(Arc::new(crate::live::JsonProgress::new(&experiment)));
+    }
+    install_ctrl_c(stop.clone());
     let env = Environment::capture(std::env::args().collect());
     let destination = match &args.resume {
         Some(dir) => Destination::Resume(dir),
@@ -228,7 +266,7 @@ fn run(args: RunArgs) -> ExitCode {
         destination,
         env,
         stop.clone(),
-        terminal.clone(),
+        Arc::new(crate::live::Fanout(observers)),
     );
     terminal.clear_line();
     let outcome = match outcome {

@@ -378,6 +378,12 @@ pub struct LiveStatus {
     pub delivered_per_sec: f64,
     /// p99 latency of the last interval.
     pub p99_ns: u64,
+    /// Median latency of the last interval.
+    pub p50_ns: u64,
+    /// Longest latency of the last interval.
+    pub max_ns: u64,
+    /// Every counter so far (attempted, sent, delivered, dropped, skipped, failed).
+    pub counters: Counters,
 }
 
 /// Called with live figures about once per interval (for a progress line).
@@ -641,6 +647,9 @@ impl Merge {
             dropped: self.running.dropped + self.running.skipped,
             delivered_per_sec: sample.delivered as f64 / sample.length_s.max(1e-9),
             p99_ns: sample.latency_p99_ns,
+            p50_ns: sample.latency_p50_ns,
+            max_ns: sample.latency_max_ns,
+            counters: self.running,
         })
     }
 
