@@ -166,6 +166,10 @@ pub struct ServeWsRpcArgs {
     /// Stop by itself after this long (e.g. 30s); without it, serve until Ctrl-C.
     #[arg(long = "for", value_name = "DURATION")]
     pub run_for: Option<String>,
+    /// Serve the server's counters (responses, connections, faults) as OpenMetrics series
+    /// `msgbench_server_*_total` at http://ADDR/metrics, for Prometheus (docs/live-metrics.md).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
 }
 
 /// `msgbench serve ticks`.
@@ -228,6 +232,10 @@ pub struct ServeTicksArgs {
     /// Stop by itself after this long (e.g. 30s); without it, serve until Ctrl-C.
     #[arg(long = "for", value_name = "DURATION")]
     pub run_for: Option<String>,
+    /// Serve the server's counters (responses, connections, faults) as OpenMetrics series
+    /// `msgbench_server_*_total` at http://ADDR/metrics, for Prometheus (docs/live-metrics.md).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
 }
 
 /// `msgbench serve rpc`.
@@ -271,6 +279,10 @@ pub struct RequestServerArgs {
     /// Stop by itself after this long (e.g. 30s); without it, serve until Ctrl-C.
     #[arg(long = "for", value_name = "DURATION")]
     pub run_for: Option<String>,
+    /// Serve the server's counters (responses, connections, faults) as OpenMetrics series
+    /// `msgbench_server_*_total` at http://ADDR/metrics, for Prometheus (docs/live-metrics.md).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
 }
 
 /// Where the scenario comes from and what to change in it.

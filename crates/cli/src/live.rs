@@ -98,12 +98,7 @@ impl Exporter {
     /// Binds `address` (so a port in use is an error before anything runs) and serves
     /// `/metrics` from a thread of its own until the process ends.
     pub fn start(address: &str, experiment: &Experiment) -> Result<Arc<Exporter>, String> {
-        let addr: SocketAddr = address.parse().map_err(|_| {
-            format!("--metrics-listen {address:?}: give an address and port, e.g. 127.0.0.1:9464")
-        })?;
-        let listener = TcpListener::bind(addr).map_err(|e| {
-            format!("--metrics-listen {addr}: cannot listen there ({e}); pick a free port")
-        })?;
+        let listener = bind(address)?;
         let mut registry = Registry::default();
         let families = register(&mut registry);
         let exporter = Arc::new(Exporter {
@@ -118,10 +113,7 @@ impl Exporter {
             }),
         });
         let registry = exporter.registry.clone();
-        std::thread::Builder::new()
-            .name("msgbench-metrics".into())
-            .spawn(move || serve(listener, &registry))
-            .map_err(|e| format!("--metrics-listen: cannot start its thread: {e}"))?;
+        spawn_server(listener, move || registry.clone(), || {})?;
         Ok(exporter)
     }
 
@@ -284,8 +276,75 @@ impl Observer for Exporter {
     }
 }
 
-/// Answers scrapers one at a time, each bounded in time and size, at the idle priority.
-fn serve(listener: TcpListener, registry: &Registry) {
+/// The labels of a server's series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ServerLabels {
+    /// `rpc`, `http`, `ticks` or `ws-rpc`.
+    server: String,
+    shard: String,
+}
+
+/// One counter a server keeps: series name (without `_total`), help, value now.
+pub type ServerCounter = (&'static str, &'static str, u64);
+
+/// `msgbench serve … --metrics-listen ADDR`: the server's counters, read by `read` (from the
+/// server's own atomics) at most once per page, as `msgbench_server_*_total` series labelled
+/// with the server's kind. Binds before the server starts: a port in use is an error.
+pub fn serve_server_counters(
+    address: &str,
+    server: &str,
+    read: impl Fn() -> Vec<ServerCounter> + Send + 'static,
+) -> Result<(), String> {
+    let listener = bind(address)?;
+    let mut registry = Registry::default();
+    let first = read();
+    let families: Vec<Family<ServerLabels, Counter>> =
+        first.iter().map(|_| Family::default()).collect();
+    for ((name, help, _), family) in first.iter().zip(&families) {
+        registry.register(*name, *help, family.clone());
+    }
+    let labels = ServerLabels {
+        server: server.to_string(),
+        shard: std::env::var("MSGBENCH_SHARD").unwrap_or_default(),
+    };
+    let registry = Arc::new(registry);
+    let mut seen = vec![0u64; families.len()];
+    // Counters only rise: each page adds what the server counted since the last one.
+    let refresh = move || {
+        for ((family, (_, _, value)), last) in families.iter().zip(read()).zip(seen.iter_mut()) {
+            family
+                .get_or_create(&labels)
+                .inc_by(value.saturating_sub(*last));
+            *last = (*last).max(value);
+        }
+    };
+    spawn_server(listener, move || registry.clone(), refresh)
+}
+
+fn bind(address: &str) -> Result<TcpListener, String> {
+    let addr: SocketAddr = address.parse().map_err(|_| {
+        format!("--metrics-listen {address:?}: give an address and port, e.g. 127.0.0.1:9464")
+    })?;
+    TcpListener::bind(addr).map_err(|e| {
+        format!("--metrics-listen {addr}: cannot listen there ({e}); pick a free port")
+    })
+}
+
+fn spawn_server(
+    listener: TcpListener,
+    registry: impl Fn() -> Arc<Registry> + Send + 'static,
+    refresh: impl FnMut() + Send + 'static,
+) -> Result<(), String> {
+    std::thread::Builder::new()
+        .name("msgbench-metrics".into())
+        .spawn(move || serve(listener, &registry(), refresh))
+        .map(|_| ())
+        .map_err(|e| format!("--metrics-listen: cannot start its thread: {e}"))
+}
+
+/// Answers scrapers one at a time, each bounded in time and size, at the idle priority;
+/// `refresh` brings the registry up to date before a page is encoded.
+fn serve(listener: TcpListener, registry: &Registry, mut refresh: impl FnMut()) {
     // SCHED_IDLE: the thread runs when a CPU has nothing else to do, so a scraper waits for
     // the measuring threads, not they for it. bench/metrics-scraper.sh (100 scrapes/s, rpc at
     // 20k/s, 2 CPUs): send lag p99 21.7 µs and p99 203 µs at the normal priority, 1.9 µs and
@@ -299,6 +358,7 @@ fn serve(listener: TcpListener, registry: &Registry) {
             continue;
         };
         if page.0.elapsed() >= PAGE_REUSE {
+            refresh();
             let mut text = String::new();
             if prometheus_client::encoding::text::encode(&mut text, registry).is_ok() {
                 page = (Instant::now(), text);

@@ -82,6 +82,113 @@ fn flag_error<'a>(
     }
 }
 
+/// The request server's counters as `serve --metrics-listen` exposes them.
+fn request_counts(
+    st: &msgbench_engine::server::rpc::ServerStats,
+) -> Vec<crate::live::ServerCounter> {
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    vec![
+        (
+            "msgbench_server_responses",
+            "Responses written",
+            load(&st.responses),
+        ),
+        (
+            "msgbench_server_accepted",
+            "Connections accepted",
+            load(&st.accepted),
+        ),
+        (
+            "msgbench_server_rejected",
+            "Connections refused over the connection limit",
+            load(&st.rejected),
+        ),
+        (
+            "msgbench_server_protocol_errors",
+            "Connections closed for a bad request",
+            load(&st.protocol_errors),
+        ),
+        (
+            "msgbench_server_slow_readers",
+            "Connections closed because the client stopped reading",
+            load(&st.slow_readers),
+        ),
+        (
+            "msgbench_server_idle_closed",
+            "Connections closed after the idle timeout",
+            load(&st.idle_closed),
+        ),
+        (
+            "msgbench_server_evicted",
+            "Idle connections closed to admit new ones",
+            load(&st.evicted),
+        ),
+        (
+            "msgbench_server_accept_errors",
+            "Accepts that failed",
+            load(&st.accept_errors),
+        ),
+        (
+            "msgbench_server_clamped",
+            "Service times clamped to the maximum",
+            load(&st.clamped),
+        ),
+    ]
+}
+
+/// A WebSocket server's connection counts as `serve --metrics-listen` exposes them.
+fn connection_counts(
+    c: &msgbench_engine::server::ws::ConnectionCounts,
+) -> Vec<crate::live::ServerCounter> {
+    vec![
+        (
+            "msgbench_server_accepted",
+            "WebSocket connections accepted",
+            c.accepted,
+        ),
+        (
+            "msgbench_server_rejected",
+            "Connections refused over the connection limit",
+            c.refused,
+        ),
+        (
+            "msgbench_server_handshake_failures",
+            "Peers that sent no valid upgrade",
+            c.handshake_failures,
+        ),
+        (
+            "msgbench_server_pages",
+            "Plain HTTP requests answered",
+            c.pages,
+        ),
+        (
+            "msgbench_server_protocol_errors",
+            "Connections closed for a protocol violation",
+            c.protocol_errors,
+        ),
+        (
+            "msgbench_server_slow_readers",
+            "Connections closed because the client stopped reading",
+            c.slow_readers,
+        ),
+        (
+            "msgbench_server_idle_closed",
+            "Connections closed after the idle timeout",
+            c.idle_closed,
+        ),
+        (
+            "msgbench_server_evicted",
+            "Unfinished heads dropped to admit a new connection",
+            c.evicted,
+        ),
+        (
+            "msgbench_server_accept_errors",
+            "Accepts that failed",
+            c.accept_errors,
+        ),
+    ]
+}
+
 fn serve_until(stop: &AtomicBool, run_for: Option<Duration>) {
     let started = std::time::Instant::now();
     while !stop.load(Ordering::Relaxed) && run_for.is_none_or(|d| started.elapsed() < d) {
@@ -143,7 +250,8 @@ fn serve_rpc(args: ServeRpcArgs) -> ExitCode {
         Ok(a) => a,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
-    run_request_server("rpc", listen, run_for, |listen| {
+    let metrics = args.server.metrics_listen.as_deref();
+    run_request_server("rpc", listen, run_for, metrics, |listen| {
         msgbench_engine::server::rpc::RpcServer::start(&config, listen)
     })
 }
@@ -161,7 +269,8 @@ fn serve_http(args: ServeHttpArgs) -> ExitCode {
         Ok(a) => a,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
-    run_request_server("http", listen, run_for, |listen| {
+    let metrics = args.server.metrics_listen.as_deref();
+    run_request_server("http", listen, run_for, metrics, |listen| {
         msgbench_engine::server::http::start(&config, options, listen)
     })
 }
@@ -203,6 +312,7 @@ fn run_request_server(
     name: &str,
     listen: SocketAddr,
     run_for: Option<Duration>,
+    metrics: Option<&str>,
     start: impl FnOnce(SocketAddr) -> std::io::Result<RpcServer>,
 ) -> ExitCode {
     let stop = Arc::new(AtomicBool::new(false));
@@ -219,6 +329,14 @@ fn run_request_server(
             )
         }
     };
+    if let Some(address) = metrics {
+        let stats = server.stats.clone();
+        let served =
+            crate::live::serve_server_counters(address, name, move || request_counts(&stats));
+        if let Err(e) = served {
+            return fail(EXIT_BAD_INPUT, e);
+        }
+    }
     print_now(&format!(
         "msgbench {name} server listening on {}",
         server.local_addr()
@@ -247,7 +365,9 @@ fn run_request_server(
 
 fn serve_ticks(args: ServeTicksArgs) -> ExitCode {
     match ticks_options(&args) {
-        Ok((options, listen, run_for)) => run_tick_server(options, listen, run_for),
+        Ok((options, listen, run_for)) => {
+            run_tick_server(options, listen, run_for, args.metrics_listen.as_deref())
+        }
         Err(e) => fail(EXIT_BAD_INPUT, e),
     }
 }
@@ -318,6 +438,7 @@ fn run_tick_server(
     options: TickServerOptions,
     listen: SocketAddr,
     run_for: Option<Duration>,
+    metrics: Option<&str>,
 ) -> ExitCode {
     let stop = Arc::new(AtomicBool::new(false));
     on_ctrl_c(
@@ -334,6 +455,15 @@ fn run_tick_server(
             )
         }
     };
+    if let Some(address) = metrics {
+        let counts = server.counts.clone();
+        let served = crate::live::serve_server_counters(address, "ticks", move || {
+            connection_counts(&counts.snapshot())
+        });
+        if let Err(e) = served {
+            return fail(EXIT_BAD_INPUT, e);
+        }
+    }
     let addr = server.local_addr();
     // Standalone, the whole stream is measured: it starts now and ends with the server.
     let now = msgbench_engine::clock::now_ns();
@@ -442,6 +572,15 @@ fn serve_ws_rpc(args: ServeWsRpcArgs) -> ExitCode {
                 )
             }
         };
+    if let Some(address) = args.metrics_listen.as_deref() {
+        let counts = server.counts.clone();
+        let served = crate::live::serve_server_counters(address, "ws-rpc", move || {
+            connection_counts(&counts.snapshot())
+        });
+        if let Err(e) = served {
+            return fail(EXIT_BAD_INPUT, e);
+        }
+    }
     print_now(&format!(
         "msgbench JSON-RPC server answering `{method}` on ws://{}/",
         server.local_addr()

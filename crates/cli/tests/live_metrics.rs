@@ -262,3 +262,51 @@ fn a_metrics_port_in_use_is_refused_before_anything_runs_and_progress_is_json_li
     assert_eq!(last["finished"], true, "{last}");
     assert_eq!(last["delivered"], 2000, "{last}");
 }
+
+#[test]
+fn serve_exposes_its_server_counters_the_same_way() {
+    let (port, metrics_port) = (free_port(), free_port());
+    let server = Command::new(env!("CARGO_BIN_EXE_msgbench"))
+        .args(["serve", "http", "--listen", &format!("127.0.0.1:{port}")])
+        .args([
+            "--metrics-listen",
+            &format!("127.0.0.1:{metrics_port}"),
+            "--for",
+            "20s",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _server = Killed(server);
+    let start = Instant::now();
+    while get(metrics_port, "/metrics").is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "serve http did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // 20 requests on one keep-alive connection.
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut answered = 0;
+    let mut text = Vec::new();
+    let mut buf = [0u8; 4096];
+    for _ in 0..20 {
+        write!(s, "GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        while text.windows(8).filter(|w| w == b"HTTP/1.1").count() <= answered {
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0);
+            text.extend_from_slice(&buf[..n]);
+        }
+        answered += 1;
+    }
+    std::thread::sleep(Duration::from_millis(150)); // past the page's reuse
+    let (_, page) = get(metrics_port, "/metrics").unwrap();
+    assert!(
+        page.contains("msgbench_server_responses_total{server=\"http\",shard=\"\"} 20")
+            && page.contains("msgbench_server_accepted_total{server=\"http\",shard=\"\"} 1"),
+        "{page}"
+    );
+}

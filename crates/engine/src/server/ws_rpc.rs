@@ -47,7 +47,8 @@ pub struct MethodAnswer {
 pub struct WsRpcServer {
     pool: Pool,
     service: Arc<RpcService>,
-    counts: Arc<Counts>,
+    /// Connection-level counts (accepted, refused, handshake failures, …).
+    pub counts: Arc<Counts>,
 }
 
 /// What the server counted.
