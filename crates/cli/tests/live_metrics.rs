@@ -290,17 +290,15 @@ fn serve_exposes_its_server_counters_the_same_way() {
     // 20 requests on one keep-alive connection.
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut answered = 0;
     let mut text = Vec::new();
     let mut buf = [0u8; 4096];
-    for _ in 0..20 {
+    for answered in 0..20 {
         write!(s, "GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
         while text.windows(8).filter(|w| w == b"HTTP/1.1").count() <= answered {
             let n = s.read(&mut buf).unwrap();
             assert!(n > 0);
             text.extend_from_slice(&buf[..n]);
         }
-        answered += 1;
     }
     std::thread::sleep(Duration::from_millis(150)); // past the page's reuse
     let (_, page) = get(metrics_port, "/metrics").unwrap();
