@@ -67,6 +67,7 @@ struct Families {
     target_rate: Family<RunLabels, FloatGauge>,
     delivered_rate: Family<RunLabels, FloatGauge>,
     latency: Family<QuantileLabels, FloatGauge>,
+    send_lag: Family<RunLabels, FloatGauge>,
     finished: Family<RunLabels, Gauge>,
 }
 
@@ -180,6 +181,7 @@ fn register(registry: &mut Registry) -> Families {
         target_rate: Family::default(),
         delivered_rate: Family::default(),
         latency: Family::default(),
+        send_lag: Family::default(),
         finished: Family::default(),
     };
     registry.register(
@@ -203,6 +205,12 @@ fn register(registry: &mut Registry) -> Families {
          (0.5, 0.99, 1 = max); interval quantiles do not add up across runs or shards: merge \
          the runs' histograms (runs/<id>.hlog) for an exact figure",
         families.latency.clone(),
+    );
+    registry.register(
+        "msgbench_interval_send_lag_p99_seconds",
+        "Send lag p99 over the last one-second interval: how late the schedule's sends went out \
+         (above 1 ms a run is not valid)",
+        families.send_lag.clone(),
     );
     registry.register(
         "msgbench_run_finished",
@@ -250,6 +258,10 @@ impl Observer for Exporter {
             .delivered_rate
             .get_or_create(&labels)
             .set(s.delivered_per_sec);
+        self.families
+            .send_lag
+            .get_or_create(&labels)
+            .set(s.send_lag_p99_ns as f64 / 1e9);
         for (quantile, ns) in [("0.5", s.p50_ns), ("0.99", s.p99_ns), ("1", s.max_ns)] {
             let q = QuantileLabels {
                 experiment: labels.experiment.clone(),
@@ -447,6 +459,7 @@ impl Observer for JsonProgress {
             "eta_s": round3((duration - s.elapsed_s).max(0.0)),
             "delivered_per_sec": s.delivered_per_sec.round(),
             "p99_ns": s.p99_ns,
+            "send_lag_p99_ns": s.send_lag_p99_ns,
             "sent": s.counters.sent, "delivered": s.counters.delivered,
             "dropped": s.counters.dropped, "skipped": s.counters.skipped,
             "failed": s.counters.failed,

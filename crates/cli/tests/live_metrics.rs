@@ -137,6 +137,7 @@ fn prometheus_scrapes_a_run_and_finds_its_final_counts_and_the_dashboard_names_r
         "msgbench_delivered_total",
         "msgbench_interval_latency_seconds",
         "msgbench_in_flight",
+        "msgbench_interval_send_lag_p99_seconds",
     ] {
         assert!(served.iter().any(|s| s == name), "{name} not in {page}");
     }
@@ -193,8 +194,8 @@ fn prometheus_scrapes_a_run_and_finds_its_final_counts_and_the_dashboard_names_r
         }
     }
     assert!(
-        named >= 6,
-        "the dashboard plots rate, p99, drops and in-flight"
+        named >= 7,
+        "the dashboard plots rate, p99, drops, in-flight and send lag"
     );
 }
 

@@ -382,6 +382,8 @@ pub struct LiveStatus {
     pub p50_ns: u64,
     /// Longest latency of the last interval.
     pub max_ns: u64,
+    /// Send lag p99 of the last interval: how late the schedule's sends went out.
+    pub send_lag_p99_ns: u64,
     /// Every counter so far (attempted, sent, delivered, dropped, skipped, failed).
     pub counters: Counters,
 }
@@ -536,6 +538,8 @@ struct Merge {
     open: BTreeMap<u64, OpenInterval>,
     closed: Vec<(IntervalSample, IntervalLatency)>,
     running: Counters,
+    /// Send lag p99 of the last closed interval (for the live view only).
+    last_send_lag_p99_ns: u64,
 }
 
 struct OpenInterval {
@@ -543,6 +547,7 @@ struct OpenInterval {
     end_ns: u64,
     counters: Counters,
     latency: Histogram<u64>,
+    send_lag: Histogram<u64>,
 }
 
 impl Merge {
@@ -562,6 +567,7 @@ impl Merge {
             open: BTreeMap::new(),
             closed: Vec::new(),
             running: Counters::default(),
+            last_send_lag_p99_ns: 0,
         }
     }
 
@@ -577,6 +583,7 @@ impl Merge {
         for h in &set.latency {
             h.add_to(&mut open.latency);
         }
+        set.send_lag.add_to(&mut open.send_lag);
         self.add_counters(index, end_ns, counters);
     }
 
@@ -597,6 +604,7 @@ impl Merge {
             end_ns: 0,
             counters: Counters::default(),
             latency: new_latency_histogram(),
+            send_lag: new_latency_histogram(),
         })
     }
 
@@ -606,6 +614,7 @@ impl Merge {
         add_counters(&mut self.running, &done.counters);
         let r = &self.running;
         let p = Percentiles::of(&done.latency);
+        self.last_send_lag_p99_ns = Percentiles::of(&done.send_lag).p99_ns;
         let sample = IntervalSample {
             start_s: (index * INTERVAL_NS) as f64 / 1e9,
             length_s,
@@ -649,6 +658,7 @@ impl Merge {
             p99_ns: sample.latency_p99_ns,
             p50_ns: sample.latency_p50_ns,
             max_ns: sample.latency_max_ns,
+            send_lag_p99_ns: self.last_send_lag_p99_ns,
             counters: self.running,
         })
     }
