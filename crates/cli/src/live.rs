@@ -27,7 +27,7 @@ impl Observer for Fanout {
             .for_each(|o| o.run_started(run_id, number, total));
     }
     fn live(&self, status: LiveStatus) {
-        self.0.iter().for_each(|o| o.live(status));
+        self.0.iter().for_each(|o| o.live(status.clone()));
     }
     fn run_finished(&self, result: &RunResult) {
         self.0.iter().for_each(|o| o.run_finished(result));
@@ -59,6 +59,16 @@ struct QuantileLabels {
     quantile: String,
 }
 
+/// A run's labels plus an operation class (for `ticks`, a client group).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClassLabels {
+    experiment: String,
+    run_id: String,
+    point: String,
+    shard: String,
+    class: String,
+}
+
 type FloatGauge = Gauge<f64, AtomicU64>;
 
 struct Families {
@@ -69,10 +79,14 @@ struct Families {
     latency: Family<QuantileLabels, FloatGauge>,
     send_lag: Family<RunLabels, FloatGauge>,
     finished: Family<RunLabels, Gauge>,
+    class_delivered: Family<ClassLabels, Counter>,
+    class_p99: Family<ClassLabels, FloatGauge>,
 }
 
 struct ExporterState {
     labels: Option<RunLabels>,
+    /// The run's class names and what each class's counter was last set to.
+    classes: Vec<(ClassLabels, u64)>,
     target: Option<f64>,
     /// What the counters were last set to, to add only the difference (counters only rise).
     seen: Counters,
@@ -109,6 +123,7 @@ impl Exporter {
             registry: Arc::new(registry),
             state: Mutex::new(ExporterState {
                 labels: None,
+                classes: Vec::new(),
                 target: None,
                 seen: Counters::default(),
             }),
@@ -183,7 +198,20 @@ fn register(registry: &mut Registry) -> Families {
         latency: Family::default(),
         send_lag: Family::default(),
         finished: Family::default(),
+        class_delivered: Family::default(),
+        class_p99: Family::default(),
     };
+    registry.register(
+        "msgbench_class_delivered",
+        "Messages delivered, by operation class (for ticks: by client group)",
+        families.class_delivered.clone(),
+    );
+    registry.register(
+        "msgbench_class_interval_latency_p99_seconds",
+        "p99 latency over the last one-second interval, by operation class (for ticks: by \
+         client group)",
+        families.class_p99.clone(),
+    );
     registry.register(
         "msgbench_in_flight",
         "Sent and neither delivered, dropped nor failed yet",
@@ -231,9 +259,23 @@ impl Observer for Exporter {
             point,
             shard: self.shard.clone(),
         };
-        state.target = index
-            .and_then(|i| self.experiment.points.get(i))
-            .and_then(|p| p.scenario.target_per_sec());
+        let point = index.and_then(|i| self.experiment.points.get(i));
+        state.target = point.and_then(|p| p.scenario.target_per_sec());
+        state.classes = point
+            .map(|p| p.scenario.system.class_names())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|class| {
+                let l = ClassLabels {
+                    experiment: labels.experiment.clone(),
+                    run_id: labels.run_id.clone(),
+                    point: labels.point.clone(),
+                    shard: labels.shard.clone(),
+                    class,
+                };
+                (l, 0)
+            })
+            .collect();
         if let Some(target) = state.target {
             self.families.target_rate.get_or_create(&labels).set(target);
         }
@@ -262,6 +304,18 @@ impl Observer for Exporter {
             .send_lag
             .get_or_create(&labels)
             .set(s.send_lag_p99_ns as f64 / 1e9);
+        for ((labels, seen), class) in state.classes.iter_mut().zip(&s.classes) {
+            add_up_to(
+                &self.families.class_delivered,
+                labels,
+                seen,
+                class.delivered,
+            );
+            self.families
+                .class_p99
+                .get_or_create(labels)
+                .set(class.p99_ns as f64 / 1e9);
+        }
         for (quantile, ns) in [("0.5", s.p50_ns), ("0.99", s.p99_ns), ("1", s.max_ns)] {
             let q = QuantileLabels {
                 experiment: labels.experiment.clone(),
@@ -278,6 +332,14 @@ impl Observer for Exporter {
         let mut state = self.state.lock().unwrap();
         // The written figures, drain included: the counters end equal to the result file's.
         self.set_counters(&mut state, &result.counters);
+        for ((labels, seen), class) in state.classes.iter_mut().zip(&result.classes) {
+            add_up_to(
+                &self.families.class_delivered,
+                labels,
+                seen,
+                class.latency.count,
+            );
+        }
         if let Some(labels) = state.labels.clone() {
             self.families
                 .in_flight
@@ -286,6 +348,19 @@ impl Observer for Exporter {
             self.families.finished.get_or_create(&labels).set(1);
         }
     }
+}
+
+/// Raises `labels`'s counter in `family` to `now` (counters only rise), remembering it in `seen`.
+fn add_up_to(
+    family: &Family<ClassLabels, Counter>,
+    labels: &ClassLabels,
+    seen: &mut u64,
+    now: u64,
+) {
+    family
+        .get_or_create(labels)
+        .inc_by(now.saturating_sub(*seen));
+    *seen = (*seen).max(now);
 }
 
 /// The labels of a server's series.

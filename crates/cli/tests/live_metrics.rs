@@ -138,6 +138,8 @@ fn prometheus_scrapes_a_run_and_finds_its_final_counts_and_the_dashboard_names_r
         "msgbench_interval_latency_seconds",
         "msgbench_in_flight",
         "msgbench_interval_send_lag_p99_seconds",
+        "msgbench_class_delivered_total",
+        "msgbench_class_interval_latency_p99_seconds",
     ] {
         assert!(served.iter().any(|s| s == name), "{name} not in {page}");
     }
@@ -162,6 +164,15 @@ fn prometheus_scrapes_a_run_and_finds_its_final_counts_and_the_dashboard_names_r
         scraped,
         Some(delivered),
         "Prometheus holds the run's final delivered count"
+    );
+    let (by_class, series) = query(
+        prom_port,
+        "max_over_time(msgbench_class_delivered_total{class=\"item\"}[1m])",
+    );
+    assert_eq!(
+        (by_class, series),
+        (Some(delivered), 1),
+        "the queue's one class"
     );
     let (finished, _) = query(prom_port, "max_over_time(msgbench_run_finished[1m])");
     assert_eq!(finished, Some(1.0));

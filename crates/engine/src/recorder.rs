@@ -363,8 +363,17 @@ fn merged(hs: &[Histogram<u64>]) -> Histogram<u64> {
     all
 }
 
+/// Live figures of one operation class (for `ticks`, one client group).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClassLive {
+    /// Delivered so far in the measured window.
+    pub delivered: u64,
+    /// p99 latency of the last interval.
+    pub p99_ns: u64,
+}
+
 /// Live figures of the running run, about once a second.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct LiveStatus {
     /// Seconds into the measured window.
     pub elapsed_s: f64,
@@ -386,6 +395,8 @@ pub struct LiveStatus {
     pub send_lag_p99_ns: u64,
     /// Every counter so far (attempted, sent, delivered, dropped, skipped, failed).
     pub counters: Counters,
+    /// Each class, in the order of the result's classes.
+    pub classes: Vec<ClassLive>,
 }
 
 /// Called with live figures about once per interval (for a progress line).
@@ -540,6 +551,8 @@ struct Merge {
     running: Counters,
     /// Send lag p99 of the last closed interval (for the live view only).
     last_send_lag_p99_ns: u64,
+    /// Each class's figures as of the last closed interval (for the live view only).
+    live_classes: Vec<ClassLive>,
 }
 
 struct OpenInterval {
@@ -548,6 +561,7 @@ struct OpenInterval {
     counters: Counters,
     latency: Histogram<u64>,
     send_lag: Histogram<u64>,
+    class_latency: Vec<Histogram<u64>>,
 }
 
 impl Merge {
@@ -568,6 +582,7 @@ impl Merge {
             closed: Vec::new(),
             running: Counters::default(),
             last_send_lag_p99_ns: 0,
+            live_classes: vec![ClassLive::default(); classes],
         }
     }
 
@@ -580,8 +595,9 @@ impl Merge {
         }
         set.send_lag.add_to(&mut self.totals.send_lag);
         let open = self.open_interval(index);
-        for h in &set.latency {
+        for (h, class) in set.latency.iter().zip(open.class_latency.iter_mut()) {
             h.add_to(&mut open.latency);
+            h.add_to(class);
         }
         set.send_lag.add_to(&mut open.send_lag);
         self.add_counters(index, end_ns, counters);
@@ -599,12 +615,14 @@ impl Merge {
     }
 
     fn open_interval(&mut self, index: u64) -> &mut OpenInterval {
+        let classes = self.live_classes.len();
         self.open.entry(index).or_insert_with(|| OpenInterval {
             reports: 0,
             end_ns: 0,
             counters: Counters::default(),
             latency: new_latency_histogram(),
             send_lag: new_latency_histogram(),
+            class_latency: (0..classes).map(|_| new_latency_histogram()).collect(),
         })
     }
 
@@ -615,6 +633,10 @@ impl Merge {
         let r = &self.running;
         let p = Percentiles::of(&done.latency);
         self.last_send_lag_p99_ns = Percentiles::of(&done.send_lag).p99_ns;
+        for (live, h) in self.live_classes.iter_mut().zip(&done.class_latency) {
+            live.delivered += h.len();
+            live.p99_ns = Percentiles::of(h).p99_ns;
+        }
         let sample = IntervalSample {
             start_s: (index * INTERVAL_NS) as f64 / 1e9,
             length_s,
@@ -660,6 +682,7 @@ impl Merge {
             max_ns: sample.latency_max_ns,
             send_lag_p99_ns: self.last_send_lag_p99_ns,
             counters: self.running,
+            classes: self.live_classes.clone(),
         })
     }
 

@@ -262,6 +262,19 @@ pub enum System {
 }
 
 impl System {
+    /// The names of its operation classes, in the order of the result's `classes` (for
+    /// `ticks`, the client groups). One source for the drivers and the live view.
+    pub fn class_names(&self) -> Vec<String> {
+        match self {
+            System::Queue(_) => vec!["item".into()],
+            System::Rpc { rpc, .. } => rpc.ops.iter().map(|o| o.name.clone()).collect(),
+            System::Redis { redis, .. } => redis.ops.iter().map(|o| o.0.clone()).collect(),
+            System::Ticks { ticks, .. } => ticks.groups.iter().map(|g| g.name.clone()).collect(),
+            System::WsRpc { ws_rpc, .. } => ws_rpc.methods.iter().map(|m| m.name.clone()).collect(),
+            System::Http { http, .. } => http.requests.iter().map(|r| r.name.clone()).collect(),
+        }
+    }
+
     /// The request/response driver's settings, for the systems driven through one. (No
     /// wildcard: a new system must say.)
     pub fn client(&self) -> Option<&crate::client::ClientConfig> {

@@ -58,7 +58,7 @@ pub fn run(
     let notes = server.process_notes();
     let mut measured = Measured::from_driver(
         out,
-        config.requests.iter().map(|r| r.name.clone()).collect(),
+        scenario.system.class_names(),
         process_before,
         scenario.system.describe(),
         notes,

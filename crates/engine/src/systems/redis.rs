@@ -52,7 +52,7 @@ pub fn run(
     }
     Ok(Measured::from_driver(
         out,
-        redis.ops.iter().map(|o| o.0.clone()).collect(),
+        scenario.system.class_names(),
         process_before,
         scenario.system.describe(),
         notes,

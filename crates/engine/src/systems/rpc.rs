@@ -65,7 +65,7 @@ pub fn run(
     }
     Ok(Measured::from_driver(
         out,
-        rpc.ops.iter().map(|o| o.name.clone()).collect(),
+        scenario.system.class_names(),
         process_before,
         scenario.system.describe(),
         notes,

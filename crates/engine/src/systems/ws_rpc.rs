@@ -46,7 +46,7 @@ pub fn run(
     }
     Ok(Measured::from_driver(
         out,
-        ws_rpc.methods.iter().map(|m| m.name.clone()).collect(),
+        scenario.system.class_names(),
         process_before,
         scenario.system.describe(),
         notes,
