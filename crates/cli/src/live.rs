@@ -528,10 +528,14 @@ impl Observer for JsonProgress {
         current.4 = s.elapsed_s;
         let (run_id, duration, number, total, _) = current.clone();
         drop(current);
+        let run_eta = (duration - s.elapsed_s).max(0.0);
+        // Later runs assumed as long as this one (warm-up and drain not counted).
+        let experiment_eta = run_eta + total.saturating_sub(number) as f64 * duration;
         let line = serde_json::json!({
             "run_id": run_id, "run": number, "runs": total,
             "elapsed_s": round3(s.elapsed_s),
-            "eta_s": round3((duration - s.elapsed_s).max(0.0)),
+            "eta_s": round3(run_eta),
+            "experiment_eta_s": round3(experiment_eta),
             "delivered_per_sec": s.delivered_per_sec.round(),
             "p99_ns": s.p99_ns,
             "send_lag_p99_ns": s.send_lag_p99_ns,

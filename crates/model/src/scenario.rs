@@ -471,8 +471,9 @@ impl ScenarioSpec {
             .thresholds
             .iter()
             .map(|text| {
-                crate::threshold::Threshold::parse(text)
-                    .map_err(|e| invalid("report.thresholds", format!("has \"{text}\""), &e))
+                let t = crate::threshold::Threshold::parse(text)
+                    .and_then(|t| t.check_names(&system).map(|()| t));
+                t.map_err(|e| invalid("report.thresholds", format!("has \"{text}\""), &e))
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Scenario {

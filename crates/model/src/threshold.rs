@@ -272,6 +272,48 @@ impl Threshold {
         }
     }
 
+    /// Refuses a scope that names no class or stream client of `system`, listing those it has.
+    pub fn check_names(&self, system: &crate::scenario::System) -> Result<(), String> {
+        match &self.scope {
+            Scope::Run => Ok(()),
+            Scope::Class(name) => {
+                let classes = system.class_names();
+                if classes.iter().any(|c| c.eq_ignore_ascii_case(name)) {
+                    return Ok(());
+                }
+                Err(format!(
+                    "`{}` names class `{name}`, which the scenario does not have (its classes: {})",
+                    self.text,
+                    classes.join(", ")
+                ))
+            }
+            Scope::Client(name) => {
+                let crate::scenario::System::Ticks { ticks, .. } = system else {
+                    return Err(format!(
+                        "`{}` names a stream client, and only the ticks system has them: use \
+                         class.NAME for an operation class",
+                        self.text
+                    ));
+                };
+                let mut names = Vec::new();
+                for g in &ticks.groups {
+                    names.push(g.name.clone());
+                    names.extend((0..g.connections).map(|i| format!("{}-{i}", g.name)));
+                }
+                if names.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+                    return Ok(());
+                }
+                let groups: Vec<&str> = ticks.groups.iter().map(|g| g.name.as_str()).collect();
+                Err(format!(
+                    "`{}` names client `{name}`, which the scenario does not have (its groups: \
+                     {}; a client is GROUP-N from 0)",
+                    self.text,
+                    groups.join(", ")
+                ))
+            }
+        }
+    }
+
     /// The latency SLO it states, when it is one (`p99 < 10ms`: a whole-run percentile below or
     /// at a bound).
     pub fn as_slo(&self) -> Option<(SloMetric, bool, u64)> {
