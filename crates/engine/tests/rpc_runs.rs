@@ -382,3 +382,35 @@ fn the_built_in_server_drops_a_bad_client_and_serves_the_others() {
         3
     );
 }
+
+#[test]
+fn one_server_thread_serves_four_flooding_connections_in_turn() {
+    // Interval 0 with a window of 100: each connection refills as fast as it is answered. A
+    // worker that read one connection until its socket was empty kept the other three waiting
+    // a whole window at a time: max 456 ms (issue 22). In turns of 64 requests, each waits at
+    // most three turns of the others.
+    let toml = r#"system = "rpc"
+[run]
+duration = "1500ms"
+warmup = "300ms"
+[client]
+threads = 1
+connections = 4
+window = 100
+when_full = "skip"
+[pacing]
+mode = "interval"
+every = "0"
+batch = 100
+[rpc.ops.call]
+service = "2us"
+"#;
+    let r = &run(toml, &[])[0];
+    assert_accounted(r);
+    assert!(r.counters.delivered > 50_000, "{:?}", r.counters);
+    assert!(
+        r.latency.max_ns < 250_000_000,
+        "max {} ms: a connection waited for the others' whole backlog",
+        r.latency.max_ns / 1_000_000
+    );
+}
