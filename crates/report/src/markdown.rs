@@ -119,7 +119,7 @@ fn ns(v: f64) -> String {
     }
 }
 
-fn columns(with_sut: bool) -> Vec<Column> {
+fn columns(with_sut: bool, undelivered: bool) -> Vec<Column> {
     let mut columns: Vec<Column> = vec![
         ("delivered/s", Read::Value(|r| r.delivered_per_sec()), |v| {
             count(v)
@@ -130,6 +130,11 @@ fn columns(with_sut: bool) -> Vec<Column> {
             percent,
         ),
         ("drop", Read::Value(|r| r.counters.drop_rate()), percent),
+        (
+            "undelivered",
+            Read::Value(crate::summary::undelivered_share),
+            percent,
+        ),
         ("p50", Read::Latency(P50), ns),
         ("p90", Read::Latency(P90), ns),
         ("p95", Read::Latency(P95), ns),
@@ -141,6 +146,10 @@ fn columns(with_sut: bool) -> Vec<Column> {
     ];
     if with_sut {
         columns.push(("server CPU/msg", Read::Value(sut_cpu_per_message_ns), ns));
+    }
+    // Still in flight at the end: neither success nor drop, shown whenever a run has some.
+    if !undelivered {
+        columns.retain(|c| c.0 != "undelivered");
     }
     columns
 }
@@ -292,7 +301,11 @@ fn cpu_per_message_ns(r: &RunResult) -> f64 {
 
 fn table(points: &BTreeMap<usize, Vec<&RunResult>>, with_sut: bool) -> String {
     let axes = axes_of(points);
-    let columns = columns(with_sut);
+    let undelivered = points
+        .values()
+        .flatten()
+        .any(|r| r.counters.in_flight_end > 0);
+    let columns = columns(with_sut, undelivered);
     let mut header: Vec<String> = vec!["point".into()];
     header.extend(axes.iter().map(|a| short_axis(a).to_string()));
     header.push("runs".into());

@@ -37,6 +37,17 @@ pub fn table_for_width(results: &[RunResult], width: Option<usize>) -> String {
         ]
         .map(String::from),
     );
+    // What was never delivered nor dropped by the end (a backlog given up at the drain's end)
+    // is neither success nor drop: a column of its own whenever a run has some.
+    let undelivered = results.iter().any(|r| r.counters.in_flight_end > 0);
+    if undelivered {
+        let at = header
+            .iter()
+            .position(|h| h == "drop")
+            .expect("drop column")
+            + 1;
+        header.insert(at, "undelivered".into());
+    }
     let mut rows = vec![header];
     for r in results {
         let mut row = vec![run_label(r, results)];
@@ -68,6 +79,10 @@ pub fn table_for_width(results: &[RunResult], width: Option<usize>) -> String {
             format!("{:.2}", r.cpu.driver_cpu_s),
             count(r.cpu.delivered_per_cpu_s),
         ]);
+        if undelivered {
+            // After run, the axes, delivered/s, success and drop.
+            row.insert(1 + axes.len() + 3, percent(undelivered_share(r)));
+        }
         rows.push(row);
     }
     let mut out = render_fit(&rows, width);
@@ -91,6 +106,15 @@ pub fn table_for_width(results: &[RunResult], width: Option<usize>) -> String {
     }
     out.push_str(&grouped_warnings(results));
     out
+}
+
+/// Messages still in flight when the run ended, as a share of those attempted.
+pub fn undelivered_share(r: &RunResult) -> f64 {
+    if r.counters.attempted == 0 {
+        0.0
+    } else {
+        r.counters.in_flight_end as f64 / r.counters.attempted as f64
+    }
 }
 
 /// A titled list of `run: line` for the runs `line` says something about; nothing otherwise.
