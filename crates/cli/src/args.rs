@@ -410,7 +410,7 @@ pub struct RunArgs {
     pub json: bool,
     /// Resume the interrupted experiment in this result directory: its saved experiment.toml
     /// is run, and runs already written there are kept, not run again.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["scenario", "set", "duration", "warmup", "operations", "replicates", "emit_latencies"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["scenario", "set", "duration", "warmup", "operations", "replicates", "emit_latencies", "thresholds"])]
     pub resume: Option<PathBuf>,
     /// Serve live OpenMetrics (Prometheus) series at http://ADDR/metrics while the experiment
     /// runs: counters, in flight, target and delivered rate, interval latency quantiles, with

@@ -201,7 +201,11 @@ fn run(args: RunArgs) -> ExitCode {
     let mut hold = None;
     let code = run_with(args, &mut hold);
     // The final figures stay up for the scraper's next visit (Ctrl-C ends the wait).
-    if let Some((duration, stop)) = hold {
+    if let Some((duration, stop)) = hold.filter(|(d, _)| !d.is_zero()) {
+        eprintln!(
+            "msgbench: serving the final figures for {} more (--metrics-hold; Ctrl-C to end now)",
+            msgbench_model::duration::format(duration)
+        );
         let until = std::time::Instant::now() + duration;
         while std::time::Instant::now() < until && !stop.load(std::sync::atomic::Ordering::Relaxed)
         {
@@ -463,6 +467,25 @@ fn gate(compared: &Compared, fail_on_regressed: bool, limits: &[(String, f64)]) 
     use msgbench_report::compare::{worse_by, Verdict};
     let mut failures = Vec::new();
     for point in &compared.points {
+        // A gate that cannot judge fails: a CI job that forgot --replicates learns it now,
+        // not after the regression it could never catch.
+        if let Some(c) = point
+            .changes
+            .iter()
+            .find(|c| matches!(c.verdict, Verdict::NeedsReplicates(..)))
+        {
+            if fail_on_regressed || !limits.is_empty() {
+                let Verdict::NeedsReplicates(a, b) = c.verdict else {
+                    unreachable!()
+                };
+                failures.push(format!(
+                    "{}: no verdict with {a} and {b} replicate(s); the gate needs 3 a side \
+                     (run both with --replicates 3)",
+                    point.title
+                ));
+                continue;
+            }
+        }
         for c in &point.changes {
             if c.verdict != Verdict::Regressed {
                 continue;

@@ -408,13 +408,20 @@ pub fn serve_server_counters(
     spawn_server(listener, move || registry.clone(), refresh)
 }
 
+/// Binds `address` (a host name resolves) and says on stderr where the page is.
 fn bind(address: &str) -> Result<TcpListener, String> {
-    let addr: SocketAddr = address.parse().map_err(|_| {
-        format!("--metrics-listen {address:?}: give an address and port, e.g. 127.0.0.1:9464")
-    })?;
-    TcpListener::bind(addr).map_err(|e| {
+    let addr: SocketAddr = std::net::ToSocketAddrs::to_socket_addrs(address)
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| {
+            format!("--metrics-listen {address:?}: give host:port, e.g. 127.0.0.1:9464")
+        })?;
+    let listener = TcpListener::bind(addr).map_err(|e| {
         format!("--metrics-listen {addr}: cannot listen there ({e}); pick a free port")
-    })
+    })?;
+    let bound = listener.local_addr().unwrap_or(addr);
+    eprintln!("msgbench: live metrics at http://{bound}/metrics");
+    Ok(listener)
 }
 
 fn spawn_server(

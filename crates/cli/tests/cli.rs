@@ -686,6 +686,39 @@ fn compare_finds_a_doubled_service_time_and_no_change_between_equal_runs() {
     let o = msgbench(&["compare", a, doubled, "--max-regression", "p50=10%"]);
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
     assert!(stderr(&o).contains("(allowed 10.0 %)"), "{}", stderr(&o));
+    // A gate that cannot judge (one replicate on a side) fails rather than passing silently.
+    let single = tmp.path().join("single");
+    let o = msgbench(&[
+        "run",
+        "--quiet",
+        "--duration",
+        "300ms",
+        "--warmup",
+        "100ms",
+        "--set",
+        "sweep={}",
+        "--set",
+        "pacing.mode=rate",
+        "--set",
+        "pacing.per_sec=500",
+        "--out",
+        single.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let single = only_result_dir(&single);
+    let o = msgbench(&[
+        "compare",
+        a,
+        single.to_str().unwrap(),
+        "--fail-on",
+        "regressed",
+    ]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the gate needs 3 a side"),
+        "{}",
+        stderr(&o)
+    );
     let o = msgbench(&["compare", a, doubled, "--max-regression", "p42=10%"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(

@@ -671,6 +671,11 @@ impl Merge {
 
     fn live_status(&self) -> Option<LiveStatus> {
         let (sample, _) = self.closed.last()?;
+        // The run's last interval may be a sliver (1 ms): its rate and p99 say nothing, and the
+        // run's own figures follow at once.
+        if sample.length_s < 0.5 {
+            return None;
+        }
         Some(LiveStatus {
             elapsed_s: sample.start_s + sample.length_s,
             sent: self.running.sent,
