@@ -194,6 +194,18 @@ fn check(args: ScenarioArgs) -> ExitCode {
         );
         println!("       {}", s.system.describe());
     }
+    let first = experiment.points.first().map(|p| &p.scenario);
+    if let Some(slo) = first.and_then(|s| s.slo) {
+        println!("SLO (advice and search): {slo}");
+    }
+    let thresholds = first.map(|s| s.thresholds.as_slice()).unwrap_or_default();
+    if !thresholds.is_empty() {
+        let list: Vec<String> = thresholds.iter().map(|t| t.to_string()).collect();
+        println!(
+            "thresholds (every run must pass; exit 3 if not): {}",
+            list.join("; ")
+        );
+    }
     ExitCode::SUCCESS
 }
 

@@ -1789,8 +1789,9 @@ thresholds = ["p99 < 1s", "delivered >= 99.9%", "failed == 0", "rate >= 95%"]
     let (o, out) = run("unknown", &["--threshold", "class.nope.p99 < 1ms"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o)
-            .contains("names class `nope`, which the scenario does not have (its classes: call)"),
+        stderr(&o).contains(
+            "it names class `nope`, which the scenario does not have (its classes: call)"
+        ),
         "{}",
         stderr(&o)
     );

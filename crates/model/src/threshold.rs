@@ -282,18 +282,17 @@ impl Threshold {
                     return Ok(());
                 }
                 Err(format!(
-                    "`{}` names class `{name}`, which the scenario does not have (its classes: {})",
-                    self.text,
+                    "it names class `{name}`, which the scenario does not have (its classes: {})",
                     classes.join(", ")
                 ))
             }
             Scope::Client(name) => {
                 let crate::scenario::System::Ticks { ticks, .. } = system else {
-                    return Err(format!(
-                        "`{}` names a stream client, and only the ticks system has them: use \
-                         class.NAME for an operation class",
-                        self.text
-                    ));
+                    return Err(
+                        "it names a stream client, and only the ticks system has them: \
+                                use class.NAME for an operation class"
+                            .to_string(),
+                    );
                 };
                 let mut names = Vec::new();
                 for g in &ticks.groups {
@@ -305,9 +304,8 @@ impl Threshold {
                 }
                 let groups: Vec<&str> = ticks.groups.iter().map(|g| g.name.as_str()).collect();
                 Err(format!(
-                    "`{}` names client `{name}`, which the scenario does not have (its groups: \
+                    "it names client `{name}`, which the scenario does not have (its groups: \
                      {}; a client is GROUP-N from 0)",
-                    self.text,
                     groups.join(", ")
                 ))
             }
@@ -437,6 +435,10 @@ fn bound(metric: Metric, text: &str) -> Result<Bound, String> {
                 Some(_) if v > 100.0 && metric != Metric::Rate => {
                     Err(format!("{v}% is more than all of them"))
                 }
+                None if metric != Metric::Rate && v.fract() != 0.0 => Err(format!(
+                    "`{text}` is not a whole number: a count is compared with one (or with a \
+                     percentage, e.g. 0.5%)"
+                )),
                 Some(_) => Ok(Bound::Percent(v)),
                 None => Ok(Bound::Number(v)),
             }
@@ -519,6 +521,7 @@ mod tests {
             ("class.get.failed == 0", "latency figures only"),
             ("class..p99 < 1ms", "empty name"),
             ("p99 <", "nothing after"),
+            ("failed == 0.5", "not a whole number"),
         ] {
             let e = Threshold::parse(bad).unwrap_err();
             assert!(e.contains(why) && e.contains("p99 < 10ms"), "{bad}: {e}");
