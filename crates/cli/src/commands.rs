@@ -305,7 +305,7 @@ fn run_with(args: RunArgs, hold: &mut Option<(std::time::Duration, Arc<AtomicBoo
         .first()
         .map(|p| p.scenario.thresholds.clone())
         .unwrap_or_default();
-    let checks = msgbench_report::thresholds::outcomes(&thresholds, &outcome.results);
+    let checks = msgbench_model::threshold::check_all(&thresholds, &outcome.results);
     if args.json {
         let checks_json: Vec<_> = checks
             .iter()
@@ -481,15 +481,12 @@ fn gate(compared: &Compared, fail_on_regressed: bool, limits: &[(String, f64)]) 
     for point in &compared.points {
         // A gate that cannot judge fails: a CI job that forgot --replicates learns it now,
         // not after the regression it could never catch.
-        if let Some(c) = point
-            .changes
-            .iter()
-            .find(|c| matches!(c.verdict, Verdict::NeedsReplicates(..)))
-        {
+        let unjudged = point.changes.iter().find_map(|c| match c.verdict {
+            Verdict::NeedsReplicates(a, b) => Some((a, b)),
+            _ => None,
+        });
+        if let Some((a, b)) = unjudged {
             if fail_on_regressed || !limits.is_empty() {
-                let Verdict::NeedsReplicates(a, b) = c.verdict else {
-                    unreachable!()
-                };
                 failures.push(format!(
                     "{}: no verdict with {a} and {b} replicate(s); the gate needs 3 a side \
                      (run both with --replicates 3)",

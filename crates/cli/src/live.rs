@@ -5,6 +5,7 @@
 use msgbench_engine::runner::{LiveStatus, Observer};
 use msgbench_model::result::{Counters, RunResult};
 use msgbench_model::search::SearchStep;
+use msgbench_model::sweep::SweepPoint;
 use msgbench_model::Experiment;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -87,9 +88,8 @@ struct ExporterState {
     labels: Option<RunLabels>,
     /// The run's class names and what each class's counter was last set to.
     classes: Vec<(ClassLabels, u64)>,
-    target: Option<f64>,
-    /// What the counters were last set to, to add only the difference (counters only rise).
-    seen: Counters,
+    /// What the six run counters were last set to.
+    seen: [u64; 6],
 }
 
 /// Serves the live series over HTTP and keeps them current.
@@ -124,12 +124,11 @@ impl Exporter {
             state: Mutex::new(ExporterState {
                 labels: None,
                 classes: Vec::new(),
-                target: None,
-                seen: Counters::default(),
+                seen: [0; 6],
             }),
         });
         let registry = exporter.registry.clone();
-        spawn_server(listener, move || registry.clone(), || {})?;
+        spawn_server(listener, registry, || {})?;
         Ok(exporter)
     }
 
@@ -138,27 +137,17 @@ impl Exporter {
             return;
         };
         let values = [
-            (now.attempted, state.seen.attempted),
-            (now.sent, state.seen.sent),
-            (now.delivered, state.seen.delivered),
-            (now.dropped, state.seen.dropped),
-            (now.skipped, state.seen.skipped),
-            (now.failed, state.seen.failed),
+            now.attempted,
+            now.sent,
+            now.delivered,
+            now.dropped,
+            now.skipped,
+            now.failed,
         ];
-        for (family, (value, seen)) in self.families.counters.iter().zip(values) {
-            family
-                .get_or_create(&labels)
-                .inc_by(value.saturating_sub(seen));
+        let families = self.families.counters.iter();
+        for ((family, seen), value) in families.zip(&mut state.seen).zip(values) {
+            add_up_to(family, &labels, seen, value);
         }
-        state.seen = Counters {
-            attempted: now.attempted.max(state.seen.attempted),
-            sent: now.sent.max(state.seen.sent),
-            delivered: now.delivered.max(state.seen.delivered),
-            dropped: now.dropped.max(state.seen.dropped),
-            skipped: now.skipped.max(state.seen.skipped),
-            failed: now.failed.max(state.seen.failed),
-            in_flight_end: 0,
-        };
     }
 }
 
@@ -250,17 +239,14 @@ fn register(registry: &mut Registry) -> Families {
 
 impl Observer for Exporter {
     fn run_started(&self, run_id: &str, _number: usize, _total: usize) {
-        let point = run_id.get(..3).unwrap_or(run_id).to_string();
-        let index: Option<usize> = point.parse().ok();
         let mut state = self.state.lock().unwrap();
         let labels = RunLabels {
             experiment: self.experiment.name.clone(),
             run_id: run_id.to_string(),
-            point,
+            point: run_id.get(..3).unwrap_or(run_id).to_string(),
             shard: self.shard.clone(),
         };
-        let point = index.and_then(|i| self.experiment.points.get(i));
-        state.target = point.and_then(|p| p.scenario.target_per_sec());
+        let point = point_of(&self.experiment, run_id);
         state.classes = point
             .map(|p| p.scenario.system.class_names())
             .unwrap_or_default()
@@ -276,12 +262,12 @@ impl Observer for Exporter {
                 (l, 0)
             })
             .collect();
-        if let Some(target) = state.target {
+        if let Some(target) = point.and_then(|p| p.scenario.target_per_sec()) {
             self.families.target_rate.get_or_create(&labels).set(target);
         }
         self.families.finished.get_or_create(&labels).set(0);
         state.labels = Some(labels);
-        state.seen = Counters::default();
+        state.seen = [0; 6];
     }
 
     fn live(&self, s: LiveStatus) {
@@ -351,9 +337,9 @@ impl Observer for Exporter {
 }
 
 /// Raises `labels`'s counter in `family` to `now` (counters only rise), remembering it in `seen`.
-fn add_up_to(
-    family: &Family<ClassLabels, Counter>,
-    labels: &ClassLabels,
+fn add_up_to<L: EncodeLabelSet + Clone + std::hash::Hash + Eq>(
+    family: &Family<L, Counter>,
+    labels: &L,
     seen: &mut u64,
     now: u64,
 ) {
@@ -399,13 +385,10 @@ pub fn serve_server_counters(
     // Counters only rise: each page adds what the server counted since the last one.
     let refresh = move || {
         for ((family, (_, _, value)), last) in families.iter().zip(read()).zip(seen.iter_mut()) {
-            family
-                .get_or_create(&labels)
-                .inc_by(value.saturating_sub(*last));
-            *last = (*last).max(value);
+            add_up_to(family, &labels, last, value);
         }
     };
-    spawn_server(listener, move || registry.clone(), refresh)
+    spawn_server(listener, registry, refresh)
 }
 
 /// Binds `address` (a host name resolves) and says on stderr where the page is.
@@ -426,14 +409,20 @@ fn bind(address: &str) -> Result<TcpListener, String> {
 
 fn spawn_server(
     listener: TcpListener,
-    registry: impl Fn() -> Arc<Registry> + Send + 'static,
+    registry: Arc<Registry>,
     refresh: impl FnMut() + Send + 'static,
 ) -> Result<(), String> {
     std::thread::Builder::new()
         .name("msgbench-metrics".into())
-        .spawn(move || serve(listener, &registry(), refresh))
+        .spawn(move || serve(listener, &registry, refresh))
         .map(|_| ())
         .map_err(|e| format!("--metrics-listen: cannot start its thread: {e}"))
+}
+
+/// The sweep point a run belongs to: run ids start with its index (`003-rate=1000-r2`).
+fn point_of<'a>(experiment: &'a Experiment, run_id: &str) -> Option<&'a SweepPoint> {
+    let index: usize = run_id.get(..3)?.parse().ok()?;
+    experiment.points.get(index)
 }
 
 /// Answers scrapers one at a time, each bounded in time and size, at the idle priority;
@@ -517,10 +506,7 @@ impl JsonProgress {
 
 impl Observer for JsonProgress {
     fn run_started(&self, run_id: &str, number: usize, total: usize) {
-        let duration = run_id
-            .get(..3)
-            .and_then(|p| p.parse::<usize>().ok())
-            .and_then(|i| self.experiment.points.get(i))
+        let duration = point_of(&self.experiment, run_id)
             .map(|p| p.scenario.run.duration.as_secs_f64())
             .unwrap_or(0.0);
         *self.current.lock().unwrap() = (run_id.to_string(), duration, number, total, -1.0);

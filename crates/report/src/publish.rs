@@ -49,7 +49,7 @@ pub fn publish(dir: &Path, slo: Option<&str>) -> Result<Vec<PathBuf>, PublishErr
     };
     let charts = crate::charts::charts(&runs, &advice, slo.as_ref());
     let environment = crate::environment::read(dir);
-    let checks = crate::thresholds::outcomes(&crate::thresholds::saved(dir), &runs);
+    let checks = msgbench_model::threshold::check_all(&crate::thresholds::saved(dir), &runs);
     let write = |name: &str, text: &str| -> Result<PathBuf, PublishError> {
         let path = dir.join(name);
         // Whole or not at all: a full disk must not replace a good report with half of one.

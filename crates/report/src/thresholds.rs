@@ -1,8 +1,7 @@
 //! The thresholds of an experiment (`[report] thresholds`, `--threshold`) checked on its runs:
 //! one table in report.md and report.html, one line per check in the terminal. The checks
 //! themselves are [`msgbench_model::threshold`]'s.
-use msgbench_model::result::RunResult;
-use msgbench_model::threshold::{check_all, Outcome, Threshold};
+use msgbench_model::threshold::{Outcome, Threshold};
 use std::path::Path;
 
 /// The thresholds saved with the experiment (`[report] thresholds` in its `experiment.toml`);
@@ -25,11 +24,6 @@ pub fn saved(dir: &Path) -> Vec<Threshold> {
         .filter_map(|v| v.as_str())
         .filter_map(|t| Threshold::parse(t).ok())
         .collect()
-}
-
-/// Every threshold on every run.
-pub fn outcomes(thresholds: &[Threshold], runs: &[RunResult]) -> Vec<Outcome> {
-    check_all(thresholds, runs)
 }
 
 /// `pass`/`FAIL`, the run, the threshold, what was measured and why it failed.
