@@ -21,6 +21,7 @@
 
 pub mod affinity;
 pub mod clock;
+pub mod connection_tally;
 pub mod cpu;
 pub mod drivers;
 pub mod environment;

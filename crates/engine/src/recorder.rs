@@ -6,8 +6,10 @@
 //! syscall. When a message falls past the interval boundary, the worker swaps in a spare
 //! histogram set (pre-allocated, O(1)) and ships the full one to the [`Collector`] thread over a
 //! channel; merging, percentiles and encoding happen there, off the hot path.
+use crate::connection_tally::ConnectionTally;
 use crate::hot_histogram::HotHistogram;
 use hdrhistogram::Histogram;
+use msgbench_model::fairness::ConnectionResult;
 use msgbench_model::histogram::{new_latency_histogram, Percentiles};
 use msgbench_model::result::{Counters, IntervalSample, SequenceErrors};
 use std::collections::BTreeMap;
@@ -62,6 +64,7 @@ enum Report {
         sequence: SequenceErrors,
         raw_latencies: Vec<u64>,
         unanswered: HotHistogram,
+        connections: Vec<ConnectionResult>,
     },
 }
 
@@ -156,6 +159,11 @@ pub struct Recorder {
     zero_lags: u64,
     /// Waits of the requests that got no answer (rare: kept for the whole run, not per second).
     unanswered: HotHistogram,
+    /// Per connection of a request/response worker, its connections in order (empty for other
+    /// workers).
+    connections: Vec<ConnectionTally>,
+    /// The run-wide index of `connections[0]`.
+    first_connection: usize,
 }
 
 impl Recorder {
@@ -224,6 +232,32 @@ impl Recorder {
         self.current.service[class].record(completed_ns.saturating_sub(sent_ns));
         if self.raw_latencies.len() < self.raw_latencies.capacity() {
             self.raw_latencies.push(latency);
+        }
+    }
+
+    /// Records a completed request of `class` on the worker's connection `conn` (its index
+    /// among this worker's connections).
+    #[inline]
+    pub fn delivered_on(
+        &mut self,
+        conn: usize,
+        class: usize,
+        intended_ns: u64,
+        sent_ns: u64,
+        completed_ns: u64,
+    ) {
+        self.delivered(class, intended_ns, sent_ns, completed_ns);
+        if let Some(t) = self.connections.get_mut(conn) {
+            t.delivered(completed_ns.saturating_sub(intended_ns));
+        }
+    }
+
+    /// Counts a failed request on the worker's connection `conn`.
+    #[inline]
+    pub fn failed_on(&mut self, conn: usize) {
+        self.failed();
+        if let Some(t) = self.connections.get_mut(conn) {
+            t.failed();
         }
     }
 
@@ -300,11 +334,16 @@ impl Recorder {
         let last = std::mem::replace(&mut self.current, HistogramSet::new(0));
         self.ship(now_ns.max(self.measure_start_ns), Some(last));
         let raw_latencies = std::mem::take(&mut self.raw_latencies);
+        let first = self.first_connection;
+        let connections = (self.connections.iter().enumerate())
+            .map(|(i, t)| t.result((first + i) as u32))
+            .collect();
         let _ = self.to_collector.send(Report::Final {
             counters: self.counters,
             sequence: self.sequence.errors,
             raw_latencies,
             unanswered: self.unanswered,
+            connections,
         });
     }
 }
@@ -342,6 +381,8 @@ pub struct Recording {
     pub interval_latency: Vec<IntervalLatency>,
     /// Raw latencies, when asked for.
     pub raw_latencies: Vec<u64>,
+    /// Per connection of a request/response run, by index (empty for other systems).
+    pub connections: Vec<ConnectionResult>,
 }
 
 impl Recording {
@@ -427,6 +468,15 @@ impl Collector {
         }
     }
 
+    /// A recorder for one more request/response worker whose connections are
+    /// `first..first + count` of the run's: it also keeps what each connection got.
+    pub fn connections_recorder(&mut self, first: usize, count: usize) -> Recorder {
+        let mut rec = self.recorder(true);
+        rec.connections = vec![ConnectionTally::default(); count];
+        rec.first_connection = first;
+        rec
+    }
+
     /// A recorder for one more worker. All allocation happens here, before the run.
     pub fn recorder(&mut self, keeps_raw_latencies: bool) -> Recorder {
         let (spare_tx, spares) = channel();
@@ -453,6 +503,8 @@ impl Collector {
             }),
             zero_lags: 0,
             unanswered: HotHistogram::new(),
+            connections: Vec::new(),
+            first_connection: 0,
         }
     }
 
@@ -506,8 +558,10 @@ impl Collector {
                     sequence,
                     raw_latencies,
                     unanswered,
+                    connections,
                 } => {
                     unanswered.add_to(&mut merge.totals.unanswered);
+                    merge.connections.extend(connections);
                     merge.add_final(&counters, &sequence, raw_latencies);
                     finished += 1;
                 }
@@ -546,6 +600,7 @@ struct Merge {
     counters: Counters,
     sequence: SequenceErrors,
     raw_latencies: Vec<u64>,
+    connections: Vec<ConnectionResult>,
     open: BTreeMap<u64, OpenInterval>,
     closed: Vec<(IntervalSample, IntervalLatency)>,
     running: Counters,
@@ -578,6 +633,7 @@ impl Merge {
             counters: Counters::default(),
             sequence: SequenceErrors::default(),
             raw_latencies: Vec::new(),
+            connections: Vec::new(),
             open: BTreeMap::new(),
             closed: Vec::new(),
             running: Counters::default(),
@@ -699,6 +755,7 @@ impl Merge {
         self.closed
             .sort_by(|a, b| a.0.start_s.total_cmp(&b.0.start_s));
         let (intervals, interval_latency) = self.closed.into_iter().unzip();
+        self.connections.sort_by_key(|c| c.index);
         Recording {
             counters: self.counters,
             sequence: self.sequence,
@@ -709,6 +766,7 @@ impl Merge {
             intervals,
             interval_latency,
             raw_latencies: self.raw_latencies,
+            connections: self.connections,
         }
     }
 }

@@ -7,6 +7,7 @@ use crate::harness::{Measured, RunContext};
 pub use crate::recorder::LiveStatus;
 use crate::store::{ResultStore, StoreError};
 use crate::systems;
+use msgbench_model::fairness;
 use msgbench_model::histogram::{encode, Percentiles};
 use msgbench_model::result::{ClassResult, CpuUsage, Histograms, Param, RunResult, SCHEMA_VERSION};
 use msgbench_model::sweep::{short_axis, SweepPoint};
@@ -334,8 +335,11 @@ fn assemble(
         },
         warnings: Vec::new(),
         streams: m.streams.clone(),
+        connections: rec.connections.clone(),
+        fairness: Vec::new(),
         info: m.info.clone(),
     };
+    result.fairness = fairness::of_run(&result);
     result.warnings = m
         .stopped_by
         .iter()

@@ -42,6 +42,7 @@ impl MetricsRow {
         r.histograms = Default::default();
         r.intervals = Vec::new();
         r.streams = Vec::new();
+        r.connections = Vec::new();
         for c in &mut r.classes {
             c.latency_histogram = String::new();
         }

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{assert_accounted, certificates, run, try_run};
-use msgbench_model::RunResult;
+use msgbench_model::{verdict, RunResult};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
@@ -22,7 +22,27 @@ fn server(answer: fn(&str) -> Vec<u8>) -> SocketAddr {
     addr
 }
 
-fn serve(mut s: TcpStream, answer: fn(&str) -> Vec<u8>) {
+fn serve(s: TcpStream, answer: fn(&str) -> Vec<u8>) {
+    serve_after(s, answer, Duration::ZERO)
+}
+
+/// A deliberately unfair server (a test double): the first connection it accepts is answered
+/// at once, every other one 20 ms late — the service a connection gets from a server that
+/// drains one connection before it looks at the others.
+fn unfair_server() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for (i, stream) in listener.incoming().flatten().enumerate() {
+            let delay = Duration::from_millis(if i == 0 { 0 } else { 20 });
+            std::thread::spawn(move || serve_after(stream, answers, delay));
+        }
+    });
+    addr
+}
+
+/// Answers like [`serve`], each batch of responses `delay` late.
+fn serve_after(mut s: TcpStream, answer: fn(&str) -> Vec<u8>, delay: Duration) {
     let _ = s.set_nodelay(true);
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
@@ -50,6 +70,9 @@ fn serve(mut s: TcpStream, answer: fn(&str) -> Vec<u8>) {
             }
             out.extend_from_slice(&answer(req.path.unwrap_or("/")));
             buf.drain(..len + body);
+        }
+        if !delay.is_zero() && !out.is_empty() {
+            std::thread::sleep(delay);
         }
         if s.write_all(&out).is_err() {
             return;
@@ -103,6 +126,38 @@ fn statuses_are_counted_per_class_and_every_request_is_accounted_for() {
     assert_eq!(r.faults.errors.len(), 1, "{:?}", r.faults.errors);
     assert_eq!(r.faults.errors[0].message, "HTTP 404 Not Found");
     assert!(r.faults.errors[0].count >= r.counters.failed);
+}
+
+#[test]
+fn a_server_that_serves_one_connection_first_is_flagged_and_a_fair_one_is_not() {
+    // 1000 requests/s on each of 4 connections, window 1: a request due while its connection
+    // waits is skipped, so a connection answered 20 ms late gets ~50/s delivered.
+    let toml = format!(
+        "{HTTP}[client]\nconnections = 4\nwhen_full = \"skip\"\n[http.requests.ok]\npath = \"/ok\"\n"
+    );
+    let unequal = |r: &RunResult| {
+        (r.warnings.iter().map(|w| w.to_string())).find(|w| w.starts_with("unequal service: "))
+    };
+    let unfair = &run(&toml, &[&url(unfair_server())])[0];
+    assert_accounted(unfair);
+    assert_eq!(unfair.connections.len(), 4, "{:?}", unfair.connections);
+    let per_connection: u64 = unfair.connections.iter().map(|c| c.delivered).sum();
+    assert_eq!(per_connection, unfair.counters.delivered);
+    let f = &unfair.fairness[0];
+    assert_eq!((f.connections, f.most_served.as_str()), (4, "0"), "{f:?}");
+    assert!(f.jain_index < 0.6 && f.most_share > 0.6, "{f:?}");
+    let warning = unequal(unfair).expect("the unfair server is flagged");
+    assert!(
+        warning.starts_with("unequal service: connection 0 of 4 got "),
+        "{warning}"
+    );
+    assert!(!verdict::judge(unfair).is_valid());
+
+    let fair = &run(&toml, &[&url(server(answers))])[0];
+    assert_accounted(fair);
+    let f = &fair.fairness[0];
+    assert!(f.jain_index > 0.95 && f.least_share > 0.2, "{f:?}");
+    assert_eq!(unequal(fair), None, "{:?}", fair.warnings);
 }
 
 #[test]

@@ -413,4 +413,15 @@ service = "2us"
         "max {} ms: a connection waited for the others' whole backlog",
         r.latency.max_ns / 1_000_000
     );
+    // Each connection got its share, and the result says so.
+    let f = &r.fairness[0];
+    assert_eq!(f.connections, 4);
+    assert!(f.jain_index > 0.95 && f.p99_max_over_median < 3.0, "{f:?}");
+    assert!(
+        !r.warnings
+            .iter()
+            .any(|w| w.to_string().starts_with("unequal")),
+        "{:?}",
+        r.warnings
+    );
 }

@@ -287,3 +287,41 @@ fn the_built_in_server_refuses_oversized_requests_and_answers_unknown_methods() 
     assert_eq!((report.results, report.errors), (1, 2));
     assert_eq!(report.counts.protocol_errors, 1);
 }
+
+#[test]
+fn one_server_thread_serves_four_flooding_connections_in_turn() {
+    // Interval 0 with a window of 100: each connection refills as fast as it is answered. The
+    // server reads at most 64 requests of a connection per turn, then yields to the others.
+    let toml = r#"system = "ws-rpc"
+[run]
+duration = "1500ms"
+warmup = "300ms"
+[client]
+threads = 1
+connections = 4
+window = 100
+when_full = "skip"
+[pacing]
+mode = "interval"
+every = "0"
+batch = 100
+"#;
+    let r = &run(toml, &[])[0];
+    assert_accounted(r);
+    assert!(r.counters.delivered > 20_000, "{:?}", r.counters);
+    assert!(
+        r.latency.max_ns < 250_000_000,
+        "max {} ms: a connection waited for the others' backlog",
+        r.latency.max_ns / 1_000_000
+    );
+    let f = &r.fairness[0];
+    assert_eq!(f.connections, 4);
+    assert!(f.jain_index > 0.95 && f.p99_max_over_median < 3.0, "{f:?}");
+    assert!(
+        !r.warnings
+            .iter()
+            .any(|w| w.to_string().starts_with("unequal")),
+        "{:?}",
+        r.warnings
+    );
+}

@@ -9,6 +9,7 @@
 pub mod check;
 pub mod client;
 pub mod duration;
+pub mod fairness;
 pub mod feed;
 pub mod files;
 pub mod histogram;

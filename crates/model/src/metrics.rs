@@ -37,6 +37,9 @@ pub const METRIC_COLUMNS: &[&str] = &[
     "interrupted",
     "sut_cpu_s",
     "sut_cpu_per_delivered_ns",
+    "fairness_jain_index",
+    "fairness_least_share",
+    "fairness_p99_max_over_median",
 ];
 
 /// Per operation class, after the metric columns: `class_<name>_` and one of these.
@@ -46,6 +49,23 @@ pub const CLASS_COLUMNS: &[&str] = &[
     "latency_p999_ns",
     "latency_max_ns",
 ];
+
+/// The fairness columns: the worst over the run's fairness figures (the lowest index and share,
+/// the highest p99 ratio); empty with fewer than two connections.
+fn fairness_cells(r: &RunResult) -> [String; 3] {
+    if r.fairness.is_empty() {
+        return Default::default();
+    }
+    let f = r.fairness.iter();
+    let lowest =
+        |v: fn(&crate::fairness::Fairness) -> f64| f.clone().map(v).fold(f64::MAX, f64::min);
+    let highest = f.clone().map(|f| f.p99_max_over_median).fold(0.0, f64::max);
+    [
+        format!("{:.4}", lowest(|f| f.jain_index)),
+        format!("{:.6}", lowest(|f| f.least_share)),
+        format!("{highest:.3}"),
+    ]
+}
 
 /// Column name of a sweep axis: `queue.capacity` → `param_queue_capacity`.
 pub fn param_column(axis: &str) -> String {
@@ -140,6 +160,8 @@ pub fn row(r: &RunResult, axes: &[String], classes: &[String]) -> Vec<String> {
             .map(|ns| format!("{ns:.1}"))
             .unwrap_or_default(),
     ];
+    let mut metrics = metrics;
+    metrics.extend(fairness_cells(r));
     debug_assert_eq!(metrics.len(), METRIC_COLUMNS.len());
     out.extend(metrics);
     for name in classes {

@@ -2,6 +2,7 @@
 //!
 //! Versioned ([`SCHEMA_VERSION`]) and published as a JSON schema (`docs/schema/run.schema.json`,
 //! checked by a test). It carries the full histograms, so any percentile can be recomputed later.
+use crate::fairness::{ConnectionResult, Fairness};
 use crate::histogram::Percentiles;
 use crate::scenario::SystemKind;
 use crate::warning::Warning;
@@ -75,6 +76,15 @@ pub struct RunResult {
     /// Empty (and absent from the file) for other systems.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub streams: Vec<StreamClient>,
+    /// Per connection of a request/response run (`rpc`, `http`, `redis`, `ws-rpc`): what each
+    /// got. Empty (and absent from the file) for other systems.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub connections: Vec<ConnectionResult>,
+    /// How equally the connections were served: one entry over a request/response run's
+    /// connections, or one per group of two or more stream clients. Empty with fewer than two
+    /// connections.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fairness: Vec<Fairness>,
     /// What the reader must know to read the figures (what a feed's timestamp means, that a
     /// TLS certificate was not verified), one sentence each. Unlike `warnings`, these do not
     /// make a run invalid.

@@ -55,6 +55,11 @@ pub fn warnings(r: &RunResult) -> Vec<Warning> {
             longest_wait_ms: round_to(wait_ns as f64 / 1e6, 3),
         });
     }
+    w.extend(
+        (r.fairness.iter())
+            .filter_map(crate::fairness::unequal_service)
+            .map(Warning::Unequal),
+    );
     if c.in_flight_end > 0 {
         w.push(Warning::InFlightAtEnd {
             messages: c.in_flight_end,
@@ -244,12 +249,15 @@ pub fn backlog_trends(run: &RunResult) -> Vec<String> {
         let growth = (window[window.len() - 1].backlog - window[0].backlog) as f64
             / (window.len() - 1) as f64;
         if generated > 0.0 && growth > BACKLOG_TREND * generated {
+            // The rates are the stream table's (counts ÷ the measured window, the drain's
+            // deliveries included): one figure per quantity wherever it is quoted.
+            let rate = |n: u64| count(n as f64 / run.duration_s.max(1e-9));
             reasons.push(format!(
-                "not steady: client {}'s backlog grew by {}/s (it processed {}/s of {}/s generated): its latency is queueing time that grows with the run",
+                "not steady: client {}'s backlog grew by {}/s (delivered/s {} of generated/s {}): its latency is queueing time that grows with the run",
                 c.name,
                 count(growth),
-                count(per_second(|i| i.delivered)),
-                count(generated)
+                rate(c.counters.delivered),
+                rate(c.counters.attempted)
             ));
         }
     }

@@ -74,6 +74,10 @@ pub enum Warning {
         /// The longest wait, ms (three decimals).
         longest_wait_ms: f64,
     },
+    /// Connections (or stream clients of one group) were served unequally: the least-served
+    /// one got under half the median's deliveries, or the slowest one's p99 is over ten times
+    /// the median's. Which one, with its figures ([`crate::fairness::unequal_service`]).
+    Unequal(String),
     /// Ctrl-C (or a stop) cut the measured window short.
     Interrupted,
 }
@@ -84,6 +88,10 @@ const ACCOUNTING: (&str, &str) = (
     "): a bug in msgbench, please report it",
 );
 const NONE_SENT: &str = "every request due in the measured span still waited for room in a full window (or for a connection) when it ended: the system is far slower than the schedule, or not there";
+const UNEQUAL: (&str, &str) = (
+    "unequal service: ",
+    ": the server does not serve its connections equally",
+);
 const INTERRUPTED: &str = "interrupted: the measured window was cut short";
 const UNANSWERED: &str = "before it was given up (timed out, its connection failed, or the run ended): the max latency is at least that, though the answered requests' max is lower";
 const STREAM_TARGET: &str = "generated for all clients (the target is the rate × clients: a client that left early was fed less)";
@@ -135,6 +143,7 @@ impl fmt::Display for Warning {
                 f,
                 "{requests} requests got no answer and one waited {longest_wait_ms:.3} ms {UNANSWERED}"
             ),
+            Warning::Unequal(what) => write!(f, "{}{what}{}", UNEQUAL.0, UNEQUAL.1),
             Warning::Interrupted => f.write_str(INTERRUPTED),
         }
     }
@@ -154,6 +163,9 @@ impl Warning {
         }
         if text == INTERRUPTED {
             return Some(Warning::Interrupted);
+        }
+        if let Some(rest) = text.strip_prefix(UNEQUAL.0) {
+            return Some(Warning::Unequal(rest.strip_suffix(UNEQUAL.1)?.to_string()));
         }
         if let Some(rest) = text.strip_prefix(ACCOUNTING.0) {
             return Some(Warning::AccountingBroken(
@@ -222,6 +234,7 @@ impl Warning {
             Warning::SendLag { .. } => "send lag p99 above 1 ms".into(),
             Warning::InFlightAtEnd { .. } => "messages in flight when the drain ended".into(),
             Warning::Unanswered { .. } => "requests that got no answer".into(),
+            Warning::Unequal(_) => "connections served unequally".into(),
             Warning::Interrupted => "interrupted".into(),
         }
     }
@@ -353,6 +366,7 @@ mod tests {
                 requests: 3,
                 longest_wait_ms: 1000.125,
             },
+            Warning::Unequal("connection 3 of 4 got 2.0 % of the deliveries".into()),
             Warning::Interrupted,
         ]
     }

@@ -308,6 +308,8 @@ mod tests {
             histograms: Histograms::default(),
             warnings: vec![],
             streams: vec![],
+            connections: vec![],
+            fairness: vec![],
             info: vec![],
         }
     }

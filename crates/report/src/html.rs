@@ -70,6 +70,7 @@ pub fn render(
     if crate::streams::any(runs) {
         out.push_str(&crate::streams::html(runs, escape));
     }
+    out.push_str(&crate::fairness::html(runs, escape));
     if !advice.is_empty() {
         out.push_str("<h2>Advice</h2>\n");
         for a in advice {
@@ -107,7 +108,7 @@ pub fn render(
     if invalid.is_empty() {
         out.push_str(&format!(
             "<li class=\"ok\">{}</li>\n",
-            crate::validity::ALL_VALID
+            escape(&crate::validity::all_valid(runs))
         ));
     }
     out.push_str("</ul>\n</body></html>\n");

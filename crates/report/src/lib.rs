@@ -6,6 +6,7 @@ pub mod advice;
 pub mod charts;
 pub mod compare;
 pub mod environment;
+pub mod fairness;
 pub mod faults;
 pub mod format;
 pub mod html;

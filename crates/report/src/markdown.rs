@@ -38,18 +38,22 @@ pub fn render(
         runs.len(),
         points.len()
     ));
+    // With several classes, each class's figures answer the question (a 50/50 mix of a fast
+    // and a slow class has a bimodal combined p50): they come first.
+    if runs.iter().any(|r| r.classes.len() > 1) {
+        out.push_str("## Per operation class\n\n");
+        out.push_str(&class_table(&points));
+        out.push_str("\n## All classes together\n\n");
+    }
     out.push_str(&table(
         &points,
         runs.iter().any(|r| r.cpu.sut_cpu_s.is_some()),
     ));
     out.push_str(&crate::advice::markdown(advice));
-    if runs.iter().any(|r| r.classes.len() > 1) {
-        out.push_str("\n## Per operation class\n\n");
-        out.push_str(&class_table(&points));
-    }
     if crate::streams::any(runs) {
         out.push_str(&crate::streams::markdown(runs));
     }
+    out.push_str(&crate::fairness::markdown(runs));
     if runs.iter().any(|r| r.faults.total() > 0) {
         out.push_str("\n## Faults\n\n");
         out.push_str(&fault_table(runs));
@@ -82,7 +86,7 @@ pub fn render(
         out.push_str(&format!("- **{id}** invalid: {reasons}\n"));
     }
     if invalid.is_empty() {
-        out.push_str(crate::validity::ALL_VALID);
+        out.push_str(&crate::validity::all_valid(runs));
         out.push('\n');
     }
     out

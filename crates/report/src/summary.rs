@@ -85,7 +85,15 @@ pub fn table_for_width(results: &[RunResult], width: Option<usize>) -> String {
         }
         rows.push(row);
     }
-    let mut out = render_fit(&rows, width);
+    let mut out = String::new();
+    if results.iter().any(|r| r.classes.len() > 1) {
+        // Each class's figures first: a mix of a fast and a slow class has a combined p50
+        // that describes neither.
+        out.push_str("per operation class:\n");
+        out.push_str(&render_fit(&class_rows(results, &axes), width));
+        out.push_str("\nall classes together:\n");
+    }
+    out.push_str(&render_fit(&rows, width));
     if crate::streams::any(results) {
         out.push_str("\nstream clients (rates per second of the measured window, `written` = handed to the client's socket by the server; dropped, undelivered and backlog are counts):\n");
         out.push_str(&render_fit(&crate::streams::text_rows(results), width));
@@ -106,6 +114,40 @@ pub fn table_for_width(results: &[RunResult], width: Option<usize>) -> String {
     }
     out.push_str(&grouped_warnings(results));
     out
+}
+
+/// One row per run and operation class: its delivered rate and latency.
+fn class_rows(results: &[RunResult], axes: &[String]) -> Vec<Vec<String>> {
+    let mut header: Vec<String> = vec!["run".into()];
+    header.extend(axes.iter().map(|a| short_axis(a).to_string()));
+    header.extend(["class", "delivered/s", "p50", "p99", "p99.99", "max"].map(String::from));
+    let mut rows = vec![header];
+    for r in results {
+        for c in &r.classes {
+            let mut row = vec![run_label(r, results)];
+            row.extend(
+                axes.iter()
+                    .map(|a| r.param(a).unwrap_or_default().to_string()),
+            );
+            let lat = |v: u64| {
+                if c.latency.count == 0 {
+                    "–".to_string()
+                } else {
+                    duration_ns(v)
+                }
+            };
+            row.extend([
+                c.name.clone(),
+                count(c.latency.count as f64 / r.duration_s.max(1e-9)),
+                lat(c.latency.p50_ns),
+                lat(c.latency.p99_ns),
+                lat(c.latency.p9999_ns),
+                lat(c.latency.max_ns),
+            ]);
+            rows.push(row);
+        }
+    }
+    rows
 }
 
 /// Messages still in flight when the run ended, as a share of those attempted.

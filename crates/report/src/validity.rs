@@ -6,7 +6,33 @@ pub use msgbench_model::verdict::{judge, Verdict};
 
 /// What a report says when no run is invalid.
 pub const ALL_VALID: &str =
-    "Every run is valid: targets reached, driver on schedule, no sequence errors, steady (steadiness is judged on runs of at least 4 whole seconds).";
+    "Every run is valid: attempts kept to their schedule (targets reached), driver on schedule, no sequence errors, connections served equally, steady (steadiness is judged on runs of at least 4 whole seconds).";
+
+/// [`ALL_VALID`], and — valid is not lossless — the run that delivered the smallest share of
+/// what it attempted, when some run delivered less than all of it (skipped by the window
+/// policy, dropped, failed or never delivered).
+pub fn all_valid(runs: &[RunResult]) -> String {
+    let lossy = (runs.iter())
+        .filter(|r| r.counters.attempted > 0 && r.counters.delivered < r.counters.attempted)
+        .min_by(|a, b| {
+            a.counters
+                .success_rate()
+                .total_cmp(&b.counters.success_rate())
+        });
+    match lossy {
+        None => ALL_VALID.to_string(),
+        Some(r) => {
+            let n = (runs.iter())
+                .filter(|r| r.counters.delivered < r.counters.attempted)
+                .count();
+            format!(
+                "{ALL_VALID} Valid is not lossless: {n} run(s) delivered less than they attempted, the fewest {}: {:.1} % (success, drop and undelivered say where the rest went).",
+                r.run_id,
+                100.0 * r.counters.success_rate()
+            )
+        }
+    }
+}
 
 /// `(run id, reasons)` of every invalid run, in order.
 pub fn invalid_runs(runs: &[RunResult]) -> Vec<(&str, String)> {

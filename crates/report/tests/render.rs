@@ -77,6 +77,8 @@ fn run(point: usize, window: u32, replicate: u32, rate: f64, base_ns: u64) -> Ru
         },
         warnings: vec![],
         streams: vec![],
+        connections: vec![],
+        fairness: vec![],
         info: vec![],
     }
 }

@@ -186,7 +186,7 @@ pub fn drive<W: Wire, T: Transport>(
                 shared: &shared,
                 index: t,
                 conns,
-                rec: collector.recorder(true),
+                rec: collector.connections_recorder(t * client.connections, client.connections),
                 faults,
                 clock: MonotonicClock::new(client.spin_ns),
                 budget: Budget::share(plan.scenario.run.operations, client.threads, t),
@@ -678,7 +678,7 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
                     };
                     return self.fail(i, Failure::Protocol(what), poll);
                 };
-                record_response(&mut self.rec, &mut self.faults, &f, response.ok, now);
+                record_response(&mut self.rec, &mut self.faults, i, &f, response.ok, now);
                 if response.closes {
                     return self.close_as_announced(i, poll);
                 }
@@ -734,7 +734,7 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
     fn fail(&mut self, i: usize, why: Failure, poll: &Poll) {
         let now = crate::clock::now_ns();
         let c = &mut self.conns[i];
-        fail_all_counted(&mut c.in_flight, &mut self.rec, now);
+        fail_all_counted(&mut c.in_flight, &mut self.rec, i, now);
         c.wire.reset();
         c.wbuf.clear();
         c.wpos = 0;

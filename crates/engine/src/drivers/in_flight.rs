@@ -161,12 +161,14 @@ impl InFlight {
     }
 }
 
-/// Counts the response to `flight` at `now`: delivered with its latency, or, for an error
-/// reply, failed (and a server error in `faults`). Warm-up requests count only as faults.
+/// Counts the response to `flight` on the worker's connection `conn` at `now`: delivered with
+/// its latency, or, for an error reply, failed (and a server error in `faults`). Warm-up
+/// requests count only as faults.
 #[inline]
 pub fn record_response(
     rec: &mut Recorder,
     faults: &mut Faults,
+    conn: usize,
     flight: &Flight,
     ok: bool,
     now: u64,
@@ -176,24 +178,25 @@ pub fn record_response(
     }
     if flight.measured {
         if ok {
-            rec.delivered(
+            rec.delivered_on(
+                conn,
                 flight.class as usize,
                 flight.intended_ns,
                 flight.sent_ns,
                 now,
             );
         } else {
-            rec.failed();
+            rec.failed_on(conn);
         }
     }
 }
 
-/// Fails every request in flight at `now` (its connection failed or its oldest request timed
-/// out), counting the measured ones and how long each had waited.
-pub fn fail_all_counted(in_flight: &mut InFlight, rec: &mut Recorder, now: u64) {
+/// Fails every request in flight on the worker's connection `conn` at `now` (it failed or its
+/// oldest request timed out), counting the measured ones and how long each had waited.
+pub fn fail_all_counted(in_flight: &mut InFlight, rec: &mut Recorder, conn: usize, now: u64) {
     in_flight.fail_all(|f| {
         if f.measured {
-            rec.failed();
+            rec.failed_on(conn);
             rec.unanswered(f.intended_ns, now);
         }
     });

@@ -90,8 +90,10 @@ pub fn drive(
         }
         let timeline = Timeline::from_now(&scenario.run);
         let mut collector = timeline.collector(&scenario.run, shared.shares.len(), client.threads);
-        for tx in &starts {
-            let _ = tx.send((timeline, collector.recorder(true)));
+        for (t, tx) in starts.iter().enumerate() {
+            let first = t * client.connections;
+            let rec = collector.connections_recorder(first, client.connections);
+            let _ = tx.send((timeline, rec));
         }
         let collecting = collector.start(ctx.live.clone());
         let sut_cpu_s = SpanCpu::new(sut_cpu_ns).over_workers(&timeline, &done_rx, client.threads);
@@ -452,7 +454,7 @@ impl Caller<'_> {
                         self.reset(conn as usize);
                         continue;
                     };
-                    record_response(&mut self.rec, &mut self.faults, &f, ok, now);
+                    record_response(&mut self.rec, &mut self.faults, conn as usize, &f, ok, now);
                 }
                 Event::Down { conn, why } => {
                     let c = &mut self.conns[conn as usize];
@@ -506,7 +508,7 @@ impl Caller<'_> {
     /// Fails every request in flight on connection `i`; stops the run under `on_error = stop`.
     fn fail(&mut self, i: usize, why: Failure) {
         let now = self.clock.now_ns();
-        fail_all_counted(&mut self.conns[i].in_flight, &mut self.rec, now);
+        fail_all_counted(&mut self.conns[i].in_flight, &mut self.rec, i, now);
         let what = why.count(&mut self.faults, self.shared.client.timeout_ns);
         if self.shared.client.on_error == OnError::Stop {
             self.shared.stop.stop_because(stop_message(

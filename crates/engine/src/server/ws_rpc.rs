@@ -23,7 +23,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio_websockets::Message;
 
-/// Requests read (when already buffered) before one flush of their answers.
+/// Requests read (when already buffered) before one flush of their answers: one connection's
+/// turn. A connection that used its whole turn yields to the others on its server thread
+/// before it reads more, so a flooding client cannot keep them waiting beyond one turn each
+/// (the same policy as the request server's `TURN_FRAMES`).
 const READS_PER_FLUSH: usize = 64;
 /// Answers one connection may have waiting on `sleep` timers; beyond, its requests are left
 /// unread until some are due (backpressure: a flood of slow calls costs the server a bounded
@@ -188,6 +191,7 @@ async fn serve(service: Arc<RpcService>, mut ws: ServerWs) {
         let idle_at = idle.filter(|_| delayed.is_empty()).map(|i| heard + i);
         let mut answered = 0;
         let mut heard_now = false;
+        let mut turn_used = false;
         tokio::select! {
             biased;
             message = ws.next(), if delayed.len() < MAX_HELD => {
@@ -204,16 +208,20 @@ async fn serve(service: Arc<RpcService>, mut ws: ServerWs) {
                 heard_now = true;
                 answered += handle(&service, &message, &mut ws, &mut arena, &mut delayed, &mut arrivals).await;
                 // Answer what is already buffered before one flush.
+                turn_used = true;
                 for _ in 0..READS_PER_FLUSH {
                     if delayed.len() >= MAX_HELD {
+                        turn_used = false;
                         break;
                     }
                     match ws.next().now_or_never() {
                         Some(Some(Ok(m))) => {
                             answered += handle(&service, &m, &mut ws, &mut arena, &mut delayed, &mut arrivals).await;
                         }
-                        Some(_) => break,
-                        None => break,
+                        Some(_) | None => {
+                            turn_used = false;
+                            break;
+                        }
                     }
                 }
             }
@@ -259,6 +267,10 @@ async fn serve(service: Arc<RpcService>, mut ws: ServerWs) {
                     return;
                 }
             }
+        }
+        if turn_used {
+            // Requests may be left buffered: the other connections' turns come first.
+            tokio::task::yield_now().await;
         }
     }
 }
