@@ -645,6 +645,10 @@ mod tests {
                 assert_eq!(near(base - 10, base), base - 10, "a repeat or a late one");
             }
         }
-        assert_eq!(near((1 << 31) + 2, (1 << 31) - 3), (1 << 31) + 2, "across the wrap");
+        assert_eq!(
+            near((1 << 31) + 2, (1 << 31) - 3),
+            (1 << 31) + 2,
+            "across the wrap"
+        );
     }
 }
