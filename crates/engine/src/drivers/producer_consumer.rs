@@ -395,7 +395,7 @@ impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
         };
         let mut attempts = 0u64;
         loop {
-            if attempts % STOP_CHECK_ITEMS == 0
+            if attempts.is_multiple_of(STOP_CHECK_ITEMS)
                 && (self.shared.stop.load(Ordering::Relaxed)
                     || self.shared.abort.load(Ordering::Relaxed))
             {
