@@ -247,6 +247,7 @@ impl Recorder {
         completed_ns: u64,
     ) {
         self.delivered(class, intended_ns, sent_ns, completed_ns);
+        debug_assert!(self.connections.is_empty() || conn < self.connections.len());
         if let Some(t) = self.connections.get_mut(conn) {
             t.delivered(completed_ns.saturating_sub(intended_ns));
         }
@@ -256,6 +257,7 @@ impl Recorder {
     #[inline]
     pub fn failed_on(&mut self, conn: usize) {
         self.failed();
+        debug_assert!(self.connections.is_empty() || conn < self.connections.len());
         if let Some(t) = self.connections.get_mut(conn) {
             t.failed();
         }

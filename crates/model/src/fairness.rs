@@ -52,17 +52,19 @@ pub struct Fairness {
     pub most_served: String,
     /// Its share of all deliveries, 0..1.
     pub most_share: f64,
-    /// The connection (or client) with the highest p99 latency.
+    /// The connection (or client) with the highest p99 latency, among those with at least
+    /// [`MIN_DELIVERED_FOR_P99`] deliveries (empty, and the p99 figures 0, with fewer than two
+    /// such).
     pub slowest: String,
     /// Its p99, ns.
     pub slowest_p99_ns: u64,
-    /// The median connection's p99, ns.
+    /// The median connection's p99 (the lower median), ns.
     pub median_p99_ns: u64,
     /// The connection (or client) with the lowest p99 latency.
     pub fastest: String,
     /// Its p99, ns.
     pub fastest_p99_ns: u64,
-    /// slowest_p99 / median_p99 (1 when all are equal).
+    /// slowest_p99 / median_p99 (1 when all are equal, or when the p99s were not compared).
     pub p99_max_over_median: f64,
 }
 
@@ -89,6 +91,10 @@ pub const SLOW_P99_OVER_MEDIAN: f64 = 10.0;
 pub const SLOW_P99_FLOOR_NS: u64 = 1_000_000;
 /// Deliveries per connection, on average, before fairness is judged at all.
 pub const MIN_MEAN_DELIVERED: u64 = 50;
+/// Deliveries a connection needs for its p99 to enter the p99 spread: with fewer, its "p99" is
+/// one of its last few values (with 100, its max), and one host hiccup would read as unequal
+/// service.
+pub const MIN_DELIVERED_FOR_P99: u64 = 1000;
 
 /// The summary over `served` (at least two), `None` for fewer or when nothing was delivered.
 pub fn fairness(scope: &str, served: &[Served]) -> Option<Fairness> {
@@ -101,10 +107,25 @@ pub fn fairness(scope: &str, served: &[Served]) -> Option<Fairness> {
     let squares: f64 = served.iter().map(|s| (s.delivered as f64).powi(2)).sum();
     let least = served.iter().min_by_key(|s| s.delivered)?;
     let most = served.iter().max_by_key(|s| s.delivered)?;
-    let slowest = served.iter().max_by_key(|s| s.p99_ns)?;
-    let fastest = served.iter().min_by_key(|s| s.p99_ns)?;
     let median_delivered = median(served.iter().map(|s| s.delivered));
-    let median_p99 = median(served.iter().map(|s| s.p99_ns));
+    // The p99 spread: only connections with enough deliveries for a p99, and the lower median
+    // (with two connections the upper one is the slowest, and slowest / median would always
+    // read 1).
+    let timed: Vec<&Served> = (served.iter())
+        .filter(|s| s.delivered >= MIN_DELIVERED_FOR_P99)
+        .collect();
+    let (slowest, fastest, median_p99) = if timed.len() >= 2 {
+        let slowest = timed.iter().max_by_key(|s| s.p99_ns)?;
+        let fastest = timed.iter().min_by_key(|s| s.p99_ns)?;
+        let median = lower_median(timed.iter().map(|s| s.p99_ns));
+        (
+            (slowest.name.clone(), slowest.p99_ns),
+            (fastest.name.clone(), fastest.p99_ns),
+            median,
+        )
+    } else {
+        ((String::new(), 0), (String::new(), 0), 0)
+    };
     Some(Fairness {
         scope: scope.to_string(),
         connections: served.len() as u64,
@@ -116,12 +137,16 @@ pub fn fairness(scope: &str, served: &[Served]) -> Option<Fairness> {
         median_delivered,
         most_served: most.name.clone(),
         most_share: most.delivered as f64 / sum,
-        slowest: slowest.name.clone(),
-        slowest_p99_ns: slowest.p99_ns,
+        p99_max_over_median: if median_p99 == 0 {
+            1.0
+        } else {
+            slowest.1 as f64 / median_p99 as f64
+        },
+        slowest: slowest.0,
+        slowest_p99_ns: slowest.1,
         median_p99_ns: median_p99,
-        fastest: fastest.name.clone(),
-        fastest_p99_ns: fastest.p99_ns,
-        p99_max_over_median: slowest.p99_ns as f64 / median_p99.max(1) as f64,
+        fastest: fastest.0,
+        fastest_p99_ns: fastest.1,
     })
 }
 
@@ -180,6 +205,13 @@ fn median(values: impl Iterator<Item = u64>) -> u64 {
     v.get(v.len() / 2).copied().unwrap_or(0)
 }
 
+/// Lower median (the smaller middle value of an even count).
+fn lower_median(values: impl Iterator<Item = u64>) -> u64 {
+    let mut v: Vec<u64> = values.collect();
+    v.sort_unstable();
+    v.get(v.len().saturating_sub(1) / 2).copied().unwrap_or(0)
+}
+
 /// The sentence that says `f` is poor, `None` when it is not (or when the connections got too
 /// few deliveries, 50 each on average, to judge). Poor is any of: the least-served connection got under
 /// half the median's deliveries; Jain's index under 0.8 (one or a few connections took most);
@@ -226,7 +258,7 @@ pub fn unequal_service(f: &Fairness) -> Option<String> {
         ));
     }
     let fast = f.median_p99_ns as f64 / f.fastest_p99_ns.max(1) as f64;
-    if fast > SLOW_P99_OVER_MEDIAN && f.median_p99_ns >= SLOW_P99_FLOOR_NS {
+    if f.fastest_p99_ns > 0 && fast > SLOW_P99_OVER_MEDIAN && f.median_p99_ns >= SLOW_P99_FLOOR_NS {
         return Some(format!(
             "{what} {} of {of} had p99 {:.3} ms where the median one had {:.3} ms ({fast:.1}× longer): it was served first",
             f.fastest,
@@ -287,9 +319,14 @@ mod tests {
         let f = fairness("connections", &served(&[1000; 4], &[0.4, 0.5, 480.0, 0.45])).unwrap();
         let s = unequal_service(&f).unwrap();
         assert!(
-            s.starts_with("connection 2 of 4 had p99 480.000 ms where the median one had 0.500 ms"),
+            s.starts_with("connection 2 of 4 had p99 480.000 ms where the median one had 0.450 ms"),
             "{s}"
         );
+        // Two connections: slowest over the lower median is slowest over fastest.
+        let f = fairness("connections", &served(&[5000, 5000], &[0.3, 40.0])).unwrap();
+        assert!((f.p99_max_over_median - 40.0 / 0.3).abs() < 1e-6, "{f:?}");
+        let s = unequal_service(&f).unwrap();
+        assert!(s.contains("connection 1 of 2 had p99 40.000 ms"), "{s}");
     }
 
     #[test]
@@ -307,6 +344,17 @@ mod tests {
             s.contains("connection 0 of 4 had p99 0.100 ms where the median one had 30.000 ms"),
             "{s}"
         );
+    }
+
+    #[test]
+    fn a_p99_of_a_few_deliveries_is_not_compared() {
+        // 100 deliveries each: a p99 is one of the last values; one hiccup is not unfairness.
+        let f = fairness("connections", &served(&[100, 100, 100], &[0.2, 0.2, 30.0])).unwrap();
+        assert_eq!((f.p99_max_over_median, f.slowest_p99_ns), (1.0, 0));
+        assert_eq!(unequal_service(&f), None);
+        // A connection that got nothing has no p99 to compare either.
+        let f = fairness("connections", &served(&[3000, 3000, 0], &[2.0, 2.1, 0.0])).unwrap();
+        assert_eq!(f.fastest, "0");
     }
 
     #[test]

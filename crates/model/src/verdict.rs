@@ -3,7 +3,8 @@
 //!
 //! * [`Warning`] ([`crate::warning`]): what the engine noticed about a run, as a value.
 //! * [`warnings`]: the checks made on a finished run (accounting, sequence, delivery and
-//!   failures, target rate, send lag, drain, interruption).
+//!   failures, target rate, send lag, unanswered requests, unequal service across
+//!   connections, drain, interruption).
 //! * [`judge`]: the verdict: every warning, plus what only the whole measured span shows — a
 //!   delivered rate or p99 still trending, a stream client's backlog growing, a driver thread
 //!   that saturated its CPU while the target was missed.
@@ -253,7 +254,7 @@ pub fn backlog_trends(run: &RunResult) -> Vec<String> {
             // deliveries included): one figure per quantity wherever it is quoted.
             let rate = |n: u64| count(n as f64 / run.duration_s.max(1e-9));
             reasons.push(format!(
-                "not steady: client {}'s backlog grew by {}/s (delivered/s {} of generated/s {}): its latency is queueing time that grows with the run",
+                "not steady: client {}'s backlog grew by {}/s over the measured window (its delivered/s {} of generated/s {}, the drain's deliveries included): its latency is queueing time that grows with the run",
                 c.name,
                 count(growth),
                 rate(c.counters.delivered),

@@ -75,8 +75,10 @@ pub enum Warning {
         longest_wait_ms: f64,
     },
     /// Connections (or stream clients of one group) were served unequally: the least-served
-    /// one got under half the median's deliveries, or the slowest one's p99 is over ten times
-    /// the median's. Which one, with its figures ([`crate::fairness::unequal_service`]).
+    /// one got under half the median's deliveries, Jain's index is under 0.8, the slowest one's
+    /// p99 is over ten times the median's, or the median's over ten times the fastest's. Which
+    /// one, with its figures ([`crate::fairness::unequal_service`]). A server that favours some
+    /// connections is the usual cause; a client thread short of CPU is another.
     Unequal(String),
     /// Ctrl-C (or a stop) cut the measured window short.
     Interrupted,
@@ -90,7 +92,7 @@ const ACCOUNTING: (&str, &str) = (
 const NONE_SENT: &str = "every request due in the measured span still waited for room in a full window (or for a connection) when it ended: the system is far slower than the schedule, or not there";
 const UNEQUAL: (&str, &str) = (
     "unequal service: ",
-    ": the server does not serve its connections equally",
+    ": the connections were not served equally (a server that favours some, or a client thread short of CPU)",
 );
 const INTERRUPTED: &str = "interrupted: the measured window was cut short";
 const UNANSWERED: &str = "before it was given up (timed out, its connection failed, or the run ended): the max latency is at least that, though the answered requests' max is lower";

@@ -209,7 +209,7 @@ async fn serve(service: Arc<RpcService>, mut ws: ServerWs) {
                 answered += handle(&service, &message, &mut ws, &mut arena, &mut delayed, &mut arrivals).await;
                 // Answer what is already buffered before one flush.
                 turn_used = true;
-                for _ in 0..READS_PER_FLUSH {
+                for _ in 1..READS_PER_FLUSH {
                     if delayed.len() >= MAX_HELD {
                         turn_used = false;
                         break;
