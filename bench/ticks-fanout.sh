@@ -4,8 +4,9 @@
 # (bench/peers/tungstenite-ticks, built here), alternating, measured by msgbench's native client
 # (CLIENT_THREADS threads, default 1, pinned to CPU 1; the server on CPU 0), every tick recorded.
 # Prints per server and client count: ticks delivered per second against what was offered
-# (N x RATE), gaps, send lag p99 (how late the server's generator ran: the stream's send lag)
-# and latency p99; the delivered ratio msgbench/peer. On 2 CPUs the figures say which side
+# (N x RATE), gaps, send lag p99 and latency p99; the delivered ratio msgbench/peer. Send lag
+# (how late the server's generator ran) is known only for msgbench's server run in-process (a
+# third row, the same pinning): a separate server does not report it. On 2 CPUs the figures say which side
 # bounds the fan-out: a server whose send lag grows is the server; both servers delivering the
 # same short of the offer is the client. About 1 minute per round.
 source "$(dirname "$0")/common.sh"
@@ -34,11 +35,15 @@ start_server() {
 stop_server() { kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; }
 trap stop_server EXIT
 
-# measure N : prints "delivered_per_s gaps send_lag_p99_us latency_p99_us" for N clients.
+# measure N [ARGS...] : prints "delivered_per_s gaps send_lag_p99_us latency_p99_us" for N clients
+# of the server at $URL (or, with ARGS, of the in-process server they configure).
 measure() {
-  msgbench_json "f\"{r['counters']['delivered']/r['duration_s']:.0f} {sum(s['gaps_seen'] for s in r['streams'])} {r['send_lag']['p99_ns']/1e3:.1f} {r['latency']['p99_ns']/1e3:.1f}\"" \
-    --set system='"ticks"' --set 'sweep={}' --set "ticks.address=\"$URL/ticks\"" \
-    --set "ticks.clients.client.connections=$1" --set "ticks.clients.client.threads=$CLIENT_THREADS" \
+  local n=$1; shift
+  local where=(--set "ticks.address=\"$URL/ticks\"")
+  [ $# -gt 0 ] && where=("$@")
+  msgbench_json "f\"{r['counters']['delivered']/r['duration_s']:.0f} {sum(s['gaps_seen'] for s in r['streams'])} {r['send_lag']['p99_ns']/1e3 if r['send_lag']['count'] else float('nan'):.1f} {r['latency']['p99_ns']/1e3:.1f}\"" \
+    --set system='"ticks"' --set 'sweep={}' "${where[@]}" --set pacing.mode=rate --set "pacing.per_sec=$RATE" \
+    --set "ticks.clients.client.connections=$n" --set "ticks.clients.client.threads=$CLIENT_THREADS" \
     --set 'ticks.clients.client.pin=[1]' --set ticks.gaps='"drops"' --duration 3s --warmup 500ms
 }
 
@@ -49,8 +54,9 @@ for n in $COUNTS; do
   ours=($(measure "$n")); stop_server
   start_server "$PEER" --listen 127.0.0.1:0 --pin 0 --rate "$RATE"
   peer=($(measure "$n")); stop_server
+  inproc=($(measure "$n" --set "ticks.server.threads=$SERVER_THREADS" --set 'ticks.server.pin=[0]'))
   offered=$((n * RATE))
-  for row in "msgbench serve ticks:${ours[*]}" "tokio-tungstenite peer:${peer[*]}"; do
+  for row in "msgbench serve ticks:${ours[*]}" "tokio-tungstenite peer:${peer[*]}" "msgbench in-process:${inproc[*]}"; do
     name=${row%%:*}; set -- ${row#*:}
     printf "%-8s %-22s %12.0f %10d %6s %11s µs %9s µs\n" "$n" "$name" "$1" "$offered" "$2" "$3" "$4"
   done
