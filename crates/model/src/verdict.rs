@@ -114,6 +114,8 @@ impl Verdict {
 
 /// Relative change of the delivered rate across the window that counts as a trend.
 pub const RATE_TREND: f64 = 0.10;
+/// Whole one-second intervals a run needs before its steadiness is judged.
+pub const MIN_TREND_SECONDS: usize = 4;
 /// Growth factor of p99 across the window that counts as a trend.
 pub const P99_TREND: f64 = 2.0;
 /// A stream client's backlog growing by more than this share of what was generated for it per
@@ -185,7 +187,7 @@ fn driver_saturated(run: &RunResult) -> Option<String> {
 /// are needed): a least-squares line through the delivered rate, and through log p99.
 pub fn trend(intervals: &[IntervalSample]) -> Vec<String> {
     let full: Vec<&IntervalSample> = intervals.iter().filter(|i| i.length_s >= 0.9).collect();
-    if full.len() < 4 {
+    if full.len() < MIN_TREND_SECONDS {
         return Vec::new();
     }
     let xs: Vec<f64> = full.iter().map(|i| i.start_s).collect();

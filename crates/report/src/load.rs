@@ -7,10 +7,12 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// The directory has no `runs/*.json`.
-    #[error("{} holds no results (no runs/*.json); point `msgbench report` at a directory written by `msgbench run`, e.g. results/<experiment>/<stamp>", dir.display())]
+    #[error("{} holds no results (no runs/*.json){hint}; give a directory written by `msgbench run`, e.g. results/<experiment>/latest", dir.display())]
     Empty {
         /// The directory.
         dir: PathBuf,
+        /// What the directory is instead, when that helps: missing, or an experiment's folder.
+        hint: String,
     },
     /// A file could not be read.
     #[error("cannot read {}: {source}", path.display())]
@@ -41,20 +43,35 @@ pub enum LoadError {
 /// Every run of a result directory, in run-id order.
 pub fn load_dir(dir: &Path) -> Result<Vec<RunResult>, LoadError> {
     let runs = dir.join("runs");
-    let entries = std::fs::read_dir(&runs).map_err(|_| LoadError::Empty {
-        dir: dir.to_path_buf(),
-    })?;
+    let entries = std::fs::read_dir(&runs).map_err(|_| empty(dir))?;
     let mut paths: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
         .collect();
     if paths.is_empty() {
-        return Err(LoadError::Empty {
-            dir: dir.to_path_buf(),
-        });
+        return Err(empty(dir));
     }
     paths.sort();
     paths.iter().map(|p| load_run(p)).collect()
+}
+
+/// [`LoadError::Empty`] for `dir`, saying when it does not exist or is an experiment's folder
+/// (the one holding `latest` and the stamped result directories).
+fn empty(dir: &Path) -> LoadError {
+    let hint = if !dir.exists() {
+        ": it does not exist".to_string()
+    } else if dir.join("latest").join("runs").is_dir() {
+        format!(
+            ": it is an experiment's folder; its newest results are in {}",
+            dir.join("latest").display()
+        )
+    } else {
+        String::new()
+    };
+    LoadError::Empty {
+        dir: dir.to_path_buf(),
+        hint,
+    }
 }
 
 /// One `runs/<id>.json`.

@@ -12,6 +12,18 @@ pub const ALL_VALID: &str =
 /// what it attempted, when some run delivered less than all of it (skipped by the window
 /// policy, dropped, failed or never delivered).
 pub fn all_valid(runs: &[RunResult]) -> String {
+    // Steadiness needs 4 whole seconds: say when no run had them instead of implying it passed.
+    let judged_steady = runs
+        .iter()
+        .any(|r| r.duration_s >= msgbench_model::verdict::MIN_TREND_SECONDS as f64);
+    let base = if judged_steady {
+        ALL_VALID.to_string()
+    } else {
+        ALL_VALID.replace(
+            "steady (steadiness is judged on runs of at least 4 whole seconds)",
+            "steadiness not judged (it needs runs of at least 4 whole seconds)",
+        )
+    };
     let lossy = (runs.iter())
         .filter(|r| r.counters.attempted > 0 && r.counters.delivered < r.counters.attempted)
         .min_by(|a, b| {
@@ -20,13 +32,13 @@ pub fn all_valid(runs: &[RunResult]) -> String {
                 .total_cmp(&b.counters.success_rate())
         });
     match lossy {
-        None => ALL_VALID.to_string(),
+        None => base,
         Some(r) => {
             let n = (runs.iter())
                 .filter(|r| r.counters.delivered < r.counters.attempted)
                 .count();
             format!(
-                "{ALL_VALID} Valid is not lossless: {n} run(s) delivered less than they attempted, the fewest {}: {:.1} % (success, drop and undelivered say where the rest went).",
+                "{base} Valid is not lossless: {n} run(s) delivered less than they attempted, the fewest {}: {:.1} % (success, drop and undelivered say where the rest went).",
                 r.run_id,
                 100.0 * r.counters.success_rate()
             )
