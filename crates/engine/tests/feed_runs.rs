@@ -24,26 +24,36 @@ impl NodeFeed {
             root.join("node_modules/ws").exists(),
             "the feed's `ws` package is missing: run `bash scripts/setup.sh`"
         );
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new("node")
-            .arg(root.join("feed.js"))
-            .args(["--port", &port.to_string(), "--for", "60"])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("node is not installed");
-        for _ in 0..200 {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                break;
+        // A port found free can be taken by another test before node binds it (node then
+        // exits), and node starts slowly on a loaded 2-CPU machine: try three ports, waiting
+        // up to 20 s for each.
+        for _ in 0..3 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let mut child = Command::new("node")
+                .arg(root.join("feed.js"))
+                .args(["--port", &port.to_string(), "--for", "60"])
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("node is not installed");
+            for _ in 0..800 {
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return NodeFeed { child, port };
+                }
+                if child.try_wait().ok().flatten().is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(25));
             }
-            std::thread::sleep(Duration::from_millis(25));
+            let _ = child.kill();
+            let _ = child.wait();
         }
-        NodeFeed { child, port }
+        panic!("the node feed did not start listening (3 ports tried)");
     }
 
     fn address(&self) -> String {
