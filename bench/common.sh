@@ -30,3 +30,19 @@ median() {
 machine() {
   echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(uname -sr), clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
 }
+
+# start_server CMD... : starts a tick server that prints its ws:// address; sets SERVER_PID and
+# URL. stop_server ends it.
+start_server() {
+  local log; log=$(mktemp)
+  "$@" > "$log" 2>&1 &
+  SERVER_PID=$!
+  for _ in $(seq 100); do
+    URL=$(grep -o 'ws://[0-9.:]*' "$log" | head -1 || true)
+    [ -n "$URL" ] && break
+    sleep 0.05
+  done
+  [ -n "$URL" ] || { echo "server did not start: $(cat "$log")" >&2; exit 1; }
+  rm -f "$log"
+}
+stop_server() { [ -n "${SERVER_PID:-}" ] || return 0; kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; }

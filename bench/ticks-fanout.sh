@@ -20,19 +20,6 @@ build_all
 PEER="$PEER_DIR/target/release/tungstenite-ticks"
 machine
 
-start_server() {
-  local log; log=$(mktemp)
-  "$@" > "$log" 2>&1 &
-  SERVER_PID=$!
-  for _ in $(seq 100); do
-    URL=$(grep -o 'ws://[0-9.:]*' "$log" | head -1 || true)
-    [ -n "$URL" ] && break
-    sleep 0.05
-  done
-  [ -n "$URL" ] || { echo "server did not start: $(cat "$log")" >&2; exit 1; }
-  rm -f "$log"
-}
-stop_server() { kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; }
 trap stop_server EXIT
 
 # measure N [ARGS...] : prints "delivered_per_s gaps send_lag_p99_us latency_p99_us" for N clients

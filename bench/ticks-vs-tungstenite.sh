@@ -17,20 +17,6 @@ build_all
 PEER="$PEER_DIR/target/release/tungstenite-ticks"
 machine
 
-# start_server CMD... : starts a server that prints its ws:// address, sets SERVER_PID and URL.
-start_server() {
-  local log; log=$(mktemp)
-  "$@" > "$log" 2>&1 &
-  SERVER_PID=$!
-  for _ in $(seq 100); do
-    URL=$(grep -o 'ws://[0-9.:]*' "$log" | head -1 || true)
-    [ -n "$URL" ] && break
-    sleep 0.05
-  done
-  [ -n "$URL" ] || { echo "server did not start: $(cat "$log")" >&2; exit 1; }
-  rm -f "$log"
-}
-stop_server() { kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; }
 trap stop_server EXIT
 
 # measure WHAT : the client against the server at $URL; prints "delivered_per_s gaps p50_us p99_us".

@@ -3,7 +3,7 @@
 //! started here on a free loopback port with a generated configuration).
 mod common;
 
-use common::{assert_accounted, certificates, run, try_run};
+use common::{assert_accounted, certificates, run, try_run, unequal_service};
 use msgbench_model::{verdict, RunResult};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -135,9 +135,6 @@ fn a_server_that_serves_one_connection_first_is_flagged_and_a_fair_one_is_not() 
     let toml = format!(
         "{HTTP}[client]\nconnections = 4\nwhen_full = \"skip\"\n[http.requests.ok]\npath = \"/ok\"\n"
     );
-    let unequal = |r: &RunResult| {
-        (r.warnings.iter().map(|w| w.to_string())).find(|w| w.starts_with("unequal service: "))
-    };
     let unfair = &run(&toml, &[&url(unfair_server())])[0];
     assert_accounted(unfair);
     assert_eq!(unfair.connections.len(), 4, "{:?}", unfair.connections);
@@ -146,7 +143,7 @@ fn a_server_that_serves_one_connection_first_is_flagged_and_a_fair_one_is_not() 
     let f = &unfair.fairness[0];
     assert_eq!((f.connections, f.most_served.as_str()), (4, "0"), "{f:?}");
     assert!(f.jain_index < 0.6 && f.most_share > 0.6, "{f:?}");
-    let warning = unequal(unfair).expect("the unfair server is flagged");
+    let warning = unequal_service(unfair).expect("the unfair server is flagged");
     assert!(
         warning.starts_with("unequal service: connection 0 of 4 got "),
         "{warning}"
@@ -157,7 +154,7 @@ fn a_server_that_serves_one_connection_first_is_flagged_and_a_fair_one_is_not() 
     assert_accounted(fair);
     let f = &fair.fairness[0];
     assert!(f.jain_index > 0.95 && f.least_share > 0.2, "{f:?}");
-    assert_eq!(unequal(fair), None, "{:?}", fair.warnings);
+    assert_eq!(unequal_service(fair), None, "{:?}", fair.warnings);
 }
 
 #[test]

@@ -200,16 +200,19 @@ fn stayed(c: &StreamClient) -> bool {
 
 /// Upper median (the larger middle value of an even count): a fair half never reads as starved.
 fn median(values: impl Iterator<Item = u64>) -> u64 {
-    let mut v: Vec<u64> = values.collect();
-    v.sort_unstable();
-    v.get(v.len() / 2).copied().unwrap_or(0)
+    middle(values, |n| n / 2)
 }
 
 /// Lower median (the smaller middle value of an even count).
 fn lower_median(values: impl Iterator<Item = u64>) -> u64 {
+    middle(values, |n| n.saturating_sub(1) / 2)
+}
+
+/// The value at the index `at(n)` of the `n` values sorted (0 when there are none).
+fn middle(values: impl Iterator<Item = u64>, at: fn(usize) -> usize) -> u64 {
     let mut v: Vec<u64> = values.collect();
     v.sort_unstable();
-    v.get(v.len().saturating_sub(1) / 2).copied().unwrap_or(0)
+    v.get(at(v.len())).copied().unwrap_or(0)
 }
 
 /// The sentence that says `f` is poor, `None` when it is not (or when the connections got too

@@ -6,6 +6,7 @@ use msgbench_engine::environment::Environment;
 use msgbench_engine::runner::{run_experiment, Outcome, RunError, Silent};
 use msgbench_model::check::MachineLimits;
 use msgbench_model::sweep::Override;
+use msgbench_model::warning::Warning;
 use msgbench_model::{Experiment, RunResult};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
@@ -103,6 +104,28 @@ pub fn assert_accounted(r: &RunResult) {
     assert_eq!(r.send_lag.count, r.counters.sent, "{}", r.run_id);
     let per_class: u64 = r.classes.iter().map(|c| c.latency.count).sum();
     assert_eq!(per_class, r.counters.delivered, "{}", r.run_id);
+}
+
+/// The run's `unequal service` warning, as written, if it has one.
+pub fn unequal_service(r: &RunResult) -> Option<String> {
+    (r.warnings.iter())
+        .find(|w| matches!(w, Warning::Unequal(_)))
+        .map(|w| w.to_string())
+}
+
+/// What a server that serves `connections` flooding connections in turn must show: no
+/// connection waited for the others' whole backlog (max under 250 ms), each got its share
+/// (Jain's index above 0.95, per-connection p99s within 3× of the median's), no warning.
+pub fn assert_served_in_turn(r: &RunResult, connections: u64) {
+    assert!(
+        r.latency.max_ns < 250_000_000,
+        "max {} ms: a connection waited for the others' backlog",
+        r.latency.max_ns / 1_000_000
+    );
+    let f = &r.fairness[0];
+    assert_eq!(f.connections, connections);
+    assert!(f.jain_index > 0.95 && f.p99_max_over_median < 3.0, "{f:?}");
+    assert_eq!(unequal_service(r), None, "{:?}", r.warnings);
 }
 
 /// A test CA and a certificate it signed for `localhost` and 127.0.0.1, written to `dir` as
