@@ -65,6 +65,95 @@ pub enum Command {
     /// Example: msgbench serve rpc --listen 127.0.0.1:7000 --threads 2
     #[command(subcommand)]
     Serve(ServeCommand),
+    /// Merge the result directories of the shards of one run (`run --shard I/N`) into one:
+    /// histograms added exactly, counters summed (the accounting checked), per-second intervals
+    /// aligned on the wall clock, CPU and faults summed, each shard's figures kept. `report`,
+    /// `compare` and `search`'s reports read the merged directory like any other. Every shard
+    /// must be there, of the same experiment: what is missing or foreign is refused.
+    /// Walk-through: docs/distributed.md.
+    ///
+    /// Example: msgbench merge shards/0 shards/1 shards/2 shards/3 --out results/merged
+    Merge(MergeArgs),
+    /// Print a Kubernetes manifest that runs a scenario as N shards (a ConfigMap with the
+    /// resolved scenario and an Indexed Job whose pod I runs `msgbench run --shard I/N` at an
+    /// agreed start), or collect the shards' results from a finished Job's logs
+    /// (`kube collect`). Walk-through: docs/distributed.md.
+    ///
+    /// Example: msgbench kube examples/rpc-capacity.toml --shards 4 --image registry.example/msgbench:0.1 > job.yaml
+    /// Example: msgbench kube collect msgbench-rpc-capacity --out shards/
+    Kube(KubeArgs),
+}
+
+/// `msgbench merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The shards' result directories (each written by `run --shard I/N`, or its `latest`).
+    #[arg(required = true, num_args = 1.., value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Where the merged result directory goes (created; must not exist or be empty).
+    #[arg(long, short, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Print nothing but errors.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// `msgbench kube`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct KubeArgs {
+    /// Collect a finished Job's results instead of printing a manifest.
+    #[command(subcommand)]
+    pub collect: Option<KubeCommand>,
+    /// The scenario and overrides (resolved here, shipped in the ConfigMap).
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    /// How many shards (pods) run the scenario.
+    #[arg(long, value_name = "N", required = true)]
+    pub shards: Option<u32>,
+    /// The container image with msgbench (built from the project's Containerfile).
+    #[arg(long, value_name = "IMAGE", required = true)]
+    pub image: Option<String>,
+    /// When the shards start: RFC 3339 (2026-11-25T20:00:00Z), Unix ms, or +DURATION from now.
+    /// Far enough ahead for every pod to be scheduled and its image pulled.
+    #[arg(long, value_name = "TIME", default_value = "+3m")]
+    pub start_at: String,
+    /// CPUs of each pod, requested and limited alike (Guaranteed QoS: with the static CPU
+    /// manager the pod gets whole CPUs, so pinning means something).
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub cpus: u32,
+    /// Memory of each pod, requested and limited alike.
+    #[arg(long, value_name = "QUANTITY", default_value = "1Gi")]
+    pub memory: String,
+    /// Namespace of the ConfigMap and Job.
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    pub namespace: String,
+}
+
+/// `msgbench kube collect`.
+#[derive(Debug, Subcommand)]
+pub enum KubeCommand {
+    /// Read each pod's result archive from a finished Job's logs (`kubectl logs`) and unpack
+    /// the shards' result directories under --out, ready for `msgbench merge`.
+    ///
+    /// Example: msgbench kube collect msgbench-rpc-capacity --out shards/ && msgbench merge shards/* --out results/merged
+    Collect(KubeCollectArgs),
+}
+
+/// `msgbench kube collect`.
+#[derive(Debug, Args)]
+pub struct KubeCollectArgs {
+    /// The Job's name (as printed in the manifest).
+    pub job: String,
+    /// Where the shards' directories go (shard-0, shard-1, …).
+    #[arg(long, short, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Namespace of the Job.
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    pub namespace: String,
+    /// The kubectl to run.
+    #[arg(long, value_name = "PATH", default_value = "kubectl")]
+    pub kubectl: String,
 }
 
 /// Built-in servers.
@@ -432,6 +521,24 @@ pub struct RunArgs {
     /// finished run) to stderr: run_id, elapsed_s, eta_s, delivered_per_sec, p99_ns, counters.
     #[arg(long, value_name = "FORMAT")]
     pub progress: Option<ProgressFormat>,
+    /// Run as shard I of N of a run spread over N load generators: this process opens the
+    /// connections g with g mod N = I and keeps their schedules and budgets, so the N shards
+    /// together offer exactly the unsharded run. `k8s/N` takes I from JOB_COMPLETION_INDEX
+    /// (a Kubernetes Indexed Job), `slurm` takes I/N from SLURM_PROCID/SLURM_NTASKS. Merge
+    /// the shards' directories with `msgbench merge`. docs/distributed.md.
+    /// Example: msgbench run rpc.toml --shard 1/4 --start-at +30s
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+    /// Start the first run at this wall-clock time, every later run at its planned slot, so
+    /// that shards on several hosts keep one timeline: RFC 3339 (2026-11-25T20:00:00Z), Unix
+    /// ms, or +DURATION from now. A time in the past is refused; a run that starts late says
+    /// by how much.
+    #[arg(long, value_name = "TIME")]
+    pub start_at: Option<String>,
+    /// When done, print the result directory to stdout as one base64 tar.gz between marker
+    /// lines (what `msgbench kube collect` reads from a pod's log).
+    #[arg(long)]
+    pub archive_to_stdout: bool,
 }
 
 /// Formats of `run --progress`.

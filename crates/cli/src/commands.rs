@@ -37,6 +37,8 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         Command::Search(args) => search(args),
         Command::Compare(args) => compare_command(&args),
         Command::Serve(command) => crate::serve::serve(command),
+        Command::Merge(args) => crate::distributed::merge(args),
+        Command::Kube(args) => crate::distributed::kube(args),
         Command::DefaultScenario(args) => {
             print!(
                 "{}",
@@ -67,7 +69,7 @@ fn thresholds_with(text: &str, flags: &[String]) -> Result<toml::Value, String> 
 }
 
 /// Reads the scenario, applies the flags, expands and validates every run.
-fn load(args: &ScenarioArgs) -> Result<Experiment, String> {
+pub(crate) fn load(args: &ScenarioArgs) -> Result<Experiment, String> {
     let (text, source) = match &args.scenario {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -242,10 +244,17 @@ fn run_with(args: RunArgs, hold: &mut Option<(std::time::Duration, Arc<AtomicBoo
             )
         }),
     };
-    let experiment = match loaded {
+    let mut experiment = match loaded {
         Ok(e) => e,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
+    if let Err(e) = crate::distributed::apply(
+        &mut experiment,
+        args.shard.as_deref(),
+        args.start_at.as_deref(),
+    ) {
+        return fail(EXIT_BAD_INPUT, e);
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let terminal = Arc::new(Terminal::new(args.quiet || args.json));
     let mut observers: Vec<Arc<dyn msgbench_engine::runner::Observer>> = vec![terminal.clone()];
@@ -291,6 +300,9 @@ fn run_with(args: RunArgs, hold: &mut Option<(std::time::Duration, Arc<AtomicBoo
             // What was measured before the failure still gets its report.
             if let Some(dir) = e.dir() {
                 let _ = write_report(dir, None);
+                if args.archive_to_stdout {
+                    let _ = crate::distributed::print_archive(dir, experiment.shard());
+                }
             }
             return fail(1, e);
         }
@@ -300,6 +312,11 @@ fn run_with(args: RunArgs, hold: &mut Option<(std::time::Duration, Arc<AtomicBoo
     } else {
         write_report(&outcome.dir, None).err()
     };
+    if args.archive_to_stdout {
+        if let Err(e) = crate::distributed::print_archive(&outcome.dir, experiment.shard()) {
+            return fail(1, format!("cannot print the result archive: {e}"));
+        }
+    }
     let thresholds = experiment
         .points
         .first()
@@ -660,7 +677,7 @@ fn or_none(params: &str) -> String {
 }
 
 /// Writes `dir/report.md`, `report.html` and the charts from the results in `dir`.
-fn write_report(dir: &Path, slo: Option<&str>) -> Result<Vec<PathBuf>, String> {
+pub(crate) fn write_report(dir: &Path, slo: Option<&str>) -> Result<Vec<PathBuf>, String> {
     msgbench_report::publish::publish(dir, slo).map_err(|e| e.to_string())
 }
 

@@ -2,6 +2,7 @@
 //! results. Exit codes: 0 success, 1 a run or a write failed, 2 bad input, 130 Ctrl-C.
 mod args;
 mod commands;
+mod distributed;
 mod live;
 mod serve;
 mod setup;

@@ -45,8 +45,8 @@ struct RunLabels {
     run_id: String,
     /// The sweep point's index (`000`): replicates of one point share it.
     point: String,
-    /// `MSGBENCH_SHARD` of the process, empty when unset: which load generator of a
-    /// distributed run this is.
+    /// `MSGBENCH_SHARD` of the process, else `--shard`'s `I/N`, else empty: which load
+    /// generator of a distributed run this is.
     shard: String,
 }
 
@@ -118,7 +118,13 @@ impl Exporter {
         let families = register(&mut registry);
         let exporter = Arc::new(Exporter {
             experiment: experiment.clone(),
-            shard: std::env::var("MSGBENCH_SHARD").unwrap_or_default(),
+            shard: std::env::var("MSGBENCH_SHARD")
+                .ok()
+                .or_else(|| {
+                    let shard = experiment.shard();
+                    (!shard.is_whole()).then(|| shard.to_string())
+                })
+                .unwrap_or_default(),
             families,
             registry: Arc::new(registry),
             state: Mutex::new(ExporterState {

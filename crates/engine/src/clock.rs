@@ -48,6 +48,13 @@ pub fn now_ns() -> u64 {
     t.monotonic_at_start_ns + t.clock.delta_as_nanos(t.raw_at_start, t.clock.raw())
 }
 
+/// The wall clock, Unix ns (for agreeing on a start with other hosts; never for latency).
+pub fn unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
 /// Calibrates the clock now rather than inside the first measured run.
 pub fn calibrate() {
     timebase();

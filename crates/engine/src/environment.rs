@@ -42,7 +42,7 @@ impl Environment {
             .unwrap_or_else(|| "unknown".into());
         Environment {
             msgbench_version: env!("CARGO_PKG_VERSION").into(),
-            hostname: read("/proc/sys/kernel/hostname"),
+            hostname: hostname(),
             kernel: format!(
                 "{} {}",
                 read("/proc/sys/kernel/ostype"),
@@ -87,6 +87,29 @@ pub fn stamp(unix_s: u64) -> String {
         rest / 60 % 60,
         rest % 60
     )
+}
+
+/// This host's name (`/proc/sys/kernel/hostname`; `unknown` when unreadable).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// What the kernel's clock discipline says of the wall clock (`adjtimex` without changing
+/// anything): whether an NTP/PTP daemon keeps it synchronized, and its error bounds.
+pub fn wall_clock_status() -> msgbench_model::shard::WallClockStatus {
+    // SAFETY: `timex` is plain data; modes = 0 only reads the kernel's state into it.
+    let mut t: libc::timex = unsafe { std::mem::zeroed() };
+    let state = unsafe { libc::adjtimex(&mut t) };
+    if state < 0 {
+        return Default::default();
+    }
+    msgbench_model::shard::WallClockStatus {
+        synchronized: state != libc::TIME_ERROR && t.status & libc::STA_UNSYNC == 0,
+        estimated_error_us: t.esterror.max(0) as u64,
+        max_error_us: t.maxerror.max(0) as u64,
+    }
 }
 
 #[cfg(test)]

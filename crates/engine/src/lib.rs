@@ -28,6 +28,7 @@ pub mod environment;
 pub mod error;
 pub mod harness;
 pub mod hot_histogram;
+pub mod merge;
 pub mod net;
 pub mod pacer;
 pub mod recorder;

@@ -155,8 +155,16 @@ pub fn run_experiment_to(
     let total = experiment.run_count();
     let mut results = done;
     let mut marked = false;
+    // A sharded run's runs start at agreed instants (the CLI refused a plan it cannot make).
+    let planned = experiment
+        .start_at_unix_ms
+        .and_then(|at| msgbench_model::shard::planned_starts(experiment, at).ok())
+        .unwrap_or_default();
+    let mut slot = 0;
     'sweep: for point in &experiment.points {
         for replicate in 1..=experiment.replicates {
+            let planned_start_ms = planned.get(slot).copied();
+            slot += 1;
             if stop.load(Ordering::Relaxed) {
                 break 'sweep;
             }
@@ -165,7 +173,13 @@ pub fn run_experiment_to(
                 continue;
             }
             observer.run_started(&run_id, results.len() + 1, total);
-            let result = match run_one(experiment, point, replicate, run_id, &mut store, &ctx) {
+            if let Some(at) = planned_start_ms {
+                if !wait_for_slot(at, &stop) {
+                    break 'sweep;
+                }
+            }
+            let run = (point, replicate, planned_start_ms);
+            let result = match run_one(experiment, run, run_id, &mut store, &ctx) {
                 Ok(r) => r,
                 Err(e) => {
                     if fresh && store.discard_if_empty() {
@@ -202,13 +216,13 @@ pub(crate) fn context(stop: &Arc<AtomicBool>, observer: &Arc<dyn Observer>) -> R
 /// then reported as an error.
 pub(crate) fn run_one(
     experiment: &Experiment,
-    point: &SweepPoint,
-    replicate: u32,
+    (point, replicate, planned_start_ms): (&SweepPoint, u32, Option<u64>),
     run_id: String,
     store: &mut ResultStore,
     ctx: &RunContext,
 ) -> Result<RunResult, RunError> {
     let mut scenario = point.scenario.clone();
+    scenario.run.start_unix_ns = planned_start_ms.map(|ms| ms * 1_000_000);
     // Each replicate draws its own random arrivals; the seed keeps them reproducible.
     scenario.run.seed = scenario
         .run
@@ -219,7 +233,7 @@ pub(crate) fn run_one(
         dir: Some(store.dir().to_path_buf()),
         source,
     })?;
-    let result = assemble(
+    let mut result = assemble(
         experiment,
         point,
         replicate,
@@ -227,6 +241,7 @@ pub(crate) fn run_one(
         measured.span_start_unix_ms,
         &measured,
     );
+    shard_identity(&mut result, &scenario, planned_start_ms);
     store.write_run(
         &result,
         &measured.recording.interval_latency,
@@ -243,6 +258,66 @@ pub(crate) fn run_one(
         });
     }
     Ok(result)
+}
+
+/// Sleeps until [`SETUP_LEAD_MS`](msgbench_model::shard::SETUP_LEAD_MS) before a run's planned
+/// start (Ctrl-C ends the wait: false).
+fn wait_for_slot(planned_ms: u64, stop: &AtomicBool) -> bool {
+    let wake_ms = planned_ms.saturating_sub(msgbench_model::shard::SETUP_LEAD_MS);
+    while crate::environment::unix_ms() < wake_ms {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let left = wake_ms.saturating_sub(crate::environment::unix_ms());
+        std::thread::sleep(std::time::Duration::from_millis(left.min(50)));
+    }
+    !stop.load(Ordering::Relaxed)
+}
+
+/// Records which shard a run was and how close to its planned start it began; a start late by
+/// a second or more shifts its intervals against the other shards' by one, which is a warning.
+fn shard_identity(
+    result: &mut RunResult,
+    scenario: &msgbench_model::Scenario,
+    planned_start_ms: Option<u64>,
+) {
+    let client = scenario.system.client();
+    let shard = client.map_or(msgbench_model::shard::Shard::WHOLE, |c| c.shard);
+    if shard.is_whole() && planned_start_ms.is_none() {
+        return;
+    }
+    // The measured span starts one warm-up after the schedule.
+    let late_ms = planned_start_ms.map_or(0, |at| {
+        result
+            .started_unix_ms
+            .saturating_sub(at + scenario.run.warmup.as_millis() as u64)
+    });
+    if late_ms >= 1_000 {
+        result.warnings.push(Warning::Note(format!(
+            "started late: {late_ms} ms after its planned start (--start-at); connecting took \
+             longer than the {} ms the runner allows, so this shard's seconds are shifted \
+             against the others'",
+            msgbench_model::shard::SETUP_LEAD_MS
+        )));
+    } else if late_ms >= 5 {
+        result.info.push(format!(
+            "started {late_ms} ms after its planned start (--start-at)"
+        ));
+    }
+    // Connections are named by their run-wide index, so shards' lists merge without a clash.
+    for c in &mut result.connections {
+        c.index = shard.global(c.index as usize) as u32;
+    }
+    result.shard = Some(msgbench_model::shard::ShardInfo {
+        index: shard.index,
+        count: shard.count,
+        connections: client.map_or(0, |c| c.local_connections()) as u64,
+        total_connections: client.map_or(0, |c| c.total_connections()) as u64,
+        host: crate::environment::hostname(),
+        planned_start_unix_ms: planned_start_ms,
+        start_late_ms: late_ms,
+        clock: crate::environment::wall_clock_status(),
+    });
 }
 
 /// `003-capacity=8-every=1ms-r2`: sortable, readable, safe as a file name.
@@ -338,6 +413,8 @@ fn assemble(
         connections: rec.connections.clone(),
         fairness: Vec::new(),
         info: m.info.clone(),
+        shard: None,
+        shards: Vec::new(),
     };
     result.fairness = fairness::of_run(&result);
     result.warnings = m

@@ -120,7 +120,13 @@ pub fn search(
                 }
             );
             observer.run_started(&run_id, index + 1, 0);
-            let r = match run_one(&searched, &point, replicate, run_id, &mut store, &ctx) {
+            let r = match run_one(
+                &searched,
+                (&point, replicate, None),
+                run_id,
+                &mut store,
+                &ctx,
+            ) {
                 Ok(r) => r,
                 Err(e) => {
                     if store.discard_if_empty() {

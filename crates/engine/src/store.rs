@@ -84,6 +84,39 @@ impl ResultStore {
         Ok(store)
     }
 
+    /// Creates the directory `dir` itself (not a stamped one under it) with the given
+    /// `experiment.toml` and `environment.json`: `msgbench merge`'s output.
+    pub fn create_in(
+        dir: &Path,
+        axes: Vec<String>,
+        experiment_toml: &[u8],
+        environment_json: &[u8],
+    ) -> Result<ResultStore, StoreError> {
+        let runs = dir.join("runs");
+        std::fs::create_dir_all(&runs).map_err(|source| StoreError {
+            path: runs.clone(),
+            source,
+        })?;
+        let store = ResultStore {
+            dir: dir.to_path_buf(),
+            axes,
+            rows: Vec::new(),
+        };
+        store.write_atomic("experiment.toml", experiment_toml)?;
+        store.write_atomic("environment.json", environment_json)?;
+        store.write_metrics()?;
+        Ok(store)
+    }
+
+    /// Writes another file of the experiment whole or not at all, filled by `fill`.
+    pub fn write_file_with(
+        &self,
+        name: &str,
+        fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    ) -> Result<(), StoreError> {
+        self.write_atomic_with(name, fill)
+    }
+
     /// `experiment.toml`, `environment.json` and an empty `metrics.csv`.
     fn write_header(&self, experiment: &Experiment, env: &Environment) -> Result<(), StoreError> {
         let header = format!(

@@ -78,6 +78,8 @@ pub struct ClientConfig {
     pub turn_batch: usize,
     /// Spin margin of precise waits, ns (`pacing.spin`).
     pub spin_ns: u64,
+    /// Which of the run's connections this process opens (all of them unless `--shard`).
+    pub shard: crate::shard::Shard,
 }
 
 /// Most connections one run opens.
@@ -175,14 +177,40 @@ impl ClientSpec {
             pin: self.pin.clone(),
             turn_batch: pacing.batch as usize,
             spin_ns: pacing.spin.as_nanos() as u64,
+            shard: crate::shard::Shard::WHOLE,
         })
     }
 }
 
 impl ClientConfig {
-    /// Total connections.
+    /// Connections of the whole run (every shard's).
     pub fn total_connections(&self) -> usize {
         self.threads * self.connections
+    }
+
+    /// Connections this process opens: its shard's share of [`Self::total_connections`].
+    pub fn local_connections(&self) -> usize {
+        self.shard.share_of(self.total_connections())
+    }
+
+    /// Driver threads this process runs: `threads`, fewer when its shard has fewer
+    /// connections than that.
+    pub fn local_threads(&self) -> usize {
+        self.threads.min(self.local_connections()).max(1)
+    }
+
+    /// The local connection indices driver thread `t` owns: `connections` each when unsharded,
+    /// a shard's connections spread evenly over its threads otherwise.
+    pub fn thread_connections(&self, t: usize) -> std::ops::Range<usize> {
+        let (total, threads) = (self.local_connections(), self.local_threads());
+        let (each, extra) = (total / threads, total % threads);
+        let start = t * each + t.min(extra);
+        start..start + each + usize::from(t < extra)
+    }
+
+    /// The run-wide index of local connection `local`: what its schedule and budget follow.
+    pub fn global_index(&self, local: usize) -> usize {
+        self.shard.global(local)
     }
 
     /// One line in scenario-file spelling.

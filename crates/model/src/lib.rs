@@ -22,6 +22,7 @@ pub mod result;
 pub mod rpc;
 pub mod scenario;
 pub mod search;
+pub mod shard;
 pub mod slo;
 pub mod stats;
 pub mod sut;

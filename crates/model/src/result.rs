@@ -90,6 +90,14 @@ pub struct RunResult {
     /// make a run invalid.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub info: Vec<String>,
+    /// This run is one shard of a run spread over several load generators (`run --shard`):
+    /// which slice, on which host, started how close to the agreed time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<crate::shard::ShardInfo>,
+    /// This run merged shards (`msgbench merge`): each shard's own figures. The run's figures
+    /// are the whole's: histograms added, counters summed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<crate::shard::ShardRow>,
 }
 
 /// One client connection of a broadcast stream.

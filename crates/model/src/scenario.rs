@@ -209,6 +209,10 @@ pub struct RunSettings {
     pub emit_latencies: Option<u64>,
     /// Seed of random arrivals.
     pub seed: u64,
+    /// When the schedule is to start, wall clock (Unix ns): a sharded run's agreed start
+    /// (`--start-at`). Not from the scenario file: the runner sets it per run. `None`: as soon
+    /// as every worker is ready.
+    pub start_unix_ns: Option<u64>,
 }
 
 /// A validated system under test.
@@ -285,6 +289,64 @@ impl System {
             | System::Http { client, .. } => Some(client),
             System::Queue(_) | System::Ticks { .. } => None,
         }
+    }
+
+    /// Makes this process shard `shard` of the run: it opens its slice of the connections
+    /// (see [`crate::shard`]). Refused, with the reason and the fix, for what cannot be split:
+    /// an in-process system, a built-in server each shard would start for itself, a `[sut]`
+    /// process, fewer connections than shards.
+    pub fn set_shard(&mut self, shard: crate::shard::Shard) -> Result<(), String> {
+        let own_server = "each shard would start its own built-in server and measure that one; \
+                          start one server for all shards (e.g. `msgbench serve rpc`) and set";
+        let refusal = match self {
+            System::Queue(_) => Some(
+                "the queue lab runs inside one process and cannot be split over shards; run \
+                 it unsharded"
+                    .to_string(),
+            ),
+            System::Ticks { .. } => Some(
+                "ticks: sharding splits request/response connections (rpc, http, redis, \
+                 ws-rpc); a tick stream's subscribers are not split yet, so run it unsharded"
+                    .to_string(),
+            ),
+            System::Rpc { rpc, .. } if rpc.address.is_none() => {
+                Some(format!("{own_server} rpc.address to its address"))
+            }
+            System::WsRpc { ws_rpc, .. } if ws_rpc.address.is_none() => Some(format!(
+                "{own_server} ws_rpc.address (`msgbench serve ws-rpc`)"
+            )),
+            System::Rpc { sut: Some(_), .. }
+            | System::Redis { sut: Some(_), .. }
+            | System::WsRpc { sut: Some(_), .. }
+            | System::Http { sut: Some(_), .. } => Some(
+                "[sut] starts the server in every shard; start it once where the shards can \
+                 reach it, remove [sut] and give its address"
+                    .to_string(),
+            ),
+            _ => None,
+        };
+        if let Some(why) = refusal {
+            return Err(format!("--shard {shard}: {why}"));
+        }
+        let client = match self {
+            System::Rpc { client, .. }
+            | System::Redis { client, .. }
+            | System::WsRpc { client, .. }
+            | System::Http { client, .. } => client,
+            System::Queue(_) | System::Ticks { .. } => unreachable!("refused above"),
+        };
+        client.shard = shard;
+        if client.local_connections() == 0 {
+            return Err(format!(
+                "--shard {shard}: the run has {} connections (client.threads × \
+                 client.connections), so shard {} would open none; run at most {} shards or \
+                 raise client.connections",
+                client.total_connections(),
+                shard.index,
+                client.total_connections()
+            ));
+        }
+        Ok(())
     }
 
     /// Which system this is (results carry it).
@@ -381,8 +443,12 @@ impl Scenario {
     pub fn target_per_sec(&self) -> Option<f64> {
         let per_schedule = self.pacing.target_per_sec()?;
         Some(match (&self.system, self.system.client(), self.pacing) {
+            // A shard's target is its connections' part of the schedule.
             (_, Some(client), Pacing::Interval { .. } | Pacing::Relative { .. }) => {
-                per_schedule * client.total_connections() as f64
+                per_schedule * client.local_connections() as f64
+            }
+            (_, Some(client), _) if !client.shard.is_whole() => {
+                per_schedule * client.local_connections() as f64 / client.total_connections() as f64
             }
             // Someone else's server keeps its own schedule.
             (System::Ticks { ticks, .. }, _, _) if ticks.address.is_some() => return None,
@@ -537,6 +603,7 @@ impl RunSpec {
             drain_timeout: self.drain_timeout,
             emit_latencies: self.emit_latencies,
             seed: self.seed,
+            start_unix_ns: None,
         })
     }
 }

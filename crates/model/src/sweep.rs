@@ -131,6 +131,9 @@ pub struct Experiment {
     pub replicates: u32,
     /// The points, cartesian product of the axes (last axis varies fastest).
     pub points: Vec<SweepPoint>,
+    /// The agreed start of the first run, Unix ms (`run --start-at`): every shard starts run
+    /// `k` at the same planned instant ([`crate::shard::planned_starts`]). `None`: at once.
+    pub start_at_unix_ms: Option<u64>,
 }
 
 impl Experiment {
@@ -210,7 +213,24 @@ impl Experiment {
             axes: axes.into_iter().map(|(a, _)| a).collect(),
             replicates: base.run.replicates,
             points,
+            start_at_unix_ms: None,
         })
+    }
+
+    /// Makes every point's run shard `shard` of the whole (see [`crate::shard`]).
+    pub fn set_shard(&mut self, shard: crate::shard::Shard) -> Result<(), String> {
+        for point in &mut self.points {
+            point.scenario.system.set_shard(shard)?;
+        }
+        Ok(())
+    }
+
+    /// The shard every run of this experiment is (the whole run unless `--shard`).
+    pub fn shard(&self) -> crate::shard::Shard {
+        self.points
+            .first()
+            .and_then(|p| p.scenario.system.client())
+            .map_or(crate::shard::Shard::WHOLE, |c| c.shard)
     }
 
     /// Number of runs (points × replicates).

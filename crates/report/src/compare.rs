@@ -311,6 +311,8 @@ mod tests {
             connections: vec![],
             fairness: vec![],
             info: vec![],
+            shard: None,
+            shards: vec![],
         }
     }
 

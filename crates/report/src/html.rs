@@ -71,6 +71,7 @@ pub fn render(
         out.push_str(&crate::streams::html(runs, escape));
     }
     out.push_str(&crate::fairness::html(runs, escape));
+    out.push_str(&crate::shards::html(runs, escape));
     if !advice.is_empty() {
         out.push_str("<h2>Advice</h2>\n");
         for a in advice {

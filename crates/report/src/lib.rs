@@ -14,6 +14,7 @@ pub mod load;
 pub mod markdown;
 pub mod publish;
 pub mod search;
+pub mod shards;
 pub mod streams;
 pub mod summary;
 pub mod svg;

@@ -54,6 +54,7 @@ pub fn render(
         out.push_str(&crate::streams::markdown(runs));
     }
     out.push_str(&crate::fairness::markdown(runs));
+    out.push_str(&crate::shards::markdown(runs));
     if runs.iter().any(|r| r.faults.total() > 0) {
         out.push_str("\n## Faults\n\n");
         out.push_str(&fault_table(runs));

@@ -80,6 +80,8 @@ fn run(point: usize, window: u32, replicate: u32, rate: f64, base_ns: u64) -> Ru
         connections: vec![],
         fairness: vec![],
         info: vec![],
+        shard: None,
+        shards: vec![],
     }
 }
 

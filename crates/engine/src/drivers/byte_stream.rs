@@ -15,7 +15,7 @@
 //! [`crate::harness`].
 use super::failure::{stop_message, Failure};
 use super::in_flight::{close_recording, fail_all_counted, record_response, InFlight};
-use super::launcher::{Budget, Counting, Launcher, Rules};
+use super::launcher::{connection_budget, Budget, Counting, Launcher, Rules};
 use crate::clock::{Clock, MonotonicClock};
 use crate::cpu::CpuSnapshot;
 use crate::error::EngineError;
@@ -170,13 +170,15 @@ pub fn drive<W: Wire, T: Transport>(
         timeline,
         stop: RunStop::new(&ctx.stop),
     };
-    let mut collector = timeline.collector(&plan.scenario.run, shared.shares.len(), client.threads);
-    let loops: Vec<ThreadLoop<W, T>> = (0..client.threads)
+    let threads = client.local_threads();
+    let mut collector = timeline.collector(&plan.scenario.run, shared.shares.len(), threads);
+    let loops: Vec<ThreadLoop<W, T>> = (0..threads)
         .map(|t| {
             let mut faults = Faults::default();
-            let conns = (0..client.connections)
-                .map(|c| {
-                    let index = t * client.connections + c;
+            let mine = client.thread_connections(t);
+            let conns = mine
+                .clone()
+                .map(|index| {
                     let mut stream = streams.next().expect("one stream per connection");
                     count_handshake(&mut stream, &mut faults);
                     Conn::new(stream, (plan.make_wire)(index), &shared, index)
@@ -186,10 +188,10 @@ pub fn drive<W: Wire, T: Transport>(
                 shared: &shared,
                 index: t,
                 conns,
-                rec: collector.connections_recorder(t * client.connections, client.connections),
+                rec: collector.connections_recorder(mine.start, mine.len()),
                 faults,
                 clock: MonotonicClock::new(client.spin_ns),
-                budget: Budget::share(plan.scenario.run.operations, client.threads, t),
+                budget: Budget::of_connections(plan.scenario.run.operations, client, mine),
                 due_ns: 0,
                 touched: Vec::with_capacity(1024),
             }
@@ -234,7 +236,7 @@ pub fn drive<W: Wire, T: Transport>(
 fn connect_all<T: Transport>(
     plan: &Plan<'_, impl Sized, T::Connector>,
 ) -> Result<Vec<T>, EngineError> {
-    (0..plan.client.total_connections())
+    (0..plan.client.local_connections())
         .map(|_| {
             T::connect(&plan.connector, plan.address, CONNECT_TIMEOUT).map_err(|source| {
                 if source.kind() == io::ErrorKind::InvalidData {
@@ -294,7 +296,11 @@ impl<W: Wire, T: Transport> Conn<W, T> {
                 shared.scenario.pacing,
                 shared.scenario.run.seed,
                 shared.timeline.t0_ns,
-                (index, shared.client.total_connections()),
+                (
+                    shared.client.global_index(index),
+                    shared.client.total_connections(),
+                ),
+                connection_budget(shared.scenario.run.operations, shared.client, index),
             ),
             reconnect_at: 0,
             reopen: false,
@@ -331,6 +337,11 @@ enum Phase {
 }
 
 impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
+    /// The local index of this thread's first connection.
+    fn first_connection(&self) -> usize {
+        self.shared.client.thread_connections(self.index).start
+    }
+
     fn run(mut self, done: Sender<()>) -> ThreadResult {
         let pin = self.shared.client.pin.get(self.index).copied();
         if let Err(e) = worker::prepare("client", pin, true) {
@@ -749,7 +760,7 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
         if self.shared.client.on_error == OnError::Stop {
             self.shared.stop.stop_because(stop_message(
                 &what,
-                self.index * self.shared.client.connections + i,
+                self.shared.client.global_index(self.first_connection() + i),
                 &self.shared.address.to_string(),
                 now,
                 self.shared.timeline.measure_start_ns,

@@ -47,7 +47,7 @@ pub struct Rules<'a> {
 }
 
 /// The measured span's budget of one driver thread (`run.operations`).
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct Budget {
     /// Most measured attempts.
     pub limit: u64,
@@ -56,19 +56,67 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// Thread `t`'s share of `ops` over `threads` threads (no limit without `ops`).
-    pub fn share(ops: Option<u64>, threads: usize, t: usize) -> Budget {
-        let limit = match ops {
-            None => u64::MAX,
-            Some(n) => n / threads as u64 + u64::from((t as u64) < n % threads as u64),
-        };
-        Budget { limit, used: 0 }
+    /// A budget of `limit` measured attempts (`None`: no limit).
+    pub fn new(limit: Option<u64>) -> Budget {
+        Budget {
+            limit: limit.unwrap_or(u64::MAX),
+            used: 0,
+        }
     }
 
+    /// The budget of a driver thread owning the local connections `local`: the sum of their
+    /// shares of `ops` (see [`msgbench_model::shard`]: each connection's share follows its
+    /// run-wide index, so a shard's budgets add up to exactly its slice of the run's).
+    pub fn of_connections(
+        ops: Option<u64>,
+        client: &ClientConfig,
+        local: std::ops::Range<usize>,
+    ) -> Budget {
+        Budget::new(ops.map(|_| {
+            local
+                .map(|l| connection_budget(ops, client, l).unwrap_or(0))
+                .sum()
+        }))
+    }
     /// The budget is spent.
     #[inline]
     pub fn spent(&self) -> bool {
         self.used >= self.limit
+    }
+}
+
+/// Local connection `local`'s share of the run's operation budget `ops`.
+pub fn connection_budget(ops: Option<u64>, client: &ClientConfig, local: usize) -> Option<u64> {
+    msgbench_model::shard::budget_of(ops, client.total_connections(), client.global_index(local))
+}
+
+/// A connection's own budget in front of its thread's tally: the thread's is the sum of its
+/// connections', so either being spent stops the connection.
+struct Budgeted<'a, T> {
+    budget: &'a mut Budget,
+    inner: &'a mut T,
+}
+
+impl<T: Tally> Tally for Budgeted<'_, T> {
+    #[inline]
+    fn spent(&self) -> bool {
+        self.budget.spent() || self.inner.spent()
+    }
+    #[inline]
+    fn attempted(&mut self) {
+        self.budget.used += 1;
+        self.inner.attempted();
+    }
+    #[inline]
+    fn skipped(&mut self) {
+        self.inner.skipped();
+    }
+    #[inline]
+    fn sent(&mut self, scheduled_ns: u64, actual_ns: u64) {
+        self.inner.sent(scheduled_ns, actual_ns);
+    }
+    fn never_sent(&mut self, intended_ns: u64, now_ns: u64) {
+        self.inner.never_sent(intended_ns, now_ns);
     }
 }
 
@@ -212,15 +260,25 @@ pub struct Launcher {
     pub pacer: Pacer,
     rng: SmallRng,
     adapt: Adapt,
+    /// This connection's share of the run's operation budget.
+    budget: Budget,
     /// No more sends: the schedule passed the span's end.
     pub done: bool,
 }
 
 impl Launcher {
-    /// The launcher of connection `index` of `total` on a schedule from `t0_ns`: rate pacing
-    /// gives each connection an equal share of the rate, offset so that their union stays even.
-    /// `seed` is the run's (`run.seed`).
-    pub fn new(pacing: Pacing, seed: u64, t0_ns: u64, (index, total): (usize, usize)) -> Launcher {
+    /// The launcher of connection `index` of `total` (run-wide: a shard's connections keep
+    /// their index in the whole run) on a schedule from `t0_ns`: rate pacing gives each
+    /// connection an equal share of the rate, offset so that their union stays even; Poisson
+    /// arrivals draw from a stream seeded by the index. `seed` is the run's (`run.seed`);
+    /// `budget` is the connection's share of `run.operations`.
+    pub fn new(
+        pacing: Pacing,
+        seed: u64,
+        t0_ns: u64,
+        (index, total): (usize, usize),
+        budget: Option<u64>,
+    ) -> Launcher {
         let (pacing, offset) = match pacing {
             Pacing::Rate { per_sec, arrivals } => (
                 Pacing::Rate {
@@ -236,6 +294,7 @@ impl Launcher {
             pacer: Pacer::new(pacing, t0_ns + offset, seed),
             rng: SmallRng::seed_from_u64(seed.wrapping_add(1)),
             adapt: Adapt::new(t0_ns),
+            budget: Budget::new(budget),
             done: false,
         }
     }
@@ -276,11 +335,19 @@ impl Launcher {
         if self.done {
             return;
         }
+        let mut budget = self.budget;
+        let mut tally = Budgeted {
+            budget: &mut budget,
+            inner: tally,
+        };
         if self.pacer.upcoming_ns().is_none() {
-            self.send_unpaced(in_flight, connected, now, rules, tally, &mut send);
+            self.send_unpaced(in_flight, connected, now, rules, &mut tally, &mut send);
         } else {
-            self.send_paced(in_flight, connected, now, rules, clock, tally, &mut send);
+            self.send_paced(
+                in_flight, connected, now, rules, clock, &mut tally, &mut send,
+            );
         }
+        self.budget = budget;
     }
 
     /// Unpaced: keep the window full (`block`, `adapt`: a closed loop), or attempt a batch of
@@ -487,6 +554,7 @@ mod tests {
             pin: Vec::new(),
             turn_batch: 1,
             spin_ns: 0,
+            shard: msgbench_model::shard::Shard::WHOLE,
         }
     }
 
@@ -507,7 +575,7 @@ mod tests {
     impl Conn {
         fn new(pacing: Pacing, window: usize) -> Conn {
             Conn {
-                launcher: Launcher::new(pacing, 1, 0, (0, 1)),
+                launcher: Launcher::new(pacing, 1, 0, (0, 1), None),
                 in_flight: InFlight::new(window),
                 sent: Vec::new(),
             }
@@ -714,6 +782,68 @@ mod tests {
             1000,
             "every slot of the second was sent once: `skip` holds no backlog to give up"
         );
+    }
+
+    /// The intended send times of every connection `client` opens (all of the run's, or its
+    /// shard's), each launched with room for all, over a 1 s schedule with budget `ops`.
+    fn intended_times(pacing: Pacing, client: &ClientConfig, ops: Option<u64>) -> Vec<u64> {
+        let clock = ManualClock::starting_at(0);
+        clock.advance(2_000_000_000);
+        let rules = Rules {
+            client,
+            shares: &[1.0],
+            measure_start_ns: 0,
+            end_ns: 1_000_000_000,
+        };
+        let mut times = Vec::new();
+        for local in 0..client.local_connections() {
+            let index = (client.global_index(local), client.total_connections());
+            let budget = connection_budget(ops, client, local);
+            let mut launcher = Launcher::new(pacing, 7, 0, index, budget);
+            let mut in_flight = InFlight::new(4096);
+            let mut t = Counted::default();
+            let now = (clock.now_ns(), &clock);
+            launcher.send_due(&mut in_flight, true, &rules, now, &mut t, |_| {});
+            times.extend(t.sent.iter().map(|s| s.0));
+        }
+        times.sort_unstable();
+        times
+    }
+
+    #[test]
+    fn the_shards_schedules_together_are_the_unsharded_schedule() {
+        let rate = |arrivals| Pacing::Rate {
+            per_sec: 3000.0,
+            arrivals,
+        };
+        let interval = Pacing::Interval {
+            every_ns: 10_000_000,
+            batch: 3,
+        };
+        let mut whole = client(WhenFull::Skip, 4096);
+        (whole.threads, whole.connections) = (2, 5);
+        for pacing in [rate(Arrivals::Uniform), rate(Arrivals::Poisson), interval] {
+            for ops in [None, Some(1001)] {
+                let unsharded = intended_times(pacing, &whole, ops);
+                assert!(unsharded.len() > 1000, "{pacing:?}: {}", unsharded.len());
+                if ops.is_some() {
+                    assert_eq!(unsharded.len(), 1001, "{pacing:?}: the budget is exact");
+                }
+                for count in [2, 3, 4, 10] {
+                    let mut union = Vec::new();
+                    for index in 0..count {
+                        let mut shard = whole.clone();
+                        shard.shard = msgbench_model::shard::Shard { index, count };
+                        union.extend(intended_times(pacing, &shard, ops));
+                    }
+                    union.sort_unstable();
+                    assert_eq!(
+                        union, unsharded,
+                        "{pacing:?} ops {ops:?} over {count} shards"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! [`crate::harness`].
 use super::failure::{stop_message, Failure};
 use super::in_flight::{close_recording, fail_all_counted, record_response, InFlight};
-use super::launcher::{Budget, Counting, Launcher, Rules};
+use super::launcher::{connection_budget, Budget, Counting, Launcher, Rules};
 use super::ws_socket::{self as socket, Down, Event, Request, RESET};
 use crate::clock::{Clock, MonotonicClock};
 use crate::cpu::{CpuSnapshot, ThreadCpuClock};
@@ -69,7 +69,8 @@ pub fn drive(
     let (recording, gathered, timeline, sut_cpu_s) = std::thread::scope(|s| {
         let mut starts = Vec::new();
         let mut handles = Vec::new();
-        for t in 0..client.threads {
+        let threads = client.local_threads();
+        for t in 0..threads {
             let (start_tx, start_rx) = channel::<Start>();
             starts.push(start_tx);
             let (shared, ready, done) = (&shared, ready_tx.clone(), done_tx.clone());
@@ -81,7 +82,7 @@ pub fn drive(
             );
         }
         drop((ready_tx, done_tx));
-        if let Err(e) = all_ready(&ready_rx, client.threads) {
+        if let Err(e) = all_ready(&ready_rx, threads) {
             drop(starts); // every caller sees a closed channel and stops
             for h in handles {
                 let _ = h.join();
@@ -89,14 +90,14 @@ pub fn drive(
             return Err(e);
         }
         let timeline = Timeline::from_now(&scenario.run);
-        let mut collector = timeline.collector(&scenario.run, shared.shares.len(), client.threads);
+        let mut collector = timeline.collector(&scenario.run, shared.shares.len(), threads);
         for (t, tx) in starts.iter().enumerate() {
-            let first = t * client.connections;
-            let rec = collector.connections_recorder(first, client.connections);
+            let mine = client.thread_connections(t);
+            let rec = collector.connections_recorder(mine.start, mine.len());
             let _ = tx.send((timeline, rec));
         }
         let collecting = collector.start(ctx.live.clone());
-        let sut_cpu_s = SpanCpu::new(sut_cpu_ns).over_workers(&timeline, &done_rx, client.threads);
+        let sut_cpu_s = SpanCpu::new(sut_cpu_ns).over_workers(&timeline, &done_rx, threads);
         let gathered = gather(
             handles
                 .into_iter()
@@ -154,7 +155,8 @@ impl SocketThread {
     ) -> SocketThread {
         let client = shared.client;
         // Room for every request in flight, plus a reset and two state changes per connection.
-        let capacity = (client.window + 3) * client.connections + 16;
+        let connections = client.thread_connections(t).len();
+        let capacity = (client.window + 3) * connections + 16;
         let (req_tx, req_rx) = crate::ring::channel::<Request>(capacity);
         let (ev_tx, ev_rx) = crate::ring::channel::<Event>(capacity);
         let notify = Arc::new(tokio::sync::Notify::new());
@@ -162,7 +164,7 @@ impl SocketThread {
         let cpu = Arc::new(OnceLock::new());
         let plan = socket::Plan {
             url: shared.url.to_string(),
-            connections: client.connections,
+            connections,
             pin: shared.ws_rpc.socket_pin.get(t).copied(),
             prefixes: shared
                 .ws_rpc
@@ -246,14 +248,16 @@ fn caller(
     let me = Caller {
         shared,
         index: t,
-        conns: (0..client.connections)
-            .map(|c| Conn {
+        conns: client
+            .thread_connections(t)
+            .map(|local| Conn {
                 in_flight: InFlight::new(client.window),
                 launcher: Launcher::new(
                     shared.scenario.pacing,
                     shared.scenario.run.seed,
                     timeline.t0_ns,
-                    (t * client.connections + c, client.total_connections()),
+                    (client.global_index(local), client.total_connections()),
+                    connection_budget(shared.scenario.run.operations, client, local),
                 ),
                 up: true,
             })
@@ -268,7 +272,11 @@ fn caller(
         rec,
         faults: Faults::default(),
         clock: MonotonicClock::new(client.spin_ns),
-        budget: Budget::share(shared.scenario.run.operations, client.threads, t),
+        budget: Budget::of_connections(
+            shared.scenario.run.operations,
+            client,
+            client.thread_connections(t),
+        ),
         requests,
         events,
         notify: notify.clone(),
@@ -513,7 +521,9 @@ impl Caller<'_> {
         if self.shared.client.on_error == OnError::Stop {
             self.shared.stop.stop_because(stop_message(
                 &what,
-                self.index * self.shared.client.connections + i,
+                self.shared
+                    .client
+                    .global_index(self.shared.client.thread_connections(self.index).start + i),
                 self.shared.url,
                 now,
                 self.rules.measure_start_ns,

@@ -27,9 +27,15 @@ pub struct Timeline {
 }
 
 impl Timeline {
-    /// A timeline starting [`START_LEAD_NS`] from now.
+    /// A timeline starting [`START_LEAD_NS`] from now, or at `run.start_unix_ns` (a sharded
+    /// run's agreed start) when that is later: the wall-clock instant becomes a clock instant
+    /// once, here, and the schedule then runs on the monotonic clock like any other.
     pub fn from_now(run: &RunSettings) -> Timeline {
-        Timeline::starting_at(crate::clock::now_ns() + START_LEAD_NS, run)
+        let now = crate::clock::now_ns();
+        let ahead = run
+            .start_unix_ns
+            .map_or(0, |at| at.saturating_sub(crate::clock::unix_ns()));
+        Timeline::starting_at(now + ahead.max(START_LEAD_NS), run)
     }
 
     /// A timeline whose schedule starts at `t0_ns`.
@@ -79,6 +85,7 @@ mod tests {
             drain_timeout: Duration::from_millis(50),
             emit_latencies: None,
             seed: 1,
+            start_unix_ns: None,
         }
     }
 

@@ -1,0 +1,365 @@
+//! A run past one machine, simulated on loopback: four `run --shard I/4` processes with one
+//! `--start-at` against one `serve rpc`, their results collected from "pod logs" by
+//! `kube collect` (a kubectl double) and merged; the merge checked against the shards' raw
+//! latencies and counters, and against one process offering the whole schedule. Then every
+//! bad input of `--shard`, `--start-at`, `merge` and `kube`.
+use msgbench_model::result::RunResult;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn msgbench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_msgbench"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// The one run of a result directory.
+fn run_of(dir: &Path) -> RunResult {
+    let json = std::fs::read_dir(dir.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
+}
+
+/// The result directory `run --out OUT` wrote.
+fn result_dir(out: &Path) -> PathBuf {
+    std::fs::canonicalize(out.join("sharded").join("latest")).unwrap()
+}
+
+/// Every raw latency of a directory's run, sorted.
+fn raw_latencies(dir: &Path) -> Vec<u64> {
+    let text = std::fs::read_to_string(dir.join("runs/000.latencies.csv")).unwrap();
+    let mut v: Vec<u64> = text.lines().skip(1).map(|l| l.parse().unwrap()).collect();
+    v.sort_unstable();
+    v
+}
+
+/// Starts `serve rpc` on a free port; its process and address.
+fn serve_rpc() -> (std::process::Child, String) {
+    let mut server = Command::new(env!("CARGO_BIN_EXE_msgbench"))
+        .args(["serve", "rpc", "--listen", "127.0.0.1:0", "--threads", "2"])
+        .args(["--for", "60s"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let address = line.trim().rsplit(' ').next().unwrap().to_string();
+    assert!(line.contains("listening on 127.0.0.1:"), "{line}");
+    (server, address)
+}
+
+const SCENARIO: &str = r#"
+name = "sharded"
+system = "rpc"
+[run]
+duration = "2s"
+warmup = "200ms"
+emit_latencies = 1000000
+[pacing]
+mode = "rate"
+per_sec = 6000
+arrivals = "poisson"
+[client]
+threads = 2
+connections = 4
+window = 64
+[rpc.ops.call]
+service = "20us"
+"#;
+
+#[test]
+fn four_shards_merge_exactly_into_what_one_process_offers() {
+    let (mut server, address) = serve_rpc();
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("sharded.toml");
+    std::fs::write(
+        &scenario,
+        format!("{SCENARIO}[rpc]\naddress = \"{address}\"\n"),
+    )
+    .unwrap();
+    let scenario = scenario.to_str().unwrap();
+
+    // Four shards, one agreed start, each printing its result archive as a pod would.
+    let start = (now_ms() + 3_000).to_string();
+    let shards: Vec<_> = (0..4)
+        .map(|i| {
+            let out = tmp.path().join(format!("out{i}"));
+            let child = Command::new(env!("CARGO_BIN_EXE_msgbench"))
+                .args(["run", scenario, "--shard", &format!("{i}/4")])
+                .args(["--start-at", &start, "--quiet", "--archive-to-stdout"])
+                .arg("--out")
+                .arg(&out)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (out, child)
+        })
+        .collect();
+    let mut dirs = Vec::new();
+    for (i, (out, child)) in shards.into_iter().enumerate() {
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "shard {i}: {}", stderr(&o));
+        std::fs::write(tmp.path().join(format!("pod-{i}.log")), &o.stdout).unwrap();
+        dirs.push(result_dir(&out));
+    }
+    let parts: Vec<RunResult> = dirs.iter().map(|d| run_of(d)).collect();
+    for (i, r) in parts.iter().enumerate() {
+        let s = r.shard.as_ref().expect("a shard says which it is");
+        assert_eq!(
+            (s.index, s.count, s.connections, s.total_connections),
+            (i as u32, 4, 2, 8)
+        );
+        assert_eq!(s.planned_start_unix_ms, Some(start.parse().unwrap()));
+        assert!(
+            s.start_late_ms < 1000,
+            "shard {i} started {} ms late",
+            s.start_late_ms
+        );
+        assert!(r.warnings.is_empty(), "shard {i}: {:?}", r.warnings);
+    }
+
+    // `kube collect` reads the archives from the pods' logs (a kubectl double prints them).
+    let kubectl = tmp.path().join("kubectl");
+    std::fs::write(
+        &kubectl,
+        format!(
+            "#!/bin/sh\n# -n NS get pods ... | -n NS logs POD\ncase \"$3\" in\n  get) printf 'sharded-0-a\\nsharded-1-b\\nsharded-2-c\\nsharded-3-d\\n' ;;\n  logs) cat \"{}/pod-$(echo \"$4\" | cut -d- -f2).log\" ;;\nesac\n",
+            tmp.path().display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod")
+        .arg("755")
+        .arg(&kubectl)
+        .status()
+        .unwrap();
+    let collected = tmp.path().join("collected");
+    let o = msgbench(&[
+        "kube",
+        "collect",
+        "msgbench-sharded",
+        "--kubectl",
+        kubectl.to_str().unwrap(),
+        "--out",
+        collected.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let collected_dirs: Vec<String> = (0..4)
+        .map(|i| collected.join(format!("shard-{i}")).display().to_string())
+        .collect();
+
+    // The merge: counters summed, every percentile the raw latencies' own.
+    let merged_dir = tmp.path().join("merged");
+    let mut args = vec!["merge"];
+    args.extend(collected_dirs.iter().map(String::as_str));
+    args.extend(["--out", merged_dir.to_str().unwrap()]);
+    let o = msgbench(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let merged = run_of(&merged_dir);
+    let mut sum = msgbench_model::result::Counters::default();
+    for r in &parts {
+        sum += r.counters;
+    }
+    assert_eq!(merged.counters, sum);
+    merged.counters.check().unwrap();
+    // Poisson arrivals at 6000/s for 2 s: about 12 000, each connection's stream its own.
+    assert!(
+        (11_000..13_000).contains(&merged.counters.attempted),
+        "{:?}",
+        merged.counters
+    );
+    assert_eq!(
+        merged.counters.delivered, merged.counters.attempted,
+        "{:?}",
+        merged.counters
+    );
+    assert_eq!(merged.shards.len(), 4);
+    let raw = raw_latencies(&merged_dir);
+    assert_eq!(raw.len() as u64, merged.counters.delivered);
+    let mut from_shards: Vec<u64> = dirs.iter().flat_map(|d| raw_latencies(d)).collect();
+    from_shards.sort_unstable();
+    assert_eq!(raw, from_shards, "the merged raw latencies are the shards'");
+    let l = &merged.latency;
+    for (q, got) in [
+        (0.5, l.p50_ns),
+        (0.9, l.p90_ns),
+        (0.99, l.p99_ns),
+        (0.999, l.p999_ns),
+        (1.0, l.max_ns),
+    ] {
+        // Nearest rank, as HdrHistogram counts; its buckets are exact to 1/2048 of the value.
+        let rank = ((q * raw.len() as f64).ceil() as usize).clamp(1, raw.len());
+        let exact = raw[rank - 1];
+        let error = got.abs_diff(exact) as f64 / exact as f64;
+        assert!(error <= 1.0 / 1024.0, "p{q}: merged {got} vs raw {exact}");
+    }
+    let secs: u64 = merged.intervals.iter().map(|i| i.delivered).sum();
+    assert_eq!(secs, merged.counters.delivered, "{:?}", merged.intervals);
+    let report = std::fs::read_to_string(merged_dir.join("report.md")).unwrap();
+    assert!(report.contains("## Shards"), "{report}");
+    assert!(report.matches("| 000 | ").count() >= 4, "{report}");
+
+    // One process offering the whole schedule: the same attempts, the same rate.
+    let whole = tmp.path().join("whole");
+    let o = msgbench(&["run", scenario, "--quiet", "--out", whole.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let one = run_of(&result_dir(&whole));
+    assert_eq!(
+        one.counters.attempted, merged.counters.attempted,
+        "the shards' Poisson streams are the whole run's, to the message"
+    );
+    let ratio = merged.delivered_per_sec() / one.delivered_per_sec();
+    assert!(
+        (0.95..1.05).contains(&ratio),
+        "sharded/whole delivered/s {ratio}"
+    );
+    let o = msgbench(&[
+        "compare",
+        result_dir(&whole).to_str().unwrap(),
+        merged_dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    refusals(tmp.path(), &dirs, scenario);
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+/// Each bad input of merge, --shard and --start-at: exit 2 and one message naming the fix.
+fn refusals(tmp: &Path, dirs: &[PathBuf], scenario: &str) {
+    let d: Vec<&str> = dirs.iter().map(|p| p.to_str().unwrap()).collect();
+    let out = |name: &str| tmp.join(name).display().to_string();
+    let foreign = tmp.join("foreign");
+    Command::new("cp")
+        .arg("-r")
+        .arg(&dirs[3])
+        .arg(&foreign)
+        .status()
+        .unwrap();
+    let toml = std::fs::read_to_string(foreign.join("experiment.toml")).unwrap();
+    std::fs::write(
+        foreign.join("experiment.toml"),
+        toml.replace("6000", "7000"),
+    )
+    .unwrap();
+    let foreign = foreign.display().to_string();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![d[0].into(), d[1].into(), d[2].into()],
+            "shard 3/4 missing",
+        ),
+        (
+            vec![
+                d[0].into(),
+                d[1].into(),
+                d[1].into(),
+                d[2].into(),
+                d[3].into(),
+            ],
+            "too",
+        ),
+        (
+            vec![d[0].into(), d[1].into(), d[2].into(), foreign],
+            "another experiment",
+        ),
+        (vec![tmp.display().to_string()], "no experiment.toml"),
+    ];
+    for (i, (dirs, says)) in cases.into_iter().enumerate() {
+        let mut args = vec!["merge".to_string()];
+        args.extend(dirs);
+        args.extend(["--out".into(), out(&format!("refused{i}"))]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = msgbench(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+        assert!(!tmp.join(format!("refused{i}")).exists(), "nothing written");
+    }
+    for (args, says) in [
+        (vec!["--shard", "4/4"], "does not exist"),
+        (vec!["--shard", "0/0"], "0 shards"),
+        (vec!["--shard", "8/9"], "would open none"),
+        (vec!["--start-at", "2020-01-01T00:00:00Z"], "in the past"),
+        (vec!["--start-at", "soon"], "RFC 3339"),
+    ] {
+        let never = out("never");
+        let mut all = vec!["run", scenario, "--out", &never];
+        all.extend(&args);
+        let o = msgbench(&all);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+    let o = msgbench(&["run", "--shard", "0/2", "--out", &out("never")]);
+    assert!(stderr(&o).contains("cannot be split"), "{}", stderr(&o));
+}
+
+#[test]
+fn kube_prints_an_indexed_job_and_refuses_what_it_cannot_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("s.toml");
+    std::fs::write(
+        &scenario,
+        format!("{SCENARIO}[rpc]\naddress = \"10.0.0.5:7000\"\n"),
+    )
+    .unwrap();
+    let s = scenario.to_str().unwrap();
+    let o = msgbench(&[
+        "kube",
+        s,
+        "--shards",
+        "4",
+        "--image",
+        "reg.example/msgbench:1",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let yaml = String::from_utf8(o.stdout).unwrap();
+    for needle in [
+        "kind: ConfigMap",
+        "completionMode: Indexed",
+        "completions: 4",
+        "parallelism: 4",
+        "\"k8s/4\"",
+        "podAntiAffinity",
+        "address = \"10.0.0.5:7000\"",
+        "image: reg.example/msgbench:1",
+    ] {
+        assert!(yaml.contains(needle), "{needle} not in\n{yaml}");
+    }
+    for (args, says) in [
+        (vec!["--shards", "0", "--image", "x"], "0 shards"),
+        (vec!["--shards", "9", "--image", "x"], "would open none"),
+        (
+            vec!["--shards", "2", "--image", "x", "--start-at", "1000"],
+            "in the past",
+        ),
+        (vec!["--shards", "2", "--image", "a b"], "image reference"),
+        (
+            vec!["--shards", "2", "--image", "x", "--memory", "lots"],
+            "quantity",
+        ),
+    ] {
+        let mut all = vec!["kube", s];
+        all.extend(&args);
+        let o = msgbench(&all);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+}

@@ -1,0 +1,524 @@
+//! `msgbench merge`: one result directory from the directories of a run's shards
+//! (`run --shard I/N`). Exact where HdrHistograms are: every histogram (whole run, per class,
+//! send lag, unanswered, each second's) is the sum of the shards', so a merged p99.99 is the one
+//! a single generator offering the whole schedule would have recorded, to the histogram's
+//! 0.1 %. Counters, faults and CPU are summed; seconds are aligned on the wall clock.
+//!
+//! Refused, before anything is written: a directory that is not a shard's result, shards of
+//! different experiments or format versions, a shard given twice, a shard or a run missing.
+use crate::recorder::IntervalLatency;
+use crate::store::{ResultStore, StoreError};
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use hdrhistogram::Histogram;
+use msgbench_model::histogram::{decode, encode, new_latency_histogram, Percentiles};
+use msgbench_model::result::{ClassResult, IntervalSample, RunResult, ThreadCpu};
+use msgbench_model::shard::ShardRow;
+use msgbench_model::warning::Warning;
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+
+/// Why the shards could not be merged.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    /// The shards given do not make one whole run; nothing was written.
+    #[error("{0}")]
+    Refused(String),
+    /// The merged directory could not be written.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// One shard's result directory, read.
+struct ShardDir {
+    dir: PathBuf,
+    /// `experiment.toml` without its first (comment) line, which names where it came from.
+    experiment: String,
+    environment: Vec<u8>,
+    /// Its runs by id.
+    runs: BTreeMap<String, RunResult>,
+    index: u32,
+    count: u32,
+}
+
+/// What `merge` wrote.
+#[derive(Debug)]
+pub struct Merged {
+    /// The merged directory.
+    pub dir: PathBuf,
+    /// The merged runs, in order.
+    pub results: Vec<RunResult>,
+    /// How many shards.
+    pub shards: u32,
+}
+
+/// Merges the shards' result directories `dirs` into the new directory `out`.
+pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
+    let shards = read_all(dirs)?;
+    let refuse = |m: String| Err(MergeError::Refused(m));
+    if out.exists() && std::fs::read_dir(out).is_ok_and(|mut d| d.next().is_some()) {
+        return refuse(format!(
+            "--out {}: exists and is not empty; give a new directory",
+            out.display()
+        ));
+    }
+    let first = &shards[0];
+    let axes = first
+        .runs
+        .values()
+        .next()
+        .map(|r| r.params.iter().map(|p| p.axis.clone()).collect())
+        .unwrap_or_default();
+    let header = format!(
+        "# Merged by msgbench {} from {} shards ({}).\n{}",
+        env!("CARGO_PKG_VERSION"),
+        shards.len(),
+        shards
+            .iter()
+            .map(|s| s.dir.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        first.experiment
+    );
+    let mut store = ResultStore::create_in(out, axes, header.as_bytes(), &first.environment)?;
+    let mut results = Vec::new();
+    for id in first.runs.keys() {
+        let parts: Vec<&RunResult> = shards.iter().map(|s| &s.runs[id]).collect();
+        let intervals = merged_hlog(&shards, id)?;
+        let result = merge_runs(&parts, &intervals).map_err(MergeError::Refused)?;
+        let raw: Vec<PathBuf> = shards
+            .iter()
+            .map(|s| s.dir.join(format!("runs/{id}.latencies.csv")))
+            .filter(|p| p.exists())
+            .collect();
+        if !raw.is_empty() {
+            store.write_file_with(&format!("runs/{id}.latencies.csv"), |w| {
+                concatenate_latencies(&raw, w)
+            })?;
+        }
+        store.write_run(&result, &intervals, &[])?;
+        results.push(result);
+    }
+    Ok(Merged {
+        dir: store.dir().to_path_buf(),
+        results,
+        shards: first.count,
+    })
+}
+
+/// Reads every directory and checks that together they are every shard of one run, once.
+fn read_all(dirs: &[PathBuf]) -> Result<Vec<ShardDir>, MergeError> {
+    let mut shards = dirs
+        .iter()
+        .map(|d| read_shard(d))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(MergeError::Refused)?;
+    shards.sort_by_key(|s| s.index);
+    let first = &shards[0];
+    for (k, s) in shards.iter().enumerate().skip(1) {
+        let why = if s.count != first.count {
+            Some(format!("is shard {}/{}", s.index, s.count))
+        } else if s.experiment != first.experiment {
+            Some("ran another experiment (its experiment.toml differs)".to_string())
+        } else if shards[k - 1].index == s.index {
+            Some(format!(
+                "is shard {}/{} too ({} is the same shard)",
+                s.index,
+                s.count,
+                shards[k - 1].dir.display()
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(MergeError::Refused(format!(
+                "{} {why}, but {} is shard {}/{}: give the directories of the shards of one run, \
+                 each once",
+                s.dir.display(),
+                first.dir.display(),
+                first.index,
+                first.count
+            )));
+        }
+    }
+    let missing: Vec<String> = (0..first.count)
+        .filter(|i| !shards.iter().any(|s| s.index == *i))
+        .map(|i| format!("{i}/{}", first.count))
+        .collect();
+    if !missing.is_empty() {
+        return Err(MergeError::Refused(format!(
+            "shard {} missing: the {} directories given are shards {}; a merge needs every \
+             shard's result directory",
+            missing.join(", "),
+            shards.len(),
+            shards
+                .iter()
+                .map(|s| format!("{}/{}", s.index, s.count))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    for s in &shards {
+        for id in first.runs.keys().chain(s.runs.keys()) {
+            for o in [first, s] {
+                if !o.runs.contains_key(id) {
+                    return Err(MergeError::Refused(format!(
+                        "run {id} is missing from shard {}/{} ({}): that shard stopped before \
+                         it; finish it (`msgbench run --resume {} --shard {}/{}`) or merge \
+                         shards that all finished",
+                        o.index,
+                        o.count,
+                        o.dir.display(),
+                        o.dir.display(),
+                        o.index,
+                        o.count
+                    )));
+                }
+            }
+        }
+    }
+    Ok(shards)
+}
+
+/// Reads one shard's directory.
+fn read_shard(dir: &Path) -> Result<ShardDir, String> {
+    let dir = std::fs::canonicalize(dir)
+        .map_err(|e| format!("{}: {e}; give a shard's result directory", dir.display()))?;
+    let not_ours = |what: &str| {
+        format!(
+            "{}: {what}; give the result directory `msgbench run --shard I/N` wrote (it holds \
+             experiment.toml and runs/)",
+            dir.display()
+        )
+    };
+    let experiment = std::fs::read_to_string(dir.join("experiment.toml"))
+        .map_err(|_| not_ours("no experiment.toml"))?;
+    let experiment = experiment
+        .split_once('\n')
+        .map_or(String::new(), |(_, rest)| rest.to_string());
+    let environment = std::fs::read(dir.join("environment.json")).unwrap_or_default();
+    let mut runs = BTreeMap::new();
+    let entries = std::fs::read_dir(dir.join("runs")).map_err(|_| not_ours("no runs/"))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let r: RunResult = serde_json::from_str(&text).map_err(|e| {
+            format!(
+                "{}: not a result of this msgbench ({e}); merge shards written by the same version",
+                path.display()
+            )
+        })?;
+        if r.schema_version != msgbench_model::result::SCHEMA_VERSION {
+            return Err(format!(
+                "{}: result format {} (this msgbench writes {}); run every shard with the same \
+                 msgbench",
+                path.display(),
+                r.schema_version,
+                msgbench_model::result::SCHEMA_VERSION
+            ));
+        }
+        runs.insert(r.run_id.clone(), r);
+    }
+    let identities: Vec<(u32, u32)> = runs
+        .values()
+        .map(|r| r.shard.as_ref().map_or((0, 0), |s| (s.index, s.count)))
+        .collect();
+    let Some(&(index, count)) = identities.first() else {
+        return Err(not_ours("no finished run in runs/"));
+    };
+    if count == 0 {
+        return Err(not_ours("its runs were not run as shards (no --shard)"));
+    }
+    if identities.iter().any(|&i| i != (index, count)) {
+        return Err(not_ours("its runs are of different shards"));
+    }
+    Ok(ShardDir {
+        dir,
+        experiment,
+        environment,
+        runs,
+        index,
+        count,
+    })
+}
+
+/// One run's shards as one run.
+pub fn merge_runs(
+    parts: &[&RunResult],
+    intervals: &[IntervalLatency],
+) -> Result<RunResult, String> {
+    let first = parts[0];
+    let start_ms = parts.iter().map(|r| r.started_unix_ms).min().unwrap_or(0);
+    let end_ms = parts
+        .iter()
+        .map(|r| r.started_unix_ms as f64 + r.duration_s * 1e3)
+        .fold(0.0, f64::max);
+    let mut m = RunResult {
+        started_unix_ms: start_ms,
+        duration_s: (end_ms - start_ms as f64).max(0.0) / 1e3,
+        shard: None,
+        shards: parts.iter().map(|r| shard_row(r)).collect(),
+        counters: Default::default(),
+        sequence: Default::default(),
+        faults: Default::default(),
+        streams: Vec::new(),
+        connections: Vec::new(),
+        warnings: Vec::new(),
+        info: Vec::new(),
+        ..first.clone()
+    };
+    m.target_per_sec = parts.iter().map(|r| r.target_per_sec).sum();
+    m.interrupted = parts.iter().any(|r| r.interrupted);
+    for r in parts {
+        m.counters += r.counters;
+        m.sequence += r.sequence;
+        m.faults += r.faults.clone();
+        m.streams.extend(r.streams.iter().cloned());
+        m.connections.extend(r.connections.iter().cloned());
+        for line in &r.info {
+            if !m.info.contains(line) {
+                m.info.push(line.clone());
+            }
+        }
+    }
+    m.counters.check().map_err(|e| {
+        format!(
+            "run {}: the shards' counters do not add up: {e}",
+            first.run_id
+        )
+    })?;
+    m.connections.sort_by_key(|c| c.index);
+    let sum = |pick: fn(&RunResult) -> &String| add_all(parts.iter().map(|r| pick(r)));
+    let latency = sum(|r| &r.histograms.latency)?;
+    let service = sum(|r| &r.histograms.service)?;
+    let send_lag = sum(|r| &r.histograms.send_lag)?;
+    let unanswered = sum(|r| &r.histograms.unanswered)?;
+    (m.latency, m.service) = (Percentiles::of(&latency), Percentiles::of(&service));
+    (m.send_lag, m.unanswered) = (Percentiles::of(&send_lag), Percentiles::of(&unanswered));
+    m.histograms.latency = encode(&latency);
+    m.histograms.service = encode(&service);
+    m.histograms.send_lag = encode(&send_lag);
+    m.histograms.unanswered = encode(&unanswered);
+    m.classes = merged_classes(parts)?;
+    merge_cpu(&mut m, parts);
+    m.intervals = merged_intervals(parts, intervals);
+    m.fairness = msgbench_model::fairness::of_run(&m);
+    m.info.push(format!(
+        "merged from {} shards on {}",
+        parts.len(),
+        hosts(parts)
+    ));
+    for r in parts {
+        let id = r
+            .shard
+            .as_ref()
+            .map_or(String::new(), |s| format!("{}/{}", s.index, s.count));
+        for w in &r.warnings {
+            m.warnings.push(Warning::Note(format!("shard {id}: {w}")));
+        }
+    }
+    m.warnings.extend(msgbench_model::verdict::warnings(&m));
+    Ok(m)
+}
+
+/// The hosts the shards ran on, once each.
+fn hosts(parts: &[&RunResult]) -> String {
+    let mut hosts: Vec<&str> = parts
+        .iter()
+        .filter_map(|r| r.shard.as_ref().map(|s| s.host.as_str()))
+        .collect();
+    hosts.dedup();
+    hosts.sort_unstable();
+    hosts.dedup();
+    hosts.join(", ")
+}
+
+/// A shard's row in the merged run.
+fn shard_row(r: &RunResult) -> ShardRow {
+    ShardRow {
+        shard: r.shard.clone().unwrap_or_default(),
+        counters: r.counters,
+        duration_s: r.duration_s,
+        latency: r.latency.clone(),
+        send_lag: r.send_lag.clone(),
+        driver_cpu_s: r.cpu.driver_cpu_s,
+        started_unix_ms: r.started_unix_ms,
+        warnings: r.warnings.iter().map(|w| w.to_string()).collect(),
+    }
+}
+
+/// The sum of encoded histograms.
+fn add_all<'a>(encoded: impl Iterator<Item = &'a String>) -> Result<Histogram<u64>, String> {
+    let mut all = new_latency_histogram();
+    for text in encoded {
+        if text.is_empty() {
+            continue;
+        }
+        all.add(decode(text)?)
+            .map_err(|e| format!("histograms do not add: {e:?}"))?;
+    }
+    Ok(all)
+}
+
+/// Each class's histograms added over the shards.
+fn merged_classes(parts: &[&RunResult]) -> Result<Vec<ClassResult>, String> {
+    let first = parts[0];
+    if parts.iter().any(|r| r.classes.len() != first.classes.len()) {
+        return Err(format!(
+            "run {}: the shards have different operation classes",
+            first.run_id
+        ));
+    }
+    (0..first.classes.len())
+        .map(|i| {
+            let latency = add_all(parts.iter().map(|r| &r.classes[i].latency_histogram))?;
+            Ok(ClassResult {
+                name: first.classes[i].name.clone(),
+                latency: Percentiles::of(&latency),
+                // A class's service time is not kept as a histogram; the shards' largest
+                // figures are the merged run's bounds, so keep the busiest shard's.
+                service: parts
+                    .iter()
+                    .map(|r| r.classes[i].service.clone())
+                    .max_by_key(|s| s.count)
+                    .unwrap_or_default(),
+                latency_histogram: encode(&latency),
+            })
+        })
+        .collect()
+}
+
+/// Process CPU summed, threads listed per shard.
+fn merge_cpu(m: &mut RunResult, parts: &[&RunResult]) {
+    let mut process = msgbench_model::result::CpuTimes::default();
+    let mut threads = Vec::new();
+    for r in parts {
+        let p = r.cpu.process;
+        process.user_s += p.user_s;
+        process.sys_s += p.sys_s;
+        process.ctx_switches_voluntary += p.ctx_switches_voluntary;
+        process.ctx_switches_involuntary += p.ctx_switches_involuntary;
+        process.migrations = match (process.migrations, p.migrations) {
+            (Some(a), Some(b)) => Some(a + b),
+            (None, b) if threads.is_empty() => b,
+            _ => None,
+        };
+        let id = r.shard.as_ref().map_or(0, |s| s.index);
+        threads.extend(r.cpu.threads.iter().map(|t| ThreadCpu {
+            role: format!("shard {id} {}", t.role),
+            ..t.clone()
+        }));
+    }
+    m.cpu.process = process;
+    m.cpu.threads = threads;
+    m.cpu.driver_cpu_s = parts.iter().map(|r| r.cpu.driver_cpu_s).sum();
+    m.cpu.sut_cpu_s = parts.iter().map(|r| r.cpu.sut_cpu_s).sum::<Option<f64>>();
+    m.cpu.delivered_per_cpu_s = if m.cpu.driver_cpu_s > 0.0 {
+        m.counters.delivered as f64 / m.cpu.driver_cpu_s
+    } else {
+        0.0
+    };
+}
+
+/// The second of the merged run (from its earliest shard's start) that a shard's interval
+/// starting `start_s` into its own span falls in: nearest whole second, on the wall clock.
+fn second_of(r: &RunResult, start_ms: u64, start_s: f64) -> usize {
+    let offset_ms = r.started_unix_ms.saturating_sub(start_ms) as f64;
+    ((offset_ms / 1e3 + start_s).round().max(0.0)) as usize
+}
+
+/// Each second's histogram: the shards' hlog intervals of that second added.
+fn merged_hlog(shards: &[ShardDir], id: &str) -> Result<Vec<IntervalLatency>, MergeError> {
+    let parts: Vec<&RunResult> = shards.iter().map(|s| &s.runs[id]).collect();
+    let start_ms = parts.iter().map(|r| r.started_unix_ms).min().unwrap_or(0);
+    let mut seconds: BTreeMap<usize, (f64, Histogram<u64>)> = BTreeMap::new();
+    for (s, r) in shards.iter().zip(&parts) {
+        let path = s.dir.join(format!("runs/{id}.hlog"));
+        let bytes = std::fs::read(&path).map_err(|e| {
+            MergeError::Refused(format!(
+                "{}: {e}; the shard's directory is incomplete",
+                path.display()
+            ))
+        })?;
+        for entry in IntervalLogIterator::new(&bytes) {
+            let Ok(LogEntry::Interval(i)) = entry else {
+                continue;
+            };
+            let h = decode(i.encoded_histogram())
+                .map_err(|e| MergeError::Refused(format!("{}: {e}", path.display())))?;
+            let second = second_of(r, start_ms, i.start_timestamp().as_secs_f64());
+            let slot = seconds
+                .entry(second)
+                .or_insert_with(|| (0.0, new_latency_histogram()));
+            slot.0 = slot.0.max(i.duration().as_secs_f64());
+            slot.1
+                .add(h)
+                .map_err(|e| MergeError::Refused(format!("{}: {e:?}", path.display())))?;
+        }
+    }
+    Ok(seconds
+        .into_iter()
+        .map(|(second, (length_s, h))| IntervalLatency {
+            start_s: second as f64,
+            length_s,
+            encoded: encode(&h),
+        })
+        .collect())
+}
+
+/// The per-second samples: counts summed per wall-clock second, latency from that second's
+/// added histogram, backlog the sum of each shard's at that second's end.
+fn merged_intervals(parts: &[&RunResult], seconds: &[IntervalLatency]) -> Vec<IntervalSample> {
+    let start_ms = parts.iter().map(|r| r.started_unix_ms).min().unwrap_or(0);
+    let mut merged: BTreeMap<usize, IntervalSample> = BTreeMap::new();
+    for r in parts {
+        for i in &r.intervals {
+            let second = second_of(r, start_ms, i.start_s);
+            let m = merged.entry(second).or_insert_with(|| IntervalSample {
+                start_s: second as f64,
+                ..Default::default()
+            });
+            m.length_s = m.length_s.max(i.length_s);
+            m.sent += i.sent;
+            m.delivered += i.delivered;
+            m.dropped += i.dropped;
+        }
+    }
+    for (second, m) in merged.iter_mut() {
+        m.backlog = parts
+            .iter()
+            .filter_map(|r| {
+                r.intervals
+                    .iter()
+                    .rev()
+                    .find(|i| second_of(r, start_ms, i.start_s) <= *second)
+                    .map(|i| i.backlog)
+            })
+            .sum();
+        if let Some(h) = seconds
+            .iter()
+            .find(|s| s.start_s as usize == *second)
+            .and_then(|s| decode(&s.encoded).ok())
+        {
+            let p = Percentiles::of(&h);
+            (m.latency_p50_ns, m.latency_p99_ns, m.latency_max_ns) = (p.p50_ns, p.p99_ns, p.max_ns);
+        }
+    }
+    merged.into_values().collect()
+}
+
+/// The shards' raw latencies, one header, every line.
+fn concatenate_latencies(files: &[PathBuf], w: &mut dyn Write) -> std::io::Result<()> {
+    w.write_all(b"latency_ns\n")?;
+    for path in files {
+        let reader = std::io::BufReader::new(std::fs::File::open(path)?);
+        for line in reader.lines().skip(1) {
+            writeln!(w, "{}", line?)?;
+        }
+    }
+    Ok(())
+}
