@@ -435,7 +435,7 @@ mod tests {
             Ok(now + 120_000)
         );
         let e = parse_start_at("2025-11-25T19:59:00Z", now).unwrap_err();
-        assert!(e.contains("1m in the past"), "{e}");
+        assert!(e.contains("60s in the past"), "{e}");
         assert!(parse_start_at("tomorrow", now)
             .unwrap_err()
             .contains("RFC 3339"));

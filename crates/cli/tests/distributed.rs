@@ -363,3 +363,97 @@ fn kube_prints_an_indexed_job_and_refuses_what_it_cannot_run() {
         assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn a_tick_streams_subscribers_split_over_shards_and_merge_back() {
+    let mut server = Command::new(env!("CARGO_BIN_EXE_msgbench"))
+        .args([
+            "serve",
+            "ticks",
+            "--listen",
+            "127.0.0.1:0",
+            "--rate",
+            "2000",
+            "--for",
+            "30s",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let address: String = line[line.find("ws://").unwrap()..]
+        .chars()
+        .take_while(|c| !c.is_whitespace())
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("ticks.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"sharded\"\nsystem = \"ticks\"\n[run]\nduration = \"1s\"\nwarmup = \"100ms\"\n\
+             [ticks]\naddress = \"{address}\"\n[ticks.clients.fast]\nconnections = 3\n\
+             [ticks.clients.slow]\nconnections = 2\ncost = \"20us\"\n"
+        ),
+    )
+    .unwrap();
+    let start = (now_ms() + 3_000).to_string();
+    let shards: Vec<_> = (0..2)
+        .map(|i| {
+            let out = tmp.path().join(format!("out{i}"));
+            let child = Command::new(env!("CARGO_BIN_EXE_msgbench"))
+                .arg("run")
+                .arg(&scenario)
+                .args([
+                    "--shard",
+                    &format!("{i}/2"),
+                    "--start-at",
+                    &start,
+                    "--quiet",
+                ])
+                .arg("--out")
+                .arg(&out)
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (out, child)
+        })
+        .collect();
+    let mut dirs = Vec::new();
+    for (i, (out, child)) in shards.into_iter().enumerate() {
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "shard {i}: {}", stderr(&o));
+        dirs.push(result_dir(&out));
+    }
+    let parts: Vec<RunResult> = dirs.iter().map(|d| run_of(d)).collect();
+    let names =
+        |r: &RunResult| -> Vec<String> { r.streams.iter().map(|s| s.name.clone()).collect() };
+    // Clients 0..5 over the groups in order (fast 0-2, slow 0-1): even ones to shard 0.
+    assert_eq!(names(&parts[0]), ["fast-0", "fast-2", "slow-1"]);
+    assert_eq!(names(&parts[1]), ["fast-1", "slow-0"]);
+    let merged_dir = tmp.path().join("merged");
+    let o = msgbench(&[
+        "merge",
+        dirs[0].to_str().unwrap(),
+        dirs[1].to_str().unwrap(),
+        "--out",
+        merged_dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let merged = run_of(&merged_dir);
+    assert_eq!(merged.streams.len(), 5);
+    assert_eq!(merged.counters, {
+        let mut c = parts[0].counters;
+        c += parts[1].counters;
+        c
+    });
+    assert!(
+        merged.counters.delivered > 5 * 1500,
+        "{:?}",
+        merged.counters
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+}

@@ -281,8 +281,8 @@ fn shard_identity(
     scenario: &msgbench_model::Scenario,
     planned_start_ms: Option<u64>,
 ) {
-    let client = scenario.system.client();
-    let shard = client.map_or(msgbench_model::shard::Shard::WHOLE, |c| c.shard);
+    let shard = scenario.system.shard();
+    let (connections, total_connections) = scenario.system.shard_connections();
     if shard.is_whole() && planned_start_ms.is_none() {
         return;
     }
@@ -311,8 +311,8 @@ fn shard_identity(
     result.shard = Some(msgbench_model::shard::ShardInfo {
         index: shard.index,
         count: shard.count,
-        connections: client.map_or(0, |c| c.local_connections()) as u64,
-        total_connections: client.map_or(0, |c| c.total_connections()) as u64,
+        connections: connections as u64,
+        total_connections: total_connections as u64,
         host: crate::environment::hostname(),
         planned_start_unix_ms: planned_start_ms,
         start_late_ms: late_ms,

@@ -291,6 +291,27 @@ impl System {
         }
     }
 
+    /// Which shard of the run this process is (the whole run unless `--shard`).
+    pub fn shard(&self) -> crate::shard::Shard {
+        match self {
+            System::Ticks { ticks, .. } => ticks.shard,
+            _ => self
+                .client()
+                .map_or(crate::shard::Shard::WHOLE, |c| c.shard),
+        }
+    }
+
+    /// What this process opens of the run's connections (or stream clients): (its own, the
+    /// whole run's).
+    pub fn shard_connections(&self) -> (usize, usize) {
+        match self {
+            System::Ticks { ticks, .. } => (ticks.local_clients().len(), ticks.total_connections()),
+            _ => self
+                .client()
+                .map_or((0, 0), |c| (c.local_connections(), c.total_connections())),
+        }
+    }
+
     /// Makes this process shard `shard` of the run: it opens its slice of the connections
     /// (see [`crate::shard`]). Refused, with the reason and the fix, for what cannot be split:
     /// an in-process system, a built-in server each shard would start for itself, a `[sut]`
@@ -304,11 +325,9 @@ impl System {
                  it unsharded"
                     .to_string(),
             ),
-            System::Ticks { .. } => Some(
-                "ticks: sharding splits request/response connections (rpc, http, redis, \
-                 ws-rpc); a tick stream's subscribers are not split yet, so run it unsharded"
-                    .to_string(),
-            ),
+            System::Ticks { ticks, .. } if ticks.address.is_none() => Some(format!(
+                "{own_server} ticks.address (`msgbench serve ticks`), or point it at your feed"
+            )),
             System::Rpc { rpc, .. } if rpc.address.is_none() => {
                 Some(format!("{own_server} rpc.address to its address"))
             }
@@ -316,6 +335,7 @@ impl System {
                 "{own_server} ws_rpc.address (`msgbench serve ws-rpc`)"
             )),
             System::Rpc { sut: Some(_), .. }
+            | System::Ticks { sut: Some(_), .. }
             | System::Redis { sut: Some(_), .. }
             | System::WsRpc { sut: Some(_), .. }
             | System::Http { sut: Some(_), .. } => Some(
@@ -328,22 +348,27 @@ impl System {
         if let Some(why) = refusal {
             return Err(format!("--shard {shard}: {why}"));
         }
-        let client = match self {
+        let (total, mine, what) = match self {
             System::Rpc { client, .. }
             | System::Redis { client, .. }
             | System::WsRpc { client, .. }
-            | System::Http { client, .. } => client,
-            System::Queue(_) | System::Ticks { .. } => unreachable!("refused above"),
+            | System::Http { client, .. } => {
+                client.shard = shard;
+                let what = "connections (client.threads × client.connections)";
+                (client.total_connections(), client.local_connections(), what)
+            }
+            System::Ticks { ticks, .. } => {
+                ticks.shard = shard;
+                let what = "clients (the groups' connections)";
+                (ticks.total_connections(), ticks.local_clients().len(), what)
+            }
+            System::Queue(_) => unreachable!("refused above"),
         };
-        client.shard = shard;
-        if client.local_connections() == 0 {
+        if mine == 0 {
             return Err(format!(
-                "--shard {shard}: the run has {} connections (client.threads × \
-                 client.connections), so shard {} would open none; run at most {} shards or \
-                 raise client.connections",
-                client.total_connections(),
-                shard.index,
-                client.total_connections()
+                "--shard {shard}: the run has {total} {what}, so shard {} would open none; run \
+                 at most {total} shards or open more",
+                shard.index
             ));
         }
         Ok(())

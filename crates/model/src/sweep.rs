@@ -229,8 +229,7 @@ impl Experiment {
     pub fn shard(&self) -> crate::shard::Shard {
         self.points
             .first()
-            .and_then(|p| p.scenario.system.client())
-            .map_or(crate::shard::Shard::WHOLE, |c| c.shard)
+            .map_or(crate::shard::Shard::WHOLE, |p| p.scenario.system.shard())
     }
 
     /// Number of runs (points × replicates).

@@ -308,6 +308,8 @@ pub struct TicksConfig {
     pub ca_file: Option<String>,
     /// `wss://`: no verification.
     pub insecure: bool,
+    /// Which of the run's clients this process opens (all of them unless `--shard`).
+    pub shard: crate::shard::Shard,
 }
 
 /// Validated built-in tick server settings.
@@ -365,6 +367,21 @@ impl TicksConfig {
     /// Connections over all groups.
     pub fn total_connections(&self) -> usize {
         self.groups.iter().map(|g| g.connections).sum()
+    }
+
+    /// The clients this process opens, as (group, index in the group): every client, or a
+    /// shard's — those whose run-wide index (groups in order) is `≡ shard.index (mod count)`.
+    pub fn local_clients(&self) -> Vec<(usize, usize)> {
+        let all = self
+            .groups
+            .iter()
+            .enumerate()
+            .flat_map(|(g, group)| (0..group.connections).map(move |i| (g, i)));
+        let (index, count) = (self.shard.index as usize, self.shard.count as usize);
+        all.enumerate()
+            .filter(|(global, _)| global % count == index)
+            .map(|(_, client)| client)
+            .collect()
     }
 
     /// One line in scenario-file spelling.
@@ -540,6 +557,7 @@ impl TicksSpec {
             server,
             groups,
             spin_ns: pacing.spin.as_nanos() as u64,
+            shard: crate::shard::Shard::WHOLE,
         })
     }
 }

@@ -505,52 +505,59 @@ fn plans(ticks: &TicksConfig, base: &str) -> (Vec<ThreadPlan>, Vec<(String, usiz
     let mut threads = Vec::new();
     let mut browsers = Vec::new();
     let separator = if base.contains('?') { '&' } else { '?' };
-    for (gi, g) in ticks.groups.iter().enumerate() {
+    // Each group's threads, holding this process's clients of the group (a shard's slice).
+    let mut group_threads: Vec<Vec<ThreadPlan>> = (ticks.groups.iter())
+        .map(|g| {
+            (0..g.threads)
+                .map(|t| ThreadPlan {
+                    role: format!("client-{}-{t}", g.name),
+                    pin: g.pin.get(t).copied(),
+                    conns: Vec::new(),
+                })
+                .collect()
+        })
+        .collect();
+    for (gi, i) in ticks.local_clients() {
+        let g = &ticks.groups[gi];
+        let name = g.connection_name(i);
         match g.kind {
             ClientKind::Native => {
-                let mut group_threads: Vec<ThreadPlan> = (0..g.threads)
-                    .map(|t| ThreadPlan {
-                        role: format!("client-{}-{t}", g.name),
-                        pin: g.pin.get(t).copied(),
-                        conns: Vec::new(),
-                    })
-                    .collect();
-                for i in 0..g.connections {
-                    let name = g.connection_name(i);
-                    // A feed's URL is the feed's: msgbench's query is for its own servers.
-                    let url = if ticks.feed.is_some() {
-                        base.to_string()
-                    } else {
-                        format!(
-                            "{base}{separator}client={name}&format={}",
-                            ticks.format.name()
-                        )
-                    };
-                    group_threads[i % g.threads].conns.push(ConnPlan {
-                        url,
-                        name,
-                        group: gi,
-                        cost_ns: g.cost_ns,
-                        work: g.work,
-                    });
-                }
-                threads.extend(group_threads);
+                // A feed's URL is the feed's: msgbench's query is for its own servers.
+                let url = if ticks.feed.is_some() {
+                    base.to_string()
+                } else {
+                    format!(
+                        "{base}{separator}client={name}&format={}",
+                        ticks.format.name()
+                    )
+                };
+                group_threads[gi][i % g.threads].conns.push(ConnPlan {
+                    url,
+                    name,
+                    group: gi,
+                    cost_ns: g.cost_ns,
+                    work: g.work,
+                });
             }
             ClientKind::Browser => {
-                for i in 0..g.connections {
-                    let name = g.connection_name(i);
-                    let query = format!(
-                        "?client={name}&format={}&page={}&cost_ns={}&ack_ms={}",
-                        ticks.format.name(),
-                        g.page.name(),
-                        g.cost_ns,
-                        (ticks.ack_every_ns as f64 / 1e6).max(1.0)
-                    );
-                    browsers.push((name, gi, query));
-                }
+                let query = format!(
+                    "?client={name}&format={}&page={}&cost_ns={}&ack_ms={}",
+                    ticks.format.name(),
+                    g.page.name(),
+                    g.cost_ns,
+                    (ticks.ack_every_ns as f64 / 1e6).max(1.0)
+                );
+                browsers.push((name, gi, query));
             }
         }
     }
+    // A thread with no client of this shard's is not started.
+    threads.extend(
+        group_threads
+            .into_iter()
+            .flatten()
+            .filter(|t| !t.conns.is_empty()),
+    );
     (threads, browsers)
 }
 
