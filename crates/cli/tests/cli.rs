@@ -299,6 +299,9 @@ fn every_example_runs_shortened() {
             continue;
         }
         let tmp = tempfile::tempdir().unwrap();
+        // An example run against a server started apart says so (`# test-server: serve …`,
+        // `# test-set: PATH=VALUE`, `{port}` a free port): the test starts that server.
+        let (server, sets) = example_server(&path);
         // From the project's root, as the README runs them (examples/http.toml starts nginx
         // with its configuration under examples/).
         let o = Command::new(env!("CARGO_BIN_EXE_msgbench"))
@@ -316,8 +319,13 @@ fn every_example_runs_shortened() {
                 "--out",
                 tmp.path().to_str().unwrap(),
             ])
+            .args(sets.iter().flat_map(|s| ["--set", s.as_str()]))
             .output()
             .unwrap();
+        if let Some(mut server) = server {
+            let _ = server.kill();
+            let _ = server.wait();
+        }
         assert!(o.status.success(), "{}: {}", path.display(), stderr(&o));
         if path.ends_with("pipeline-depth.toml") {
             classes_and_server_cpu_are_columns(&only_result_dir(tmp.path()));
@@ -325,6 +333,39 @@ fn every_example_runs_shortened() {
         count += 1;
     }
     assert!(count >= 2);
+}
+
+/// The server an example needs started apart (its `# test-server:` line, started and waited
+/// for) and the `--set`s pointing the example at it (`# test-set:` lines).
+fn example_server(example: &Path) -> (Option<std::process::Child>, Vec<String>) {
+    let text = std::fs::read_to_string(example).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let marked = |marker: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix(marker))
+            .map(|rest| rest.trim().replace("{port}", &port))
+            .collect()
+    };
+    let server = marked("# test-server:").first().map(|command| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_msgbench"))
+            .args(command.split_whitespace())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        use std::io::BufRead;
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.contains("listening"), "{command}: {line}");
+        child
+    });
+    (server, marked("# test-set:"))
 }
 
 /// The strong and weak operations of `examples/pipeline-depth.toml` have their own latency
