@@ -16,6 +16,7 @@ cargo build --release --quiet
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 target/release/msgbench kube examples/sharded-rpc.toml --shards 4 \
+  --set 'rpc.address="rpc.bench.svc:7000"' \
   --image registry.example/msgbench:0.1 --start-at +10m > "$tmp/job.yaml"
 "$VENV/bin/kubernetes-validate" --strict --kubernetes-version "$VERSION" "$tmp/job.yaml"
 # A Job whose completions is not a number must fail the same check.

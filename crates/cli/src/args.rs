@@ -79,8 +79,8 @@ pub enum Command {
     /// agreed start), or collect the shards' results from a finished Job's logs
     /// (`kube collect`). Walk-through: docs/distributed.md.
     ///
-    /// Example: msgbench kube examples/rpc-capacity.toml --shards 4 --image registry.example/msgbench:0.1 > job.yaml
-    /// Example: msgbench kube collect msgbench-rpc-capacity --out shards/
+    /// Example: msgbench kube examples/sharded-rpc.toml --shards 4 --image registry.example/msgbench:0.1 --set 'rpc.address="rpc.bench.svc:7000"' > job.yaml
+    /// Example: msgbench kube collect msgbench-sharded-rpc-2611252103 --out shards/
     Kube(KubeArgs),
 }
 
@@ -136,14 +136,14 @@ pub enum KubeCommand {
     /// Read each pod's result archive from a finished Job's logs (`kubectl logs`) and unpack
     /// the shards' result directories under --out, ready for `msgbench merge`.
     ///
-    /// Example: msgbench kube collect msgbench-rpc-capacity --out shards/ && msgbench merge shards/* --out results/merged
+    /// Example: msgbench kube collect msgbench-sharded-rpc-2611252103 --out shards/ && msgbench merge shards/shard-* --out results/merged
     Collect(KubeCollectArgs),
 }
 
 /// `msgbench kube collect`.
 #[derive(Debug, Args)]
 pub struct KubeCollectArgs {
-    /// The Job's name (as printed in the manifest).
+    /// The Job's name (the manifest's first line and metadata.name; it ends with the start).
     pub job: String,
     /// Where the shards' directories go (shard-0, shard-1, …).
     #[arg(long, short, value_name = "DIR")]

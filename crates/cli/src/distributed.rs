@@ -30,7 +30,7 @@ pub(crate) fn apply(
     }
     if let Some(text) = start_at {
         let now = msgbench_engine::environment::unix_ms();
-        let at = parse_start_at(text, now)?;
+        let at = parse_start_at(text, now, "e.g. +30s")?;
         planned_starts(experiment, at)?;
         experiment.start_at_unix_ms = Some(at);
     }
@@ -38,8 +38,8 @@ pub(crate) fn apply(
 }
 
 /// `--start-at`: RFC 3339 (`2026-11-25T20:00:00Z`), Unix ms, or `+DURATION` from `now_ms`;
-/// a time already past is refused (the shards could not all keep it).
-pub(crate) fn parse_start_at(text: &str, now_ms: u64) -> Result<u64, String> {
+/// a time already past is refused (the shards could not all keep it), with `fix`.
+pub(crate) fn parse_start_at(text: &str, now_ms: u64, fix: &str) -> Result<u64, String> {
     let usage = "give RFC 3339 UTC (2026-11-25T20:00:00Z), Unix ms (13 digits) or +DURATION \
                  (+30s)";
     let t = text.trim();
@@ -51,8 +51,14 @@ pub(crate) fn parse_start_at(text: &str, now_ms: u64) -> Result<u64, String> {
         t.parse::<u64>()
             .map_err(|_| format!("--start-at {text}: too large; {usage}"))?
     } else {
-        let when = humantime::parse_rfc3339_weak(t)
-            .map_err(|e| format!("--start-at {text}: {e}; {usage}"))?;
+        let when = humantime::parse_rfc3339_weak(t).map_err(|e| {
+            let offset = t.contains('T') && t.rsplit('T').next().is_some_and(|h| h.contains(['+', '-']));
+            if offset {
+                format!("--start-at {text}: write the time in UTC with Z (2026-11-25T20:00:00Z); an offset such as +02:00 is not read")
+            } else {
+                format!("--start-at {text}: {e}; {usage}")
+            }
+        })?;
         when.duration_since(std::time::UNIX_EPOCH)
             .map_err(|_| format!("--start-at {text}: before 1970; {usage}"))?
             .as_millis() as u64
@@ -60,12 +66,23 @@ pub(crate) fn parse_start_at(text: &str, now_ms: u64) -> Result<u64, String> {
     if at < now_ms {
         return Err(format!(
             "--start-at {text}: that is {} in the past (now is {}); give a time every shard can \
-             still keep, e.g. +30s, or regenerate the manifest",
-            msgbench_model::duration::format(std::time::Duration::from_millis(now_ms - at)),
+             still keep, {fix}",
+            roughly(now_ms - at),
             rfc3339(now_ms)
         ));
     }
     Ok(at)
+}
+
+/// A span of `ms` for a person: `40 s`, `12 min`, `5 h`, `2520 days`.
+fn roughly(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..=119 => format!("{:.1} s", ms as f64 / 1e3),
+        120..=7199 => format!("{} min", s / 60),
+        7200..=172_799 => format!("{} h", s / 3600),
+        _ => format!("{} days", s / 86_400),
+    }
 }
 
 /// Unix ms as RFC 3339 UTC, to the second.
@@ -76,7 +93,8 @@ fn rfc3339(ms: u64) -> String {
 
 /// `msgbench merge`.
 pub(crate) fn merge(args: MergeArgs) -> ExitCode {
-    let merged = match msgbench_engine::merge::merge(&args.dirs, &args.out) {
+    let command_line: Vec<String> = std::env::args().collect();
+    let merged = match msgbench_engine::merge::merge(&args.dirs, &args.out, &command_line) {
         Ok(m) => m,
         Err(e @ msgbench_engine::merge::MergeError::Refused(_)) => return fail(EXIT_BAD_INPUT, e),
         Err(e) => return fail(1, e),
@@ -115,16 +133,38 @@ pub(crate) fn kube(args: KubeArgs) -> ExitCode {
     }
 }
 
-/// A DNS-1123 label from an experiment's name: the Job's name.
-fn job_name(experiment: &str) -> String {
+/// A DNS-1123 label from an experiment's name and its start: the Job's name, new for every
+/// manifest (a finished Job is kept a day, and a Job's template cannot be changed in place).
+fn job_name(experiment: &str, start_ms: u64) -> String {
     let mut name: String = format!("msgbench-{experiment}")
         .to_ascii_lowercase()
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
     // Indexed Job pods are named JOB-INDEX-RANDOM: keep room within 63 characters.
-    name.truncate(50);
-    name.trim_end_matches('-').to_string()
+    name.truncate(36);
+    let stamp: String = rfc3339(start_ms)
+        .chars()
+        .filter(char::is_ascii_digit)
+        .skip(2)
+        .take(10)
+        .collect();
+    format!("{}-{stamp}", name.trim_end_matches('-'))
+}
+
+/// True when `address` (`host:port`, or a `ws://`/`http://` URL) names this host: in a pod,
+/// that is the pod itself.
+fn is_loopback(address: &str) -> bool {
+    let rest = address.split_once("://").map_or(address, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(v6),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The ConfigMap and Indexed Job of `args`, as YAML.
@@ -137,20 +177,50 @@ fn manifest(args: &KubeArgs) -> Result<String, String> {
              (build it from the project's Containerfile)"
         ));
     }
+    if shards == 0 || shards > msgbench_model::shard::MAX_SHARDS {
+        return Err(format!(
+            "--shards {shards}: give 1 to {} pods",
+            msgbench_model::shard::MAX_SHARDS
+        ));
+    }
     let mut experiment = crate::commands::load(&args.scenario)?;
-    // Every shard must have work: the last has the fewest connections.
-    let last = Shard::parse(&format!("{}/{shards}", shards.saturating_sub(1)), &|_| None)
-        .map_err(|e| e.replace("--shard", "--shards"))?;
-    experiment.set_shard(last)?;
+    // Every shard must have work (set_shard checks the count for every index alike).
+    experiment
+        .set_shard(Shard {
+            index: 0,
+            count: shards,
+        })
+        .map_err(|e| {
+            let why = e.split_once(": ").map_or(e.as_str(), |(_, why)| why);
+            format!("--shards {shards}: {why}")
+        })?;
+    let servers = experiment
+        .points
+        .iter()
+        .filter_map(|p| p.scenario.system.server_address());
+    if let Some(address) = servers.into_iter().find(|a| is_loopback(a)) {
+        return Err(format!(
+            "the scenario's server is {address}, a loopback address: in a pod that is the pod \
+             itself; give the server's address the pods can reach (a Service's DNS name or an \
+             IP), e.g. --set 'rpc.address=\"rpc.bench.svc:7000\"'"
+        ));
+    }
     let now = msgbench_engine::environment::unix_ms();
-    let start = parse_start_at(&args.start_at, now)?;
+    let start = parse_start_at(&args.start_at, now, "or make a new manifest")?;
     planned_starts(&experiment, start)?;
+    if start < now + 60_000 {
+        eprintln!(
+            "msgbench: warning: the shards start in {}: every pod must be scheduled and its \
+             image pulled before then, or its shard refuses to run (--start-at)",
+            roughly(start - now)
+        );
+    }
     quantity(&args.memory)?;
     if args.cpus == 0 {
         return Err("--cpus 0: give each pod at least 1 CPU".into());
     }
     let ns = label(&args.namespace, "--namespace")?;
-    let job = job_name(&experiment.name);
+    let job = job_name(&experiment.name, start);
     let scenario: String = experiment
         .resolved_toml
         .lines()
@@ -240,15 +310,31 @@ spec:
     ))
 }
 
-/// A Kubernetes resource quantity such as `1Gi` or `512Mi`.
+/// A Kubernetes memory quantity such as `512Mi`, `1.5Gi` or `1e9`, at least 16 Mi.
 fn quantity(text: &str) -> Result<(), String> {
-    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    let suffix = &text[digits.len()..];
-    let known = ["", "Ki", "Mi", "Gi", "Ti", "k", "M", "G", "T"];
-    if digits.is_empty() || digits.parse::<u64>().is_err() || !known.contains(&suffix) {
-        return Err(format!(
-            "--memory {text:?}: give a Kubernetes quantity such as 512Mi or 2Gi"
-        ));
+    let bad = || {
+        format!("--memory {text:?}: give a Kubernetes quantity of at least 16Mi, such as 512Mi, 1.5Gi or 2G")
+    };
+    let number_end = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, suffix) = text.split_at(number_end);
+    let value: f64 = number.parse().map_err(|_| bad())?;
+    let scale = match suffix {
+        "" => 1.0,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "Ki" => 1024.0,
+        "Mi" => 1024.0 * 1024.0,
+        "Gi" => 1024.0 * 1024.0 * 1024.0,
+        "Ti" => 1024f64.powi(4),
+        e if e.starts_with(['e', 'E']) => 10f64.powi(e[1..].parse::<i32>().map_err(|_| bad())?),
+        _ => return Err(bad()),
+    };
+    if value * scale < 16.0 * 1024.0 * 1024.0 {
+        return Err(bad());
     }
     Ok(())
 }
@@ -315,19 +401,22 @@ fn archive_in(log: &str) -> Option<Result<(Shard, Vec<u8>), String>> {
     }))
 }
 
-/// `msgbench kube collect`: every pod's archive, unpacked to OUT/shard-I.
+/// `msgbench kube collect`: every pod's archive, unpacked to OUT/shard-I. Every pod is read
+/// before the verdict: a pod without an archive, or a shard no pod brought, is named.
 fn collect(args: &KubeCollectArgs) -> ExitCode {
-    let pods = match kubectl(
-        args,
-        &[
-            "get",
-            "pods",
-            "-l",
-            &format!("msgbench/job={}", args.job),
-            "-o",
-            "jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{end}",
-        ],
-    ) {
+    if std::fs::read_dir(&args.out).is_ok_and(|mut d| d.next().is_some()) {
+        return fail(
+            EXIT_BAD_INPUT,
+            format!(
+                "--out {}: exists and is not empty; give a new directory (old shards there \
+                 would be merged with these)",
+                args.out.display()
+            ),
+        );
+    }
+    let selector = format!("msgbench/job={}", args.job);
+    let listing = "jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{end}";
+    let pods = match kubectl(args, &["get", "pods", "-l", &selector, "-o", listing]) {
         Ok(out) => out,
         Err(e) => return fail(1, e),
     };
@@ -340,49 +429,64 @@ fn collect(args: &KubeCollectArgs) -> ExitCode {
         return fail(
             1,
             format!(
-                "no pod of job {} in namespace {}: check the name with `kubectl get jobs -n {}`",
-                args.job, args.namespace, args.namespace
+                "no pod of job {} in namespace {}: check the name with `{} get jobs -n {}`",
+                args.job, args.namespace, args.kubectl, args.namespace
             ),
         );
     }
-    let mut collected = Vec::new();
+    let mut problems = Vec::new();
+    let mut collected: Vec<(Shard, PathBuf)> = Vec::new();
     for pod in pods {
-        let log = match kubectl(args, &["logs", pod]) {
-            Ok(l) => l,
-            Err(e) => return fail(1, e),
+        let archive = match kubectl(args, &["logs", pod]) {
+            Ok(log) => archive_in(&log),
+            Err(e) => Some(Err(e)),
         };
-        match archive_in(&log) {
-            None => {
-                return fail(
-                    1,
-                    format!(
-                        "pod {pod} has no result archive in its log (it failed or has not \
-                         finished): `kubectl logs -n {} {pod}` shows why",
-                        args.namespace
-                    ),
-                )
-            }
-            Some(Err(e)) => return fail(1, format!("pod {pod}: {e}")),
+        match archive {
+            None => problems.push(format!(
+                "pod {pod} has no result archive in its log (it failed or has not finished): \
+                 `{} logs -n {} {pod}` shows why",
+                args.kubectl, args.namespace
+            )),
+            Some(Err(e)) => problems.push(format!("pod {pod}: {e}")),
             Some(Ok((shard, bytes))) => {
                 let dir = args.out.join(format!("shard-{}", shard.index));
-                if let Err(e) = unpack(&bytes, &dir) {
-                    return fail(
-                        1,
-                        format!("pod {pod}: cannot unpack into {}: {e}", dir.display()),
-                    );
+                match unpack(&bytes, &dir) {
+                    Ok(()) => collected.push((shard, dir)),
+                    Err(e) => problems.push(format!(
+                        "pod {pod}: cannot unpack into {}: {e}",
+                        dir.display()
+                    )),
                 }
-                collected.push(dir);
             }
         }
     }
-    collected.sort();
-    for dir in &collected {
+    collected.sort_by_key(|(s, _)| s.index);
+    for (_, dir) in &collected {
         println!("{}", dir.display());
     }
+    if let Some((first, _)) = collected.first() {
+        let missing: Vec<String> = (0..first.count)
+            .filter(|i| !collected.iter().any(|(s, _)| s.index == *i))
+            .map(|i| format!("{i}/{}", first.count))
+            .collect();
+        if !missing.is_empty() {
+            problems.push(format!("no pod brought shard {}", missing.join(", ")));
+        }
+    }
+    if !problems.is_empty() {
+        return fail(
+            1,
+            format!(
+                "collected {} shard(s), but: {}",
+                collected.len(),
+                problems.join("; ")
+            ),
+        );
+    }
     eprintln!(
-        "msgbench: collected {} shards; merge them with: msgbench merge {}/shard-* --out DIR",
+        "msgbench: collected {} shards; merge them with: msgbench merge {} --out DIR",
         collected.len(),
-        args.out.display()
+        args.out.join("shard-*").display()
     );
     ExitCode::SUCCESS
 }
@@ -428,6 +532,7 @@ mod tests {
     #[test]
     fn start_times_are_read_in_three_spellings_and_the_past_is_refused() {
         let now = 1_764_100_800_000; // 2025-11-25T20:00:00Z
+        let parse_start_at = |t: &str, now| parse_start_at(t, now, "e.g. +30s");
         assert_eq!(parse_start_at("+30s", now), Ok(now + 30_000));
         assert_eq!(parse_start_at("1764100860000", now), Ok(now + 60_000));
         assert_eq!(
@@ -435,7 +540,11 @@ mod tests {
             Ok(now + 120_000)
         );
         let e = parse_start_at("2025-11-25T19:59:00Z", now).unwrap_err();
-        assert!(e.contains("60s in the past"), "{e}");
+        assert!(e.contains("60.0 s in the past"), "{e}");
+        let e = parse_start_at("2020-01-01T00:00:00Z", now).unwrap_err();
+        assert!(e.contains("2155 days in the past"), "{e}");
+        let e = parse_start_at("2030-01-01T00:00:00+02:00", now).unwrap_err();
+        assert!(e.contains("in UTC with Z"), "{e}");
         assert!(parse_start_at("tomorrow", now)
             .unwrap_err()
             .contains("RFC 3339"));
@@ -457,8 +566,41 @@ mod tests {
     }
 
     #[test]
-    fn job_names_are_dns_labels() {
-        assert_eq!(job_name("RPC capacity_2"), "msgbench-rpc-capacity-2");
-        assert!(job_name(&"x".repeat(200)).len() <= 50);
+    fn job_names_are_dns_labels_new_for_each_start() {
+        let at = 1_764_100_800_000; // 2025-11-25T20:00:00Z
+        assert_eq!(
+            job_name("RPC capacity_2", at),
+            "msgbench-rpc-capacity-2-2511252000"
+        );
+        assert!(job_name(&"x".repeat(200), at).len() <= 50);
+    }
+
+    #[test]
+    fn loopback_servers_are_told_apart() {
+        for a in [
+            "127.0.0.1:7000",
+            "localhost:6379",
+            "ws://[::1]:9000/ticks",
+            "http://127.0.0.2",
+        ] {
+            assert!(is_loopback(a), "{a}");
+        }
+        for a in [
+            "10.0.0.5:7000",
+            "rpc.bench.svc:7000",
+            "ws://feed.example/ticks",
+        ] {
+            assert!(!is_loopback(a), "{a}");
+        }
+    }
+
+    #[test]
+    fn memory_quantities_read_as_kubernetes_does() {
+        for ok in ["1Gi", "1.5Gi", "512Mi", "1e9", "2G", "100000000"] {
+            assert!(quantity(ok).is_ok(), "{ok}");
+        }
+        for bad in ["0", "0Mi", "100", "lots", "1Gb", ""] {
+            assert!(quantity(bad).is_err(), "{bad}");
+        }
     }
 }

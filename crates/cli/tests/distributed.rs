@@ -262,6 +262,19 @@ fn refusals(tmp: &Path, dirs: &[PathBuf], scenario: &str) {
     )
     .unwrap();
     let foreign = foreign.display().to_string();
+    // The same shard from another invocation: planned for another start.
+    let later = tmp.join("later");
+    Command::new("cp")
+        .arg("-r")
+        .arg(&dirs[3])
+        .arg(&later)
+        .status()
+        .unwrap();
+    let json = later.join("runs/000.json");
+    let mut r: RunResult = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    r.shard.as_mut().unwrap().planned_start_unix_ms = Some(r.started_unix_ms + 18_000);
+    std::fs::write(&json, serde_json::to_string(&r).unwrap()).unwrap();
+    let later = later.display().to_string();
     let cases: Vec<(Vec<String>, &str)> = vec![
         (
             vec![d[0].into(), d[1].into(), d[2].into()],
@@ -275,7 +288,11 @@ fn refusals(tmp: &Path, dirs: &[PathBuf], scenario: &str) {
                 d[2].into(),
                 d[3].into(),
             ],
-            "too",
+            "are both shard 1/4",
+        ),
+        (
+            vec![d[0].into(), d[1].into(), d[2].into(), later],
+            "two --start-at",
         ),
         (
             vec![d[0].into(), d[1].into(), d[2].into(), foreign],
@@ -296,7 +313,7 @@ fn refusals(tmp: &Path, dirs: &[PathBuf], scenario: &str) {
     for (args, says) in [
         (vec!["--shard", "4/4"], "does not exist"),
         (vec!["--shard", "0/0"], "0 shards"),
-        (vec!["--shard", "8/9"], "would open none"),
+        (vec!["--shard", "0/9"], "at most 8 shards"),
         (vec!["--start-at", "2020-01-01T00:00:00Z"], "in the past"),
         (vec!["--start-at", "soon"], "RFC 3339"),
     ] {
@@ -331,6 +348,18 @@ fn kube_prints_an_indexed_job_and_refuses_what_it_cannot_run() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let yaml = String::from_utf8(o.stdout).unwrap();
+    let o = msgbench(&[
+        "kube",
+        s,
+        "--shards",
+        "2",
+        "--image",
+        "x",
+        "--set",
+        "rpc.address=\"127.0.0.1:7000\"",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("loopback"), "{}", stderr(&o));
     for needle in [
         "kind: ConfigMap",
         "completionMode: Indexed",
@@ -344,8 +373,11 @@ fn kube_prints_an_indexed_job_and_refuses_what_it_cannot_run() {
         assert!(yaml.contains(needle), "{needle} not in\n{yaml}");
     }
     for (args, says) in [
-        (vec!["--shards", "0", "--image", "x"], "0 shards"),
-        (vec!["--shards", "9", "--image", "x"], "would open none"),
+        (vec!["--shards", "0", "--image", "x"], "give 1 to"),
+        (
+            vec!["--shards", "9", "--image", "x"],
+            "--shards 9: the run has 8 connections",
+        ),
         (
             vec!["--shards", "2", "--image", "x", "--start-at", "1000"],
             "in the past",

@@ -52,8 +52,9 @@ pub struct Merged {
     pub shards: u32,
 }
 
-/// Merges the shards' result directories `dirs` into the new directory `out`.
-pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
+/// Merges the shards' result directories `dirs` into the new directory `out`; `command_line`
+/// is the merge's own, for the merged `environment.json`.
+pub fn merge(dirs: &[PathBuf], out: &Path, command_line: &[String]) -> Result<Merged, MergeError> {
     let shards = read_all(dirs)?;
     let refuse = |m: String| Err(MergeError::Refused(m));
     if out.exists() && std::fs::read_dir(out).is_ok_and(|mut d| d.next().is_some()) {
@@ -80,7 +81,8 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
             .join(", "),
         first.experiment
     );
-    let mut store = ResultStore::create_in(out, axes, header.as_bytes(), &first.environment)?;
+    let environment = merged_environment(&shards, command_line);
+    let mut store = ResultStore::create_in(out, axes, header.as_bytes(), &environment)?;
     let mut results = Vec::new();
     for id in first.runs.keys() {
         let parts: Vec<&RunResult> = shards.iter().map(|s| &s.runs[id]).collect();
@@ -106,6 +108,33 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
     })
 }
 
+/// Shard 0's `environment.json` with every shard's host and the merge's command line (the
+/// shard's own is kept as `shard_command_line`).
+fn merged_environment(shards: &[ShardDir], command_line: &[String]) -> Vec<u8> {
+    let mut env: serde_json::Value =
+        serde_json::from_slice(&shards[0].environment).unwrap_or_else(|_| serde_json::json!({}));
+    let mut hosts: Vec<String> = shards
+        .iter()
+        .filter_map(|s| serde_json::from_slice::<serde_json::Value>(&s.environment).ok())
+        .filter_map(|e| e.get("hostname").and_then(|h| h.as_str()).map(String::from))
+        .collect();
+    hosts.sort();
+    hosts.dedup();
+    if let Some(map) = env.as_object_mut() {
+        if let Some(c) = map.remove("command_line") {
+            map.insert("shard_command_line".into(), c);
+        }
+        map.insert("command_line".into(), serde_json::json!(command_line));
+        map.insert(
+            "hostname".into(),
+            serde_json::json!(format!("{} ({} shards)", hosts.join(", "), shards.len())),
+        );
+    }
+    let mut bytes = serde_json::to_vec_pretty(&env).expect("serializable");
+    bytes.push(b'\n');
+    bytes
+}
+
 /// Reads every directory and checks that together they are every shard of one run, once.
 fn read_all(dirs: &[PathBuf]) -> Result<Vec<ShardDir>, MergeError> {
     let mut shards = dirs
@@ -121,12 +150,13 @@ fn read_all(dirs: &[PathBuf]) -> Result<Vec<ShardDir>, MergeError> {
         } else if s.experiment != first.experiment {
             Some("ran another experiment (its experiment.toml differs)".to_string())
         } else if shards[k - 1].index == s.index {
-            Some(format!(
-                "is shard {}/{} too ({} is the same shard)",
+            return Err(MergeError::Refused(format!(
+                "{} and {} are both shard {}/{}: give each shard's directory once",
+                shards[k - 1].dir.display(),
+                s.dir.display(),
                 s.index,
-                s.count,
-                shards[k - 1].dir.display()
-            ))
+                s.count
+            )));
         } else {
             None
         };
@@ -158,6 +188,13 @@ fn read_all(dirs: &[PathBuf]) -> Result<Vec<ShardDir>, MergeError> {
                 .join(", ")
         )));
     }
+    for s in &shards[1..] {
+        for (id, r) in &s.runs {
+            if let Some(theirs) = first.runs.get(id) {
+                together(theirs, r, first, s)?;
+            }
+        }
+    }
     for s in &shards {
         for id in first.runs.keys().chain(s.runs.keys()) {
             for o in [first, s] {
@@ -178,6 +215,42 @@ fn read_all(dirs: &[PathBuf]) -> Result<Vec<ShardDir>, MergeError> {
         }
     }
     Ok(shards)
+}
+
+/// Refuses a run's shards that did not run together: planned for different starts (two
+/// invocations of `--start-at`), or, without one, measured spans that do not overlap.
+fn together(a: &RunResult, b: &RunResult, da: &ShardDir, db: &ShardDir) -> Result<(), MergeError> {
+    let planned = |r: &RunResult| r.shard.as_ref().and_then(|s| s.planned_start_unix_ms);
+    let apart = match (planned(a), planned(b)) {
+        (Some(x), Some(y)) if x != y => Some(format!(
+            "were planned to start {} ms apart (two --start-at)",
+            x.abs_diff(y)
+        )),
+        (None, None) => {
+            let (sa, sb) = (a.started_unix_ms as f64, b.started_unix_ms as f64);
+            let overlap = (sa + a.duration_s * 1e3).min(sb + b.duration_s * 1e3) - sa.max(sb);
+            (overlap <= 0.0).then(|| {
+                format!(
+                    "did not run at the same time (their measured spans start {} ms apart)",
+                    a.started_unix_ms.abs_diff(b.started_unix_ms)
+                )
+            })
+        }
+        (Some(_), None) | (None, Some(_)) => {
+            Some("were not all given --start-at (one was, one was not)".to_string())
+        }
+        _ => None,
+    };
+    match apart {
+        None => Ok(()),
+        Some(why) => Err(MergeError::Refused(format!(
+            "run {} of {} and of {} {why}: they are shards of different invocations; give \
+             the directories of the shards started together",
+            a.run_id,
+            da.dir.display(),
+            db.dir.display()
+        ))),
+    }
 }
 
 /// Reads one shard's directory.

@@ -291,6 +291,18 @@ impl System {
         }
     }
 
+    /// The server this run connects to, as configured (`None`: an in-process server).
+    pub fn server_address(&self) -> Option<&str> {
+        match self {
+            System::Queue(_) => None,
+            System::Rpc { rpc, .. } => rpc.address.as_deref(),
+            System::Redis { redis, .. } => Some(&redis.address),
+            System::Ticks { ticks, .. } => ticks.address.as_deref(),
+            System::WsRpc { ws_rpc, .. } => ws_rpc.address.as_deref(),
+            System::Http { http, .. } => Some(&http.address),
+        }
+    }
+
     /// Which shard of the run this process is (the whole run unless `--shard`).
     pub fn shard(&self) -> crate::shard::Shard {
         match self {
@@ -364,11 +376,12 @@ impl System {
             }
             System::Queue(_) => unreachable!("refused above"),
         };
-        if mine == 0 {
+        // Checked for every shard alike (not only the ones left empty), so that no shard of
+        // an impossible split runs for nothing.
+        if shard.count as usize > total || mine == 0 {
             return Err(format!(
-                "--shard {shard}: the run has {total} {what}, so shard {} would open none; run \
-                 at most {total} shards or open more",
-                shard.index
+                "--shard {shard}: the run has {total} {what}, so it splits into at most {total} \
+                 shards; run fewer shards or open more"
             ));
         }
         Ok(())

@@ -50,11 +50,19 @@ impl Shard {
         let from_env = |name: &str| -> Result<String, String> {
             env(name).ok_or_else(|| format!("--shard {text}: {name} is not set; {usage}"))
         };
-        let (index, count) = match text.trim() {
-            "slurm" => (from_env("SLURM_PROCID")?, from_env("SLURM_NTASKS")?),
+        let (index, count, from) = match text.trim() {
+            "slurm" => (
+                from_env("SLURM_PROCID")?,
+                from_env("SLURM_NTASKS")?,
+                "SLURM_PROCID/SLURM_NTASKS",
+            ),
             t => match t.split_once('/') {
-                Some(("k8s", n)) => (from_env("JOB_COMPLETION_INDEX")?, n.to_string()),
-                Some((i, n)) => (i.to_string(), n.to_string()),
+                Some(("k8s", n)) => (
+                    from_env("JOB_COMPLETION_INDEX")?,
+                    n.to_string(),
+                    "JOB_COMPLETION_INDEX/N",
+                ),
+                Some((i, n)) => (i.to_string(), n.to_string(), "I/N"),
                 None => return Err(format!("--shard {text}: {usage}")),
             },
         };
@@ -71,7 +79,7 @@ impl Shard {
             )),
             (Some(index), Some(count)) => Ok(Shard { index, count }),
             _ => Err(format!(
-                "--shard {text}: {index:?}/{count:?} is not two whole numbers; {usage}"
+                "--shard {text}: {from} is {index:?}/{count:?}, not two whole numbers; {usage}"
             )),
         }
     }
