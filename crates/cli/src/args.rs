@@ -80,7 +80,7 @@ pub enum Command {
     /// (`kube collect`). Walk-through: docs/distributed.md.
     ///
     /// Example: msgbench kube examples/sharded-rpc.toml --shards 4 --image registry.example/msgbench:0.1 --set 'rpc.address="rpc.bench.svc:7000"' > job.yaml
-    /// Example: msgbench kube collect msgbench-sharded-rpc-2611252103 --out shards/
+    /// Example: msgbench kube collect msgbench-sharded-rpc-261125210300 --out shards/
     Kube(KubeArgs),
 }
 
@@ -136,7 +136,7 @@ pub enum KubeCommand {
     /// Read each pod's result archive from a finished Job's logs (`kubectl logs`) and unpack
     /// the shards' result directories under --out, ready for `msgbench merge`.
     ///
-    /// Example: msgbench kube collect msgbench-sharded-rpc-2611252103 --out shards/ && msgbench merge shards/shard-* --out results/merged
+    /// Example: msgbench kube collect msgbench-sharded-rpc-261125210300 --out shards/ && msgbench merge shards/shard-* --out results/merged
     Collect(KubeCollectArgs),
 }
 

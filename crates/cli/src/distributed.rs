@@ -147,7 +147,7 @@ fn job_name(experiment: &str, start_ms: u64) -> String {
         .chars()
         .filter(char::is_ascii_digit)
         .skip(2)
-        .take(10)
+        .take(12)
         .collect();
     format!("{}-{stamp}", name.trim_end_matches('-'))
 }
@@ -240,7 +240,7 @@ metadata:
     app.kubernetes.io/name: msgbench
     msgbench/job: {job}
 data:
-  scenario.toml: |
+  scenario.toml: |2
 {scenario}---
 apiVersion: batch/v1
 kind: Job
@@ -278,7 +278,7 @@ spec:
                     msgbench/job: {job}
       containers:
         - name: msgbench
-          image: {image}
+          image: "{image}"
           command: ["msgbench"]
           args: ["run", "/scenario/scenario.toml", "--shard", "k8s/{shards}", "--start-at", "{start}", "--out", "/results", "--quiet", "--archive-to-stdout"]
           # Requests equal to limits: Guaranteed QoS, so the static CPU manager gives the pod
@@ -286,10 +286,10 @@ spec:
           resources:
             requests:
               cpu: "{cpus}"
-              memory: {memory}
+              memory: "{memory}"
             limits:
               cpu: "{cpus}"
-              memory: {memory}
+              memory: "{memory}"
           volumeMounts:
             - name: scenario
               mountPath: /scenario
@@ -448,6 +448,22 @@ fn collect(args: &KubeCollectArgs) -> ExitCode {
                 args.kubectl, args.namespace
             )),
             Some(Err(e)) => problems.push(format!("pod {pod}: {e}")),
+            Some(Ok((shard, _))) if collected.iter().any(|(s, _)| s.index == shard.index) => {
+                problems.push(format!(
+                    "pod {pod} brought shard {shard} again (a pod run twice?); its copy is not \
+                     unpacked"
+                ))
+            }
+            Some(Ok((shard, _)))
+                if collected
+                    .first()
+                    .is_some_and(|(s, _)| s.count != shard.count) =>
+            {
+                problems.push(format!(
+                    "pod {pod} brought shard {shard}, of another split than shard {}",
+                    collected[0].0
+                ))
+            }
             Some(Ok((shard, bytes))) => {
                 let dir = args.out.join(format!("shard-{}", shard.index));
                 match unpack(&bytes, &dir) {
@@ -570,7 +586,7 @@ mod tests {
         let at = 1_764_100_800_000; // 2025-11-25T20:00:00Z
         assert_eq!(
             job_name("RPC capacity_2", at),
-            "msgbench-rpc-capacity-2-2511252000"
+            "msgbench-rpc-capacity-2-251125200000"
         );
         assert!(job_name(&"x".repeat(200), at).len() <= 50);
     }

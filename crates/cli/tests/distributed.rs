@@ -368,7 +368,7 @@ fn kube_prints_an_indexed_job_and_refuses_what_it_cannot_run() {
         "\"k8s/4\"",
         "podAntiAffinity",
         "address = \"10.0.0.5:7000\"",
-        "image: reg.example/msgbench:1",
+        "image: \"reg.example/msgbench:1\"",
     ] {
         assert!(yaml.contains(needle), "{needle} not in\n{yaml}");
     }

@@ -109,6 +109,12 @@ pub fn wall_clock_status() -> msgbench_model::shard::WallClockStatus {
         synchronized: state != libc::TIME_ERROR && t.status & libc::STA_UNSYNC == 0,
         estimated_error_us: t.esterror.max(0) as u64,
         max_error_us: t.maxerror.max(0) as u64,
+        // In ns when the kernel runs in nanosecond mode.
+        offset_us: if t.status & libc::STA_NANO != 0 {
+            t.offset / 1000
+        } else {
+            t.offset
+        },
     }
 }
 

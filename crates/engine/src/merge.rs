@@ -81,9 +81,8 @@ pub fn merge(dirs: &[PathBuf], out: &Path, command_line: &[String]) -> Result<Me
             .join(", "),
         first.experiment
     );
-    let environment = merged_environment(&shards, command_line);
-    let mut store = ResultStore::create_in(out, axes, header.as_bytes(), &environment)?;
-    let mut results = Vec::new();
+    // Every run is merged before anything is written: a refusal leaves no directory behind.
+    let mut merged = Vec::new();
     for id in first.runs.keys() {
         let parts: Vec<&RunResult> = shards.iter().map(|s| &s.runs[id]).collect();
         let intervals = merged_hlog(&shards, id)?;
@@ -93,19 +92,41 @@ pub fn merge(dirs: &[PathBuf], out: &Path, command_line: &[String]) -> Result<Me
             .map(|s| s.dir.join(format!("runs/{id}.latencies.csv")))
             .filter(|p| p.exists())
             .collect();
-        if !raw.is_empty() {
-            store.write_file_with(&format!("runs/{id}.latencies.csv"), |w| {
-                concatenate_latencies(&raw, w)
-            })?;
-        }
-        store.write_run(&result, &intervals, &[])?;
-        results.push(result);
+        merged.push((result, intervals, raw));
     }
+    let environment = merged_environment(&shards, command_line);
+    let existed = out.exists();
+    let written = write_merged(out, axes, header.as_bytes(), &environment, &merged);
+    if written.is_err() && !existed {
+        // A full disk halfway: no half-written merge is left to be mistaken for one.
+        let _ = std::fs::remove_dir_all(out);
+    }
+    written?;
     Ok(Merged {
-        dir: store.dir().to_path_buf(),
-        results,
+        dir: out.to_path_buf(),
+        results: merged.into_iter().map(|(r, _, _)| r).collect(),
         shards: first.count,
     })
+}
+
+/// Writes the merged runs into `out`.
+fn write_merged(
+    out: &Path,
+    axes: Vec<String>,
+    header: &[u8],
+    environment: &[u8],
+    merged: &[(RunResult, Vec<IntervalLatency>, Vec<PathBuf>)],
+) -> Result<(), StoreError> {
+    let mut store = ResultStore::create_in(out, axes, header, environment)?;
+    for (result, intervals, raw) in merged {
+        if !raw.is_empty() {
+            store.write_file_with(&format!("runs/{}.latencies.csv", result.run_id), |w| {
+                concatenate_latencies(raw, w)
+            })?;
+        }
+        store.write_run(result, intervals, &[])?;
+    }
+    Ok(())
 }
 
 /// Shard 0's `environment.json` with every shard's host and the merge's command line (the
@@ -137,6 +158,11 @@ fn merged_environment(shards: &[ShardDir], command_line: &[String]) -> Vec<u8> {
 
 /// Reads every directory and checks that together they are every shard of one run, once.
 fn read_all(dirs: &[PathBuf]) -> Result<Vec<ShardDir>, MergeError> {
+    if dirs.is_empty() {
+        return Err(MergeError::Refused(
+            "no directory given: give every shard's result directory".into(),
+        ));
+    }
     let mut shards = dirs
         .iter()
         .map(|d| read_shard(d))
@@ -404,7 +430,6 @@ fn hosts(parts: &[&RunResult]) -> String {
         .iter()
         .filter_map(|r| r.shard.as_ref().map(|s| s.host.as_str()))
         .collect();
-    hosts.dedup();
     hosts.sort_unstable();
     hosts.dedup();
     hosts.join(", ")
@@ -469,7 +494,7 @@ fn merged_classes(parts: &[&RunResult]) -> Result<Vec<ClassResult>, String> {
 fn merge_cpu(m: &mut RunResult, parts: &[&RunResult]) {
     let mut process = msgbench_model::result::CpuTimes::default();
     let mut threads = Vec::new();
-    for r in parts {
+    for (k, r) in parts.iter().enumerate() {
         let p = r.cpu.process;
         process.user_s += p.user_s;
         process.sys_s += p.sys_s;
@@ -477,7 +502,7 @@ fn merge_cpu(m: &mut RunResult, parts: &[&RunResult]) {
         process.ctx_switches_involuntary += p.ctx_switches_involuntary;
         process.migrations = match (process.migrations, p.migrations) {
             (Some(a), Some(b)) => Some(a + b),
-            (None, b) if threads.is_empty() => b,
+            (None, b) if k == 0 => b,
             _ => None,
         };
         let id = r.shard.as_ref().map_or(0, |s| s.index);

@@ -172,12 +172,12 @@ pub fn run_experiment_to(
             if results.iter().any(|r: &RunResult| r.run_id == run_id) {
                 continue;
             }
-            observer.run_started(&run_id, results.len() + 1, total);
             if let Some(at) = planned_start_ms {
                 if !wait_for_slot(at, &stop) {
                     break 'sweep;
                 }
             }
+            observer.run_started(&run_id, results.len() + 1, total);
             let run = (point, replicate, planned_start_ms);
             let result = match run_one(experiment, run, run_id, &mut store, &ctx) {
                 Ok(r) => r,

@@ -175,6 +175,10 @@ pub struct WallClockStatus {
     pub estimated_error_us: u64,
     /// Maximum error of the wall clock, µs (`adjtimex` maxerror).
     pub max_error_us: u64,
+    /// The offset the clock discipline last measured against its reference, µs (`adjtimex`
+    /// offset; 0 without a daemon).
+    #[serde(default)]
+    pub offset_us: i64,
 }
 
 /// One shard's figures in a merged run.

@@ -348,6 +348,11 @@ impl Launcher {
             );
         }
         self.budget = budget;
+        // Its share of the budget spent, the connection sends no more: its loop must not keep
+        // waking for slots it will not take while other connections finish theirs.
+        if budget.spent() {
+            self.done = true;
+        }
     }
 
     /// Unpaced: keep the window full (`block`, `adapt`: a closed loop), or attempt a batch of
@@ -808,6 +813,26 @@ mod tests {
         }
         times.sort_unstable();
         times
+    }
+
+    #[test]
+    fn a_connection_whose_share_is_spent_is_done_and_wakes_no_more() {
+        let c = client(WhenFull::Skip, 1000);
+        let clock = ManualClock::starting_at(0);
+        let mut conn = Conn::new(per_ms(), 1000);
+        conn.launcher = Launcher::new(per_ms(), 1, 0, (0, 1), Some(5));
+        let mut t = Counted::default();
+        clock.advance(10_000_000);
+        conn.turn(&c, &clock, true, &mut t);
+        assert_eq!((t.attempted, conn.sent.len()), (5, 5));
+        assert!(conn.launcher.done, "its 5 are spent");
+        let rules = Rules {
+            client: &c,
+            shares: &[1.0],
+            measure_start_ns: 0,
+            end_ns: 1_000_000_000,
+        };
+        assert_eq!(conn.launcher.next_wake(&conn.in_flight, &rules, 0), None);
     }
 
     #[test]

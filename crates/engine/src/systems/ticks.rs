@@ -517,8 +517,13 @@ fn plans(ticks: &TicksConfig, base: &str) -> (Vec<ThreadPlan>, Vec<(String, usiz
                 .collect()
         })
         .collect();
+    // A shard's clients of a group are every Nth: deal them over the threads by their place
+    // among this process's clients of the group, or they would pile onto a few threads.
+    let mut dealt = vec![0usize; ticks.groups.len()];
     for (gi, i) in ticks.local_clients() {
         let g = &ticks.groups[gi];
+        let ordinal = dealt[gi];
+        dealt[gi] += 1;
         let name = g.connection_name(i);
         match g.kind {
             ClientKind::Native => {
@@ -531,7 +536,7 @@ fn plans(ticks: &TicksConfig, base: &str) -> (Vec<ThreadPlan>, Vec<(String, usiz
                         ticks.format.name()
                     )
                 };
-                group_threads[gi][i % g.threads].conns.push(ConnPlan {
+                group_threads[gi][ordinal % g.threads].conns.push(ConnPlan {
                     url,
                     name,
                     group: gi,
