@@ -895,6 +895,56 @@ fn servers_raise_their_open_file_limit_to_the_hard_limit() {
 }
 
 #[test]
+fn a_budget_only_run_whose_server_is_gone_for_good_still_ends() {
+    let _turn = turn();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_msgbench"))
+        .args(["serve", "rpc", "--listen", "127.0.0.1:0", "--for", "1s"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    use std::io::BufRead;
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let address = line.trim().rsplit(' ').next().unwrap().to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    // Reconnecting, closed loop, ended by an operation count it can never reach.
+    let o = msgbench(&[
+        "run",
+        "--quiet",
+        "--set",
+        "system=\"rpc\"",
+        "--set",
+        &format!("rpc.address=\"{address}\""),
+        "--set",
+        "sweep={}",
+        "--set",
+        "client.on_error=\"reconnect\"",
+        "--set",
+        "client.timeout=\"1s\"",
+        "--set",
+        "pacing.mode=\"closed-loop\"",
+        "--duration",
+        "0",
+        "--operations",
+        "1000000000",
+        "--warmup",
+        "0",
+        "--out",
+        tmp.path().to_str().unwrap(),
+    ]);
+    let _ = server.wait();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("stayed down"), "{}", stderr(&o));
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    let r = single_run(tmp.path());
+    r.counters.check().unwrap();
+    assert!(r.counters.delivered > 0, "{:?}", r.counters);
+}
+
+#[test]
 fn serve_rpc_serves_other_runs_and_stops_by_itself() {
     let _turn = turn();
     let mut server = Command::new(env!("CARGO_BIN_EXE_msgbench"))

@@ -275,6 +275,9 @@ struct Conn<W, T> {
     in_flight: InFlight,
     launcher: Launcher,
     reconnect_at: u64,
+    /// When it went down (0: it is up): a run ended by its budget alone stops once a
+    /// connection stays down longer than `client.timeout`.
+    down_since: u64,
     /// The server closed the connection as it said it would: reopen it whatever
     /// `client.on_error` says.
     reopen: bool,
@@ -303,6 +306,7 @@ impl<W: Wire, T: Transport> Conn<W, T> {
                 connection_budget(shared.scenario.run.operations, shared.client, index),
             ),
             reconnect_at: 0,
+            down_since: 0,
             reopen: false,
         }
     }
@@ -583,11 +587,31 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
                 count_handshake(&mut s, &mut self.faults);
                 self.conns[i].stream = Some(s);
                 self.conns[i].reopen = false;
+                self.conns[i].down_since = 0;
             }
             _ => {
                 self.faults.connect_failures += 1;
                 self.conns[i].reconnect_at = now + RECONNECT_NS;
+                self.give_up_if_endless(i, now);
             }
+        }
+    }
+
+    /// A run ended by `run.operations` alone has no scheduled end: a connection that cannot
+    /// be reopened would hold its share of the budget, and the run, forever. Past
+    /// `client.timeout` down, the run stops (what was measured is written).
+    fn give_up_if_endless(&mut self, i: usize, now: u64) {
+        let down_ns = now.saturating_sub(self.conns[i].down_since);
+        let client = self.shared.client;
+        if self.shared.timeline.end_ns == u64::MAX && down_ns > client.timeout_ns {
+            self.shared.stop.stop_because(format!(
+                "connection {} to {} stayed down for {:.1} s (client.timeout) in a run that only \
+                 run.operations ends, so the run stopped rather than wait for it forever (give \
+                 run.duration too, and the connections reconnect until its end)",
+                client.global_index(self.first_connection() + i),
+                self.shared.address,
+                down_ns as f64 / 1e9
+            ));
         }
     }
 
@@ -729,6 +753,9 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
         let c = &mut self.conns[i];
         c.reopen = true;
         c.reconnect_at = now;
+        if c.down_since == 0 {
+            c.down_since = now.max(1);
+        }
     }
 
     fn check_timeouts(&mut self, now: u64, poll: &Poll) {
@@ -756,6 +783,9 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
             let _ = poll.registry().deregister(&mut s);
         }
         c.reconnect_at = now + RECONNECT_NS;
+        if c.down_since == 0 {
+            c.down_since = now.max(1);
+        }
         let what = why.count(&mut self.faults, self.shared.client.timeout_ns);
         if self.shared.client.on_error == OnError::Stop {
             self.shared.stop.stop_because(stop_message(

@@ -131,6 +131,8 @@ struct Conn {
     in_flight: InFlight,
     launcher: Launcher,
     up: bool,
+    /// When it went down (0: up), for a run only its budget ends (see `give_up_if_endless`).
+    down_since: u64,
 }
 
 type CallerResult = Result<Option<(Vec<ThreadCpu>, Faults)>, EngineError>;
@@ -260,6 +262,7 @@ fn caller(
                     connection_budget(shared.scenario.run.operations, client, local),
                 ),
                 up: true,
+                down_since: 0,
             })
             .collect(),
         timeline,
@@ -465,8 +468,12 @@ impl Caller<'_> {
                     record_response(&mut self.rec, &mut self.faults, conn as usize, &f, ok, now);
                 }
                 Event::Down { conn, why } => {
+                    let now = self.clock.now_ns();
                     let c = &mut self.conns[conn as usize];
                     c.up = false;
+                    if c.down_since == 0 {
+                        c.down_since = now.max(1);
+                    }
                     match why {
                         Down::Closed => self.fail(conn as usize, Failure::Closed),
                         Down::Protocol => {
@@ -475,17 +482,46 @@ impl Caller<'_> {
                         Down::Reset => {}
                     }
                 }
-                Event::Up { conn } => self.conns[conn as usize].up = true,
+                Event::Up { conn } => {
+                    let c = &mut self.conns[conn as usize];
+                    c.up = true;
+                    c.down_since = 0;
+                }
                 Event::ConnectFailed { handshake } => {
                     if handshake {
                         self.faults.handshake_failures += 1;
                     } else {
                         self.faults.connect_failures += 1;
                     }
+                    self.give_up_if_endless();
                 }
             }
         }
         any
+    }
+
+    /// A run ended by `run.operations` alone has no scheduled end: a connection that cannot
+    /// be reopened would hold its share of the budget, and the run, forever. Past
+    /// `client.timeout` down, the run stops (what was measured is written).
+    fn give_up_if_endless(&mut self) {
+        let now = self.clock.now_ns();
+        let timeout = self.shared.client.timeout_ns;
+        if self.timeline.end_ns != u64::MAX {
+            return;
+        }
+        let first = self.shared.client.thread_connections(self.index).start;
+        let down = (self.conns.iter().enumerate())
+            .find(|(_, c)| c.down_since != 0 && now.saturating_sub(c.down_since) > timeout);
+        if let Some((i, c)) = down {
+            self.shared.stop.stop_because(format!(
+                "connection {} to {} stayed down for {:.1} s (client.timeout) in a run that only \
+                 run.operations ends, so the run stopped rather than wait for it forever (give \
+                 run.duration too, and the connections reconnect until its end)",
+                self.shared.client.global_index(first + i),
+                self.shared.url,
+                now.saturating_sub(c.down_since) as f64 / 1e9
+            ));
+        }
     }
 
     fn check_timeouts(&mut self, now: u64) {
@@ -505,6 +541,9 @@ impl Caller<'_> {
             return;
         }
         self.conns[i].up = false;
+        if self.conns[i].down_since == 0 {
+            self.conns[i].down_since = self.clock.now_ns().max(1);
+        }
         let _ = self.requests.push(Request {
             conn: i as u32,
             class: RESET,
