@@ -163,6 +163,55 @@ fn four_shards_merge_exactly_into_what_one_process_offers() {
         collected.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
+    // A Job gone wrong: a pod without results, one run twice, shard 3 brought by none.
+    let broken = tmp.path().join("kubectl-broken");
+    std::fs::write(
+        &broken,
+        format!(
+            "#!/bin/sh\ncase \"$3\" in\n  get) printf 'sharded-0-a\\nsharded-1-b\\nsharded-1-c\\nsharded-2-d\\nsharded-9-e\\n' ;;\n  logs) cat \"{}/pod-$(echo \"$4\" | cut -d- -f2).log\" 2>/dev/null || echo 'OOMKilled' ;;\nesac\n",
+            tmp.path().display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod")
+        .arg("755")
+        .arg(&broken)
+        .status()
+        .unwrap();
+    let again = tmp.path().join("again");
+    let o = msgbench(&[
+        "kube",
+        "collect",
+        "msgbench-sharded",
+        "--kubectl",
+        broken.to_str().unwrap(),
+        "--out",
+        again.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    for says in [
+        "collected 3 shard(s)",
+        "pod sharded-1-c brought shard 1/4 again",
+        "pod sharded-9-e has no result archive",
+        "no pod brought shard 3/4",
+    ] {
+        assert!(stderr(&o).contains(says), "{says}: {}", stderr(&o));
+    }
+    let o = msgbench(&[
+        "kube",
+        "collect",
+        "msgbench-sharded",
+        "--kubectl",
+        kubectl.to_str().unwrap(),
+        "--out",
+        again.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "a non-empty --out: {}",
+        stderr(&o)
+    );
     let collected_dirs: Vec<String> = (0..4)
         .map(|i| collected.join(format!("shard-{i}")).display().to_string())
         .collect();
