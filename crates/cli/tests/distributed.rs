@@ -134,7 +134,12 @@ fn four_shards_merge_exactly_into_what_one_process_offers() {
             "shard {i} started {} ms late",
             s.start_late_ms
         );
-        assert!(r.warnings.is_empty(), "shard {i}: {:?}", r.warnings);
+        // (Timing warnings may come on a loaded 2-core host; a stopped run may not.)
+        assert!(
+            !r.warnings.iter().any(|w| w.is_stopped_early()),
+            "shard {i}: {:?}",
+            r.warnings
+        );
     }
 
     // `kube collect` reads the archives from the pods' logs (a kubectl double prints them).
