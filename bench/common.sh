@@ -22,6 +22,13 @@ msgbench_json() {
     python3 -c "import json,sys; r=json.load(sys.stdin)['runs'][0]; print($expr)"
 }
 
+# build_tungstenite_peer : builds the tokio-tungstenite tick server (bench/peers/tungstenite-ticks,
+# outside the workspace) and sets PEER to its binary.
+build_tungstenite_peer() {
+  (cd "$ROOT/bench/peers/tungstenite-ticks" && cargo build --release --quiet)
+  PEER="$ROOT/bench/peers/tungstenite-ticks/target/release/tungstenite-ticks"
+}
+
 # median VALUES... : the median of the numbers given.
 median() {
   python3 -c "import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))" "$@"

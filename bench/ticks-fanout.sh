@@ -14,10 +14,8 @@ RATE=${RATE:-10000}
 COUNTS=${COUNTS:-"100 400 1000"}
 CLIENT_THREADS=${CLIENT_THREADS:-1}
 SERVER_THREADS=${SERVER_THREADS:-1}
-PEER_DIR="$ROOT/bench/peers/tungstenite-ticks"
 build_all
-(cd "$PEER_DIR" && cargo build --release --quiet)
-PEER="$PEER_DIR/target/release/tungstenite-ticks"
+build_tungstenite_peer
 machine
 
 trap stop_server EXIT

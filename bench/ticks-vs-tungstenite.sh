@@ -11,10 +11,8 @@
 source "$(dirname "$0")/common.sh"
 ROUNDS=${ROUNDS:-3}
 RATE=${RATE:-1000000}
-PEER_DIR="$ROOT/bench/peers/tungstenite-ticks"
 build_all
-(cd "$PEER_DIR" && cargo build --release --quiet)
-PEER="$PEER_DIR/target/release/tungstenite-ticks"
+build_tungstenite_peer
 machine
 
 trap stop_server EXIT

@@ -1,6 +1,8 @@
 //! The `msgbench` binary end to end: a short real run and its files, every bad input the
 //! issue lists (one clear message, non-zero exit, nothing half-written), Ctrl-C, and the
 //! published JSON schema.
+mod common;
+use common::{msgbench, rpc_address, serve, stderr, ws_address};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -9,17 +11,6 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn turn() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn msgbench(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_msgbench"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
@@ -352,18 +343,13 @@ fn example_server(example: &Path) -> (Option<std::process::Child>, Vec<String>) 
             .collect()
     };
     let server = marked("# test-server:").first().map(|command| {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_msgbench"))
-            .args(command.split_whitespace())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        use std::io::BufRead;
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(line.contains("listening"), "{command}: {line}");
-        child
+        let args: Vec<&str> = command.split_whitespace().skip(1).collect();
+        assert_eq!(
+            command.split_whitespace().next(),
+            Some("serve"),
+            "{command}"
+        );
+        serve(&args).0
     });
     (server, marked("# test-set:"))
 }
@@ -897,17 +883,8 @@ fn servers_raise_their_open_file_limit_to_the_hard_limit() {
 #[test]
 fn a_budget_only_run_whose_server_is_gone_for_good_still_ends() {
     let _turn = turn();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_msgbench"))
-        .args(["serve", "rpc", "--listen", "127.0.0.1:0", "--for", "1s"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    use std::io::BufRead;
-    std::io::BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let address = line.trim().rsplit(' ').next().unwrap().to_string();
+    let (mut server, _, line) = serve(&["rpc", "--listen", "127.0.0.1:0", "--for", "1s"]);
+    let address = rpc_address(&line);
     let tmp = tempfile::tempdir().unwrap();
     let started = std::time::Instant::now();
     // Reconnecting, closed loop, ended by an operation count it can never reach.
@@ -947,16 +924,8 @@ fn a_budget_only_run_whose_server_is_gone_for_good_still_ends() {
 #[test]
 fn serve_rpc_serves_other_runs_and_stops_by_itself() {
     let _turn = turn();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_msgbench"))
-        .args(["serve", "rpc", "--listen", "127.0.0.1:0", "--for", "4s"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    use std::io::BufRead;
-    let mut stdout = std::io::BufReader::new(server.stdout.take().unwrap());
-    stdout.read_line(&mut line).unwrap();
-    let address = line.trim().rsplit(' ').next().unwrap().to_string();
+    let (mut server, mut stdout, line) = serve(&["rpc", "--listen", "127.0.0.1:0", "--for", "4s"]);
+    let address = rpc_address(&line);
     assert!(line.contains("listening on 127.0.0.1:"), "{line}");
     let tmp = tempfile::tempdir().unwrap();
     let o = msgbench(&[
@@ -1447,24 +1416,8 @@ fn serve_ws(
     std::io::BufReader<std::process::ChildStdout>,
     String,
 ) {
-    use std::io::BufRead;
-    let mut server = Command::new(env!("CARGO_BIN_EXE_msgbench"))
-        .arg("serve")
-        .args(args)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = std::io::BufReader::new(server.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let start = line
-        .find("ws://")
-        .unwrap_or_else(|| panic!("no address in {line:?}"));
-    let address: String = line[start..]
-        .chars()
-        .take_while(|c| !c.is_whitespace())
-        .collect();
-    (server, stdout, address)
+    let (server, stdout, line) = serve(args);
+    (server, stdout, ws_address(&line))
 }
 
 #[test]

@@ -3,21 +3,11 @@
 //! `kube collect` (a kubectl double) and merged; the merge checked against the shards' raw
 //! latencies and counters, and against one process offering the whole schedule. Then every
 //! bad input of `--shard`, `--start-at`, `merge` and `kube`.
+mod common;
+use common::{msgbench, rpc_address, serve, stderr, ws_address};
 use msgbench_model::result::RunResult;
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-
-fn msgbench(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_msgbench"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -51,19 +41,44 @@ fn raw_latencies(dir: &Path) -> Vec<u64> {
 
 /// Starts `serve rpc` on a free port; its process and address.
 fn serve_rpc() -> (std::process::Child, String) {
-    let mut server = Command::new(env!("CARGO_BIN_EXE_msgbench"))
-        .args(["serve", "rpc", "--listen", "127.0.0.1:0", "--threads", "2"])
-        .args(["--for", "60s"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let address = line.trim().rsplit(' ').next().unwrap().to_string();
+    let (server, _, line) = serve(&[
+        "rpc",
+        "--listen",
+        "127.0.0.1:0",
+        "--threads",
+        "2",
+        "--for",
+        "60s",
+    ]);
     assert!(line.contains("listening on 127.0.0.1:"), "{line}");
-    (server, address)
+    (server, rpc_address(&line))
+}
+
+/// A kubectl double at `path`: `get pods` lists `pods` (named `JOB-I-x`), `logs JOB-I-x`
+/// prints `dir/pod-I.log` (or a line without an archive when there is none).
+fn fake_kubectl(path: &Path, pods: &str, dir: &Path) {
+    std::fs::write(
+        path,
+        format!(
+            "#!/bin/sh\n# -n NS get pods ... | -n NS logs POD\ncase \"$3\" in\n  get) printf '{pods}' ;;\n  logs) cat \"{}/pod-$(echo \"$4\" | cut -d- -f2).log\" 2>/dev/null || echo 'OOMKilled' ;;\nesac\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("755").arg(path).status().unwrap();
+}
+
+/// `msgbench kube collect msgbench-sharded` through the kubectl `kubectl` into `out`.
+fn collect(kubectl: &Path, out: &Path) -> Output {
+    msgbench(&[
+        "kube",
+        "collect",
+        "msgbench-sharded",
+        "--kubectl",
+        kubectl.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ])
 }
 
 const SCENARIO: &str = r#"
@@ -144,55 +159,17 @@ fn four_shards_merge_exactly_into_what_one_process_offers() {
 
     // `kube collect` reads the archives from the pods' logs (a kubectl double prints them).
     let kubectl = tmp.path().join("kubectl");
-    std::fs::write(
-        &kubectl,
-        format!(
-            "#!/bin/sh\n# -n NS get pods ... | -n NS logs POD\ncase \"$3\" in\n  get) printf 'sharded-0-a\\nsharded-1-b\\nsharded-2-c\\nsharded-3-d\\n' ;;\n  logs) cat \"{}/pod-$(echo \"$4\" | cut -d- -f2).log\" ;;\nesac\n",
-            tmp.path().display()
-        ),
-    )
-    .unwrap();
-    Command::new("chmod")
-        .arg("755")
-        .arg(&kubectl)
-        .status()
-        .unwrap();
+    let all = "sharded-0-a\\nsharded-1-b\\nsharded-2-c\\nsharded-3-d\\n";
+    fake_kubectl(&kubectl, all, tmp.path());
     let collected = tmp.path().join("collected");
-    let o = msgbench(&[
-        "kube",
-        "collect",
-        "msgbench-sharded",
-        "--kubectl",
-        kubectl.to_str().unwrap(),
-        "--out",
-        collected.to_str().unwrap(),
-    ]);
+    let o = collect(&kubectl, &collected);
     assert!(o.status.success(), "{}", stderr(&o));
     // A Job gone wrong: a pod without results, one run twice, shard 3 brought by none.
     let broken = tmp.path().join("kubectl-broken");
-    std::fs::write(
-        &broken,
-        format!(
-            "#!/bin/sh\ncase \"$3\" in\n  get) printf 'sharded-0-a\\nsharded-1-b\\nsharded-1-c\\nsharded-2-d\\nsharded-9-e\\n' ;;\n  logs) cat \"{}/pod-$(echo \"$4\" | cut -d- -f2).log\" 2>/dev/null || echo 'OOMKilled' ;;\nesac\n",
-            tmp.path().display()
-        ),
-    )
-    .unwrap();
-    Command::new("chmod")
-        .arg("755")
-        .arg(&broken)
-        .status()
-        .unwrap();
+    let pods = "sharded-0-a\\nsharded-1-b\\nsharded-1-c\\nsharded-2-d\\nsharded-9-e\\n";
+    fake_kubectl(&broken, pods, tmp.path());
     let again = tmp.path().join("again");
-    let o = msgbench(&[
-        "kube",
-        "collect",
-        "msgbench-sharded",
-        "--kubectl",
-        broken.to_str().unwrap(),
-        "--out",
-        again.to_str().unwrap(),
-    ]);
+    let o = collect(&broken, &again);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     for says in [
         "collected 3 shard(s)",
@@ -202,15 +179,7 @@ fn four_shards_merge_exactly_into_what_one_process_offers() {
     ] {
         assert!(stderr(&o).contains(says), "{says}: {}", stderr(&o));
     }
-    let o = msgbench(&[
-        "kube",
-        "collect",
-        "msgbench-sharded",
-        "--kubectl",
-        kubectl.to_str().unwrap(),
-        "--out",
-        again.to_str().unwrap(),
-    ]);
+    let o = collect(&kubectl, &again);
     assert_eq!(
         o.status.code(),
         Some(2),
@@ -452,28 +421,16 @@ fn kube_prints_an_indexed_job_and_refuses_what_it_cannot_run() {
 
 #[test]
 fn a_tick_streams_subscribers_split_over_shards_and_merge_back() {
-    let mut server = Command::new(env!("CARGO_BIN_EXE_msgbench"))
-        .args([
-            "serve",
-            "ticks",
-            "--listen",
-            "127.0.0.1:0",
-            "--rate",
-            "2000",
-            "--for",
-            "30s",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let address: String = line[line.find("ws://").unwrap()..]
-        .chars()
-        .take_while(|c| !c.is_whitespace())
-        .collect();
+    let (mut server, _, line) = serve(&[
+        "ticks",
+        "--listen",
+        "127.0.0.1:0",
+        "--rate",
+        "2000",
+        "--for",
+        "30s",
+    ]);
+    let address = ws_address(&line);
     let tmp = tempfile::tempdir().unwrap();
     let scenario = tmp.path().join("ticks.toml");
     std::fs::write(

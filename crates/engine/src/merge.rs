@@ -85,8 +85,9 @@ pub fn merge(dirs: &[PathBuf], out: &Path, command_line: &[String]) -> Result<Me
     let mut merged = Vec::new();
     for id in first.runs.keys() {
         let parts: Vec<&RunResult> = shards.iter().map(|s| &s.runs[id]).collect();
-        let intervals = merged_hlog(&shards, id)?;
-        let result = merge_runs(&parts, &intervals).map_err(MergeError::Refused)?;
+        let seconds = merged_hlog(&shards, id)?;
+        let result = merge_runs(&parts, &seconds).map_err(MergeError::Refused)?;
+        let intervals = hlog_intervals(&seconds);
         let raw: Vec<PathBuf> = shards
             .iter()
             .map(|s| s.dir.join(format!("runs/{id}.latencies.csv")))
@@ -352,10 +353,7 @@ fn read_shard(dir: &Path) -> Result<ShardDir, String> {
 }
 
 /// One run's shards as one run.
-pub fn merge_runs(
-    parts: &[&RunResult],
-    intervals: &[IntervalLatency],
-) -> Result<RunResult, String> {
+pub fn merge_runs(parts: &[&RunResult], seconds: &Seconds) -> Result<RunResult, String> {
     let first = parts[0];
     let start_ms = parts.iter().map(|r| r.started_unix_ms).min().unwrap_or(0);
     let end_ms = parts
@@ -410,7 +408,7 @@ pub fn merge_runs(
     m.histograms.unanswered = encode(&unanswered);
     m.classes = merged_classes(parts)?;
     merge_cpu(&mut m, parts);
-    m.intervals = merged_intervals(parts, intervals);
+    m.intervals = merged_intervals(parts, seconds);
     m.fairness = msgbench_model::fairness::of_run(&m);
     m.info.push(format!(
         "merged from {} shards on {}",
@@ -535,8 +533,12 @@ fn second_of(r: &RunResult, start_ms: u64, start_s: f64) -> usize {
     ((offset_ms / 1e3 + start_s).round().max(0.0)) as usize
 }
 
-/// Each second's histogram: the shards' hlog intervals of that second added.
-fn merged_hlog(shards: &[ShardDir], id: &str) -> Result<Vec<IntervalLatency>, MergeError> {
+/// Each second of a merged run (from its earliest shard's start): its length and the shards'
+/// hlog intervals of that second added.
+pub type Seconds = BTreeMap<usize, (f64, Histogram<u64>)>;
+
+/// The merged run's seconds, from the shards' `.hlog`s.
+fn merged_hlog(shards: &[ShardDir], id: &str) -> Result<Seconds, MergeError> {
     let parts: Vec<&RunResult> = shards.iter().map(|s| &s.runs[id]).collect();
     let start_ms = parts.iter().map(|r| r.started_unix_ms).min().unwrap_or(0);
     let mut seconds: BTreeMap<usize, (f64, Histogram<u64>)> = BTreeMap::new();
@@ -564,19 +566,23 @@ fn merged_hlog(shards: &[ShardDir], id: &str) -> Result<Vec<IntervalLatency>, Me
                 .map_err(|e| MergeError::Refused(format!("{}: {e:?}", path.display())))?;
         }
     }
-    Ok(seconds
-        .into_iter()
+    Ok(seconds)
+}
+
+/// The merged `.hlog`'s intervals.
+fn hlog_intervals(seconds: &Seconds) -> Vec<IntervalLatency> {
+    (seconds.iter())
         .map(|(second, (length_s, h))| IntervalLatency {
-            start_s: second as f64,
-            length_s,
-            encoded: encode(&h),
+            start_s: *second as f64,
+            length_s: *length_s,
+            encoded: encode(h),
         })
-        .collect())
+        .collect()
 }
 
 /// The per-second samples: counts summed per wall-clock second, latency from that second's
 /// added histogram, backlog the sum of each shard's at that second's end.
-fn merged_intervals(parts: &[&RunResult], seconds: &[IntervalLatency]) -> Vec<IntervalSample> {
+fn merged_intervals(parts: &[&RunResult], seconds: &Seconds) -> Vec<IntervalSample> {
     let start_ms = parts.iter().map(|r| r.started_unix_ms).min().unwrap_or(0);
     let mut merged: BTreeMap<usize, IntervalSample> = BTreeMap::new();
     for r in parts {
@@ -603,12 +609,8 @@ fn merged_intervals(parts: &[&RunResult], seconds: &[IntervalLatency]) -> Vec<In
                     .map(|i| i.backlog)
             })
             .sum();
-        if let Some(h) = seconds
-            .iter()
-            .find(|s| s.start_s as usize == *second)
-            .and_then(|s| decode(&s.encoded).ok())
-        {
-            let p = Percentiles::of(&h);
+        if let Some((_, h)) = seconds.get(second) {
+            let p = Percentiles::of(h);
             (m.latency_p50_ns, m.latency_p99_ns, m.latency_max_ns) = (p.p50_ns, p.p99_ns, p.max_ns);
         }
     }

@@ -66,26 +66,24 @@ impl ResultStore {
             dir = PathBuf::from(format!("{}-{n}", base.display()));
             n += 1;
         }
-        let runs = dir.join("runs");
-        std::fs::create_dir_all(&runs).map_err(|source| StoreError {
-            path: runs.clone(),
-            source,
-        })?;
-        let store = ResultStore {
-            dir,
-            axes: experiment.axes.clone(),
-            rows: Vec::new(),
-        };
-        if let Err(e) = store.write_header(experiment, env) {
+        let header = format!(
+            "# Resolved experiment ({}), as run by msgbench {}.\n{}",
+            experiment.source_name, env.msgbench_version, experiment.resolved_toml
+        );
+        let mut env_json = serde_json::to_vec_pretty(env).expect("serializable");
+        env_json.push(b'\n');
+        let created =
+            ResultStore::create_in(&dir, experiment.axes.clone(), header.as_bytes(), &env_json);
+        if created.is_err() {
             // Nothing of this experiment is on disk yet: leave no empty folder behind.
-            let _ = std::fs::remove_dir_all(&store.dir);
-            return Err(e);
+            let _ = std::fs::remove_dir_all(&dir);
         }
-        Ok(store)
+        created
     }
 
     /// Creates the directory `dir` itself (not a stamped one under it) with the given
-    /// `experiment.toml` and `environment.json`: `msgbench merge`'s output.
+    /// `experiment.toml` and `environment.json` (`create` picks a stamped one; `msgbench merge`
+    /// names its own).
     pub fn create_in(
         dir: &Path,
         axes: Vec<String>,
@@ -115,22 +113,6 @@ impl ResultStore {
         fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
     ) -> Result<(), StoreError> {
         self.write_atomic_with(name, fill)
-    }
-
-    /// `experiment.toml`, `environment.json` and an empty `metrics.csv`.
-    fn write_header(&self, experiment: &Experiment, env: &Environment) -> Result<(), StoreError> {
-        let header = format!(
-            "# Resolved experiment ({}), as run by msgbench {}.\n",
-            experiment.source_name, env.msgbench_version
-        );
-        self.write_atomic(
-            "experiment.toml",
-            format!("{header}{}", experiment.resolved_toml).as_bytes(),
-        )?;
-        let mut env_json = serde_json::to_vec_pretty(env).expect("serializable");
-        env_json.push(b'\n');
-        self.write_atomic("environment.json", &env_json)?;
-        self.write_metrics()
     }
 
     /// Opens the result directory `dir` of an interrupted run of `experiment` to go on

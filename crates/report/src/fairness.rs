@@ -63,15 +63,7 @@ pub fn markdown(runs: &[RunResult]) -> String {
     if !any(runs) {
         return String::new();
     }
-    let mut out = format!(
-        "\n## Fairness\n\n{EXPLAINED}\n\n| {} |\n|{}\n",
-        HEADER.join(" | "),
-        "---|".repeat(HEADER.len())
-    );
-    for row in rows(runs) {
-        out.push_str(&format!("| {} |\n", row.join(" | ")));
-    }
-    out
+    crate::format::markdown_section("Fairness", EXPLAINED, &HEADER, &rows(runs))
 }
 
 /// The fairness section of report.html (empty when no run has a figure).
@@ -79,24 +71,14 @@ pub fn html(runs: &[RunResult], escape: fn(&str) -> String) -> String {
     if !any(runs) {
         return String::new();
     }
-    let th: String = HEADER.iter().map(|h| format!("<th>{h}</th>")).collect();
-    let mut out = format!(
-        "<h2>Fairness</h2>\n<p>{}</p>\n<table><tr>{th}</tr>\n",
-        escape(EXPLAINED)
-    );
-    for row in rows(runs) {
-        let bad = row[6] == "no";
-        let tds: String = row
-            .iter()
-            .map(|c| format!("<td class=\"l\">{}</td>", escape(c)))
-            .collect();
-        out.push_str(&format!(
-            "<tr{}>{tds}</tr>\n",
-            if bad { " class=\"invalid\"" } else { "" }
-        ));
-    }
-    out.push_str("</table>\n");
-    out
+    let unequal = |row: &[String]| row[6] == "no";
+    crate::format::html_section(
+        ("Fairness", EXPLAINED),
+        &HEADER,
+        &rows(runs),
+        escape,
+        unequal,
+    )
 }
 
 #[cfg(test)]

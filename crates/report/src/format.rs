@@ -92,6 +92,54 @@ pub fn percent(ratio: f64) -> String {
     }
 }
 
+/// A section of report.md: `## title`, what its figures mean, and a table of `rows`.
+pub fn markdown_section<R: AsRef<[String]>>(
+    title: &str,
+    explained: &str,
+    header: &[&str],
+    rows: &[R],
+) -> String {
+    let mut out = format!(
+        "\n## {title}\n\n{explained}\n\n| {} |\n|{}\n",
+        header.join(" | "),
+        "---|".repeat(header.len())
+    );
+    for row in rows {
+        out.push_str(&format!("| {} |\n", row.as_ref().join(" | ")));
+    }
+    out
+}
+
+/// The same section in report.html; a row `flagged` says is marked invalid.
+pub fn html_section<R: AsRef<[String]>>(
+    (title, explained): (&str, &str),
+    header: &[&str],
+    rows: &[R],
+    escape: fn(&str) -> String,
+    flagged: impl Fn(&[String]) -> bool,
+) -> String {
+    let th: String = header.iter().map(|h| format!("<th>{h}</th>")).collect();
+    let mut out = format!(
+        "<h2>{title}</h2>\n<p>{}</p>\n<table><tr>{th}</tr>\n",
+        escape(explained)
+    );
+    for row in rows {
+        let row = row.as_ref();
+        let tds: String = row
+            .iter()
+            .map(|c| format!("<td class=\"l\">{}</td>", escape(c)))
+            .collect();
+        let class = if flagged(row) {
+            " class=\"invalid\""
+        } else {
+            ""
+        };
+        out.push_str(&format!("<tr{class}>{tds}</tr>\n"));
+    }
+    out.push_str("</table>\n");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -70,15 +70,7 @@ pub fn markdown(runs: &[RunResult]) -> String {
     if !any(runs) {
         return String::new();
     }
-    let mut out = format!(
-        "\n## Shards\n\n{EXPLAINED}\n\n| {} |\n|{}\n",
-        HEADER.join(" | "),
-        "---|".repeat(HEADER.len())
-    );
-    for row in rows(runs) {
-        out.push_str(&format!("| {} |\n", row.join(" | ")));
-    }
-    out
+    crate::format::markdown_section("Shards", EXPLAINED, &HEADER, &rows(runs))
 }
 
 /// The shards section of report.html (empty unless a run was merged).
@@ -86,18 +78,7 @@ pub fn html(runs: &[RunResult], escape: fn(&str) -> String) -> String {
     if !any(runs) {
         return String::new();
     }
-    let th: String = HEADER.iter().map(|h| format!("<th>{h}</th>")).collect();
-    let mut out = format!(
-        "<h2>Shards</h2>\n<p>{}</p>\n<table><tr>{th}</tr>\n",
-        escape(EXPLAINED)
-    );
-    for row in rows(runs) {
-        let tds: String = row
-            .iter()
-            .map(|c| format!("<td class=\"l\">{}</td>", escape(c)))
-            .collect();
-        out.push_str(&format!("<tr>{tds}</tr>\n"));
-    }
-    out.push_str("</table>\n");
-    out
+    crate::format::html_section(("Shards", EXPLAINED), &HEADER, &rows(runs), escape, |_| {
+        false
+    })
 }

@@ -13,7 +13,7 @@
 //! (`client.on_error`). The hot path allocates nothing: buffers, flight tables and histograms
 //! are sized before the run. The run's timeline and the system under test's CPU come from the
 //! [`crate::harness`].
-use super::failure::{stop_message, Failure};
+use super::failure::{endless_stop_message, stop_message, Failure};
 use super::in_flight::{close_recording, fail_all_counted, record_response, InFlight};
 use super::launcher::{connection_budget, Budget, Counting, Launcher, Rules};
 use crate::clock::{Clock, MonotonicClock};
@@ -604,13 +604,10 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
         let down_ns = now.saturating_sub(self.conns[i].down_since);
         let client = self.shared.client;
         if self.shared.timeline.end_ns == u64::MAX && down_ns > client.timeout_ns {
-            self.shared.stop.stop_because(format!(
-                "connection {} to {} stayed down for {:.1} s (client.timeout) in a run that only \
-                 run.operations ends, so the run stopped rather than wait for it forever (give \
-                 run.duration too, and the connections reconnect until its end)",
+            self.shared.stop.stop_because(endless_stop_message(
                 client.global_index(self.first_connection() + i),
-                self.shared.address,
-                down_ns as f64 / 1e9
+                &self.shared.address.to_string(),
+                down_ns,
             ));
         }
     }

@@ -58,3 +58,15 @@ pub fn stop_message(
         "{what} on connection {connection} to {address} {when}; the run stopped (set `client.on_error = \"reconnect\"` to go on)"
     )
 }
+
+/// Why a run that only `run.operations` ends stopped: connection `connection` to `address`
+/// stayed down `down_ns`, past `client.timeout` (with no scheduled end, it would hold its share
+/// of the budget, and the run, forever).
+pub fn endless_stop_message(connection: usize, address: &str, down_ns: u64) -> String {
+    format!(
+        "connection {connection} to {address} stayed down for {:.1} s (client.timeout) in a run \
+         that only run.operations ends, so the run stopped rather than wait for it forever \
+         (give run.duration too, and the connections reconnect until its end)",
+        down_ns as f64 / 1e9
+    )
+}

@@ -8,7 +8,7 @@
 //! when the caller has taken it: the hand-off is part of the latency, as it is for a real
 //! caller. The run's timeline and the system under test's CPU come from the
 //! [`crate::harness`].
-use super::failure::{stop_message, Failure};
+use super::failure::{endless_stop_message, stop_message, Failure};
 use super::in_flight::{close_recording, fail_all_counted, record_response, InFlight};
 use super::launcher::{connection_budget, Budget, Counting, Launcher, Rules};
 use super::ws_socket::{self as socket, Down, Event, Request, RESET};
@@ -513,13 +513,10 @@ impl Caller<'_> {
         let down = (self.conns.iter().enumerate())
             .find(|(_, c)| c.down_since != 0 && now.saturating_sub(c.down_since) > timeout);
         if let Some((i, c)) = down {
-            self.shared.stop.stop_because(format!(
-                "connection {} to {} stayed down for {:.1} s (client.timeout) in a run that only \
-                 run.operations ends, so the run stopped rather than wait for it forever (give \
-                 run.duration too, and the connections reconnect until its end)",
+            self.shared.stop.stop_because(endless_stop_message(
                 self.shared.client.global_index(first + i),
                 self.shared.url,
-                now.saturating_sub(c.down_since) as f64 / 1e9
+                now.saturating_sub(c.down_since),
             ));
         }
     }
