@@ -28,7 +28,10 @@ pub fn serve(args: &[&str]) -> (Child, std::io::BufReader<ChildStdout>, String) 
     let mut stdout = std::io::BufReader::new(server.stdout.take().unwrap());
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
-    assert!(line.contains("127.0.0.1:"), "serve {args:?} printed no address: {line}");
+    assert!(
+        line.contains("127.0.0.1:"),
+        "serve {args:?} printed no address: {line}"
+    );
     (server, stdout, line)
 }
 
