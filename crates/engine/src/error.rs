@@ -50,6 +50,15 @@ pub enum EngineError {
         /// What went wrong.
         problem: String,
     },
+    /// The peer accepted TCP but does not speak HTTP/2 (or refused it in ALPN, or the TLS
+    /// handshake failed).
+    #[error("cannot open an HTTP/2 connection to {address}: {problem}")]
+    Http2 {
+        /// The URL.
+        address: String,
+        /// What went wrong.
+        problem: String,
+    },
     /// A browser client could not be started or did not connect.
     #[error("browser client: {0}")]
     Browser(String),

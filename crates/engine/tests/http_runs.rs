@@ -3,7 +3,7 @@
 //! started here on a free loopback port with a generated configuration).
 mod common;
 
-use common::{assert_accounted, certificates, run, try_run, unequal_service};
+use common::{assert_accounted, certificates, run, try_run, unequal_service, Nginx};
 use msgbench_model::{verdict, RunResult};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -241,94 +241,6 @@ fn a_dead_server_fails_with_one_message() {
 }
 
 // ---- nginx ----
-
-/// nginx on a free loopback port serving a static file, a large file and a 404, with a
-/// configuration written here; stopped (by PID) when dropped.
-struct Nginx {
-    child: std::process::Child,
-    addr: SocketAddr,
-    /// The TLS port's address and the CA file that signed its certificate, when asked for.
-    tls: Option<(SocketAddr, std::path::PathBuf)>,
-    dir: tempfile::TempDir,
-}
-
-/// A free loopback port.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-impl Nginx {
-    fn start() -> Nginx {
-        Nginx::start_with("", false)
-    }
-
-    /// nginx with `extra` in its server blocks, and a TLS port too when `tls`.
-    fn start_with(extra: &str, tls: bool) -> Nginx {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("www");
-        std::fs::create_dir_all(&root).unwrap();
-        std::fs::write(root.join("small.txt"), "hello from nginx\n").unwrap();
-        std::fs::write(root.join("large.bin"), vec![b'x'; 256 * 1024]).unwrap();
-        let port = free_port();
-        let tls_port = free_port();
-        let tls_server = if tls {
-            certificates(dir.path());
-            format!(
-                " server {{\n  listen 127.0.0.1:{tls_port} ssl;\n  ssl_certificate {d}/cert.pem;\n  ssl_certificate_key {d}/key.pem;\n  root {root};\n{extra} }}\n",
-                d = dir.path().display(),
-                root = root.display()
-            )
-        } else {
-            String::new()
-        };
-        let conf = dir.path().join("nginx.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "daemon off;\nmaster_process off;\nworker_processes 1;\nerror_log {d}/error.log;\npid {d}/nginx.pid;\nevents {{ worker_connections 1024; }}\nhttp {{\n access_log off;\n client_body_temp_path {d};\n proxy_temp_path {d};\n fastcgi_temp_path {d};\n uwsgi_temp_path {d};\n scgi_temp_path {d};\n keepalive_requests 1000000;\n server {{\n  listen 127.0.0.1:{port};\n  root {root};\n{extra} }}\n{tls_server}}}\n",
-                d = dir.path().display(),
-                root = root.display()
-            ),
-        )
-        .unwrap();
-        let nginx = ["/usr/sbin/nginx", "nginx"]
-            .into_iter()
-            .find(|p| std::process::Command::new(p).arg("-v").output().is_ok())
-            .expect("nginx is not installed: run `bash scripts/setup.sh`");
-        let child = std::process::Command::new(nginx)
-            .args(["-e", "stderr", "-c"])
-            .arg(&conf)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let tls_addr: SocketAddr = format!("127.0.0.1:{tls_port}").parse().unwrap();
-        for _ in 0..100 {
-            if TcpStream::connect(addr).is_ok() && (!tls || TcpStream::connect(tls_addr).is_ok()) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Nginx {
-            child,
-            addr,
-            tls: tls.then(|| (tls_addr, dir.path().join("ca.pem"))),
-            dir,
-        }
-    }
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 #[test]
 fn nginx_serves_static_files_keep_alive_and_pipelined_with_its_404s_counted() {

@@ -9,9 +9,13 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpSpec {
-    /// The server: `http://host[:port]` or `https://host[:port]` (HTTP/1.1, over TLS for
-    /// https; the port defaults to 80 or 443).
+    /// The server: `http://host[:port]` or `https://host[:port]` (over TLS for https; the
+    /// port defaults to 80 or 443).
     pub url: String,
+    /// `"1.1"`: HTTP/1.1, a window above 1 pipelines. `"2"`: HTTP/2, a window is that many
+    /// concurrent streams per connection (cleartext `http://` with prior knowledge, `https://`
+    /// through ALPN).
+    pub version: String,
     /// https: a PEM file of CA certificates the server's certificate may chain to, besides the
     /// Mozilla roots compiled in (for a private or test CA).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -36,6 +40,7 @@ impl Default for HttpSpec {
     fn default() -> Self {
         HttpSpec {
             url: String::new(),
+            version: "1.1".into(),
             ca_file: None,
             insecure: false,
             json_rpc: false,
@@ -105,6 +110,31 @@ pub struct HttpRequest {
     pub head: bool,
     /// What the body must contain.
     pub expect: Option<Vec<u8>>,
+    /// The same request in parts, for HTTP/2: method, target, extra headers (besides the
+    /// authority), body.
+    pub parts: RequestParts,
+}
+
+/// A request's parts, for a transport that frames them itself (HTTP/2).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RequestParts {
+    /// `GET`, `POST`, …
+    pub method: String,
+    /// The request target, from `/`.
+    pub target: String,
+    /// Header fields, name → value (no `Host`: it is the authority).
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+/// Which HTTP the requests are sent in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpVersion {
+    /// HTTP/1.1 (a window above 1 pipelines).
+    Http1,
+    /// HTTP/2 (a window is concurrent streams).
+    Http2,
 }
 
 /// How an https server is reached.
@@ -123,6 +153,10 @@ pub struct TlsConfig {
 pub struct HttpConfig {
     /// `host:port` to connect to.
     pub address: String,
+    /// HTTP/1.1 or HTTP/2.
+    pub version: HttpVersion,
+    /// The request's authority (`Host`, `:authority`): the URL's host and port as written.
+    pub authority: String,
     /// https: how; `None` for plain http.
     pub tls: Option<TlsConfig>,
     /// Responses are JSON-RPC 2.0 (their `error` member fails a request).
@@ -225,6 +259,17 @@ impl HttpSpec {
         let url = parse_url(&self.url)
             .map_err(|(why, fix)| invalid("http.url", format!("\"{}\" {why}", self.url), fix))?;
         let tls = self.tls(&url, invalid)?;
+        let version = match self.version.as_str() {
+            "1.1" => HttpVersion::Http1,
+            "2" => HttpVersion::Http2,
+            other => {
+                return Err(invalid(
+                    "http.version",
+                    format!("is \"{other}\""),
+                    "give \"1.1\" (HTTP/1.1, the default) or \"2\" (HTTP/2)",
+                ))
+            }
+        };
         let host = url.authority;
         if let Some(bad) = self.accept.iter().find(|s| !(100..=999).contains(*s)) {
             return Err(invalid(
@@ -251,11 +296,17 @@ impl HttpSpec {
         let mut requests = Vec::new();
         for ((name, r), share) in specs.iter().zip(shares) {
             let field = |key: &str| format!("http.requests.{name}.{key}");
-            requests.push(r.render(&host, name, share, &field, invalid)?);
+            let request = r.render(&host, name, share, &field, invalid)?;
+            if version == HttpVersion::Http2 {
+                check_h2_headers(&request.parts, &field, invalid)?;
+            }
+            requests.push(request);
         }
         let json_rpc = self.json_rpc || specs.values().any(|r| r.rpc_method.is_some());
         Ok(HttpConfig {
             address: url.address,
+            version,
+            authority: host,
             tls,
             json_rpc,
             url: self.url.clone(),
@@ -264,6 +315,39 @@ impl HttpSpec {
             requests,
         })
     }
+}
+
+/// HTTP/2 forbids the connection-specific header fields of HTTP/1.1 (RFC 9113 §8.2.2): a
+/// request with one is malformed, and a server resets its stream.
+fn check_h2_headers(
+    parts: &RequestParts,
+    field: &dyn Fn(&str) -> String,
+    invalid: &Invalid,
+) -> Result<(), ScenarioError> {
+    const CONNECTION_SPECIFIC: [&str; 5] = [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "upgrade",
+    ];
+    for (k, v) in &parts.headers {
+        if CONNECTION_SPECIFIC.contains(&k.as_str()) || (k == "te" && v != "trailers") {
+            return Err(invalid(
+                &field("headers"),
+                format!("has \"{k}: {v}\", which HTTP/2 forbids"),
+                "leave connection-specific headers out with version = \"2\" (HTTP/2 keeps connections open by itself)",
+            ));
+        }
+    }
+    if parts.target == "*" {
+        return Err(invalid(
+            &field("path"),
+            "is \"*\"".into(),
+            "HTTP/2 requests need a path from /",
+        ));
+    }
+    Ok(())
 }
 
 impl HttpSpec {
@@ -399,12 +483,26 @@ impl HttpRequestSpec {
         }
         bytes.extend_from_slice(b"\r\n");
         bytes.extend_from_slice(&body);
+        let mut headers: Vec<(String, String)> = (self.headers.iter())
+            .filter(|(k, _)| !k.eq_ignore_ascii_case("host"))
+            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+            .collect();
+        if self.rpc_method.is_some() && !has("content-type") {
+            headers.push(("content-type".into(), "application/json".into()));
+        }
+        let parts = RequestParts {
+            method: method.to_string(),
+            target: self.path.clone(),
+            headers,
+            body: body.clone(),
+        };
         Ok(HttpRequest {
             name: name.to_string(),
             share,
             bytes,
             head: method.eq_ignore_ascii_case("HEAD"),
             expect: self.expect.clone().map(String::into_bytes),
+            parts,
         })
     }
 }

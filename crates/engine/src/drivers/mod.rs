@@ -5,19 +5,21 @@
 //! * Request/response: [`launcher`] (pacing and `when_full` per connection), [`in_flight`] (the
 //!   requests in flight), [`failure`] (what ends them early); carried by [`byte_stream`] (one
 //!   mio event loop per thread, generic over the [`byte_stream::Wire`] and the
-//!   [`byte_stream::Transport`]) or by [`ws_caller`] + [`ws_socket`] (a caller thread handing
-//!   requests to a WebSocket socket thread through SPSC rings).
+//!   [`byte_stream::Transport`]) or by [`caller`] + a socket thread (a caller thread handing
+//!   requests through SPSC rings to [`ws_socket`]'s WebSockets or [`h2_socket`]'s HTTP/2
+//!   streams).
 //! * Stream subscribers: [`tick_client`] (native WebSocket clients), [`browser`] (headless
 //!   Chromium pages), both measuring into [`stream_stats`].
 //! * In-process: [`producer_consumer`] (a paced producer and a consumer around a ring).
 pub mod browser;
 pub mod byte_stream;
+pub mod caller;
 pub mod failure;
+pub mod h2_socket;
 pub mod in_flight;
 pub mod launcher;
 pub mod producer_consumer;
 pub mod stream_stats;
 pub mod tick_client;
 pub mod tls;
-pub mod ws_caller;
 pub mod ws_socket;

@@ -5,20 +5,18 @@
 //! flushed once per batch. Responses are parsed for their id and outcome and handed back
 //! through a second ring; the caller waits for them with its wait strategy, and this thread
 //! wakes it when that strategy may park.
+use super::caller::{Down, Ends, Event, SocketBody, Sockets, RESET};
 use super::tick_client::{open, ClientWs, OpenError};
 use crate::error::EngineError;
 use crate::harness::worker;
 use crate::net::json_rpc::{error_message, parse_reply};
-use crate::ring::{Consumer, Producer};
-use crate::wait::Sleeper;
 use bytes::{BufMut, BytesMut};
 use futures_util::{Sink, Stream};
 use msgbench_model::result::ErrorCount;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio_websockets::Message;
@@ -27,62 +25,6 @@ use tokio_websockets::Message;
 const RECONNECT_EVERY: Duration = Duration::from_millis(100);
 /// Responses read from one connection before the others get a turn.
 const READS_PER_TURN: usize = 256;
-/// `Request::class` of a request to drop the connection and open a new one.
-pub const RESET: u32 = u32::MAX;
-
-/// A request from the caller.
-#[derive(Debug, Clone, Copy)]
-pub struct Request {
-    /// Connection index (within the caller).
-    pub conn: u32,
-    /// Method class, or [`RESET`].
-    pub class: u32,
-    /// Request id.
-    pub id: u64,
-}
-
-/// Why a connection went down.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Down {
-    /// The server closed it or the socket failed.
-    Closed,
-    /// The server sent something that is not a JSON-RPC response.
-    Protocol,
-    /// The caller asked for a fresh connection (after a timeout).
-    Reset,
-}
-
-/// What the socket thread tells the caller.
-#[derive(Debug, Clone, Copy)]
-pub enum Event {
-    /// A response: its id, and whether it carries a `result` (not an `error`).
-    Reply {
-        /// Connection index.
-        conn: u32,
-        /// The id it answers.
-        id: u64,
-        /// `result` rather than `error`.
-        ok: bool,
-    },
-    /// The connection is down; requests in flight on it will not be answered.
-    Down {
-        /// Connection index.
-        conn: u32,
-        /// Why.
-        why: Down,
-    },
-    /// A reconnection succeeded.
-    Up {
-        /// Connection index.
-        conn: u32,
-    },
-    /// A reconnection attempt failed (it is retried).
-    ConnectFailed {
-        /// Handshake (not TCP) failure.
-        handshake: bool,
-    },
-}
-
 /// Everything a socket thread needs.
 pub struct Plan {
     /// `ws://…` of the server.
@@ -99,20 +41,38 @@ pub struct Plan {
     pub hint: String,
 }
 
-/// The thread's ends of the rings and its signals.
-pub struct Ends {
-    /// Requests from the caller.
-    pub requests: Consumer<Request>,
-    /// Events to the caller.
-    pub events: Producer<Event>,
-    /// Raised by the caller after it pushes requests.
-    pub notify: Arc<tokio::sync::Notify>,
-    /// The caller, when its wait strategy may park.
-    pub caller: Option<Arc<Sleeper>>,
-    /// Raised by the caller when it is done.
-    pub stop: Arc<AtomicBool>,
-    /// Where the thread publishes its CPU clock (read by the caller at the window's edges).
-    pub cpu_clock: Arc<std::sync::OnceLock<crate::cpu::ThreadCpuClock>>,
+/// `ws-rpc`'s socket threads: every caller's connects to the same URL.
+pub struct WsRpcSockets {
+    /// `ws://…` of the server.
+    pub url: String,
+    /// Per class: the request text before the id.
+    pub prefixes: Vec<String>,
+    /// Reconnect after a failure.
+    pub reconnect: bool,
+    /// Hint for a failed first connection.
+    pub hint: String,
+    /// CPUs of the socket threads (empty: not pinned).
+    pub pins: Vec<usize>,
+}
+
+impl Sockets for WsRpcSockets {
+    fn thread(
+        &self,
+        t: usize,
+        connections: usize,
+        ends: Ends,
+        ready: Sender<Result<(), EngineError>>,
+    ) -> SocketBody {
+        let plan = Plan {
+            url: self.url.clone(),
+            connections,
+            pin: self.pins.get(t).copied(),
+            prefixes: self.prefixes.clone(),
+            reconnect: self.reconnect,
+            hint: self.hint.clone(),
+        };
+        Box::new(move || run(plan, ends, ready))
+    }
 }
 
 /// Runs the socket thread: connects, reports on `ready`, serves until `stop`; returns the error

@@ -330,7 +330,10 @@ mod tests {
         for bad in ["+5", "-1", "", "1 2", "99999999999999999999"] {
             let r = format!("HTTP/1.1 200 OK\r\nContent-Length: {bad}\r\n\r\n");
             assert!(
-                matches!(decode(r.as_bytes(), false, MAX), Err(HttpError::BadLength(_))),
+                matches!(
+                    decode(r.as_bytes(), false, MAX),
+                    Err(HttpError::BadLength(_))
+                ),
                 "{bad:?}"
             );
         }

@@ -4,18 +4,23 @@
 //! default) or a body without `expect` is a failed request, counted by status line.
 use crate::cpu::CpuSnapshot;
 use crate::drivers::byte_stream::{self, Plan, Response, Transport, Wire};
+use crate::drivers::caller::{self, Callers};
+use crate::drivers::h2_socket::{H2Plan, H2Sockets};
 use crate::drivers::tls::{TlsConnector, TlsStream};
 use crate::error::EngineError;
 use crate::harness::sut::resolve;
 use crate::harness::{DriverOutput, Measured, NoServer, RunContext, SystemUnderTest};
 use crate::net::{http, json_rpc};
 use mio::net::TcpStream;
-use msgbench_model::client::ClientConfig;
-use msgbench_model::http::HttpConfig;
+use msgbench_model::client::{ClientConfig, OnError};
+use msgbench_model::http::{HttpConfig, HttpVersion};
+use msgbench_model::queue::WaitStrategy;
 use msgbench_model::result::ErrorCount;
 use msgbench_model::scenario::Scenario;
 use msgbench_model::sut::SutConfig;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// How to get a server where the scenario points.
 const HINT: &str = "(start it, or let the scenario start it: `[sut] command = \"exec nginx -c /path/nginx.conf\"`)";
@@ -42,7 +47,9 @@ pub fn run(
         address,
     };
     let cpu = || server.cpu_ns();
+    let mut h2_notes = Vec::new();
     let out = match &config.tls {
+        _ if config.version == HttpVersion::Http2 => on.drive_h2(ctx, &cpu, &mut h2_notes)?,
         None => on.drive::<TcpStream>((), ctx, &cpu)?,
         Some(tls) => {
             let connector =
@@ -55,7 +62,8 @@ pub fn run(
             on.drive::<TlsStream>(connector, ctx, &cpu)?
         }
     };
-    let notes = server.process_notes();
+    let mut notes = server.process_notes();
+    notes.extend(h2_notes);
     let mut measured = Measured::from_driver(
         out,
         scenario.system.class_names(),
@@ -78,6 +86,68 @@ struct Target<'a> {
 }
 
 impl Target<'_> {
+    /// Drives the run over HTTP/2: a caller per client thread, its connections' streams in a
+    /// socket thread. What the server's settings changed goes to `notes`.
+    fn drive_h2(
+        &self,
+        ctx: &RunContext,
+        cpu: &dyn Fn() -> Option<u64>,
+        notes: &mut Vec<String>,
+    ) -> Result<DriverOutput, EngineError> {
+        let config = self.config;
+        let problem = |problem: String| EngineError::Http2 {
+            address: config.url.clone(),
+            problem,
+        };
+        let tls = match &config.tls {
+            None => None,
+            Some(tls) => {
+                let (base, _) =
+                    crate::drivers::tls::client_config(tls.ca_file.as_deref(), tls.insecure)
+                        .map_err(problem)?;
+                let mut alpn = (*base).clone();
+                // http/1.1 too: a server without HTTP/2 then picks it (and is told why it
+                // cannot be measured so) rather than ending the handshake with an alert.
+                alpn.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+                let name = rustls_pki_types::ServerName::try_from(tls.server_name.clone())
+                    .map_err(|e| {
+                        problem(format!("{} is not a server name ({e})", tls.server_name))
+                    })?;
+                Some((Arc::new(alpn), name))
+            }
+        };
+        let plan = Arc::new(H2Plan {
+            address: self.address,
+            url: config.url.clone(),
+            tls,
+            requests: H2Plan::requests(config).map_err(problem)?,
+            config: config.clone(),
+            reconnect: self.client.on_error == OnError::Reconnect,
+            hint: HINT.to_string(),
+            max_streams: AtomicUsize::new(usize::MAX),
+        });
+        let sockets = H2Sockets {
+            shared: plan.clone(),
+            pins: Vec::new(),
+        };
+        let callers = Callers {
+            name: "http/2 caller",
+            shares: config.requests.iter().map(|r| r.share).collect(),
+            wait: WaitStrategy::Park,
+            socket_pin: &[],
+            sockets: &sockets,
+        };
+        let out = caller::drive(self.scenario, self.client, callers, &config.url, ctx, cpu)?;
+        let max = plan.max_streams.load(Ordering::Relaxed);
+        if max < self.client.window {
+            notes.push(format!(
+                "the server allows {max} concurrent streams per connection (SETTINGS_MAX_CONCURRENT_STREAMS), fewer than client.window = {}: the others waited for a stream, and that wait is in their latency",
+                self.client.window
+            ));
+        }
+        Ok(out)
+    }
+
     /// Drives the run over transport `T` (TCP or TLS).
     fn drive<T: Transport>(
         &self,

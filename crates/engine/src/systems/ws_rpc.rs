@@ -1,13 +1,14 @@
 //! The `ws-rpc` system: JSON-RPC 2.0 over WebSocket against the built-in server (started
 //! in-process when the scenario names no address: busy methods answer in order, sleeping ones
 //! out of order), an external server started by `[sut]`, or any `ws://` address. The load is
-//! offered by [`crate::drivers::ws_caller`].
+//! offered by [`crate::drivers::caller`].
 use crate::cpu::CpuSnapshot;
-use crate::drivers::ws_caller;
+use crate::drivers::caller::{self, Callers};
+use crate::drivers::ws_socket::WsRpcSockets;
 use crate::error::EngineError;
 use crate::harness::{BuiltinServer, Measured, RunContext, SystemUnderTest};
 use crate::server::ws_rpc::{MethodAnswer, WsRpcServer};
-use msgbench_model::client::ClientConfig;
+use msgbench_model::client::{ClientConfig, OnError};
 use msgbench_model::scenario::Scenario;
 use msgbench_model::sut::SutConfig;
 use msgbench_model::ws_rpc::WsRpcConfig;
@@ -37,9 +38,30 @@ pub fn run(
         WsRpcServer::start(&ws_rpc.server, answers(ws_rpc), ([127, 0, 0, 1], 0).into())
     })?;
     let url = server.address(ws_rpc.address.as_deref(), |a| format!("ws://{a}/"));
-    let out = ws_caller::drive(scenario, client, ws_rpc, (&url, HINT), ctx, &|| {
-        server.cpu_ns()
-    })?;
+    let sockets = WsRpcSockets {
+        url: url.clone(),
+        prefixes: ws_rpc
+            .methods
+            .iter()
+            .map(|m| {
+                format!(
+                    r#"{{"jsonrpc":"2.0","method":"{}","params":{},"id":"#,
+                    m.method, m.params_json
+                )
+            })
+            .collect(),
+        reconnect: client.on_error == OnError::Reconnect,
+        hint: HINT.to_string(),
+        pins: ws_rpc.socket_pin.clone(),
+    };
+    let callers = Callers {
+        name: "ws-rpc caller",
+        shares: ws_rpc.methods.iter().map(|m| m.share).collect(),
+        wait: ws_rpc.wait,
+        socket_pin: &ws_rpc.socket_pin,
+        sockets: &sockets,
+    };
+    let out = caller::drive(scenario, client, callers, &url, ctx, &|| server.cpu_ns())?;
     let mut notes = server.process_notes();
     if let Some(s) = server.builtin.take() {
         notes.extend(server_notes(s));

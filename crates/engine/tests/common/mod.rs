@@ -8,9 +8,10 @@ use msgbench_model::check::MachineLimits;
 use msgbench_model::sweep::Override;
 use msgbench_model::warning::Warning;
 use msgbench_model::{Experiment, RunResult};
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// One run at a time: a run keeps two or more threads busy, and CI has two cores.
 pub static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -145,4 +146,107 @@ pub fn certificates(dir: &std::path::Path) {
     std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
     std::fs::write(dir.join("cert.pem"), leaf.pem()).unwrap();
     std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+}
+
+// ---- nginx ----
+
+/// nginx on a free loopback port serving a static file, a large file and a 404, with a
+/// configuration written here; stopped (by PID) when dropped.
+pub struct Nginx {
+    child: std::process::Child,
+    /// The plain port's address.
+    pub addr: SocketAddr,
+    /// The TLS port's address and the CA file that signed its certificate, when asked for.
+    pub tls: Option<(SocketAddr, std::path::PathBuf)>,
+    /// Its configuration, files and logs.
+    pub dir: tempfile::TempDir,
+}
+
+/// A free loopback port.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Nginx {
+    /// nginx with plain HTTP/1.1 only.
+    pub fn start() -> Nginx {
+        Nginx::start_with("", false)
+    }
+
+    /// nginx with `extra` in its server blocks, and a TLS port too when `tls`.
+    pub fn start_with(extra: &str, tls: bool) -> Nginx {
+        Nginx::configured(extra, tls, "")
+    }
+
+    /// nginx speaking HTTP/2 on both ports (cleartext with prior knowledge, and TLS with
+    /// ALPN), with `extra` in its server blocks.
+    pub fn http2(extra: &str) -> Nginx {
+        Nginx::configured(extra, true, " http2")
+    }
+
+    fn configured(extra: &str, tls: bool, listen: &str) -> Nginx {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("www");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("small.txt"), "hello from nginx\n").unwrap();
+        std::fs::write(root.join("large.bin"), vec![b'x'; 256 * 1024]).unwrap();
+        let port = free_port();
+        let tls_port = free_port();
+        let tls_server = if tls {
+            certificates(dir.path());
+            format!(
+                " server {{\n  listen 127.0.0.1:{tls_port} ssl{listen};\n  ssl_certificate {d}/cert.pem;\n  ssl_certificate_key {d}/key.pem;\n  root {root};\n{extra} }}\n",
+                d = dir.path().display(),
+                root = root.display()
+            )
+        } else {
+            String::new()
+        };
+        let conf = dir.path().join("nginx.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "daemon off;\nmaster_process off;\nworker_processes 1;\nerror_log {d}/error.log;\npid {d}/nginx.pid;\nevents {{ worker_connections 1024; }}\nhttp {{\n access_log off;\n client_body_temp_path {d};\n proxy_temp_path {d};\n fastcgi_temp_path {d};\n uwsgi_temp_path {d};\n scgi_temp_path {d};\n keepalive_requests 1000000;\n server {{\n  listen 127.0.0.1:{port}{listen};\n  root {root};\n{extra} }}\n{tls_server}}}\n",
+                d = dir.path().display(),
+                root = root.display()
+            ),
+        )
+        .unwrap();
+        let nginx = ["/usr/sbin/nginx", "nginx"]
+            .into_iter()
+            .find(|p| std::process::Command::new(p).arg("-v").output().is_ok())
+            .expect("nginx is not installed: run `bash scripts/setup.sh`");
+        let child = std::process::Command::new(nginx)
+            .args(["-e", "stderr", "-c"])
+            .arg(&conf)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let tls_addr: SocketAddr = format!("127.0.0.1:{tls_port}").parse().unwrap();
+        for _ in 0..100 {
+            if TcpStream::connect(addr).is_ok() && (!tls || TcpStream::connect(tls_addr).is_ok()) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Nginx {
+            child,
+            addr,
+            tls: tls.then(|| (tls_addr, dir.path().join("ca.pem"))),
+            dir,
+        }
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -1,67 +1,179 @@
-//! Request/response through a WebSocket socket thread: JSON-RPC 2.0 as a wallet or an indexer
-//! calls a node (`eth_chainId`). Each of `client.threads` caller threads owns
+//! Request/response through a socket thread: each of `client.threads` caller threads owns
 //! `client.connections` connections, each with a [`Launcher`] (pacing and `when_full`) and an
-//! [`InFlight`] table; a socket thread per caller ([`super::ws_socket`]) owns the WebSockets.
-//! The caller hands requests over through an SPSC ring; responses come back through another,
-//! and the caller waits for them with `ws_rpc.wait` — `busy-spin`, `yield`, `park` or
-//! `backoff` — the hand-off the wait-strategy report compared. A response counts as complete
-//! when the caller has taken it: the hand-off is part of the latency, as it is for a real
-//! caller. The run's timeline and the system under test's CPU come from the
-//! [`crate::harness`].
+//! [`InFlight`] table; a socket thread per caller owns the connections themselves — WebSockets
+//! carrying JSON-RPC ([`super::ws_socket`], `ws-rpc`) or HTTP/2 streams
+//! ([`super::h2_socket`], `http` with `version = "2"`). The caller hands requests over through
+//! an SPSC ring; responses come back through another, and the caller waits for them with its
+//! wait strategy — `busy-spin`, `yield`, `park` or `backoff` — the hand-off the wait-strategy
+//! report compared. A response counts as complete when the caller has taken it: the hand-off
+//! is part of the latency, as it is for a real caller. The run's timeline and the system under
+//! test's CPU come from the [`crate::harness`]. This file defines what crosses the rings
+//! ([`Request`], [`Event`]) and what a socket thread is given ([`Ends`], [`Sockets`]).
 use super::failure::{endless_stop_message, stop_message, Failure};
 use super::in_flight::{close_recording, fail_all_counted, record_response, InFlight};
 use super::launcher::{connection_budget, Budget, Counting, Launcher, Rules};
-use super::ws_socket::{self as socket, Down, Event, Request, RESET};
 use crate::clock::{Clock, MonotonicClock};
 use crate::cpu::{CpuSnapshot, ThreadCpuClock};
 use crate::error::EngineError;
 use crate::harness::STOP_CHECK_NS;
 use crate::harness::{gather, worker, DriverOutput, RunContext, RunStop, SpanCpu, Timeline};
 use crate::recorder::Recorder;
-use crate::wait::Waiter;
+use crate::ring::{Consumer, Producer};
+use crate::wait::{Sleeper, Waiter};
 use msgbench_model::client::{ClientConfig, OnError};
+use msgbench_model::queue::WaitStrategy;
 use msgbench_model::result::{CpuTimes, ErrorCount, Faults, ThreadCpu};
 use msgbench_model::scenario::Scenario;
-use msgbench_model::ws_rpc::WsRpcConfig;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-/// What a protocol error of `ws-rpc` is.
+/// `Request::class` of a request to drop the connection and open a new one.
+pub const RESET: u32 = u32::MAX;
+
+/// A request from the caller.
+#[derive(Debug, Clone, Copy)]
+pub struct Request {
+    /// Connection index (within the caller).
+    pub conn: u32,
+    /// Method class, or [`RESET`].
+    pub class: u32,
+    /// Request id.
+    pub id: u64,
+}
+
+/// Why a connection went down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Down {
+    /// The server closed it or the socket failed.
+    Closed,
+    /// The server sent something that is not a JSON-RPC response.
+    Protocol,
+    /// The caller asked for a fresh connection (after a timeout).
+    Reset,
+}
+
+/// What the socket thread tells the caller.
+#[derive(Debug, Clone, Copy)]
+pub enum Event {
+    /// A response: its id, and whether it carries a `result` (not an `error`).
+    Reply {
+        /// Connection index.
+        conn: u32,
+        /// The id it answers.
+        id: u64,
+        /// `result` rather than `error`.
+        ok: bool,
+    },
+    /// The connection is down; requests in flight on it will not be answered.
+    Down {
+        /// Connection index.
+        conn: u32,
+        /// Why.
+        why: Down,
+    },
+    /// The server retired the connection gracefully (HTTP/2 GOAWAY with NO_ERROR): requests
+    /// in flight on it are still answered, and a new one takes the rest.
+    Retired {
+        /// Connection index.
+        conn: u32,
+    },
+    /// A connection's TLS handshake took this long (counted apart from any request).
+    TlsHandshake {
+        /// Its length, ns.
+        ns: u64,
+    },
+    /// A reconnection succeeded.
+    Up {
+        /// Connection index.
+        conn: u32,
+    },
+    /// A reconnection attempt failed (it is retried).
+    ConnectFailed {
+        /// Handshake (not TCP) failure.
+        handshake: bool,
+    },
+}
+
+/// The thread's ends of the rings and its signals.
+pub struct Ends {
+    /// Requests from the caller.
+    pub requests: Consumer<Request>,
+    /// Events to the caller.
+    pub events: Producer<Event>,
+    /// Raised by the caller after it pushes requests.
+    pub notify: Arc<tokio::sync::Notify>,
+    /// The caller, when its wait strategy may park.
+    pub caller: Option<Arc<Sleeper>>,
+    /// Raised by the caller when it is done.
+    pub stop: Arc<AtomicBool>,
+    /// Where the thread publishes its CPU clock (read by the caller at the window's edges).
+    pub cpu_clock: Arc<std::sync::OnceLock<crate::cpu::ThreadCpuClock>>,
+}
+
+/// A socket thread's body, ready to run on a thread of its own; it returns the failed answers
+/// it read, by message.
+pub type SocketBody = Box<dyn FnOnce() -> Vec<ErrorCount> + Send + 'static>;
+
+/// What carries a system's requests: one socket thread per caller.
+pub trait Sockets: Sync {
+    /// The body of caller `t`'s socket thread, owning `connections` connections: it connects
+    /// them, reports on `ready`, and serves `ends` until told to stop.
+    fn thread(
+        &self,
+        t: usize,
+        connections: usize,
+        ends: Ends,
+        ready: Sender<Result<(), EngineError>>,
+    ) -> SocketBody;
+}
+
+/// How the callers of a system work.
+pub struct Callers<'a> {
+    /// The system's name, for thread names and messages (`ws-rpc`, `http/2`).
+    pub name: &'static str,
+    /// Share of each operation class in the mix.
+    pub shares: Vec<f64>,
+    /// How a caller waits for the responses its socket thread hands over.
+    pub wait: WaitStrategy,
+    /// CPUs of the socket threads, one per caller (empty: not pinned).
+    pub socket_pin: &'a [usize],
+    /// The socket threads.
+    pub sockets: &'a dyn Sockets,
+}
+
+/// What a protocol error of a socket thread is.
 const NOT_A_RESPONSE: &str = "something that is not a response to a request in flight";
 
 /// What the callers share.
 struct Shared<'a> {
     scenario: &'a Scenario,
     client: &'a ClientConfig,
-    ws_rpc: &'a WsRpcConfig,
+    callers: Callers<'a>,
     url: &'a str,
-    hint: &'static str,
-    shares: Vec<f64>,
     stop: RunStop<'a>,
 }
 
 /// What a caller gets once every caller is connected: the timeline and its recorder.
 type Start = (Timeline, Recorder);
 
-/// Runs the callers against `url`. `sut_cpu_ns` reads the system under test's CPU (at the
-/// measured span's edges, from this thread); `hint` says how to get a server there.
+/// Runs the callers against `url` (the address the socket threads connect to, as messages name
+/// it). `sut_cpu_ns` reads the system under test's CPU (at the measured span's edges, from
+/// this thread).
 pub fn drive(
     scenario: &Scenario,
     client: &ClientConfig,
-    ws_rpc: &WsRpcConfig,
-    (url, hint): (&str, &'static str),
+    callers: Callers,
+    url: &str,
     ctx: &RunContext,
     sut_cpu_ns: &dyn Fn() -> Option<u64>,
 ) -> Result<DriverOutput, EngineError> {
     let shared = Shared {
         scenario,
         client,
-        ws_rpc,
+        callers,
         url,
-        hint,
-        shares: ws_rpc.methods.iter().map(|m| m.share).collect(),
         stop: RunStop::new(&ctx.stop),
     };
     let (ready_tx, ready_rx) = channel();
@@ -82,7 +194,7 @@ pub fn drive(
             );
         }
         drop((ready_tx, done_tx));
-        if let Err(e) = all_ready(&ready_rx, threads) {
+        if let Err(e) = all_ready(&ready_rx, threads, shared.callers.name) {
             drop(starts); // every caller sees a closed channel and stops
             for h in handles {
                 let _ = h.join();
@@ -90,7 +202,7 @@ pub fn drive(
             return Err(e);
         }
         let timeline = Timeline::from_now(&scenario.run);
-        let mut collector = timeline.collector(&scenario.run, shared.shares.len(), threads);
+        let mut collector = timeline.collector(&scenario.run, shared.callers.shares.len(), threads);
         for (t, tx) in starts.iter().enumerate() {
             let mine = client.thread_connections(t);
             let rec = collector.connections_recorder(mine.start, mine.len());
@@ -102,7 +214,7 @@ pub fn drive(
             handles
                 .into_iter()
                 .map(|h| h.join().map(|r| r.map(Option::unwrap_or_default))),
-            "ws-rpc caller",
+            shared.callers.name,
         );
         let recording = collecting
             .join()
@@ -115,12 +227,16 @@ pub fn drive(
 }
 
 /// Waits until `workers` threads said they are ready; the first failure wins.
-fn all_ready(ready: &Receiver<Result<(), EngineError>>, workers: usize) -> Result<(), EngineError> {
+fn all_ready(
+    ready: &Receiver<Result<(), EngineError>>,
+    workers: usize,
+    name: &'static str,
+) -> Result<(), EngineError> {
     for _ in 0..workers {
         match ready.recv() {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(EngineError::WorkerPanicked("ws-rpc caller")),
+            Err(_) => return Err(EngineError::WorkerPanicked(name)),
         }
     }
     Ok(())
@@ -164,35 +280,18 @@ impl SocketThread {
         let notify = Arc::new(tokio::sync::Notify::new());
         let stop = Arc::new(AtomicBool::new(false));
         let cpu = Arc::new(OnceLock::new());
-        let plan = socket::Plan {
-            url: shared.url.to_string(),
-            connections,
-            pin: shared.ws_rpc.socket_pin.get(t).copied(),
-            prefixes: shared
-                .ws_rpc
-                .methods
-                .iter()
-                .map(|m| {
-                    format!(
-                        r#"{{"jsonrpc":"2.0","method":"{}","params":{},"id":"#,
-                        m.method, m.params_json
-                    )
-                })
-                .collect(),
-            reconnect: client.on_error == OnError::Reconnect,
-            hint: shared.hint.to_string(),
-        };
-        let ends = socket::Ends {
+        let ends = Ends {
             cpu_clock: cpu.clone(),
             requests: req_rx,
             events: ev_tx,
             notify: notify.clone(),
-            caller: Waiter::may_park(shared.ws_rpc.wait).then(|| waiter.sleeper()),
+            caller: Waiter::may_park(shared.callers.wait).then(|| waiter.sleeper()),
             stop: stop.clone(),
         };
+        let body = shared.callers.sockets.thread(t, connections, ends, ready);
         let handle = std::thread::Builder::new()
             .name(format!("msgbench-socket-{t}"))
-            .spawn(move || socket::run(plan, ends, ready))
+            .spawn(body)
             .expect("spawning a thread");
         SocketThread {
             handle,
@@ -228,11 +327,11 @@ fn caller(
 ) -> CallerResult {
     let client = shared.client;
     let pin = client.pin.get(t).copied();
-    if let Err(e) = worker::prepare("ws-rpc caller", pin, true) {
+    if let Err(e) = worker::prepare(shared.callers.name, pin, true) {
         let _ = ready.send(Err(e));
         return Ok(None);
     }
-    let waiter = Waiter::new(shared.ws_rpc.wait);
+    let waiter = Waiter::new(shared.callers.wait);
     let socket = SocketThread::start(shared, t, &waiter, ready);
     let SocketThread {
         handle,
@@ -268,7 +367,7 @@ fn caller(
         timeline,
         rules: Rules {
             client,
-            shares: &shared.shares,
+            shares: &shared.callers.shares,
             measure_start_ns: timeline.measure_start_ns,
             end_ns: timeline.end_ns,
         },
@@ -301,7 +400,7 @@ fn caller(
             // Its CPU clock gives user + system together; reported as user time.
             ThreadCpu {
                 role: format!("socket-{t}"),
-                pinned_cpu: shared.ws_rpc.socket_pin.get(t).copied(),
+                pinned_cpu: shared.callers.socket_pin.get(t).copied(),
                 cpu: CpuTimes {
                     user_s: socket_cpu_ns as f64 / 1e9,
                     ..Default::default()
@@ -482,6 +581,8 @@ impl Caller<'_> {
                         Down::Reset => {}
                     }
                 }
+                Event::Retired { .. } => self.faults.connections.closed_by_server += 1,
+                Event::TlsHandshake { ns } => self.faults.connections.add_handshake(ns),
                 Event::Up { conn } => {
                     let c = &mut self.conns[conn as usize];
                     c.up = true;

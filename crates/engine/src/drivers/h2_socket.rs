@@ -1,0 +1,714 @@
+//! The socket thread of an HTTP/2 caller: a single-threaded tokio runtime that owns the
+//! caller's HTTP/2 connections (the `h2` crate: framing, HPACK, flow control and stream states
+//! are not this project's core). Each request from the caller opens a stream on its connection;
+//! the caller's window is how many streams a connection carries at once. When the server allows
+//! fewer (`SETTINGS_MAX_CONCURRENT_STREAMS`), the rest wait here in order for a stream to free
+//! up — waiting that is latency, since the caller timed the request from its intended send.
+//!
+//! A response is complete at the end of its stream (the last DATA frame or the trailers); its
+//! body is read (and its flow-control window given back) as it comes. What it was worth is
+//! judged as HTTP/1.1's is: a status outside `http.accept` fails the request, counted by status
+//! line; so does a body without `expect`, a JSON-RPC `error` member, a reset stream (counted as
+//! `RST_STREAM` with its reason) or a body past `http.max_response`. A connection the server
+//! retires gracefully (GOAWAY with NO_ERROR, as nginx does after `keepalive_requests`) finishes
+//! the streams it accepted while a new one opens for the rest, as HTTP/1.1's `Connection: close`
+//! is followed (counted as closed by the server, not failed). A connection that ends otherwise
+//! (GOAWAY with an error, a connection error, a lost socket) is down: its streams in flight
+//! fail with it, and under `on_error = "reconnect"` it is opened again.
+use super::caller::{Down, Ends, Event, SocketBody, Sockets, RESET};
+use crate::error::EngineError;
+use crate::harness::worker;
+use crate::net::json_rpc;
+use bytes::Bytes;
+use futures_util::stream::FuturesUnordered;
+use futures_util::StreamExt;
+use msgbench_model::http::HttpConfig;
+use msgbench_model::result::ErrorCount;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::net::TcpStream;
+
+/// Pause between reconnection attempts.
+const RECONNECT_EVERY: Duration = Duration::from_millis(100);
+/// How long opening a connection (TCP, TLS, the HTTP/2 preface and a PING answered) may take.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
+/// Responses handed to the caller before the other work of a turn gets a look.
+const RESPONSES_PER_TURN: usize = 1024;
+/// The receive window of every connection: large enough that a fast server is never held back
+/// by this client's window updates (h2load opens 1 GiB windows by default).
+const CONNECTION_WINDOW: u32 = 64 << 20;
+
+/// `http` over HTTP/2: every caller's socket thread connects to the same server.
+pub struct H2Sockets {
+    /// What every thread shares.
+    pub shared: Arc<H2Plan>,
+    /// CPUs of the socket threads (empty: not pinned).
+    pub pins: Vec<usize>,
+}
+
+/// How requests are sent and responses judged.
+pub struct H2Plan {
+    /// The server's address.
+    pub address: SocketAddr,
+    /// The URL as given (for messages).
+    pub url: String,
+    /// `Some` for https: the rustls configuration (ALPN `h2`) and the name to verify.
+    pub tls: Option<(
+        Arc<rustls::ClientConfig>,
+        rustls_pki_types::ServerName<'static>,
+    )>,
+    /// Per class: the request's head (method, URI with scheme and authority, headers) and body.
+    pub requests: Vec<(http::Request<()>, Bytes)>,
+    /// How a response is judged.
+    pub config: HttpConfig,
+    /// Reconnect after a failure (else connections stay down).
+    pub reconnect: bool,
+    /// Hint for a failed first connection.
+    pub hint: String,
+    /// The lowest `SETTINGS_MAX_CONCURRENT_STREAMS` any connection was given (`usize::MAX`:
+    /// none).
+    pub max_streams: AtomicUsize,
+}
+
+impl H2Plan {
+    /// The per-class requests of `config`, ready to send.
+    pub fn requests(config: &HttpConfig) -> Result<Vec<(http::Request<()>, Bytes)>, String> {
+        let scheme = if config.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        config
+            .requests
+            .iter()
+            .map(|r| {
+                let p = &r.parts;
+                let uri = format!("{scheme}://{}{}", config.authority, p.target);
+                let mut builder = http::Request::builder()
+                    .method(p.method.as_str())
+                    .uri(uri.as_str())
+                    .version(http::Version::HTTP_2);
+                for (k, v) in &p.headers {
+                    builder = builder.header(k.as_str(), v.as_str());
+                }
+                let head = builder
+                    .body(())
+                    .map_err(|e| format!("request `{}` cannot be sent as HTTP/2: {e}", r.name))?;
+                Ok((head, Bytes::from(p.body.clone())))
+            })
+            .collect()
+    }
+}
+
+impl Sockets for H2Sockets {
+    fn thread(
+        &self,
+        t: usize,
+        connections: usize,
+        ends: Ends,
+        ready: Sender<Result<(), EngineError>>,
+    ) -> SocketBody {
+        let plan = self.shared.clone();
+        let pin = self.pins.get(t).copied();
+        Box::new(move || run(plan, connections, pin, ends, ready))
+    }
+}
+
+/// An open connection: where new streams start, and the task that drives its frames.
+struct Open {
+    send: h2::client::SendRequest<Bytes>,
+    driver: tokio::task::JoinHandle<Result<(), h2::Error>>,
+    /// How long its TLS handshake took (ns), for https.
+    tls_ns: Option<u64>,
+}
+
+/// Opens one connection: TCP, TLS with ALPN `h2` for https, the HTTP/2 preface and settings,
+/// then a PING the server must answer — the proof that it speaks HTTP/2 at all.
+async fn open(plan: &H2Plan) -> Result<Open, EngineError> {
+    let opening = async {
+        let tcp =
+            TcpStream::connect(plan.address)
+                .await
+                .map_err(|source| EngineError::Connect {
+                    address: plan.url.clone(),
+                    source,
+                    hint: plan.hint.clone(),
+                })?;
+        let _ = tcp.set_nodelay(true);
+        match &plan.tls {
+            None => handshake(tcp, plan).await,
+            Some((config, name)) => {
+                let connector = tokio_rustls::TlsConnector::from(config.clone());
+                let started = std::time::Instant::now();
+                let tls = connector.connect(name.clone(), tcp).await.map_err(|e| {
+                    problem(plan, format!(
+                        "the TLS handshake failed ({e}); a private CA's certificate needs `http.ca_file = \"ca.pem\"`, or skip the check with `http.insecure = true`"
+                    ))
+                })?;
+                let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+                if alpn.as_deref() != Some(b"h2") {
+                    let offered = alpn
+                        .map(|a| String::from_utf8_lossy(&a).into_owned())
+                        .unwrap_or_else(|| "nothing".into());
+                    return Err(problem(plan, format!(
+                        "the server did not agree to HTTP/2 in the TLS handshake (ALPN: {offered}); use version = \"1.1\", or enable HTTP/2 on the server"
+                    )));
+                }
+                let tls_ns = started.elapsed().as_nanos() as u64;
+                let mut open = handshake(tls, plan).await?;
+                open.tls_ns = Some(tls_ns);
+                Ok(open)
+            }
+        }
+    };
+    match tokio::time::timeout(OPEN_TIMEOUT, opening).await {
+        Ok(r) => r,
+        Err(_) => Err(problem(
+            plan,
+            format!(
+                "no HTTP/2 answer within {} s (is it an HTTP/2 port?)",
+                OPEN_TIMEOUT.as_secs()
+            ),
+        )),
+    }
+}
+
+fn problem(plan: &H2Plan, problem: String) -> EngineError {
+    EngineError::Http2 {
+        address: plan.url.clone(),
+        problem,
+    }
+}
+
+async fn handshake<T>(io: T, plan: &H2Plan) -> Result<Open, EngineError>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
+{
+    let stream_window = plan.config.max_response.clamp(65_535, 16 << 20) as u32;
+    let (send, mut connection) = h2::client::Builder::new()
+        .initial_window_size(stream_window)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_frame_size(1 << 20)
+        .handshake::<_, Bytes>(io)
+        .await
+        .map_err(|e| problem(plan, format!("the HTTP/2 handshake failed ({e})")))?;
+    let mut ping = connection
+        .ping_pong()
+        .expect("a new connection's PING handle");
+    let driver = tokio::task::spawn_local(connection);
+    if let Err(e) = ping.ping(h2::Ping::opaque()).await {
+        driver.abort();
+        return Err(problem(
+            plan,
+            format!("the server does not speak HTTP/2 ({e}); is it an HTTP/1.1 server? use version = \"1.1\""),
+        ));
+    }
+    Ok(Open {
+        send,
+        driver,
+        tls_ns: None,
+    })
+}
+
+/// Runs the socket thread: connects, reports on `ready`, serves until `stop`; returns the
+/// failed answers it read, by message.
+fn run(
+    plan: Arc<H2Plan>,
+    connections: usize,
+    pin: Option<usize>,
+    mut ends: Ends,
+    ready: Sender<Result<(), EngineError>>,
+) -> Vec<ErrorCount> {
+    if let Some(clock) = crate::cpu::ThreadCpuClock::current() {
+        let _ = ends.cpu_clock.set(clock);
+    }
+    let prepared = worker::prepare("http/2 socket", pin, true)
+        .and_then(|()| worker::runtime().map_err(EngineError::Io));
+    let runtime = match prepared {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return Vec::new();
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async move {
+        let opened = futures_util::future::join_all((0..connections).map(|_| open(&plan))).await;
+        let mut conns = Vec::with_capacity(connections);
+        for o in opened {
+            match o {
+                Ok(open) => {
+                    if let Some(ns) = open.tls_ns {
+                        let _ = ends.events.push(Event::TlsHandshake { ns });
+                    }
+                    conns.push(Conn::up(open))
+                }
+                Err(e) => {
+                    let _ = ready.send(Err(e));
+                    return Vec::new();
+                }
+            }
+        }
+        let _ = ready.send(Ok(()));
+        let mut io = Io {
+            notified: Box::pin(ends.notify.clone().notified_owned()),
+            judge: Rc::new(Judge::new(&plan.config)),
+            conns,
+            streams: FuturesUnordered::new(),
+            pending: VecDeque::new(),
+            told: false,
+            errors: Vec::new(),
+            plan,
+            ends,
+        };
+        std::future::poll_fn(|cx| io.poll(cx)).await;
+        for c in &mut io.conns {
+            if let Some(open) = c.open.take() {
+                open.driver.abort();
+            }
+        }
+        io.errors
+    })
+}
+
+/// One connection as its socket thread sees it.
+struct Conn {
+    open: Option<Open>,
+    /// The caller was told it is down (requests for it are dropped until it is up again).
+    down: bool,
+    /// Connections the server retired, finishing the streams they accepted.
+    retiring: Vec<Open>,
+    /// Requests given no stream yet (class, id), oldest first.
+    waiting: VecDeque<(u32, u64)>,
+    /// Bumped each time the connection goes down: answers of an earlier one are dropped.
+    generation: u64,
+    /// A reopening in progress.
+    reopening: Option<tokio::task::JoinHandle<Result<Open, EngineError>>>,
+    /// Reopen after this long (set when it went down).
+    retry: Option<Duration>,
+}
+
+impl Conn {
+    fn up(open: Open) -> Conn {
+        Conn {
+            open: Some(open),
+            down: false,
+            retiring: Vec::new(),
+            waiting: VecDeque::new(),
+            generation: 0,
+            reopening: None,
+            retry: None,
+        }
+    }
+}
+
+/// How one stream ended.
+enum Outcome {
+    /// Delivered.
+    Ok,
+    /// Answered, and failed (the reason is counted).
+    Failed(String),
+}
+
+/// A stream's end: connection, its generation, request id, outcome.
+type Ended = (u32, u64, u64, Outcome);
+
+struct Io {
+    plan: Arc<H2Plan>,
+    ends: Ends,
+    judge: Rc<Judge>,
+    notified: Pin<Box<tokio::sync::futures::OwnedNotified>>,
+    conns: Vec<Conn>,
+    /// Every stream in flight, until its response ends.
+    streams: FuturesUnordered<Pin<Box<dyn Future<Output = Ended>>>>,
+    /// Events the ring had no room for (it is sized so that this stays empty).
+    pending: VecDeque<Event>,
+    /// Events were handed over since the caller was last woken.
+    told: bool,
+    /// Failed answers by message.
+    errors: Vec<ErrorCount>,
+}
+
+impl Io {
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.ends.stop.load(Ordering::Acquire) {
+            return Poll::Ready(());
+        }
+        // Re-arm the wake-up for new requests before taking them, so none is missed.
+        while self.notified.as_mut().poll(cx).is_ready() {
+            self.notified = Box::pin(self.ends.notify.clone().notified_owned());
+        }
+        self.take_requests();
+        for i in 0..self.conns.len() {
+            self.watch(i, cx);
+            self.start_streams(i, cx);
+        }
+        self.finish_streams(cx);
+        self.reopen(cx);
+        self.flush_pending();
+        if !self.pending.is_empty() {
+            cx.waker().wake_by_ref(); // the caller frees room as it takes events
+        }
+        if std::mem::take(&mut self.told) {
+            if let Some(caller) = &self.ends.caller {
+                caller.wake();
+            }
+        }
+        Poll::Pending
+    }
+
+    /// Hands an event to the caller, in order behind any that did not fit yet.
+    fn push(&mut self, event: Event) {
+        self.told = true;
+        if !self.pending.is_empty() {
+            self.pending.push_back(event);
+        } else if let Err(e) = self.ends.events.push(event) {
+            self.pending.push_back(e);
+        }
+    }
+
+    fn flush_pending(&mut self) {
+        while let Some(&e) = self.pending.front() {
+            if self.ends.events.push(e).is_err() {
+                break;
+            }
+            self.pending.pop_front();
+        }
+    }
+
+    fn take_requests(&mut self) {
+        while let Some(r) = self.ends.requests.pop() {
+            let i = r.conn as usize;
+            if r.class == RESET {
+                self.down(i, Down::Reset, None);
+            } else if !self.conns[i].down {
+                // Sent when a stream is free (or, after the server retired the connection, on
+                // the one that replaces it).
+                self.conns[i].waiting.push_back((r.class, r.id));
+            } // else it went down after the caller sent: the caller learns from `Down`
+        }
+    }
+
+    /// Whether connection `i` is still there: its driver ends when the server ends it. A
+    /// retired connection is let go once it has finished its streams.
+    fn watch(&mut self, i: usize, cx: &mut Context<'_>) {
+        let c = &mut self.conns[i];
+        c.retiring
+            .retain_mut(|old| Pin::new(&mut old.driver).poll(cx).is_pending());
+        let Some(open) = c.open.as_mut() else {
+            return;
+        };
+        let Poll::Ready(ended) = Pin::new(&mut open.driver).poll(cx) else {
+            return;
+        };
+        match ended {
+            Ok(Ok(())) => self.retire(i),
+            Ok(Err(e)) if graceful(&e) => self.retire(i),
+            Ok(Err(e)) => self.down(i, Down::Closed, Some(connection_error(&e))),
+            Err(_) => self.down(i, Down::Closed, Some("HTTP/2 connection lost".into())),
+        }
+    }
+
+    /// The server retired connection `i` gracefully: the streams it accepted finish on it; a
+    /// new connection opens at once for the requests still waiting and those to come.
+    fn retire(&mut self, i: usize) {
+        let c = &mut self.conns[i];
+        if let Some(old) = c.open.take() {
+            c.retiring.push(old);
+        }
+        c.retry = Some(Duration::ZERO);
+        self.push(Event::Retired { conn: i as u32 });
+    }
+
+    /// Gives waiting requests of connection `i` a stream each, as far as the server allows.
+    fn start_streams(&mut self, i: usize, cx: &mut Context<'_>) {
+        loop {
+            let c = &mut self.conns[i];
+            let Some(open) = c.open.as_mut() else {
+                return;
+            };
+            let Some(&(class, id)) = c.waiting.front() else {
+                return;
+            };
+            match open.send.poll_ready(cx) {
+                Poll::Pending => return,
+                Poll::Ready(Err(e)) if graceful(&e) => return self.retire(i),
+                Poll::Ready(Err(e)) => {
+                    let why = connection_error(&e);
+                    return self.down(i, Down::Closed, Some(why));
+                }
+                Poll::Ready(Ok(())) => {}
+            }
+            c.waiting.pop_front();
+            let max = open.send.current_max_send_streams();
+            self.plan.max_streams.fetch_min(max, Ordering::Relaxed);
+            let (head, body) = &self.plan.requests[class as usize];
+            let mut request = http::Request::new(());
+            *request.method_mut() = head.method().clone();
+            *request.uri_mut() = head.uri().clone();
+            *request.version_mut() = http::Version::HTTP_2;
+            *request.headers_mut() = head.headers().clone();
+            let sent = match open.send.send_request(request, body.is_empty()) {
+                Ok((response, mut stream)) => {
+                    if !body.is_empty() {
+                        // Buffered by h2 and sent as the server's windows allow.
+                        let _ = stream.send_data(body.clone(), true);
+                    }
+                    Ok(response)
+                }
+                Err(e) => Err(e),
+            };
+            match sent {
+                Ok(response) => {
+                    let judge = self.judge.clone();
+                    let generation = c.generation;
+                    let conn = i as u32;
+                    self.streams.push(Box::pin(async move {
+                        let outcome = judge.response(class as usize, response).await;
+                        (conn, generation, id, outcome)
+                    }));
+                }
+                Err(e) if e.is_reset() => {
+                    self.answered(i, id, Outcome::Failed(stream_error(&e)));
+                }
+                Err(e) if graceful(&e) => {
+                    self.conns[i].waiting.push_front((class, id));
+                    return self.retire(i);
+                }
+                Err(e) => {
+                    let why = connection_error(&e);
+                    return self.down(i, Down::Closed, Some(why));
+                }
+            }
+        }
+    }
+
+    /// Hands the caller the responses that ended.
+    fn finish_streams(&mut self, cx: &mut Context<'_>) {
+        for _ in 0..RESPONSES_PER_TURN {
+            match self.streams.poll_next_unpin(cx) {
+                Poll::Ready(Some((conn, generation, id, outcome))) => {
+                    let i = conn as usize;
+                    if self.conns[i].generation == generation && self.conns[i].open.is_some() {
+                        self.answered(i, id, outcome);
+                    }
+                }
+                Poll::Ready(None) | Poll::Pending => return,
+            }
+        }
+        cx.waker().wake_by_ref();
+    }
+
+    fn answered(&mut self, i: usize, id: u64, outcome: Outcome) {
+        let ok = match outcome {
+            Outcome::Ok => true,
+            Outcome::Failed(why) => {
+                ErrorCount::add(&mut self.errors, &why, 1);
+                false
+            }
+        };
+        self.push(Event::Reply {
+            conn: i as u32,
+            id,
+            ok,
+        });
+    }
+
+    /// Marks connection `i` down (`why` is counted); under `reconnect` it is opened again.
+    fn down(&mut self, i: usize, kind: Down, why: Option<String>) {
+        let c = &mut self.conns[i];
+        if c.down {
+            return; // already down, and already being reopened
+        }
+        c.down = true;
+        for old in c.open.take().into_iter().chain(c.retiring.drain(..)) {
+            old.driver.abort();
+        }
+        if let Some(attempt) = c.reopening.take() {
+            attempt.abort();
+        }
+        c.generation += 1;
+        c.waiting.clear();
+        if let Some(why) = why {
+            ErrorCount::add(&mut self.errors, &why, 1);
+        }
+        if self.plan.reconnect {
+            c.retry = Some(if kind == Down::Reset {
+                Duration::ZERO
+            } else {
+                RECONNECT_EVERY
+            });
+        }
+        self.push(Event::Down {
+            conn: i as u32,
+            why: kind,
+        });
+    }
+
+    /// Starts reopening the connections that went down; takes over those that came back.
+    fn reopen(&mut self, cx: &mut Context<'_>) {
+        for i in 0..self.conns.len() {
+            if let Some(delay) = self.conns[i].retry.take() {
+                let plan = self.plan.clone();
+                let attempt = tokio::task::spawn_local(async move {
+                    tokio::time::sleep(delay).await;
+                    open(&plan).await
+                });
+                self.conns[i].reopening = Some(attempt);
+            }
+            let Some(attempt) = self.conns[i].reopening.as_mut() else {
+                continue;
+            };
+            let Poll::Ready(done) = Pin::new(attempt).poll(cx) else {
+                continue;
+            };
+            self.conns[i].reopening = None;
+            match done {
+                Ok(Ok(open)) => {
+                    if let Some(ns) = open.tls_ns {
+                        self.push(Event::TlsHandshake { ns });
+                    }
+                    self.conns[i].open = Some(open);
+                    if std::mem::take(&mut self.conns[i].down) {
+                        self.push(Event::Up { conn: i as u32 });
+                    }
+                }
+                Ok(Err(e)) => {
+                    let handshake = !matches!(e, EngineError::Connect { .. });
+                    self.push(Event::ConnectFailed { handshake });
+                    self.conns[i].retry = Some(RECONNECT_EVERY);
+                    cx.waker().wake_by_ref();
+                }
+                Err(_) => {} // the runtime is shutting down
+            }
+        }
+    }
+}
+
+/// The server retired the connection without an error: GOAWAY with NO_ERROR.
+fn graceful(e: &h2::Error) -> bool {
+    e.is_go_away() && e.reason() == Some(h2::Reason::NO_ERROR)
+}
+
+/// What a connection's end is counted as: `GOAWAY (REASON)`, or what else ended it.
+fn connection_error(e: &h2::Error) -> String {
+    match e.reason() {
+        Some(reason) if e.is_go_away() => format!("HTTP/2 GOAWAY ({reason:?})"),
+        Some(reason) => format!("HTTP/2 connection error ({reason:?})"),
+        None if e.is_io() => "HTTP/2 connection lost".to_string(),
+        None => format!("HTTP/2 connection error ({e})"),
+    }
+}
+
+/// What a failed stream is counted as: `RST_STREAM (REASON)`, or its connection's end.
+fn stream_error(e: &h2::Error) -> String {
+    match e.reason() {
+        Some(reason) if e.is_reset() => format!("HTTP/2 RST_STREAM ({reason:?})"),
+        _ => connection_error(e),
+    }
+}
+
+/// How a response is judged (as HTTP/1.1's is).
+struct Judge {
+    accept: Vec<u16>,
+    /// Per class: what the body must contain.
+    expect: Vec<Option<Vec<u8>>>,
+    /// Per class: its name.
+    names: Vec<String>,
+    json_rpc: bool,
+    max_response: usize,
+}
+
+impl Judge {
+    fn new(config: &HttpConfig) -> Judge {
+        Judge {
+            accept: config.accept.clone(),
+            expect: config.requests.iter().map(|r| r.expect.clone()).collect(),
+            names: config.requests.iter().map(|r| r.name.clone()).collect(),
+            json_rpc: config.json_rpc,
+            max_response: config.max_response,
+        }
+    }
+
+    fn accepts(&self, status: u16) -> bool {
+        if self.accept.is_empty() {
+            (200..300).contains(&status)
+        } else {
+            self.accept.contains(&status)
+        }
+    }
+
+    /// Waits for the response to a stream and its whole body; what it was worth.
+    async fn response(
+        self: Rc<Self>,
+        class: usize,
+        response: h2::client::ResponseFuture,
+    ) -> Outcome {
+        let response = match response.await {
+            Ok(r) => r,
+            Err(e) => return Outcome::Failed(stream_error(&e)),
+        };
+        let status = response.status();
+        let keep = self.expect[class].is_some() || self.json_rpc;
+        let mut body = response.into_body();
+        let mut kept = Vec::new();
+        let mut size = 0usize;
+        while let Some(chunk) = body.data().await {
+            let chunk = match chunk {
+                Ok(c) => c,
+                Err(e) => return Outcome::Failed(stream_error(&e)),
+            };
+            size += chunk.len();
+            let _ = body.flow_control().release_capacity(chunk.len());
+            if size > self.max_response {
+                // Dropping the body resets the stream (CANCEL): no more of it is read.
+                return Outcome::Failed(format!(
+                    "response larger than {} bytes",
+                    self.max_response
+                ));
+            }
+            if keep {
+                kept.extend_from_slice(&chunk);
+            }
+        }
+        self.judge(class, status, &kept)
+    }
+
+    fn judge(&self, class: usize, status: http::StatusCode, body: &[u8]) -> Outcome {
+        if !self.accepts(status.as_u16()) {
+            let reason = status.canonical_reason().unwrap_or("");
+            return Outcome::Failed(
+                format!("HTTP {} {reason}", status.as_u16())
+                    .trim_end()
+                    .to_string(),
+            );
+        }
+        if self.json_rpc {
+            let mut message = String::new();
+            match json_rpc::parse_reply(body) {
+                Some((_, true)) => {}
+                Some((_, false)) => {
+                    json_rpc::error_message(body, &mut message);
+                    return Outcome::Failed(message);
+                }
+                None => return Outcome::Failed("not a JSON-RPC response".into()),
+            }
+        }
+        match &self.expect[class] {
+            Some(expect)
+                if !expect.is_empty() && !body.windows(expect.len()).any(|w| w == expect) =>
+            {
+                Outcome::Failed(format!("body check failed ({})", self.names[class]))
+            }
+            _ => Outcome::Ok,
+        }
+    }
+}
