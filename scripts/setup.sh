@@ -2,7 +2,8 @@
 # Installs what the tests and benchmarks need beyond a Rust toolchain, from Debian's packages:
 # redis-server and redis-tools (redis-benchmark), chromium for the browser tick clients and the
 # report's browser check, nginx (nginx-light) for the http system's tests and wrk, the HTTP
-# peer of the benchmarks; prometheus, which a test starts to scrape a run's live metrics;
+# peer of the benchmarks, and h2load (nghttp2-client), their HTTP/2 peer; prometheus, which a
+# test starts to scrape a run's live metrics;
 # python3-venv for the manifest check's kubernetes-validate; and, from npm, the `ws` package of the Node.js feed (feeds/node).
 # Idempotent: does nothing when present.
 # msgbench never relies on a running Redis: tests and examples start their own on loopback.
@@ -13,6 +14,7 @@ command -v redis-benchmark >/dev/null || need+=(redis-tools)
 command -v chromium >/dev/null || need+=(chromium)
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
 command -v wrk >/dev/null || need+=(wrk)
+command -v h2load >/dev/null || need+=(nghttp2-client)
 command -v prometheus >/dev/null || need+=(prometheus)
 # scripts/check-manifest.sh makes a virtualenv for kubernetes-validate (PyPI).
 python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)

@@ -1190,6 +1190,7 @@ fn search_finds_the_capacity_of_a_server_with_a_fixed_service_time() {
     let _turn = turn();
     let tmp = tempfile::tempdir().unwrap();
     // One server thread, 1 ms of CPU per request: capacity 1000/s (a little less with overhead).
+    // 2 s steps: a host stall of a few tens of ms cannot fail a step at half the capacity.
     let pin = if msgbench_engine::affinity::allowed_cpus().len() >= 2 {
         "[client]\nwindow = 1000\npin = [1]\n[rpc.server]\npin = [0]\n"
     } else {
@@ -1198,7 +1199,7 @@ fn search_finds_the_capacity_of_a_server_with_a_fixed_service_time() {
     let scenario = write(
         tmp.path(),
         "capacity.toml",
-        &format!("name = \"capacity\"\nsystem = \"rpc\"\n[run]\nduration = \"1s\"\nwarmup = \"200ms\"\n{pin}[rpc.ops.call]\nservice = \"1ms\"\n[report]\nslo = \"p99 < 50ms\"\n"),
+        &format!("name = \"capacity\"\nsystem = \"rpc\"\n[run]\nduration = \"2s\"\nwarmup = \"200ms\"\n{pin}[rpc.ops.call]\nservice = \"1ms\"\n[report]\nslo = \"p99 < 50ms\"\n"),
     );
     let out = tmp.path().join("results");
     let o = msgbench(&[

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# msgbench's http system over HTTP/2 (http.version = "2") against h2load (nghttp2's load
+# client, Debian's nghttp2-client, installed by scripts/setup.sh), in one invocation,
+# alternating runs: one nginx (one worker, `listen ... http2`: cleartext HTTP/2 with prior
+# knowledge, started here on a free loopback port with a generated configuration), 4
+# connections x 64 concurrent streams, GET of a small static file, as fast as it answers
+# (msgbench closed loop, one client thread: a caller and its socket thread; h2load -c4 -m64,
+# one thread). Prints the median of ROUNDS rounds (default 3) of requests/s and client CPU per
+# request (whole process, from getrusage of the child) and the ratios; the targets are
+# requests/s >= 1.0x h2load's and client CPU per request <= 0.8x.
+source "$(dirname "$0")/common.sh"
+ROUNDS=${ROUNDS:-3}
+bash "$ROOT/scripts/setup.sh"
+build_all
+machine
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+mkdir -p "$WORK/www"
+echo "hello from nginx" > "$WORK/www/small.txt"
+cat > "$WORK/nginx.conf" <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+error_log $WORK/error.log;
+pid $WORK/nginx.pid;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $WORK; proxy_temp_path $WORK; fastcgi_temp_path $WORK;
+  uwsgi_temp_path $WORK; scgi_temp_path $WORK;
+  keepalive_requests 100000000;
+  http2_max_concurrent_streams 128;
+  server { listen 127.0.0.1:$PORT http2; root $WORK/www; }
+}
+EOF
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+"$NGINX" -e stderr -c "$WORK/nginx.conf" 2>/dev/null &
+PIDS+=($!)
+for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.05; done
+
+python3 - "$MSGBENCH" "$OUT" "$PORT" "$ROUNDS" <<'PY'
+import json, re, resource, statistics, subprocess, sys
+msgbench, out, port, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+SECONDS, CONNECTIONS, STREAMS = 3, 4, 64
+
+def child_cpu():
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return u.ru_utime + u.ru_stime
+
+def h2load():
+    before = child_cpu()
+    text = subprocess.run(["h2load", "-c", str(CONNECTIONS), "-m", str(STREAMS), "-D", str(SECONDS),
+                           f"http://127.0.0.1:{port}/small.txt"], capture_output=True, text=True, check=True).stdout
+    cpu = child_cpu() - before
+    done = int(re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", text).group(2))
+    return done / SECONDS, cpu / done
+
+def ours():
+    before = child_cpu()
+    args = [msgbench, "run", "--quiet", "--json", "--out", out, "--duration", f"{SECONDS}s", "--warmup", "0",
+            "--set", 'system="http"', "--set", "sweep={}", "--set", f'http.url="http://127.0.0.1:{port}"',
+            "--set", 'http.version="2"', "--set", 'http.requests={ get = { path = "/small.txt" } }',
+            "--set", 'pacing.mode="closed-loop"', "--set", f"client.connections={CONNECTIONS}",
+            "--set", f"client.window={STREAMS}"]
+    r = json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)["runs"][0]
+    cpu = child_cpu() - before
+    c = r["counters"]
+    assert c["delivered"] > 0 and c["failed"] == 0, (c, r["faults"])
+    return c["delivered"] / r["duration_s"], cpu / c["delivered"]
+
+print(f"nginx over HTTP/2 (h2c), GET /small.txt, {CONNECTIONS} connections x {STREAMS} streams, {SECONDS} s per run")
+tr, cr = [], []
+for _ in range(rounds):
+    a_rps, a_cpu = ours()
+    b_rps, b_cpu = h2load()
+    tr.append(a_rps / b_rps)
+    cr.append(a_cpu / b_cpu)
+    print(f"   round: msgbench {a_rps/1e3:.1f}k/s {a_cpu*1e9:.0f} ns CPU/req; h2load {b_rps/1e3:.1f}k/s {b_cpu*1e9:.0f} ns CPU/req")
+rounds_of = lambda xs: ", ".join(f"{x:.2f}" for x in xs)
+print(f"   throughput msgbench/h2load: median {statistics.median(tr):.2f} (rounds {rounds_of(tr)}); target >= 1.00")
+print(f"   client CPU per request msgbench/h2load: median {statistics.median(cr):.2f} (rounds {rounds_of(cr)}); target <= 0.80")
+PY
