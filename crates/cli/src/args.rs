@@ -188,6 +188,54 @@ pub enum ServeCommand {
     ///
     /// Example: msgbench serve http --listen 127.0.0.1:8080 --service 200us --work sleep --stall-every 2s --stall-for 500ms --for 60s
     Http(ServeHttpArgs),
+    /// A gRPC server over cleartext HTTP/2 whose latency is known: every unary call, on any
+    /// path, is answered by echoing its request message back after --service (computed with
+    /// --work busy: one call at a time; waited with --work sleep: any number at once), fixed
+    /// or exponential; `protos/msgbench.proto` describes its `msgbench.Echo/Call`. Bounded:
+    /// --max-streams per connection, --max-message (larger: RESOURCE_EXHAUSTED),
+    /// --max-connections. Prints what it answered when it stops.
+    ///
+    /// Example: msgbench serve grpc --listen 127.0.0.1:50051 --service 200us --stall-every 2s --stall-for 500ms --for 60s
+    Grpc(ServeGrpcArgs),
+}
+
+/// `msgbench serve grpc`.
+#[derive(Debug, Args)]
+pub struct ServeGrpcArgs {
+    /// Address to listen on (port 0: any free port; the chosen one is printed).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:50051")]
+    pub listen: String,
+    /// Service time of a call (the mean when --distribution exponential), e.g. 200us.
+    #[arg(long, value_name = "DURATION", default_value = "0")]
+    pub service: String,
+    /// fixed or exponential service times.
+    #[arg(long, value_name = "KIND", default_value = "fixed")]
+    pub distribution: String,
+    /// busy (the server thread computes for the service time: one call at a time) or sleep
+    /// (a timer holds the answer: any number at once).
+    #[arg(long, value_name = "KIND", default_value = "busy")]
+    pub work: String,
+    /// Longest service time; longer draws are served this long and counted as clamped.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub max_service: String,
+    /// Fault injection: hold every answer due in a stall this often (e.g. 2s) ...
+    #[arg(long, value_name = "DURATION")]
+    pub stall_every: Option<String>,
+    /// ... until the stall, this long (e.g. 500ms), is over.
+    #[arg(long, value_name = "DURATION", default_value = "100ms")]
+    pub stall_for: String,
+    /// Largest request message, bytes; a larger one is answered RESOURCE_EXHAUSTED.
+    #[arg(long, value_name = "BYTES", default_value_t = 4 << 20)]
+    pub max_message: u32,
+    /// Concurrent streams per connection (SETTINGS_MAX_CONCURRENT_STREAMS).
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_streams: u32,
+    /// Most connections open at once; more are closed on accept.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub max_connections: u32,
+    /// Stop by itself after this long (e.g. 30s); without it, serve until Ctrl-C.
+    #[arg(long = "for", value_name = "DURATION")]
+    pub run_for: Option<String>,
 }
 
 /// `msgbench serve http`.

@@ -2,7 +2,8 @@
 //! another msgbench) can be measured against them. Each runs until Ctrl-C or `--for`, then prints
 //! what it counted.
 use crate::args::{
-    RequestServerArgs, ServeCommand, ServeHttpArgs, ServeRpcArgs, ServeTicksArgs, ServeWsRpcArgs,
+    RequestServerArgs, ServeCommand, ServeGrpcArgs, ServeHttpArgs, ServeRpcArgs, ServeTicksArgs,
+    ServeWsRpcArgs,
 };
 use crate::setup::{fail, machine_limits, on_ctrl_c};
 use crate::{EXIT_BAD_INPUT, EXIT_INTERRUPTED};
@@ -30,7 +31,109 @@ pub fn serve(command: ServeCommand) -> ExitCode {
         ServeCommand::Ticks(args) => serve_ticks(args),
         ServeCommand::WsRpc(args) => serve_ws_rpc(args),
         ServeCommand::Http(args) => serve_http(args),
+        ServeCommand::Grpc(args) => serve_grpc(args),
     }
+}
+
+fn serve_grpc(args: ServeGrpcArgs) -> ExitCode {
+    let (options, run_for, listen) = match grpc_options(&args) {
+        Ok(o) => o,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    on_ctrl_c(
+        stop.clone(),
+        "the server closes its connections and prints what it counted",
+    );
+    let server = match msgbench_engine::server::grpc::start(options, listen) {
+        Ok(s) => s,
+        Err(e) => {
+            return fail(
+                1,
+                format!("cannot listen on {listen}: {e}; pick another port with --listen"),
+            )
+        }
+    };
+    print_now(&format!(
+        "msgbench grpc server listening on {}",
+        server.local_addr()
+    ));
+    let started = std::time::Instant::now();
+    serve_until(&stop, run_for);
+    let cpu_s = server.cpu_ns() as f64 / 1e9;
+    let st = server.stop();
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    println!(
+        "answered {} calls (and refused {}) on {} connections in {:.1} s, {cpu_s:.2} CPU-s; {} connections ended by HTTP/2 errors, {} refused over the limit; clamped {} service times",
+        load(&st.answered),
+        load(&st.refused),
+        load(&st.accepted),
+        started.elapsed().as_secs_f64(),
+        load(&st.protocol_errors),
+        load(&st.rejected),
+        load(&st.clamped)
+    );
+    if stop.load(Ordering::Relaxed) {
+        return ExitCode::from(EXIT_INTERRUPTED);
+    }
+    ExitCode::SUCCESS
+}
+
+/// The gRPC server's settings from its flags.
+fn grpc_options(
+    args: &ServeGrpcArgs,
+) -> Result<
+    (
+        msgbench_engine::server::grpc::GrpcServerOptions,
+        Option<Duration>,
+        SocketAddr,
+    ),
+    String,
+> {
+    let exponential = match args.distribution.as_str() {
+        "fixed" => false,
+        "exponential" => true,
+        other => {
+            return Err(format!(
+                "--distribution {other}: not one of fixed, exponential"
+            ))
+        }
+    };
+    let sleep = match args.work.as_str() {
+        "busy" => false,
+        "sleep" => true,
+        other => return Err(format!("--work {other}: not one of busy, sleep")),
+    };
+    let stall_every = match &args.stall_every {
+        Some(t) => Some(parse_duration("stall-every", t)?),
+        None => None,
+    };
+    let stall_for = parse_duration("stall-for", &args.stall_for)?;
+    if stall_every.is_some_and(|every| stall_for >= every || every.is_zero()) {
+        return Err(format!(
+            "--stall-for {}: must be shorter than --stall-every (the server must serve between stalls)",
+            args.stall_for
+        ));
+    }
+    if args.max_streams == 0 || args.max_connections == 0 || args.max_message == 0 {
+        return Err("--max-streams, --max-connections and --max-message: at least 1".into());
+    }
+    let options = msgbench_engine::server::grpc::GrpcServerOptions {
+        service: parse_duration("service", &args.service)?,
+        exponential,
+        sleep,
+        max_service: parse_duration("max-service", &args.max_service)?,
+        stall_every,
+        stall_for,
+        max_message: args.max_message as usize,
+        max_streams: args.max_streams,
+        max_connections: args.max_connections as usize,
+    };
+    let run_for = match &args.run_for {
+        Some(t) => Some(parse_duration("for", t)?),
+        None => None,
+    };
+    Ok((options, run_for, listen_address(&args.listen)?))
 }
 
 /// What a WebSocket server closed or refused, in one clause.

@@ -34,6 +34,12 @@ pub struct HttpSpec {
     pub max_response: u64,
     /// The requests of the mix by name, each its own operation class. Default: `GET /`.
     pub requests: BTreeMap<String, HttpRequestSpec>,
+    /// gRPC: the `.proto` file that describes the calls (`grpc` requests), compiled when the
+    /// scenario is checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proto: Option<String>,
+    /// gRPC: folders the `.proto`'s imports are looked up in (its own folder is searched last).
+    pub include: Vec<String>,
 }
 
 impl Default for HttpSpec {
@@ -47,6 +53,8 @@ impl Default for HttpSpec {
             accept: Vec::new(),
             max_response: 64 << 20,
             requests: BTreeMap::new(),
+            proto: None,
+            include: Vec::new(),
         }
     }
 }
@@ -79,6 +87,12 @@ pub struct HttpRequestSpec {
     /// Its params (any TOML value, sent as JSON; usually an array).
     #[schemars(with = "serde_json::Value")]
     pub rpc_params: toml::Value,
+    /// A gRPC unary call instead: `package.Service/Method` of `http.proto` (sent over HTTP/2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<String>,
+    /// The gRPC call's request message as JSON (protobuf's JSON mapping); default `{}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 impl Default for HttpRequestSpec {
@@ -93,6 +107,8 @@ impl Default for HttpRequestSpec {
             expect: None,
             rpc_method: None,
             rpc_params: toml::Value::Array(Vec::new()),
+            grpc: None,
+            message: None,
         }
     }
 }
@@ -113,6 +129,8 @@ pub struct HttpRequest {
     /// The same request in parts, for HTTP/2: method, target, extra headers (besides the
     /// authority), body.
     pub parts: RequestParts,
+    /// A gRPC call: its response is judged by `grpc-status`.
+    pub grpc: bool,
 }
 
 /// A request's parts, for a transport that frames them itself (HTTP/2).
@@ -259,7 +277,10 @@ impl HttpSpec {
         let url = parse_url(&self.url)
             .map_err(|(why, fix)| invalid("http.url", format!("\"{}\" {why}", self.url), fix))?;
         let tls = self.tls(&url, invalid)?;
+        let protos = self.protos(invalid)?;
         let version = match self.version.as_str() {
+            // gRPC is HTTP/2.
+            _ if protos.is_some() => HttpVersion::Http2,
             "1.1" => HttpVersion::Http1,
             "2" => HttpVersion::Http2,
             other => {
@@ -296,7 +317,10 @@ impl HttpSpec {
         let mut requests = Vec::new();
         for ((name, r), share) in specs.iter().zip(shares) {
             let field = |key: &str| format!("http.requests.{name}.{key}");
-            let request = r.render(&host, name, share, &field, invalid)?;
+            let request = match &r.grpc {
+                Some(call) => r.grpc_call(call, protos.as_ref(), (name, share), &field, invalid)?,
+                None => r.render(&host, name, share, &field, invalid)?,
+            };
             if version == HttpVersion::Http2 {
                 check_h2_headers(&request.parts, &field, invalid)?;
             }
@@ -351,6 +375,37 @@ fn check_h2_headers(
 }
 
 impl HttpSpec {
+    /// The compiled `.proto` when a request is a gRPC call (`None` when none is).
+    fn protos(
+        &self,
+        invalid: &Invalid,
+    ) -> Result<Option<prost_reflect::DescriptorPool>, ScenarioError> {
+        if !self.requests.values().any(|r| r.grpc.is_some()) {
+            if self.proto.is_some() {
+                return Err(invalid(
+                    "http.proto",
+                    "is given, but no request is a gRPC call".into(),
+                    "name a call in a request, e.g. grpc = \"helloworld.Greeter/SayHello\"",
+                ));
+            }
+            return Ok(None);
+        }
+        let Some(proto) = &self.proto else {
+            return Err(invalid(
+                "http.proto",
+                "is missing, and a request is a gRPC call".into(),
+                "give the .proto that describes it, e.g. proto = \"protos/helloworld.proto\"",
+            ));
+        };
+        crate::grpc::load(proto, &self.include).map(Some).map_err(|e| {
+            invalid(
+                "http.proto",
+                e,
+                "give a .proto file that protoc would compile, and `include` folders for its imports",
+            )
+        })
+    }
+
     /// The TLS settings of an https URL; a TLS option with a plain URL is refused.
     fn tls(&self, url: &Url, invalid: &Invalid) -> Result<Option<TlsConfig>, ScenarioError> {
         crate::check::check_tls_options(
@@ -371,6 +426,60 @@ impl HttpSpec {
 }
 
 impl HttpRequestSpec {
+    /// A gRPC unary call: POST to `/package.Service/Method`, `content-type: application/grpc`,
+    /// `te: trailers`, your headers as metadata, the request message framed once.
+    fn grpc_call(
+        &self,
+        call: &str,
+        protos: Option<&prost_reflect::DescriptorPool>,
+        (name, share): (&str, f64),
+        field: &dyn Fn(&str) -> String,
+        invalid: &Invalid,
+    ) -> Result<HttpRequest, ScenarioError> {
+        let fix = "see the methods and fields of your .proto";
+        let pool = protos.expect("a gRPC call has its .proto");
+        if self.rpc_method.is_some() || !self.body.is_empty() || self.body_file.is_some() {
+            return Err(invalid(
+                &field("grpc"),
+                "is given with a body or rpc_method".into(),
+                "a gRPC call's body is its `message` (JSON)",
+            ));
+        }
+        let method =
+            crate::grpc::method(pool, call).map_err(|e| invalid(&field("grpc"), e, fix))?;
+        let json = self.message.as_deref().unwrap_or("{}");
+        let frame = crate::grpc::request_frame(&method, json)
+            .map_err(|e| invalid(&field("message"), e, fix))?;
+        let mut headers = vec![
+            ("content-type".to_string(), "application/grpc".to_string()),
+            ("te".to_string(), "trailers".to_string()),
+        ];
+        for (k, v) in &self.headers {
+            if !is_token(k) || v.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+                return Err(invalid(
+                    &field("headers"),
+                    format!("has the header {k:?}: {v:?}"),
+                    "metadata names are tokens and values have no line breaks",
+                ));
+            }
+            headers.push((k.to_ascii_lowercase(), v.clone()));
+        }
+        Ok(HttpRequest {
+            name: name.to_string(),
+            share,
+            bytes: Vec::new(),
+            head: false,
+            expect: self.expect.clone().map(String::into_bytes),
+            parts: RequestParts {
+                method: "POST".into(),
+                target: format!("/{call}"),
+                headers,
+                body: frame,
+            },
+            grpc: true,
+        })
+    }
+
     /// The body of a JSON-RPC call: `{"jsonrpc":"2.0","id":1,"method":…,"params":…}`.
     fn rpc_body(
         &self,
@@ -503,6 +612,7 @@ impl HttpRequestSpec {
             head: method.eq_ignore_ascii_case("HEAD"),
             expect: self.expect.clone().map(String::into_bytes),
             parts,
+            grpc: false,
         })
     }
 }

@@ -12,6 +12,7 @@ pub mod duration;
 pub mod fairness;
 pub mod feed;
 pub mod files;
+pub mod grpc;
 pub mod histogram;
 pub mod http;
 pub mod metrics;

@@ -616,6 +616,14 @@ fn stream_error(e: &h2::Error) -> String {
     }
 }
 
+/// The `grpc-status` in `headers`, when there is one.
+fn grpc_status(headers: &http::HeaderMap) -> Option<u32> {
+    headers
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// How a response is judged (as HTTP/1.1's is).
 struct Judge {
     accept: Vec<u16>,
@@ -623,6 +631,8 @@ struct Judge {
     expect: Vec<Option<Vec<u8>>>,
     /// Per class: its name.
     names: Vec<String>,
+    /// Per class: a gRPC call (judged by its `grpc-status`).
+    grpc: Vec<bool>,
     json_rpc: bool,
     max_response: usize,
 }
@@ -633,6 +643,7 @@ impl Judge {
             accept: config.accept.clone(),
             expect: config.requests.iter().map(|r| r.expect.clone()).collect(),
             names: config.requests.iter().map(|r| r.name.clone()).collect(),
+            grpc: config.requests.iter().map(|r| r.grpc).collect(),
             json_rpc: config.json_rpc,
             max_response: config.max_response,
         }
@@ -657,7 +668,9 @@ impl Judge {
             Err(e) => return Outcome::Failed(stream_error(&e)),
         };
         let status = response.status();
-        let keep = self.expect[class].is_some() || self.json_rpc;
+        // A gRPC error may come as headers alone ("trailers-only").
+        let mut code = grpc_status(response.headers());
+        let keep = self.expect[class].is_some() || (self.json_rpc && !self.grpc[class]);
         let mut body = response.into_body();
         let mut kept = Vec::new();
         let mut size = 0usize;
@@ -679,10 +692,22 @@ impl Judge {
                 kept.extend_from_slice(&chunk);
             }
         }
-        self.judge(class, status, &kept)
+        if self.grpc[class] && code.is_none() {
+            code = match body.trailers().await {
+                Ok(trailers) => trailers.as_ref().and_then(grpc_status),
+                Err(e) => return Outcome::Failed(stream_error(&e)),
+            };
+        }
+        self.judge(class, status, code, &kept)
     }
 
-    fn judge(&self, class: usize, status: http::StatusCode, body: &[u8]) -> Outcome {
+    fn judge(
+        &self,
+        class: usize,
+        status: http::StatusCode,
+        grpc_status: Option<u32>,
+        body: &[u8],
+    ) -> Outcome {
         if !self.accepts(status.as_u16()) {
             let reason = status.canonical_reason().unwrap_or("");
             return Outcome::Failed(
@@ -691,7 +716,16 @@ impl Judge {
                     .to_string(),
             );
         }
-        if self.json_rpc {
+        if self.grpc[class] {
+            match grpc_status {
+                Some(0) => {}
+                Some(code) => {
+                    let name = msgbench_model::grpc::status_name(code);
+                    return Outcome::Failed(format!("gRPC {name}"));
+                }
+                None => return Outcome::Failed("a gRPC response without grpc-status".into()),
+            }
+        } else if self.json_rpc {
             let mut message = String::new();
             match json_rpc::parse_reply(body) {
                 Some((_, true)) => {}

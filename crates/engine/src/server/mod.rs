@@ -1,5 +1,6 @@
 //! Built-in servers: systems under test msgbench ships, started in-process by a scenario or
 //! standalone with `msgbench serve`.
+pub mod grpc;
 pub mod http;
 pub mod rpc;
 pub mod ticks;

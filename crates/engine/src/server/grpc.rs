@@ -1,0 +1,377 @@
+//! `msgbench serve grpc`: a built-in gRPC server over HTTP/2 (the `h2` crate), so that tests and
+//! users can measure gRPC against a server whose latency they control. Every unary call, on any
+//! path, is answered by echoing its request message back (`protos/msgbench.proto` describes
+//! `msgbench.Echo/Call`; any other service's unary methods are echoed the same way) after the
+//! service time — fixed or exponential, spent busy (the one server thread computes: calls are
+//! served one at a time) or asleep (a timer holds the answer: any number at once). Stall
+//! injection holds every answer due during a stall until its end, as `serve rpc` does.
+//!
+//! Bounded like the other built-in servers: concurrent streams per connection
+//! (`SETTINGS_MAX_CONCURRENT_STREAMS`), message size (a larger one is answered
+//! `RESOURCE_EXHAUSTED` and not read further), connections (more are closed on accept), and
+//! service times (clamped). It runs on one thread.
+use crate::cpu::ThreadCpuClock;
+use bytes::{Bytes, BytesMut};
+use rand::{Rng, SeedableRng};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How the server answers.
+#[derive(Debug, Clone)]
+pub struct GrpcServerOptions {
+    /// Service time of a call (the mean when `exponential`).
+    pub service: Duration,
+    /// Exponential service times instead of fixed ones.
+    pub exponential: bool,
+    /// Sleep the service time (a timer) instead of spinning it.
+    pub sleep: bool,
+    /// Longest service time; longer draws are clamped (and counted).
+    pub max_service: Duration,
+    /// Stall every this long (`None`: never) …
+    pub stall_every: Option<Duration>,
+    /// … for this long.
+    pub stall_for: Duration,
+    /// Largest request message, bytes.
+    pub max_message: usize,
+    /// Concurrent streams per connection.
+    pub max_streams: u32,
+    /// Most connections open at once.
+    pub max_connections: usize,
+}
+
+impl Default for GrpcServerOptions {
+    fn default() -> Self {
+        GrpcServerOptions {
+            service: Duration::ZERO,
+            exponential: false,
+            sleep: false,
+            max_service: Duration::from_secs(10),
+            stall_every: None,
+            stall_for: Duration::from_millis(100),
+            max_message: 4 << 20,
+            max_streams: 256,
+            max_connections: 4096,
+        }
+    }
+}
+
+/// What the server counted.
+#[derive(Debug, Default)]
+pub struct GrpcStats {
+    /// Calls answered OK.
+    pub answered: AtomicU64,
+    /// Calls answered with an error status (too large, malformed, compressed).
+    pub refused: AtomicU64,
+    /// Connections accepted.
+    pub accepted: AtomicU64,
+    /// Connections closed on accept, over the limit.
+    pub rejected: AtomicU64,
+    /// Connections that ended with an HTTP/2 error (not a gRPC client, or gone mid-call).
+    pub protocol_errors: AtomicU64,
+    /// Service times clamped to the longest.
+    pub clamped: AtomicU64,
+}
+
+/// A running server.
+pub struct GrpcServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    wake: Arc<tokio::sync::Notify>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    cpu: Arc<OnceLock<ThreadCpuClock>>,
+    /// Its counts, live.
+    pub stats: Arc<GrpcStats>,
+}
+
+impl GrpcServer {
+    /// Where it listens.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// CPU its thread used, ns.
+    pub fn cpu_ns(&self) -> u64 {
+        self.cpu.get().map_or(0, |c| c.read_ns())
+    }
+
+    /// Stops it: connections are dropped, the thread joined.
+    pub fn stop(mut self) -> Arc<GrpcStats> {
+        self.halt();
+        self.stats.clone()
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.wake.notify_one();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for GrpcServer {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// Starts the server on `listen` (port 0: any free one).
+pub fn start(options: GrpcServerOptions, listen: SocketAddr) -> std::io::Result<GrpcServer> {
+    let listener = std::net::TcpListener::bind(listen)?;
+    listener.set_nonblocking(true)?;
+    let addr = listener.local_addr()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let cpu = Arc::new(OnceLock::new());
+    let stats = Arc::new(GrpcStats::default());
+    let runtime = crate::harness::worker::runtime()?;
+    let thread = {
+        let (stop, wake, cpu, stats) = (stop.clone(), wake.clone(), cpu.clone(), stats.clone());
+        std::thread::Builder::new()
+            .name("msgbench-grpc-server".into())
+            .spawn(move || {
+                crate::harness::worker::prepare_server(0, None);
+                if let Some(c) = ThreadCpuClock::current() {
+                    let _ = cpu.set(c);
+                }
+                let local = tokio::task::LocalSet::new();
+                local.block_on(&runtime, async move {
+                    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+                        return;
+                    };
+                    let shared = Rc::new(Shared::new(options, stats));
+                    let stopped = async {
+                        while !stop.load(Ordering::Acquire) {
+                            wake.notified().await;
+                        }
+                    };
+                    tokio::select! {
+                        () = accept(listener, shared) => {}
+                        () = stopped => {}
+                    }
+                });
+            })?
+    };
+    Ok(GrpcServer {
+        addr,
+        stop,
+        wake,
+        thread: Some(thread),
+        cpu,
+        stats,
+    })
+}
+
+/// What every connection's calls share.
+struct Shared {
+    options: GrpcServerOptions,
+    stats: Arc<GrpcStats>,
+    /// Stalls are counted from here.
+    started: Instant,
+    rng: std::cell::RefCell<rand::rngs::SmallRng>,
+    open: std::cell::Cell<usize>,
+}
+
+impl Shared {
+    fn new(options: GrpcServerOptions, stats: Arc<GrpcStats>) -> Shared {
+        Shared {
+            options,
+            stats,
+            started: Instant::now(),
+            rng: std::cell::RefCell::new(rand::rngs::SmallRng::seed_from_u64(0x6772_7063)),
+            open: std::cell::Cell::new(0),
+        }
+    }
+
+    /// One call's service time.
+    fn service(&self) -> Duration {
+        let o = &self.options;
+        let mut t = o.service;
+        if o.exponential && !t.is_zero() {
+            let u: f64 = self.rng.borrow_mut().gen_range(f64::MIN_POSITIVE..1.0);
+            t = t.mul_f64(-u.ln());
+        }
+        if t > o.max_service {
+            self.stats.clamped.fetch_add(1, Ordering::Relaxed);
+            t = o.max_service;
+        }
+        t
+    }
+
+    /// When the stall under way at `now` ends (`None`: no stall now).
+    fn stall_end(&self, now: Instant) -> Option<Instant> {
+        let every = self.options.stall_every?;
+        let since = now.duration_since(self.started).as_nanos();
+        let into = since % every.as_nanos().max(1);
+        let stall = self.options.stall_for.as_nanos();
+        (into < stall).then(|| now + Duration::from_nanos((stall - into) as u64))
+    }
+}
+
+async fn accept(listener: tokio::net::TcpListener, shared: Rc<Shared>) {
+    loop {
+        let Ok((tcp, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(10)).await; // out of descriptors: breathe
+            continue;
+        };
+        if shared.open.get() >= shared.options.max_connections {
+            shared.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            continue; // dropped: closed on accept
+        }
+        let _ = tcp.set_nodelay(true);
+        shared.stats.accepted.fetch_add(1, Ordering::Relaxed);
+        shared.open.set(shared.open.get() + 1);
+        let shared = shared.clone();
+        tokio::task::spawn_local(async move {
+            if connection(tcp, &shared).await.is_err() {
+                shared.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
+            }
+            shared.open.set(shared.open.get() - 1);
+        });
+    }
+}
+
+/// Serves one connection's calls until the client goes.
+async fn connection(tcp: tokio::net::TcpStream, shared: &Rc<Shared>) -> Result<(), h2::Error> {
+    let mut conn = h2::server::Builder::new()
+        .max_concurrent_streams(shared.options.max_streams)
+        .max_frame_size(1 << 20)
+        .initial_window_size(1 << 20)
+        .initial_connection_window_size(16 << 20)
+        .handshake::<_, Bytes>(tcp)
+        .await?;
+    while let Some(call) = conn.accept().await {
+        let (request, respond) = call?;
+        let shared = shared.clone();
+        tokio::task::spawn_local(async move {
+            let _ = answer(request, respond, &shared).await;
+        });
+    }
+    Ok(())
+}
+
+/// Reads one call's request message and echoes it back after the service time.
+async fn answer(
+    request: http::Request<h2::RecvStream>,
+    mut respond: h2::server::SendResponse<Bytes>,
+    shared: &Shared,
+) -> Result<(), h2::Error> {
+    let max = shared.options.max_message;
+    let mut body = request.into_body();
+    let mut message = BytesMut::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk?;
+        let _ = body.flow_control().release_capacity(chunk.len());
+        if message.len() + chunk.len() > max + 5 {
+            return refuse(
+                &mut respond,
+                shared,
+                8,
+                "message larger than the server's limit",
+            );
+        }
+        message.extend_from_slice(&chunk);
+    }
+    match message.first() {
+        Some(0) if message.len() >= 5 => {}
+        Some(1) => {
+            return refuse(
+                &mut respond,
+                shared,
+                12,
+                "compressed messages are not served",
+            )
+        }
+        _ => {
+            return refuse(
+                &mut respond,
+                shared,
+                13,
+                "not one length-prefixed gRPC message",
+            )
+        }
+    }
+    // A call that comes during a stall waits for its end, then is served.
+    if let Some(end) = shared.stall_end(Instant::now()) {
+        tokio::time::sleep_until(end.into()).await;
+    }
+    let service = shared.service();
+    if shared.options.sleep {
+        tokio::time::sleep(service).await;
+    } else {
+        // Busy: this thread computes, so calls are served one at a time, as by one CPU.
+        let until = Instant::now() + service;
+        while Instant::now() < until {
+            std::hint::spin_loop();
+        }
+    }
+    let head = http::Response::builder()
+        .status(200)
+        .header("content-type", "application/grpc")
+        .body(())
+        .expect("a static response head");
+    let mut stream = respond.send_response(head, false)?;
+    stream.send_data(message.freeze(), false)?;
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+    stream.send_trailers(trailers)?;
+    shared.stats.answered.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Answers a call with an error status alone (trailers-only).
+fn refuse(
+    respond: &mut h2::server::SendResponse<Bytes>,
+    shared: &Shared,
+    code: u32,
+    message: &'static str,
+) -> Result<(), h2::Error> {
+    shared.stats.refused.fetch_add(1, Ordering::Relaxed);
+    let head = http::Response::builder()
+        .status(200)
+        .header("content-type", "application/grpc")
+        .header("grpc-status", code.to_string())
+        .header("grpc-message", message)
+        .body(())
+        .expect("a static response head");
+    respond.send_response(head, true).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stalls_hold_what_falls_in_them_until_their_end() {
+        let options = GrpcServerOptions {
+            stall_every: Some(Duration::from_secs(2)),
+            stall_for: Duration::from_millis(500),
+            ..GrpcServerOptions::default()
+        };
+        let s = Shared::new(options, Arc::default());
+        let t0 = s.started;
+        assert_eq!(
+            s.stall_end(t0 + Duration::from_millis(100)),
+            Some(t0 + Duration::from_millis(500))
+        );
+        assert_eq!(s.stall_end(t0 + Duration::from_millis(600)), None);
+        assert_eq!(
+            s.stall_end(t0 + Duration::from_millis(2100)),
+            Some(t0 + Duration::from_millis(2500))
+        );
+    }
+
+    #[test]
+    fn service_times_are_clamped_and_counted() {
+        let options = GrpcServerOptions {
+            service: Duration::from_secs(60),
+            ..GrpcServerOptions::default()
+        };
+        let s = Shared::new(options, Arc::default());
+        assert_eq!(s.service(), Duration::from_secs(10));
+        assert_eq!(s.stats.clamped.load(Ordering::Relaxed), 1);
+    }
+}

@@ -1,0 +1,132 @@
+//! Real runs of gRPC unary calls (`http` requests with `grpc = "package.Service/Method"`, a
+//! `.proto` compiled at check time) against the built-in gRPC server (`msgbench serve grpc`,
+//! started here in-process): every call answered and accounted, statuses counted by name, a
+//! stalled server measured from the intended send time, bad calls refused before any load.
+mod common;
+
+use common::{assert_accounted, run};
+use msgbench_engine::server::grpc::{start, GrpcServerOptions};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+fn proto() -> String {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../protos/msgbench.proto");
+    format!("http.proto=\"{}\"", p.display())
+}
+
+/// `msgbench.Echo/Call` at 2000 calls/s on 4 connections of 8 streams.
+const GRPC: &str = "system = \"http\"\n[run]\nduration = \"500ms\"\nwarmup = \"100ms\"\n[pacing]\nmode = \"rate\"\nper_sec = 2000\n[client]\nconnections = 4\nwindow = 8\n[http.requests.echo]\ngrpc = \"msgbench.Echo/Call\"\nmessage = '{\"payload\":\"aGVsbG8=\",\"seq\":\"7\",\"note\":\"hi\"}'\n";
+
+fn url(addr: std::net::SocketAddr) -> String {
+    format!("http.url=\"http://{addr}\"")
+}
+
+#[test]
+fn unary_calls_to_serve_grpc_are_each_answered_and_accounted() {
+    let server = start(GrpcServerOptions::default(), "127.0.0.1:0".parse().unwrap()).unwrap();
+    let r = &run(GRPC, &[&url(server.local_addr()), &proto()])[0];
+    assert_accounted(r);
+    assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
+    assert!(r.counters.delivered > 800, "{:?}", r.counters);
+    assert_eq!(r.faults.total(), 0, "{:?}", r.faults);
+    let stats = server.stop();
+    // The server answered every call sent, warm-up included.
+    assert!(stats.answered.load(Ordering::Relaxed) >= r.counters.delivered);
+    assert_eq!(stats.refused.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn grpc_statuses_are_counted_by_name() {
+    // A server that takes messages of 4 bytes at most: every call is RESOURCE_EXHAUSTED.
+    let options = GrpcServerOptions {
+        max_message: 4,
+        ..GrpcServerOptions::default()
+    };
+    let server = start(options, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let r = &run(GRPC, &[&url(server.local_addr()), &proto()])[0];
+    assert_accounted(r);
+    assert_eq!(r.counters.delivered, 0);
+    assert!(r.counters.failed > 800, "{:?}", r.counters);
+    assert_eq!(r.faults.errors.len(), 1, "{:?}", r.faults.errors);
+    assert_eq!(r.faults.errors[0].message, "gRPC RESOURCE_EXHAUSTED");
+    assert_eq!(r.faults.disconnects, 0, "{:?}", r.faults);
+}
+
+#[test]
+fn a_stalled_grpc_server_is_measured_from_the_intended_send_time() {
+    // Stalled 500 ms every 2 s from its start; the run's measured 8 s (after a 1 s warm-up)
+    // hold four stalls, so a quarter of the calls are due during one and wait for its end:
+    // quantile q > 0.75 is 500 ms × (q − 0.75) / 0.25.
+    let options = GrpcServerOptions {
+        stall_every: Some(Duration::from_secs(2)),
+        stall_for: Duration::from_millis(500),
+        ..GrpcServerOptions::default()
+    };
+    let server = start(options, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let r = &run(
+        GRPC,
+        &[
+            &url(server.local_addr()),
+            &proto(),
+            "run.duration=\"8s\"",
+            "run.warmup=\"1s\"",
+            "client.connections=10",
+            "client.window=256",
+        ],
+    )[0];
+    assert_accounted(r);
+    assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
+    let model = |q: f64| 0.5e9 * (q - 0.75) / 0.25;
+    for (q, measured) in [(0.99, r.latency.p99_ns), (0.999, r.latency.p999_ns)] {
+        let ratio = measured as f64 / model(q);
+        assert!(
+            (0.9..=1.1).contains(&ratio),
+            "p{}: {measured} ns against the model's {} ns",
+            q * 100.0,
+            model(q)
+        );
+    }
+}
+
+/// What the scenario check says of `sets` (bad input: the CLI's exit 2, nothing run).
+fn refused(sets: &[&str]) -> String {
+    let overrides: Vec<_> = (sets.iter())
+        .map(|s| msgbench_model::sweep::Override::parse(s).unwrap())
+        .collect();
+    let limits = msgbench_model::check::MachineLimits {
+        cpus: msgbench_engine::affinity::allowed_cpus(),
+    };
+    match msgbench_model::Experiment::load(GRPC, "test.toml", &overrides, &limits) {
+        Ok(_) => panic!("{sets:?} was taken"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn calls_the_proto_does_not_have_are_refused_before_any_load() {
+    let url = "http.url=\"http://127.0.0.1:50051\"";
+    let e = refused(&[
+        url,
+        &proto(),
+        "http.requests.echo.grpc=\"msgbench.Echo/Cal\"",
+    ]);
+    assert!(e.contains("\"Cal\"") && e.contains("it has: Call"), "{e}");
+    let e = refused(&[
+        url,
+        &proto(),
+        "http.requests.echo.grpc=\"shop.Orders/Place\"",
+    ]);
+    assert!(
+        e.contains("shop.Orders") && e.contains("msgbench.Echo"),
+        "{e}"
+    );
+    let e = refused(&[url, &proto(), "http.requests.echo.message='{\"size\":3}'"]);
+    assert!(
+        e.contains("size") && e.contains("msgbench.Message") && e.contains("payload"),
+        "{e}"
+    );
+    let e = refused(&[url]);
+    assert!(e.contains("http.proto") && e.contains("is missing"), "{e}");
+    let e = refused(&[url, "http.proto=\"no/such.proto\""]);
+    assert!(e.contains("no/such.proto"), "{e}");
+}

@@ -1,0 +1,231 @@
+//! gRPC calls for the `http` system: a `.proto` file (with its imports) compiled when the
+//! scenario is checked — `protox`, no code generation at build time — and each call's request,
+//! given as JSON, encoded once into its protobuf bytes and gRPC's length-prefixed frame.
+//! Anything wrong (an unreadable `.proto`, an unknown service or method, JSON that does not
+//! match the request message) is refused here, before any load, with what there is.
+use prost::Message;
+use prost_reflect::{DescriptorPool, DynamicMessage, MethodDescriptor};
+use std::path::Path;
+
+/// The `.proto` at `path` and everything it imports (looked up in `include`, then in the
+/// `.proto`'s own folder; Google's well-known types are built in).
+pub fn load(path: &str, include: &[String]) -> Result<DescriptorPool, String> {
+    if !Path::new(path).is_file() {
+        return Err(format!(
+            "\"{path}\" is not a file that can be read (relative paths start where msgbench runs)"
+        ));
+    }
+    let own_dir = Path::new(path)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    let mut includes: Vec<std::path::PathBuf> = include.iter().map(Into::into).collect();
+    includes.push(own_dir.clone());
+    let mut compiler = protox::Compiler::new(&includes).map_err(|e| e.to_string())?;
+    // protox names a file by its path under an include folder.
+    let name = Path::new(path)
+        .strip_prefix(&own_dir)
+        .map(|p| p.to_path_buf())
+        .unwrap_or_else(|_| path.into());
+    let opened = include
+        .iter()
+        .find_map(|i| Path::new(path).strip_prefix(i).ok())
+        .unwrap_or(&name)
+        .to_path_buf();
+    compiler
+        .include_imports(true)
+        .open_file(&opened)
+        .map_err(|e| format!("\"{path}\" does not compile: {e}"))?;
+    Ok(compiler.descriptor_pool())
+}
+
+/// The unary method `call` (`package.Service/Method`) of `pool`; the error lists what exists.
+pub fn method(pool: &DescriptorPool, call: &str) -> Result<MethodDescriptor, String> {
+    let Some((service, name)) = call.split_once('/') else {
+        return Err(format!(
+            "\"{call}\" is not package.Service/Method (e.g. \"helloworld.Greeter/SayHello\")"
+        ));
+    };
+    let Some(s) = pool.get_service_by_name(service) else {
+        let known: Vec<String> = pool.services().map(|s| s.full_name().to_string()).collect();
+        return Err(format!(
+            "names the service \"{service}\", which the .proto does not have (it has: {})",
+            list(&known)
+        ));
+    };
+    let Some(m) = s.methods().find(|m| m.name() == name) else {
+        let known: Vec<String> = s.methods().map(|m| m.name().to_string()).collect();
+        return Err(format!(
+            "names the method \"{name}\", which {service} does not have (it has: {})",
+            list(&known)
+        ));
+    };
+    if m.is_client_streaming() || m.is_server_streaming() {
+        return Err(format!(
+            "names {call}, a streaming method: only unary calls are measured so far"
+        ));
+    }
+    Ok(m)
+}
+
+fn list(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// The request message of `method` from `json` (protobuf's JSON mapping), as gRPC sends it:
+/// an uncompressed flag byte, its length (4 bytes, big-endian), its protobuf encoding.
+pub fn request_frame(method: &MethodDescriptor, json: &str) -> Result<Vec<u8>, String> {
+    let input = method.input();
+    let mut de = serde_json::Deserializer::from_str(json);
+    let message = DynamicMessage::deserialize(input.clone(), &mut de)
+        .and_then(|m| de.end().map(|()| m))
+        .map_err(|e| {
+            format!(
+                "is not a {} as JSON: {e} (its fields: {})",
+                input.full_name(),
+                list(
+                    &input
+                        .fields()
+                        .map(|f| f.json_name().to_string())
+                        .collect::<Vec<_>>()
+                )
+            )
+        })?;
+    let body = message.encode_to_vec();
+    let mut frame = Vec::with_capacity(5 + body.len());
+    frame.push(0);
+    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&body);
+    Ok(frame)
+}
+
+/// The name of gRPC status `code` (as `grpc-status` carries it).
+pub fn status_name(code: u32) -> &'static str {
+    const NAMES: [&str; 17] = [
+        "OK",
+        "CANCELLED",
+        "UNKNOWN",
+        "INVALID_ARGUMENT",
+        "DEADLINE_EXCEEDED",
+        "NOT_FOUND",
+        "ALREADY_EXISTS",
+        "PERMISSION_DENIED",
+        "RESOURCE_EXHAUSTED",
+        "FAILED_PRECONDITION",
+        "ABORTED",
+        "OUT_OF_RANGE",
+        "UNIMPLEMENTED",
+        "INTERNAL",
+        "UNAVAILABLE",
+        "DATA_LOSS",
+        "UNAUTHENTICATED",
+    ];
+    NAMES.get(code as usize).copied().unwrap_or("UNKNOWN_CODE")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROTO: &str = r#"syntax = "proto3";
+package shop;
+import "common.proto";
+import "google/protobuf/timestamp.proto";
+message Item { string name = 1; int64 price = 2; }
+message Order {
+  string id = 1;
+  repeated Item items = 2;
+  map<string, string> tags = 3;
+  oneof pay { string card = 4; int32 voucher = 5; }
+  common.Money total = 6;
+  google.protobuf.Timestamp at = 7;
+}
+message Ack { bool ok = 1; }
+service Orders {
+  rpc Place(Order) returns (Ack);
+  rpc Watch(Ack) returns (stream Order);
+}
+"#;
+    const COMMON: &str =
+        "syntax = \"proto3\";\npackage common;\nmessage Money { string currency = 1; int64 units = 2; }\n";
+
+    fn pool() -> (tempfile::TempDir, DescriptorPool) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("shop.proto"), PROTO).unwrap();
+        let inc = dir.path().join("inc");
+        std::fs::create_dir(&inc).unwrap();
+        std::fs::write(inc.join("common.proto"), COMMON).unwrap();
+        let path = dir.path().join("shop.proto");
+        let pool = load(path.to_str().unwrap(), &[inc.to_str().unwrap().to_string()]).unwrap();
+        (dir, pool)
+    }
+
+    #[test]
+    fn nested_imported_repeated_oneof_and_map_fields_encode_as_protobuf() {
+        let (_dir, pool) = pool();
+        let m = method(&pool, "shop.Orders/Place").unwrap();
+        let frame = request_frame(
+            &m,
+            r#"{"id":"o1","items":[{"name":"a","price":"3"}],"tags":{"k":"v"},"voucher":7,"total":{"currency":"EUR","units":5},"at":"1970-01-01T00:00:01Z"}"#,
+        )
+        .unwrap();
+        assert_eq!(frame[0], 0);
+        let len = u32::from_be_bytes(frame[1..5].try_into().unwrap()) as usize;
+        assert_eq!(len, frame.len() - 5);
+        // The same message written by hand with prost's encoders, field by field.
+        let mut want = Vec::new();
+        prost::encoding::string::encode(1, &"o1".to_string(), &mut want);
+        let mut item = Vec::new();
+        prost::encoding::string::encode(1, &"a".to_string(), &mut item);
+        prost::encoding::int64::encode(2, &3, &mut item);
+        prost::encoding::bytes::encode(2, &item, &mut want);
+        let mut entry = Vec::new();
+        prost::encoding::string::encode(1, &"k".to_string(), &mut entry);
+        prost::encoding::string::encode(2, &"v".to_string(), &mut entry);
+        prost::encoding::bytes::encode(3, &entry, &mut want);
+        prost::encoding::int32::encode(5, &7, &mut want);
+        let mut money = Vec::new();
+        prost::encoding::string::encode(1, &"EUR".to_string(), &mut money);
+        prost::encoding::int64::encode(2, &5, &mut money);
+        prost::encoding::bytes::encode(6, &money, &mut want);
+        let mut at = Vec::new();
+        prost::encoding::int64::encode(1, &1, &mut at);
+        prost::encoding::bytes::encode(7, &at, &mut want);
+        assert_eq!(&frame[5..], &want[..]);
+    }
+
+    #[test]
+    fn what_is_wrong_is_named_with_what_exists() {
+        let (dir, pool) = pool();
+        let e = method(&pool, "shop.Order/Place").unwrap_err();
+        assert!(e.contains("shop.Orders"), "{e}");
+        let e = method(&pool, "shop.Orders/Pay").unwrap_err();
+        assert!(e.contains("Place") && e.contains("Watch"), "{e}");
+        let e = method(&pool, "shop.Orders.Place").unwrap_err();
+        assert!(e.contains("package.Service/Method"), "{e}");
+        let e = method(&pool, "shop.Orders/Watch").unwrap_err();
+        assert!(e.contains("streaming"), "{e}");
+        let m = method(&pool, "shop.Orders/Place").unwrap();
+        let e = request_frame(&m, r#"{"idd":"x"}"#).unwrap_err();
+        assert!(e.contains("idd") && e.contains("shop.Order"), "{e}");
+        let e = request_frame(&m, r#"{"items":[{"price":"cheap"}]}"#).unwrap_err();
+        assert!(e.contains("shop.Order"), "{e}");
+        let e = load(dir.path().join("none.proto").to_str().unwrap(), &[]).unwrap_err();
+        assert!(e.contains("none.proto"), "{e}");
+        // An import that cannot be found (no include folder given).
+        let e = load(dir.path().join("shop.proto").to_str().unwrap(), &[]).unwrap_err();
+        assert!(e.contains("common.proto"), "{e}");
+    }
+
+    #[test]
+    fn statuses_have_their_names() {
+        assert_eq!(status_name(0), "OK");
+        assert_eq!(status_name(14), "UNAVAILABLE");
+        assert_eq!(status_name(99), "UNKNOWN_CODE");
+    }
+}
