@@ -5,6 +5,7 @@
 mod common;
 
 use common::{assert_accounted, run, try_run, Nginx};
+use std::net::SocketAddr;
 
 /// 4000 requests/s for 0.5 s on 4 connections of 16 streams each.
 const H2: &str = "system = \"http\"\n[run]\nduration = \"500ms\"\nwarmup = \"100ms\"\n[pacing]\nmode = \"rate\"\nper_sec = 4000\n[client]\nconnections = 4\nwindow = 16\n[http]\nversion = \"2\"\n[http.requests.small]\npath = \"/small.txt\"\nweight = 8\nexpect = \"nginx\"\n[http.requests.large]\npath = \"/large.bin\"\n[http.requests.missing]\npath = \"/missing\"\n[http.requests.post]\nmethod = \"POST\"\npath = \"/small.txt\"\nbody = \"x\"\n";
@@ -141,4 +142,125 @@ fn connections_the_server_retires_with_goaway_are_replaced_and_counted() {
         })
         .collect();
     assert!(unexpected.is_empty(), "{unexpected:?}");
+}
+
+// ---- hostile HTTP/2 servers (test doubles on the h2 crate) ----
+
+/// How the test double treats the `n`th stream (from 0) of a connection.
+#[derive(Clone, Copy)]
+enum Treat {
+    /// Answer 200 with a small body.
+    Answer,
+    /// Reset the stream with this reason.
+    Reset(h2::Reason),
+    /// End the connection with GOAWAY and this reason (the stream is not answered).
+    GoAway(h2::Reason),
+}
+
+/// An HTTP/2 server (cleartext, prior knowledge) on its own thread that treats each stream
+/// as `treat(n)` says.
+fn h2_double(treat: fn(u64) -> Treat) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            while let Ok((tcp, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let Ok(mut conn) = h2::server::handshake(tcp).await else {
+                        return;
+                    };
+                    let mut n = 0u64;
+                    while let Some(Ok((_request, mut respond))) = conn.accept().await {
+                        match treat(n) {
+                            Treat::Answer => {
+                                let head = http::Response::builder().status(200).body(()).unwrap();
+                                if let Ok(mut body) = respond.send_response(head, false) {
+                                    let _ = body.send_data(bytes::Bytes::from_static(b"ok"), true);
+                                }
+                            }
+                            Treat::Reset(reason) => respond.send_reset(reason),
+                            Treat::GoAway(reason) => {
+                                conn.abrupt_shutdown(reason);
+                                let _ = std::future::poll_fn(|cx| conn.poll_closed(cx)).await;
+                                return;
+                            }
+                        }
+                        n += 1;
+                    }
+                });
+            }
+        });
+    });
+    addr
+}
+
+/// 2000 requests/s for 0.5 s on 2 connections of 8 streams; the double's answers need no
+/// `expect`.
+const DOUBLE: &str = "system = \"http\"\n[run]\nduration = \"500ms\"\nwarmup = \"100ms\"\n[pacing]\nmode = \"rate\"\nper_sec = 2000\n[client]\nconnections = 2\nwindow = 8\n[http]\nversion = \"2\"\n";
+
+#[test]
+fn streams_the_server_resets_fail_with_their_reason_and_the_run_goes_on() {
+    let addr = h2_double(|n| {
+        if n % 2 == 1 {
+            Treat::Reset(h2::Reason::REFUSED_STREAM)
+        } else {
+            Treat::Answer
+        }
+    });
+    let r = &run(DOUBLE, &[&format!("http.url=\"http://{addr}\"")])[0];
+    assert_accounted(r);
+    assert_eq!(r.faults.disconnects, 0, "{:?}", r.faults);
+    let resets = (r.faults.errors.iter())
+        .find(|e| e.message == "HTTP/2 RST_STREAM (REFUSED_STREAM)")
+        .map_or(0, |e| e.count);
+    assert!(resets > 400, "{:?}", r.faults);
+    assert!(
+        r.counters.delivered > 300 && r.counters.failed > 300,
+        "{:?}",
+        r.counters
+    );
+}
+
+#[test]
+fn a_goaway_with_an_error_takes_the_connection_down_and_a_new_one_goes_on() {
+    // Every connection is ended with GOAWAY (INTERNAL_ERROR) at its 100th stream.
+    let addr = h2_double(|n| {
+        if n == 99 {
+            Treat::GoAway(h2::Reason::INTERNAL_ERROR)
+        } else {
+            Treat::Answer
+        }
+    });
+    let url = format!("http.url=\"http://{addr}\"");
+    // By default (`on_error = "stop"`) the first one ends the run, which says why.
+    let r = &run(DOUBLE, &[&url])[0];
+    assert_accounted(r);
+    assert!(
+        (r.warnings.iter()).any(|w| matches!(w, msgbench_model::warning::Warning::StoppedEarly(_))),
+        "{:?}",
+        r.warnings
+    );
+    let r = &run(DOUBLE, &[&url, "client.on_error=\"reconnect\""])[0];
+    assert_accounted(r);
+    let goaways = (r.faults.errors.iter())
+        .filter(|e| e.message.contains("GOAWAY (INTERNAL_ERROR)"))
+        .map(|e| e.count)
+        .sum::<u64>();
+    assert!(goaways >= 4, "{:?}", r.faults);
+    assert!(r.faults.disconnects >= 4, "{:?}", r.faults);
+    // Reopened each time (100 ms later: what falls due meanwhile is skipped, as documented
+    // for `on_error = "reconnect"`), and served again.
+    assert!(r.counters.skipped > 0, "{:?}", r.counters);
+    assert!(
+        r.counters.delivered > 250,
+        "{:?} {:?}",
+        r.counters,
+        r.faults
+    );
 }
