@@ -25,6 +25,9 @@ use std::sync::Arc;
 /// How to get a server where the scenario points.
 const HINT: &str = "(start it, or let the scenario start it: `[sut] command = \"exec nginx -c /path/nginx.conf\"`)";
 
+/// How to get a gRPC server where the scenario points.
+const GRPC_HINT: &str = "(start it, or msgbench's own: `msgbench serve grpc --listen HOST:PORT`, which echoes any unary call)";
+
 /// What a run without certificate verification says of itself.
 const INSECURE: &str =
     "TLS certificate not verified (http.insecure = true): the server was not authenticated";
@@ -124,7 +127,12 @@ impl Target<'_> {
             requests: H2Plan::requests(config).map_err(problem)?,
             config: config.clone(),
             reconnect: self.client.on_error == OnError::Reconnect,
-            hint: HINT.to_string(),
+            hint: if config.requests.iter().any(|r| r.grpc) {
+                GRPC_HINT
+            } else {
+                HINT
+            }
+            .to_string(),
             max_streams: AtomicUsize::new(usize::MAX),
         });
         let sockets = H2Sockets {
