@@ -115,8 +115,20 @@ fn grpc_options(
             args.stall_for
         ));
     }
-    if args.max_streams == 0 || args.max_connections == 0 || args.max_message == 0 {
-        return Err("--max-streams, --max-connections and --max-message: at least 1".into());
+    for (flag, value) in [
+        ("max-streams", args.max_streams),
+        ("max-connections", args.max_connections),
+        ("max-message", args.max_message),
+    ] {
+        if value == 0 {
+            return Err(format!("--{flag} 0: give at least 1"));
+        }
+    }
+    if stall_every.is_none() && args.stall_for != "100ms" {
+        return Err(format!(
+            "--stall-for {}: stalls need --stall-every too (e.g. --stall-every 2s)",
+            args.stall_for
+        ));
     }
     let options = msgbench_engine::server::grpc::GrpcServerOptions {
         service: parse_duration("service", &args.service)?,

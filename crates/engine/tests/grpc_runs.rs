@@ -129,4 +129,22 @@ fn calls_the_proto_does_not_have_are_refused_before_any_load() {
     assert!(e.contains("http.proto") && e.contains("is missing"), "{e}");
     let e = refused(&[url, "http.proto=\"no/such.proto\""]);
     assert!(e.contains("no/such.proto"), "{e}");
+    // gRPC is HTTP/2 and a POST to its method: saying otherwise is refused, not ignored.
+    let e = refused(&[url, &proto(), "http.version=\"1.1\""]);
+    assert!(e.contains("gRPC is HTTP/2"), "{e}");
+    let e = refused(&[url, &proto(), "http.requests.echo.path=\"/x\""]);
+    assert!(e.contains("method or path"), "{e}");
+    // A .proto that does not compile: where.
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.proto");
+    std::fs::write(
+        &bad,
+        "syntax = \"proto3\";\nmessage M {\n  string a = 1\n}\n",
+    )
+    .unwrap();
+    let e = refused(&[url, &format!("http.proto=\"{}\"", bad.display())]);
+    assert!(
+        e.contains("bad.proto:4:1") || e.contains("bad.proto:3:"),
+        "{e}"
+    );
 }

@@ -36,8 +36,37 @@ pub fn load(path: &str, include: &[String]) -> Result<DescriptorPool, String> {
     compiler
         .include_imports(true)
         .open_file(&opened)
-        .map_err(|e| format!("\"{path}\" does not compile: {e}"))?;
+        .map_err(|e| {
+            let at = location(&e).map(|(file, line, col)| format!(" at {file}:{line}:{col}"));
+            let searched: Vec<String> = includes.iter().map(|p| p.display().to_string()).collect();
+            let looked = if e.is_file_not_found() {
+                format!(" (imports are looked up in: {})", searched.join(", "))
+            } else {
+                String::new()
+            };
+            format!(
+                "\"{path}\" does not compile{}: {e}{looked}",
+                at.unwrap_or_default()
+            )
+        })?;
     Ok(compiler.descriptor_pool())
+}
+
+/// Where a compile error points: file, line and column (from 1), when it says.
+fn location(e: &protox::Error) -> Option<(String, usize, usize)> {
+    use miette::Diagnostic;
+    fn first(d: &dyn Diagnostic) -> Option<(String, usize, usize)> {
+        if let (Some(source), Some(mut labels)) = (d.source_code(), d.labels()) {
+            if let Some(label) = labels.next() {
+                if let Ok(c) = source.read_span(label.inner(), 0, 0) {
+                    let name = c.name().unwrap_or("the .proto").to_string();
+                    return Some((name, c.line() + 1, c.column() + 1));
+                }
+            }
+        }
+        d.related()?.find_map(first)
+    }
+    first(e)
 }
 
 /// The unary method `call` (`package.Service/Method`) of `pool`; the error lists what exists.
@@ -86,7 +115,7 @@ pub fn request_frame(method: &MethodDescriptor, json: &str) -> Result<Vec<u8>, S
         .and_then(|m| de.end().map(|()| m))
         .map_err(|e| {
             format!(
-                "is not a {} as JSON: {e} (its fields: {})",
+                "is not a {} as JSON: {e} (its fields: {}; 64-bit integers are strings, bytes base64)",
                 input.full_name(),
                 list(
                     &input

@@ -12,10 +12,11 @@ pub struct HttpSpec {
     /// The server: `http://host[:port]` or `https://host[:port]` (over TLS for https; the
     /// port defaults to 80 or 443).
     pub url: String,
-    /// `"1.1"`: HTTP/1.1, a window above 1 pipelines. `"2"`: HTTP/2, a window is that many
-    /// concurrent streams per connection (cleartext `http://` with prior knowledge, `https://`
-    /// through ALPN).
-    pub version: String,
+    /// `"1.1"` (the default): HTTP/1.1, a window above 1 pipelines. `"2"`: HTTP/2, a window is
+    /// that many concurrent streams per connection (cleartext `http://` with prior knowledge,
+    /// `https://` through ALPN). gRPC calls are HTTP/2 whatever is not said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
     /// https: a PEM file of CA certificates the server's certificate may chain to, besides the
     /// Mozilla roots compiled in (for a private or test CA).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -46,7 +47,7 @@ impl Default for HttpSpec {
     fn default() -> Self {
         HttpSpec {
             url: String::new(),
-            version: "1.1".into(),
+            version: None,
             ca_file: None,
             insecure: false,
             json_rpc: false,
@@ -278,12 +279,19 @@ impl HttpSpec {
             .map_err(|(why, fix)| invalid("http.url", format!("\"{}\" {why}", self.url), fix))?;
         let tls = self.tls(&url, invalid)?;
         let protos = self.protos(invalid)?;
-        let version = match self.version.as_str() {
+        let version = match self.version.as_deref() {
+            Some("1.1") if protos.is_some() => {
+                return Err(invalid(
+                    "http.version",
+                    "is \"1.1\", and a request is a gRPC call".into(),
+                    "gRPC is HTTP/2: leave version out, or give \"2\"",
+                ))
+            }
             // gRPC is HTTP/2.
-            _ if protos.is_some() => HttpVersion::Http2,
-            "1.1" => HttpVersion::Http1,
-            "2" => HttpVersion::Http2,
-            other => {
+            None if protos.is_some() => HttpVersion::Http2,
+            None | Some("1.1") => HttpVersion::Http1,
+            Some("2") => HttpVersion::Http2,
+            Some(other) => {
                 return Err(invalid(
                     "http.version",
                     format!("is \"{other}\""),
@@ -360,7 +368,7 @@ fn check_h2_headers(
             return Err(invalid(
                 &field("headers"),
                 format!("has \"{k}: {v}\", which HTTP/2 forbids"),
-                "leave connection-specific headers out with version = \"2\" (HTTP/2 keeps connections open by itself)",
+                "leave connection-specific headers out of HTTP/2 requests (gRPC calls, version = \"2\"): HTTP/2 keeps connections open by itself, and `te` may only be \"trailers\"",
             ));
         }
     }
@@ -443,6 +451,13 @@ impl HttpRequestSpec {
                 &field("grpc"),
                 "is given with a body or rpc_method".into(),
                 "a gRPC call's body is its `message` (JSON)",
+            ));
+        }
+        if self.method != "GET" || self.path != "/" {
+            return Err(invalid(
+                &field("grpc"),
+                "is given with a method or path".into(),
+                "a gRPC call is a POST to /package.Service/Method: leave method and path out",
             ));
         }
         let method =

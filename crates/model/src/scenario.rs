@@ -458,12 +458,24 @@ impl System {
                     .unwrap_or_default()
             ),
             System::Http { client, http, sut } => format!(
-                "http {} {} requests={}{}",
+                "http {} {} {} requests={}{}",
                 http.url,
+                match http.version {
+                    crate::http::HttpVersion::Http1 => "HTTP/1.1",
+                    crate::http::HttpVersion::Http2 => "HTTP/2",
+                },
                 client.describe(),
                 http.requests
                     .iter()
-                    .map(|r| format!("{}:{:.0}%", r.name, r.share * 100.0))
+                    .map(|r| match r.grpc {
+                        true => format!(
+                            "{}:{:.0}% (gRPC {})",
+                            r.name,
+                            r.share * 100.0,
+                            &r.parts.target[1..]
+                        ),
+                        false => format!("{}:{:.0}%", r.name, r.share * 100.0),
+                    })
                     .collect::<Vec<_>>()
                     .join(","),
                 sut.as_ref()

@@ -34,7 +34,7 @@ pub fn connections_line(r: &RunResult) -> Option<String> {
     let mut parts = Vec::new();
     if c.closed_by_server > 0 {
         parts.push(format!(
-            "{} closed by the server as announced (`Connection: close`) and reopened",
+            "{} closed by the server as announced (HTTP/1.1 `Connection: close`, HTTP/2 GOAWAY) and reopened",
             c.closed_by_server
         ));
     }

@@ -40,6 +40,11 @@ use tokio::net::TcpStream;
 const RECONNECT_EVERY: Duration = Duration::from_millis(100);
 /// How long opening a connection (TCP, TLS, the HTTP/2 preface and a PING answered) may take.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
+/// Retired connections per connection still finishing their streams, at most.
+const RETIRING: usize = 4;
+/// Largest response head (HPACK-decoded header list) accepted: a larger one is a connection
+/// error, not memory.
+const MAX_HEAD: u32 = 1 << 20;
 /// Responses handed to the caller before the other work of a turn gets a look.
 const RESPONSES_PER_TURN: usize = 1024;
 /// The receive window of every connection: large enough that a fast server is never held back
@@ -149,8 +154,15 @@ async fn open(plan: &H2Plan) -> Result<Open, EngineError> {
                 let connector = tokio_rustls::TlsConnector::from(config.clone());
                 let started = std::time::Instant::now();
                 let tls = connector.connect(name.clone(), tcp).await.map_err(|e| {
+                    let text = e.to_string();
+                    // A cleartext server answers the ClientHello with bytes that are no TLS record.
+                    if text.contains("InvalidContentType") || text.contains("corrupt message") {
+                        return problem(plan, format!(
+                            "the server does not speak TLS there ({text}); for a cleartext port, use http://"
+                        ));
+                    }
                     problem(plan, format!(
-                        "the TLS handshake failed ({e}); a private CA's certificate needs `http.ca_file = \"ca.pem\"`, or skip the check with `http.insecure = true`"
+                        "the TLS handshake failed ({text}); a private CA's certificate needs `http.ca_file = \"ca.pem\"`, or skip the check with `http.insecure = true`"
                     ))
                 })?;
                 let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
@@ -196,6 +208,7 @@ where
     let (send, mut connection) = h2::client::Builder::new()
         .initial_window_size(stream_window)
         .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_header_list_size(MAX_HEAD)
         .max_frame_size(1 << 20)
         .handshake::<_, Bytes>(io)
         .await
@@ -206,10 +219,17 @@ where
     let driver = tokio::task::spawn_local(connection);
     if let Err(e) = ping.ping(h2::Ping::opaque()).await {
         driver.abort();
-        return Err(problem(
-            plan,
-            format!("the server does not speak HTTP/2 ({e}); is it an HTTP/1.1 server? use version = \"1.1\""),
-        ));
+        let why = if e.is_io()
+            && e.get_io()
+                .is_some_and(|io| io.kind() != std::io::ErrorKind::InvalidData)
+        {
+            // Closed without a word: a server at its connection limit, or one that hangs up on
+            // what it does not understand.
+            format!("the server closed the connection before answering HTTP/2's preface ({e}): it does not speak HTTP/2 (then use version = \"1.1\"), or it is at its connection limit")
+        } else {
+            format!("the server does not speak HTTP/2 ({e}); is it an HTTP/1.1 server? use version = \"1.1\"")
+        };
+        return Err(problem(plan, why));
     }
     Ok(Open {
         send,
@@ -421,10 +441,20 @@ impl Io {
     /// new connection opens at once for the requests still waiting and those to come.
     fn retire(&mut self, i: usize) {
         let c = &mut self.conns[i];
+        // A server that retires every connection at once and keeps it open must not make this
+        // thread hold them all, nor reopen in a tight loop: at most RETIRING are let finish
+        // (the oldest is dropped, its streams failing), and past the first the reopening waits.
+        if c.retiring.len() >= RETIRING {
+            c.retiring.remove(0).driver.abort();
+        }
         if let Some(old) = c.open.take() {
             c.retiring.push(old);
         }
-        c.retry = Some(Duration::ZERO);
+        c.retry = Some(if c.retiring.len() > 1 {
+            RECONNECT_EVERY
+        } else {
+            Duration::ZERO
+        });
         self.push(Event::Retired { conn: i as u32 });
     }
 

@@ -8,8 +8,10 @@
 //!
 //! Bounded like the other built-in servers: concurrent streams per connection
 //! (`SETTINGS_MAX_CONCURRENT_STREAMS`), message size (a larger one is answered
-//! `RESOURCE_EXHAUSTED` and not read further), connections (more are closed on accept), and
-//! service times (clamped). It runs on one thread.
+//! `RESOURCE_EXHAUSTED` and not read further), request bytes held across all calls (256 MiB:
+//! past it, calls are answered `RESOURCE_EXHAUSTED`), header lists (64 KiB), connections (more
+//! are closed on accept), idle connections (closed after 60 s without a call), and service
+//! times (clamped). It runs on one thread.
 use crate::cpu::ThreadCpuClock;
 use bytes::{Bytes, BytesMut};
 use rand::{Rng, SeedableRng};
@@ -149,8 +151,16 @@ pub fn start(options: GrpcServerOptions, listen: SocketAddr) -> std::io::Result<
                         }
                     };
                     tokio::select! {
-                        () = accept(listener, shared) => {}
+                        () = accept(listener, shared.clone()) => {}
                         () = stopped => {}
+                    }
+                    // Stopping: every connection is told with a GOAWAY (NO_ERROR), as a server
+                    // shutting down gently does, and given a moment to finish its calls.
+                    shared.closing.set(true);
+                    shared.close.notify_waiters();
+                    let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
+                    while shared.open.get() > 0 && tokio::time::Instant::now() < deadline {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
                     }
                 });
             })?
@@ -165,8 +175,21 @@ pub fn start(options: GrpcServerOptions, listen: SocketAddr) -> std::io::Result<
     })
 }
 
+/// Request bytes all calls together may hold.
+const HELD_BYTES: usize = 256 << 20;
+/// A connection with no call for this long is closed.
+const IDLE: Duration = Duration::from_secs(60);
+/// How long a stopping server lets its connections finish after their GOAWAY.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+
 /// What every connection's calls share.
 struct Shared {
+    /// Request bytes held by calls being read or served.
+    held: std::cell::Cell<usize>,
+    /// The server is stopping ([`Self::close`] was raised).
+    closing: std::cell::Cell<bool>,
+    /// Raised when the server stops: every connection sends its GOAWAY.
+    close: tokio::sync::Notify,
     options: GrpcServerOptions,
     stats: Arc<GrpcStats>,
     /// Stalls are counted from here.
@@ -178,6 +201,9 @@ struct Shared {
 impl Shared {
     fn new(options: GrpcServerOptions, stats: Arc<GrpcStats>) -> Shared {
         Shared {
+            held: std::cell::Cell::new(0),
+            closing: std::cell::Cell::new(false),
+            close: tokio::sync::Notify::new(),
             options,
             stats,
             started: Instant::now(),
@@ -237,20 +263,40 @@ async fn accept(listener: tokio::net::TcpListener, shared: Rc<Shared>) {
 /// Serves one connection's calls until the client goes.
 async fn connection(tcp: tokio::net::TcpStream, shared: &Rc<Shared>) -> Result<(), h2::Error> {
     let mut conn = h2::server::Builder::new()
+        .max_header_list_size(64 << 10)
         .max_concurrent_streams(shared.options.max_streams)
         .max_frame_size(1 << 20)
         .initial_window_size(1 << 20)
         .initial_connection_window_size(16 << 20)
         .handshake::<_, Bytes>(tcp)
         .await?;
-    while let Some(call) = conn.accept().await {
+    let calls = Rc::new(std::cell::Cell::new(0usize));
+    let mut told = false;
+    loop {
+        if shared.closing.get() && !told {
+            conn.graceful_shutdown();
+            told = true;
+        }
+        let next = tokio::select! {
+            next = tokio::time::timeout(IDLE, conn.accept()) => next,
+            () = shared.close.notified(), if !told => continue,
+        };
+        let call = match next {
+            Ok(Some(call)) => call,
+            Ok(None) => return Ok(()),
+            Err(_) if calls.get() == 0 => return Ok(()), // idle: closed
+            Err(_) => continue,
+        };
         let (request, respond) = call?;
-        let shared = shared.clone();
+        let (shared, calls) = (shared.clone(), calls.clone());
+        calls.set(calls.get() + 1);
         tokio::task::spawn_local(async move {
-            let _ = answer(request, respond, &shared).await;
+            let mut held = 0;
+            let _ = answer(request, respond, &shared, &mut held).await;
+            shared.held.set(shared.held.get() - held);
+            calls.set(calls.get() - 1);
         });
     }
-    Ok(())
 }
 
 /// Reads one call's request message and echoes it back after the service time.
@@ -258,6 +304,7 @@ async fn answer(
     request: http::Request<h2::RecvStream>,
     mut respond: h2::server::SendResponse<Bytes>,
     shared: &Shared,
+    held: &mut usize,
 ) -> Result<(), h2::Error> {
     let max = shared.options.max_message;
     let mut body = request.into_body();
@@ -273,6 +320,16 @@ async fn answer(
                 "message larger than the server's limit",
             );
         }
+        if shared.held.get() + chunk.len() > HELD_BYTES {
+            return refuse(
+                &mut respond,
+                shared,
+                8,
+                "the server holds too many bytes of calls",
+            );
+        }
+        shared.held.set(shared.held.get() + chunk.len());
+        *held += chunk.len();
         message.extend_from_slice(&chunk);
     }
     match message.first() {
