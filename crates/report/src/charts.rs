@@ -117,11 +117,11 @@ pub fn charts(runs: &[RunResult], advice: &[Advice], slo: Option<&Slo>) -> Vec<C
     }
     let with_sut = runs.iter().any(|r| r.cpu.sut_cpu_s.is_some());
     let mut cpu: Vec<(&str, Metric)> = vec![("driver CPU per message", |r| {
-        r.cpu.driver_cpu_s * 1e9 / r.counters.delivered.max(1) as f64
+        per_message(r.cpu.driver_cpu_s, r)
     })];
     if with_sut {
         cpu.push(("server CPU per message", |r| {
-            r.cpu.sut_cpu_s.unwrap_or(0.0) * 1e9 / r.counters.delivered.max(1) as f64
+            per_message(r.cpu.sut_cpu_s.unwrap_or(0.0), r)
         }));
     }
     out.push(bars(
@@ -387,4 +387,13 @@ fn time_series(points: &[(String, Vec<&RunResult>)]) -> Vec<Chart> {
             }
         })
         .collect()
+}
+
+/// CPU seconds `cpu_s` per delivered message, ns; nothing delivered: no bar (the CPU of no
+/// message is not the CPU of one).
+fn per_message(cpu_s: f64, r: &RunResult) -> f64 {
+    match r.counters.delivered {
+        0 => 0.0,
+        n => cpu_s * 1e9 / n as f64,
+    }
 }

@@ -49,6 +49,40 @@ pub fn connections_line(r: &RunResult) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
+/// report.html's sections on what failed, how connections were used and how to read the
+/// figures: the same lines as report.md's, as lists; nothing for a section without any.
+pub fn html(runs: &[RunResult], escape: fn(&str) -> String) -> String {
+    let list = |title: &str, lines: Vec<(String, String)>| -> String {
+        if lines.is_empty() {
+            return String::new();
+        }
+        let items: String = lines
+            .iter()
+            .map(|(id, line)| match id.is_empty() {
+                true => format!("<li>{}</li>\n", escape(line)),
+                false => format!(
+                    "<li><strong>{}</strong>: {}</li>\n",
+                    escape(id),
+                    escape(line)
+                ),
+            })
+            .collect();
+        format!("<h2>{title}</h2>\n<ul>\n{items}</ul>\n")
+    };
+    let per_run = |f: fn(&RunResult) -> Option<String>| -> Vec<(String, String)> {
+        (runs.iter())
+            .filter_map(|r| f(r).map(|l| (r.run_id.clone(), l)))
+            .collect()
+    };
+    let info = info_lines(runs)
+        .into_iter()
+        .map(|l| (String::new(), l))
+        .collect();
+    list("Faults", per_run(line))
+        + &list("Connections", per_run(connections_line))
+        + &list("How to read these figures", info)
+}
+
 /// The runs' notes on how to read them (`RunResult::info`), each distinct sentence once.
 pub fn info_lines(results: &[RunResult]) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();

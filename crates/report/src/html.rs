@@ -85,6 +85,7 @@ pub fn render(
             out.push_str("</ul>\n");
         }
     }
+    out.push_str(&crate::faults::html(runs, escape));
     out.push_str(extra);
     out.push_str("<h2>Charts</h2>\n");
     for c in charts {

@@ -230,7 +230,8 @@ fn status_table(runs: &[RunResult]) -> String {
     }
     let mut statuses: Vec<&str> = Vec::new();
     for e in http.iter().flat_map(|r| r.faults.errors.iter()) {
-        if e.message.starts_with("HTTP ") && !statuses.contains(&e.message.as_str()) {
+        let status = e.message.starts_with("HTTP ") || e.message.starts_with("gRPC ");
+        if status && !statuses.contains(&e.message.as_str()) {
             statuses.push(&e.message);
         }
     }
