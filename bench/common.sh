@@ -53,3 +53,38 @@ start_server() {
   rm -f "$log"
 }
 stop_server() { [ -n "${SERVER_PID:-}" ] || return 0; kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; }
+
+# free_port : a free loopback TCP port.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# wait_port PORT : waits (5 s at most) until something listens on 127.0.0.1:PORT.
+wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.05; done; echo "nothing listens on $1" >&2; exit 1; }
+
+# start_nginx DIR PORT [LISTEN_OPTIONS] : one nginx worker on 127.0.0.1:PORT serving
+# DIR/www/small.txt ("hello from nginx"), with its configuration, logs and temporary files in
+# DIR, keep-alive without a request limit; LISTEN_OPTIONS (e.g. http2) go on its listen line.
+# Appends its PID to the caller's PIDS array and waits until it listens.
+start_nginx() {
+  local dir="$1" port="$2" options="${3:-}" nginx
+  mkdir -p "$dir/www"
+  echo "hello from nginx" > "$dir/www/small.txt"
+  cat > "$dir/nginx.conf" <<CONF
+daemon off;
+master_process off;
+worker_processes 1;
+error_log $dir/error.log;
+pid $dir/nginx.pid;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $dir; proxy_temp_path $dir; fastcgi_temp_path $dir;
+  uwsgi_temp_path $dir; scgi_temp_path $dir;
+  keepalive_requests 100000000;
+  server { listen 127.0.0.1:$port $options; root $dir/www; }
+}
+CONF
+  nginx=$(command -v nginx || echo /usr/sbin/nginx)
+  "$nginx" -e stderr -c "$dir/nginx.conf" 2>/dev/null &
+  PIDS+=($!)
+  wait_port "$port"
+}

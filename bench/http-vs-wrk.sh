@@ -26,8 +26,6 @@ WORK=$(mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$WORK"; }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.05; done; echo "nothing listens on $1" >&2; exit 1; }
 
 # oha, the second peer: built once from crates.io into target/peers/oha (a few minutes on 2
 # cores); when it does not build, its rows are left out and the script says so.
@@ -40,27 +38,7 @@ fi
 [ -x "$OHA" ] || OHA=""
 
 NGINX_PORT=$(free_port)
-mkdir -p "$WORK/www"
-echo "hello from nginx" > "$WORK/www/small.txt"
-cat > "$WORK/nginx.conf" <<EOF
-daemon off;
-master_process off;
-worker_processes 1;
-error_log $WORK/error.log;
-pid $WORK/nginx.pid;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $WORK; proxy_temp_path $WORK; fastcgi_temp_path $WORK;
-  uwsgi_temp_path $WORK; scgi_temp_path $WORK;
-  keepalive_requests 100000000;
-  server { listen 127.0.0.1:$NGINX_PORT; root $WORK/www; }
-}
-EOF
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
-"$NGINX" -e stderr -c "$WORK/nginx.conf" 2>/dev/null &
-PIDS+=($!)
-wait_port "$NGINX_PORT"
+start_nginx "$WORK" "$NGINX_PORT"
 
 STALL_PORT=$(free_port)
 

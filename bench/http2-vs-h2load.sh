@@ -17,29 +17,8 @@ WORK=$(mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$WORK"; }
 trap cleanup EXIT
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-mkdir -p "$WORK/www"
-echo "hello from nginx" > "$WORK/www/small.txt"
-cat > "$WORK/nginx.conf" <<EOF
-daemon off;
-master_process off;
-worker_processes 1;
-error_log $WORK/error.log;
-pid $WORK/nginx.pid;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $WORK; proxy_temp_path $WORK; fastcgi_temp_path $WORK;
-  uwsgi_temp_path $WORK; scgi_temp_path $WORK;
-  keepalive_requests 100000000;
-  http2_max_concurrent_streams 128;
-  server { listen 127.0.0.1:$PORT http2; root $WORK/www; }
-}
-EOF
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
-"$NGINX" -e stderr -c "$WORK/nginx.conf" 2>/dev/null &
-PIDS+=($!)
-for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.05; done
+PORT=$(free_port)
+start_nginx "$WORK" "$PORT" http2
 
 python3 - "$MSGBENCH" "$OUT" "$PORT" "$ROUNDS" <<'PY'
 import json, re, resource, statistics, subprocess, sys

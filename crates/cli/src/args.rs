@@ -199,22 +199,29 @@ pub enum ServeCommand {
     Grpc(ServeGrpcArgs),
 }
 
+/// The service-time model of `serve http` and `serve grpc`.
+#[derive(Debug, Args)]
+pub struct ServiceTimeArgs {
+    /// Service time of a request (the mean when --distribution exponential), e.g. 200us.
+    #[arg(long, value_name = "DURATION", default_value = "0")]
+    pub service: String,
+    /// fixed or exponential service times.
+    #[arg(long, value_name = "KIND", default_value = "fixed")]
+    pub distribution: String,
+    /// busy (a server thread computes for the service time: it serves one request at a time)
+    /// or sleep (a timer holds the response: a thread serves any number at once).
+    #[arg(long, value_name = "KIND", default_value = "busy")]
+    pub work: String,
+}
+
 /// `msgbench serve grpc`.
 #[derive(Debug, Args)]
 pub struct ServeGrpcArgs {
     /// Address to listen on (port 0: any free port; the chosen one is printed).
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:50051")]
     pub listen: String,
-    /// Service time of a call (the mean when --distribution exponential), e.g. 200us.
-    #[arg(long, value_name = "DURATION", default_value = "0")]
-    pub service: String,
-    /// fixed or exponential service times.
-    #[arg(long, value_name = "KIND", default_value = "fixed")]
-    pub distribution: String,
-    /// busy (the server thread computes for the service time: one call at a time) or sleep
-    /// (a timer holds the answer: any number at once).
-    #[arg(long, value_name = "KIND", default_value = "busy")]
-    pub work: String,
+    #[command(flatten)]
+    pub time: ServiceTimeArgs,
     /// Longest service time; longer draws are served this long and counted as clamped.
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub max_service: String,
@@ -244,16 +251,8 @@ pub struct ServeHttpArgs {
     /// Address to listen on (port 0: any free port; the chosen one is printed).
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8080")]
     pub listen: String,
-    /// Service time of a request (the mean when --distribution exponential), e.g. 200us.
-    #[arg(long, value_name = "DURATION", default_value = "0")]
-    pub service: String,
-    /// fixed or exponential service times.
-    #[arg(long, value_name = "KIND", default_value = "fixed")]
-    pub distribution: String,
-    /// busy (a server thread computes for the service time) or sleep (a timer holds the
-    /// response; a thread serves any number at once).
-    #[arg(long, value_name = "KIND", default_value = "busy")]
-    pub work: String,
+    #[command(flatten)]
+    pub time: ServiceTimeArgs,
     /// Response body size, bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 13)]
     pub body_bytes: u32,

@@ -3,7 +3,7 @@
 //! what it counted.
 use crate::args::{
     RequestServerArgs, ServeCommand, ServeGrpcArgs, ServeHttpArgs, ServeRpcArgs, ServeTicksArgs,
-    ServeWsRpcArgs,
+    ServeWsRpcArgs, ServiceTimeArgs,
 };
 use crate::setup::{fail, machine_limits, on_ctrl_c};
 use crate::{EXIT_BAD_INPUT, EXIT_INTERRUPTED};
@@ -90,20 +90,7 @@ fn grpc_options(
     ),
     String,
 > {
-    let exponential = match args.distribution.as_str() {
-        "fixed" => false,
-        "exponential" => true,
-        other => {
-            return Err(format!(
-                "--distribution {other}: not one of fixed, exponential"
-            ))
-        }
-    };
-    let sleep = match args.work.as_str() {
-        "busy" => false,
-        "sleep" => true,
-        other => return Err(format!("--work {other}: not one of busy, sleep")),
-    };
+    let (service, exponential, sleep) = service_time(&args.time)?;
     let stall_every = match &args.stall_every {
         Some(t) => Some(parse_duration("stall-every", t)?),
         None => None,
@@ -131,7 +118,7 @@ fn grpc_options(
         ));
     }
     let options = msgbench_engine::server::grpc::GrpcServerOptions {
-        service: parse_duration("service", &args.service)?,
+        service,
         exponential,
         sleep,
         max_service: parse_duration("max-service", &args.max_service)?,
@@ -392,6 +379,25 @@ fn serve_http(args: ServeHttpArgs) -> ExitCode {
 
 /// The HTTP server's response model from its flags.
 fn http_options(args: &ServeHttpArgs) -> Result<HttpServerOptions, String> {
+    let (service, exponential, sleep) = service_time(&args.time)?;
+    if args.body_bytes > 64 << 20 {
+        return Err(format!(
+            "--body-bytes {}: at most 67108864 (64 MiB)",
+            args.body_bytes
+        ));
+    }
+    Ok(HttpServerOptions {
+        service_ns: service.as_nanos() as u64,
+        exponential,
+        sleep,
+        body_bytes: args.body_bytes,
+        body: args.body.as_deref().map(|b| b.as_bytes().into()),
+    })
+}
+
+/// A server's service time from its flags: the time, exponential (else fixed), sleep (else
+/// busy).
+fn service_time(args: &ServiceTimeArgs) -> Result<(Duration, bool, bool), String> {
     let service = parse_duration("service", &args.service)?;
     let exponential = match args.distribution.as_str() {
         "fixed" => false,
@@ -407,19 +413,7 @@ fn http_options(args: &ServeHttpArgs) -> Result<HttpServerOptions, String> {
         "sleep" => true,
         other => return Err(format!("--work {other}: not one of busy, sleep")),
     };
-    if args.body_bytes > 64 << 20 {
-        return Err(format!(
-            "--body-bytes {}: at most 67108864 (64 MiB)",
-            args.body_bytes
-        ));
-    }
-    Ok(HttpServerOptions {
-        service_ns: service.as_nanos() as u64,
-        exponential,
-        sleep,
-        body_bytes: args.body_bytes,
-        body: args.body.as_deref().map(|b| b.as_bytes().into()),
-    })
+    Ok((service, exponential, sleep))
 }
 
 /// Starts a request server, serves until Ctrl-C or `run_for`, and prints what it counted.

@@ -24,9 +24,13 @@ use msgbench_model::client::{ClientConfig, OnError};
 use msgbench_model::queue::WaitStrategy;
 use msgbench_model::result::{CpuTimes, ErrorCount, Faults, ThreadCpu};
 use msgbench_model::scenario::Scenario;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, OnceLock};
+use std::task::Context;
 use std::time::Duration;
 
 /// `Request::class` of a request to drop the connection and open a new one.
@@ -96,20 +100,72 @@ pub enum Event {
     },
 }
 
-/// The thread's ends of the rings and its signals.
+/// A socket thread's ends of the rings and its signals, and the turn every socket thread takes
+/// with them: [`Ends::begin_turn`], take [`Ends::requests`], [`Ends::push`] events,
+/// [`Ends::end_turn`].
 pub struct Ends {
     /// Requests from the caller.
     pub requests: Consumer<Request>,
     /// Events to the caller.
-    pub events: Producer<Event>,
+    events: Producer<Event>,
+    /// Events the ring had no room for (it is sized so that this stays empty).
+    pending: VecDeque<Event>,
+    /// Events were handed over since the caller was last woken.
+    told: bool,
     /// Raised by the caller after it pushes requests.
-    pub notify: Arc<tokio::sync::Notify>,
+    notify: Arc<tokio::sync::Notify>,
+    /// The wake-up for the next requests.
+    notified: Pin<Box<tokio::sync::futures::OwnedNotified>>,
     /// The caller, when its wait strategy may park.
-    pub caller: Option<Arc<Sleeper>>,
+    caller: Option<Arc<Sleeper>>,
     /// Raised by the caller when it is done.
-    pub stop: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
     /// Where the thread publishes its CPU clock (read by the caller at the window's edges).
     pub cpu_clock: Arc<std::sync::OnceLock<crate::cpu::ThreadCpuClock>>,
+}
+
+impl Ends {
+    /// The start of a turn: `false` once the caller said stop; else the wake-up for new
+    /// requests is re-armed (before they are taken, so none is missed).
+    pub fn begin_turn(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.stop.load(Ordering::Acquire) {
+            return false;
+        }
+        while self.notified.as_mut().poll(cx).is_ready() {
+            self.notified = Box::pin(self.notify.clone().notified_owned());
+        }
+        true
+    }
+
+    /// Hands an event to the caller, in order behind any that did not fit yet.
+    pub fn push(&mut self, event: Event) {
+        self.told = true;
+        if !self.pending.is_empty() {
+            self.pending.push_back(event);
+        } else if let Err(e) = self.events.push(event) {
+            self.pending.push_back(e);
+        }
+    }
+
+    /// The end of a turn: hands over what waited for room (looking again soon if some still
+    /// waits: the caller frees room as it takes events), and wakes the caller once if events
+    /// were handed over.
+    pub fn end_turn(&mut self, cx: &mut Context<'_>) {
+        while let Some(&e) = self.pending.front() {
+            if self.events.push(e).is_err() {
+                break;
+            }
+            self.pending.pop_front();
+        }
+        if !self.pending.is_empty() {
+            cx.waker().wake_by_ref();
+        }
+        if std::mem::take(&mut self.told) {
+            if let Some(caller) = &self.caller {
+                caller.wake();
+            }
+        }
+    }
 }
 
 /// A socket thread's body, ready to run on a thread of its own; it returns the failed answers
@@ -284,6 +340,9 @@ impl SocketThread {
             cpu_clock: cpu.clone(),
             requests: req_rx,
             events: ev_tx,
+            pending: VecDeque::new(),
+            told: false,
+            notified: Box::pin(notify.clone().notified_owned()),
             notify: notify.clone(),
             caller: Waiter::may_park(shared.callers.wait).then(|| waiter.sleeper()),
             stop: stop.clone(),

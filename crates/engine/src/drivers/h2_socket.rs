@@ -267,7 +267,7 @@ fn run(
             match o {
                 Ok(open) => {
                     if let Some(ns) = open.tls_ns {
-                        let _ = ends.events.push(Event::TlsHandshake { ns });
+                        ends.push(Event::TlsHandshake { ns });
                     }
                     conns.push(Conn::up(open))
                 }
@@ -279,12 +279,9 @@ fn run(
         }
         let _ = ready.send(Ok(()));
         let mut io = Io {
-            notified: Box::pin(ends.notify.clone().notified_owned()),
             judge: Rc::new(Judge::new(&plan.config)),
             conns,
             streams: FuturesUnordered::new(),
-            pending: VecDeque::new(),
-            told: false,
             errors: Vec::new(),
             plan,
             ends,
@@ -345,26 +342,17 @@ struct Io {
     plan: Arc<H2Plan>,
     ends: Ends,
     judge: Rc<Judge>,
-    notified: Pin<Box<tokio::sync::futures::OwnedNotified>>,
     conns: Vec<Conn>,
     /// Every stream in flight, until its response ends.
     streams: FuturesUnordered<Pin<Box<dyn Future<Output = Ended>>>>,
-    /// Events the ring had no room for (it is sized so that this stays empty).
-    pending: VecDeque<Event>,
-    /// Events were handed over since the caller was last woken.
-    told: bool,
     /// Failed answers by message.
     errors: Vec<ErrorCount>,
 }
 
 impl Io {
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.ends.stop.load(Ordering::Acquire) {
+        if !self.ends.begin_turn(cx) {
             return Poll::Ready(());
-        }
-        // Re-arm the wake-up for new requests before taking them, so none is missed.
-        while self.notified.as_mut().poll(cx).is_ready() {
-            self.notified = Box::pin(self.ends.notify.clone().notified_owned());
         }
         self.take_requests();
         for i in 0..self.conns.len() {
@@ -373,35 +361,8 @@ impl Io {
         }
         self.finish_streams(cx);
         self.reopen(cx);
-        self.flush_pending();
-        if !self.pending.is_empty() {
-            cx.waker().wake_by_ref(); // the caller frees room as it takes events
-        }
-        if std::mem::take(&mut self.told) {
-            if let Some(caller) = &self.ends.caller {
-                caller.wake();
-            }
-        }
+        self.ends.end_turn(cx);
         Poll::Pending
-    }
-
-    /// Hands an event to the caller, in order behind any that did not fit yet.
-    fn push(&mut self, event: Event) {
-        self.told = true;
-        if !self.pending.is_empty() {
-            self.pending.push_back(event);
-        } else if let Err(e) = self.ends.events.push(event) {
-            self.pending.push_back(e);
-        }
-    }
-
-    fn flush_pending(&mut self) {
-        while let Some(&e) = self.pending.front() {
-            if self.ends.events.push(e).is_err() {
-                break;
-            }
-            self.pending.pop_front();
-        }
     }
 
     fn take_requests(&mut self) {
@@ -455,7 +416,7 @@ impl Io {
         } else {
             Duration::ZERO
         });
-        self.push(Event::Retired { conn: i as u32 });
+        self.ends.push(Event::Retired { conn: i as u32 });
     }
 
     /// Gives waiting requests of connection `i` a stream each, as far as the server allows.
@@ -545,7 +506,7 @@ impl Io {
                 false
             }
         };
-        self.push(Event::Reply {
+        self.ends.push(Event::Reply {
             conn: i as u32,
             id,
             ok,
@@ -577,7 +538,7 @@ impl Io {
                 RECONNECT_EVERY
             });
         }
-        self.push(Event::Down {
+        self.ends.push(Event::Down {
             conn: i as u32,
             why: kind,
         });
@@ -604,16 +565,16 @@ impl Io {
             match done {
                 Ok(Ok(open)) => {
                     if let Some(ns) = open.tls_ns {
-                        self.push(Event::TlsHandshake { ns });
+                        self.ends.push(Event::TlsHandshake { ns });
                     }
                     self.conns[i].open = Some(open);
                     if std::mem::take(&mut self.conns[i].down) {
-                        self.push(Event::Up { conn: i as u32 });
+                        self.ends.push(Event::Up { conn: i as u32 });
                     }
                 }
                 Ok(Err(e)) => {
                     let handshake = !matches!(e, EngineError::Connect { .. });
-                    self.push(Event::ConnectFailed { handshake });
+                    self.ends.push(Event::ConnectFailed { handshake });
                     self.conns[i].retry = Some(RECONNECT_EVERY);
                     cx.waker().wake_by_ref();
                 }

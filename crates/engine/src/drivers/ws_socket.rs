@@ -15,7 +15,6 @@ use futures_util::{Sink, Stream};
 use msgbench_model::result::ErrorCount;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -104,13 +103,10 @@ pub fn run(plan: Plan, ends: Ends, ready: Sender<Result<(), EngineError>>) -> Ve
         }
         let _ = ready.send(Ok(()));
         let mut io = Io {
-            notified: Box::pin(ends.notify.clone().notified_owned()),
             conns,
             dirty: vec![false; plan.connections],
             reconnecting: (0..plan.connections).map(|_| None).collect(),
             retry: Vec::new(),
-            pending: std::collections::VecDeque::new(),
-            told: false,
             arena: BytesMut::with_capacity(64 << 10),
             errors: Vec::new(),
             scratch: String::with_capacity(256),
@@ -130,17 +126,12 @@ pub fn run(plan: Plan, ends: Ends, ready: Sender<Result<(), EngineError>>) -> Ve
 struct Io {
     plan: Plan,
     ends: Ends,
-    notified: Pin<Box<tokio::sync::futures::OwnedNotified>>,
     conns: Vec<Option<ClientWs>>,
     dirty: Vec<bool>,
     /// Connections being opened again.
     reconnecting: Vec<Option<tokio::task::JoinHandle<Result<ClientWs, OpenError>>>>,
     /// Connections to open again, and after how long.
     retry: Vec<(usize, Duration)>,
-    /// Events the ring had no room for (it is sized so that this stays empty).
-    pending: std::collections::VecDeque<Event>,
-    /// Events were handed over since the caller was last woken.
-    told: bool,
     arena: BytesMut,
     /// Error replies by message.
     errors: Vec<ErrorCount>,
@@ -150,12 +141,8 @@ struct Io {
 
 impl Io {
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.ends.stop.load(Ordering::Acquire) {
+        if !self.ends.begin_turn(cx) {
             return Poll::Ready(());
-        }
-        // Re-arm the wake-up for new requests before taking them, so none is missed.
-        while self.notified.as_mut().poll(cx).is_ready() {
-            self.notified = Box::pin(self.ends.notify.clone().notified_owned());
         }
         self.send_requests();
         for i in 0..self.conns.len() {
@@ -166,36 +153,8 @@ impl Io {
             self.try_again(i, delay, cx);
         }
         self.reconnect(cx);
-        self.flush_pending();
-        if !self.pending.is_empty() {
-            // The caller frees room as it takes events; look again soon.
-            cx.waker().wake_by_ref();
-        }
-        if std::mem::take(&mut self.told) {
-            if let Some(caller) = &self.ends.caller {
-                caller.wake();
-            }
-        }
+        self.ends.end_turn(cx);
         Poll::Pending
-    }
-
-    /// Hands an event to the caller, in order behind any that did not fit yet.
-    fn push(&mut self, event: Event) {
-        self.told = true;
-        if !self.pending.is_empty() {
-            self.pending.push_back(event);
-        } else if let Err(e) = self.ends.events.push(event) {
-            self.pending.push_back(e);
-        }
-    }
-
-    fn flush_pending(&mut self) {
-        while let Some(&e) = self.pending.front() {
-            if self.ends.events.push(e).is_err() {
-                break;
-            }
-            self.pending.pop_front();
-        }
     }
 
     fn send_requests(&mut self) {
@@ -254,7 +213,7 @@ impl Io {
                                 error_message(m.as_payload(), &mut self.scratch);
                                 ErrorCount::add(&mut self.errors, &self.scratch, 1);
                             }
-                            self.push(Event::Reply {
+                            self.ends.push(Event::Reply {
                                 conn: i as u32,
                                 id,
                                 ok,
@@ -280,7 +239,7 @@ impl Io {
         }
         self.conns[i] = None;
         self.dirty[i] = false;
-        self.push(Event::Down {
+        self.ends.push(Event::Down {
             conn: i as u32,
             why,
         });
@@ -309,10 +268,10 @@ impl Io {
             match done {
                 Ok(Ok(ws)) => {
                     self.conns[i] = Some(ws);
-                    self.push(Event::Up { conn: i as u32 });
+                    self.ends.push(Event::Up { conn: i as u32 });
                 }
                 Ok(Err(e)) => {
-                    self.push(Event::ConnectFailed {
+                    self.ends.push(Event::ConnectFailed {
                         handshake: matches!(e, OpenError::Handshake(_)),
                     });
                     self.try_again(i, RECONNECT_EVERY, cx);
