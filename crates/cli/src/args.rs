@@ -191,9 +191,13 @@ pub enum ServeCommand {
     /// A gRPC server over cleartext HTTP/2 whose latency is known: every unary call, on any
     /// path, is answered by echoing its request message back after --service (computed with
     /// --work busy: one call at a time; waited with --work sleep: any number at once), fixed
-    /// or exponential; `protos/msgbench.proto` describes its `msgbench.Echo/Call`. Bounded:
-    /// --max-streams per connection, --max-message (larger: RESOURCE_EXHAUSTED),
-    /// --max-connections. Prints what it answered when it stops.
+    /// or exponential; `protos/msgbench.proto` describes its `msgbench.Echo/Call`. Its
+    /// server-streaming `msgbench.Feed/Ticks` streams ticks at the rate the request asks (each
+    /// stamped with when it was due; `gap_every` leaves some out): measure it with
+    /// `system = "ticks"` and `[ticks.grpc]` (examples/grpc-stream.toml). Stalls hold answers
+    /// and streams alike. Bounded: --max-streams per connection, --max-message (larger:
+    /// RESOURCE_EXHAUSTED), --max-connections; a stream sends no faster than its client's
+    /// flow-control window. Prints what it answered and streamed when it stops.
     ///
     /// Example: msgbench serve grpc --listen 127.0.0.1:50051 --service 200us --stall-every 2s --stall-for 500ms --for 60s
     Grpc(ServeGrpcArgs),

@@ -73,6 +73,14 @@ fn serve_grpc(args: ServeGrpcArgs) -> ExitCode {
         load(&st.rejected),
         load(&st.clamped)
     );
+    if load(&st.streams) > 0 {
+        println!(
+            "streamed {} tick streams: {} messages due, {} of them left out on purpose (gap_every)",
+            load(&st.streams),
+            load(&st.streamed),
+            load(&st.skipped)
+        );
+    }
     if stop.load(Ordering::Relaxed) {
         return ExitCode::from(EXIT_INTERRUPTED);
     }

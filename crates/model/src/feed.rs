@@ -61,6 +61,20 @@ pub enum FeedFormat {
     Json,
     /// Binary messages with fields at fixed offsets.
     Binary,
+    /// Protobuf messages of a gRPC server stream (`[ticks.grpc]`): fields by their names in
+    /// the `.proto` (`"seq"`, `"header.sent_at"`).
+    Protobuf,
+}
+
+impl FeedFormat {
+    /// Its name in a scenario.
+    pub fn name(self) -> &'static str {
+        match self {
+            FeedFormat::Json => "json",
+            FeedFormat::Binary => "binary",
+            FeedFormat::Protobuf => "protobuf",
+        }
+    }
 }
 
 /// A timestamp's clock and unit.
@@ -169,6 +183,8 @@ pub enum FieldAt {
     Json(Vec<String>),
     /// A binary field.
     Binary(BinaryField),
+    /// A field of a protobuf message.
+    Proto(crate::grpc::ProtoField),
 }
 
 /// Validated `[ticks.feed]`.
@@ -197,7 +213,13 @@ fn path(text: &str) -> Option<Vec<String>> {
 }
 
 impl FeedSpec {
-    pub(crate) fn validate(&self, invalid: &Invalid) -> Result<FeedConfig, ScenarioError> {
+    /// The validated feed; `streamed` is the message a gRPC stream carries (`[ticks.grpc]`),
+    /// whose fields a `protobuf` feed's paths name.
+    pub(crate) fn validate(
+        &self,
+        streamed: Option<&prost_reflect::MessageDescriptor>,
+        invalid: &Invalid,
+    ) -> Result<FeedConfig, ScenarioError> {
         let json_path = |field: &str, text: &str| {
             path(text).ok_or_else(|| {
                 invalid(
@@ -207,7 +229,63 @@ impl FeedSpec {
                 )
             })
         };
+        match (self.format, streamed) {
+            (FeedFormat::Protobuf, None) => {
+                return Err(invalid(
+                    "ticks.feed.format",
+                    "is \"protobuf\" without [ticks.grpc]".into(),
+                    "protobuf feeds are gRPC server streams: add [ticks.grpc] with proto and call",
+                ))
+            }
+            (FeedFormat::Json | FeedFormat::Binary, Some(_)) => {
+                return Err(invalid(
+                    "ticks.feed.format",
+                    format!("is {:?} for a gRPC stream", self.format.name()),
+                    "a gRPC stream's messages are protobuf: format = \"protobuf\"",
+                ))
+            }
+            _ => {}
+        }
         let (sequence, timestamp) = match self.format {
+            FeedFormat::Protobuf => {
+                let message = streamed.expect("checked above");
+                if self.sequence_at.is_some()
+                    || self.timestamp_at.is_some()
+                    || self.filter.is_some()
+                {
+                    return Err(invalid(
+                        "ticks.feed.timestamp_at",
+                        "(or a filter) is given for a protobuf feed".into(),
+                        "protobuf fields are named: sequence = \"seq\", timestamp = \"sent_ns\" (filters are for JSON feeds)",
+                    ));
+                }
+                let at = |field: &str, text: &str, timestamp: bool| {
+                    crate::grpc::field_path(message, text, timestamp)
+                        .map(FieldAt::Proto)
+                        .map_err(|e| invalid(field, e, "name a field of the streamed message"))
+                };
+                let sequence = match &self.sequence {
+                    Some(s) => Some(at("ticks.feed.sequence", s, false)?),
+                    None => None,
+                };
+                let timestamp = at("ticks.feed.timestamp", &self.timestamp, true)?;
+                if let FieldAt::Proto(f) = &timestamp {
+                    if f.kind == crate::grpc::ProtoKind::Timestamp
+                        && self.clock != FeedClock::UnixNs
+                    {
+                        return Err(invalid(
+                            "ticks.feed.clock",
+                            format!(
+                                "is {:?}, but {} is a google.protobuf.Timestamp",
+                                self.clock.name(),
+                                f.path
+                            ),
+                            "a Timestamp is read as Unix nanoseconds: clock = \"unix-ns\"",
+                        ));
+                    }
+                }
+                (sequence, timestamp)
+            }
             FeedFormat::Json => {
                 if self.sequence_at.is_some() || self.timestamp_at.is_some() {
                     return Err(invalid(
@@ -275,6 +353,7 @@ impl FeedConfig {
     pub fn field_name(&self, at: &FieldAt) -> String {
         match at {
             FieldAt::Json(path) => path.join("."),
+            FieldAt::Proto(field) => field.path.clone(),
             FieldAt::Binary(b) => format!(
                 "@{}:{}",
                 b.offset,

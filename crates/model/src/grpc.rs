@@ -69,8 +69,144 @@ fn location(e: &protox::Error) -> Option<(String, usize, usize)> {
     first(e)
 }
 
-/// The unary method `call` (`package.Service/Method`) of `pool`; the error lists what exists.
-pub fn method(pool: &DescriptorPool, call: &str) -> Result<MethodDescriptor, String> {
+/// The `[ticks.grpc]` section: the tick clients read a gRPC server stream instead of a
+/// WebSocket — each connection (an HTTP/2 connection to `ticks.address`, `http://` or
+/// `https://`) makes one call and reads its stream of messages as a feed (`[ticks.feed]`,
+/// `format = "protobuf"`).
+#[derive(
+    Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields, default)]
+pub struct GrpcStreamSpec {
+    /// The `.proto` that describes the call.
+    pub proto: String,
+    /// Folders its imports are looked up in (its own folder is searched last).
+    pub include: Vec<String>,
+    /// The server-streaming method, `package.Service/Method`.
+    pub call: String,
+    /// The request message as JSON (protobuf's JSON mapping); default `{}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Metadata sent with the call (`authorization`, …).
+    pub metadata: std::collections::BTreeMap<String, String>,
+}
+
+/// Validated `[ticks.grpc]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GrpcStream {
+    /// `package.Service/Method`.
+    pub call: String,
+    /// `/package.Service/Method`.
+    pub path: String,
+    /// The request message, framed.
+    pub frame: Vec<u8>,
+    /// Metadata, lower-case names.
+    pub metadata: Vec<(String, String)>,
+    /// `host:port` to connect to.
+    pub address: String,
+    /// `:authority`.
+    pub authority: String,
+    /// TLS (`https://`): the name the certificate must carry.
+    pub server_name: Option<String>,
+}
+
+impl GrpcStreamSpec {
+    /// The call and the message its stream carries (whose fields `[ticks.feed]` names), or
+    /// what is wrong: `(field, problem, fix)`.
+    pub(crate) fn validate(
+        &self,
+        address: &str,
+    ) -> Result<(GrpcStream, prost_reflect::MessageDescriptor), (String, String, String)> {
+        let wrong = |field: &str, problem: String, fix: &str| {
+            Err((format!("ticks.grpc.{field}"), problem, fix.to_string()))
+        };
+        let url = match crate::http::parse_url(address) {
+            Ok(u) => u,
+            Err((why, _)) => {
+                return Err((
+                    "ticks.address".into(),
+                    format!("is \"{address}\", which {why}"),
+                    "a gRPC server's address is http://host:port (cleartext HTTP/2) or https://host:port".into(),
+                ))
+            }
+        };
+        if self.proto.is_empty() {
+            return wrong(
+                "proto",
+                "is missing".into(),
+                "give the .proto that describes the call, e.g. proto = \"protos/msgbench.proto\"",
+            );
+        }
+        let pool = match load(&self.proto, &self.include) {
+            Ok(p) => p,
+            Err(e) => return wrong("proto", e, "give a .proto file that protoc would compile, and `include` folders for its imports"),
+        };
+        let method = match method(&pool, &self.call, Shape::ServerStreaming) {
+            Ok(m) => m,
+            Err(e) => return wrong(
+                "call",
+                e,
+                "name a server-streaming method of the .proto, e.g. call = \"msgbench.Feed/Ticks\"",
+            ),
+        };
+        let frame = match request_frame(&method, self.message.as_deref().unwrap_or("{}")) {
+            Ok(f) => f,
+            Err(e) => return wrong("message", e, "write the request as protobuf's JSON mapping"),
+        };
+        let mut metadata = Vec::new();
+        for (name, value) in &self.metadata {
+            let lower = name.to_ascii_lowercase();
+            let reserved = lower.starts_with(':')
+                || lower.starts_with("grpc-")
+                || [
+                    "content-type",
+                    "te",
+                    "connection",
+                    "transfer-encoding",
+                    "host",
+                ]
+                .contains(&lower.as_str());
+            let token = !lower.is_empty()
+                && lower
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+            if reserved || !token || value.bytes().any(|b| b < 0x20 && b != b'\t') {
+                return wrong(
+                    "metadata",
+                    format!("has {name:?}, which a gRPC call cannot carry as metadata"),
+                    "use lower-case names of letters, digits, - _ . (not grpc-*, content-type or te) and printable values",
+                );
+            }
+            metadata.push((lower, value.clone()));
+        }
+        let path = format!("/{}", self.call);
+        Ok((
+            GrpcStream {
+                call: self.call.clone(),
+                path,
+                frame,
+                metadata,
+                address: url.address,
+                authority: url.authority,
+                server_name: url.tls.then_some(url.host),
+            },
+            method.output(),
+        ))
+    }
+}
+
+/// The kind of call a system measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// One request, one response (`system = "http"`).
+    Unary,
+    /// One request, a stream of responses (`system = "ticks"`, `[ticks.grpc]`).
+    ServerStreaming,
+}
+
+/// The method `call` (`package.Service/Method`) of `pool`, of the `shape` the system measures;
+/// the error lists what exists, or says which system measures the method's shape.
+pub fn method(pool: &DescriptorPool, call: &str, shape: Shape) -> Result<MethodDescriptor, String> {
     let Some((service, name)) = call.split_once('/') else {
         return Err(format!(
             "\"{call}\" is not package.Service/Method (e.g. \"helloworld.Greeter/SayHello\")"
@@ -90,12 +226,24 @@ pub fn method(pool: &DescriptorPool, call: &str) -> Result<MethodDescriptor, Str
             list(&known)
         ));
     };
-    if m.is_client_streaming() || m.is_server_streaming() {
-        return Err(format!(
-            "names {call}, a streaming method: only unary calls are measured so far"
-        ));
+    let found = match (m.is_client_streaming(), m.is_server_streaming()) {
+        (false, false) => Shape::Unary,
+        (false, true) => Shape::ServerStreaming,
+        (true, _) => {
+            return Err(format!(
+                "names {call}, a client-streaming or bidirectional method: msgbench measures unary calls (system = \"http\") and server streams (system = \"ticks\" with [ticks.grpc]) so far"
+            ))
+        }
+    };
+    match (shape, found) {
+        (Shape::Unary, Shape::ServerStreaming) => Err(format!(
+            "names {call}, a server-streaming method: measure its stream as a feed, with system = \"ticks\" and [ticks.grpc] (docs/http2-grpc.md)"
+        )),
+        (Shape::ServerStreaming, Shape::Unary) => Err(format!(
+            "names {call}, a unary method: measure it with system = \"http\" and grpc = \"{call}\" in a request"
+        )),
+        _ => Ok(m),
     }
-    Ok(m)
 }
 
 fn list(names: &[String]) -> String {
@@ -131,6 +279,126 @@ pub fn request_frame(method: &MethodDescriptor, json: &str) -> Result<Vec<u8>, S
     frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
     frame.extend_from_slice(&body);
     Ok(frame)
+}
+
+/// How a scalar field of a streamed message is read off the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProtoKind {
+    /// A varint: `uint32/64`, `int32/64` (a negative one reads as a huge number).
+    Varint,
+    /// A zigzag varint: `sint32/64`.
+    Zigzag,
+    /// 4 bytes: `fixed32`, `sfixed32`.
+    Fixed32,
+    /// 8 bytes: `fixed64`, `sfixed64`.
+    Fixed64,
+    /// 8 bytes: a `double`.
+    Double,
+    /// A `google.protobuf.Timestamp` (seconds and nanos since the Unix epoch), read as Unix ns.
+    Timestamp,
+}
+
+/// A field of a streamed message, by its numbers from the outer message in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtoField {
+    /// The dotted names, as the scenario gave them.
+    pub path: String,
+    /// Field numbers: every one but the last names a message field.
+    pub numbers: Vec<u32>,
+    /// How the last one is read.
+    pub kind: ProtoKind,
+}
+
+/// The field at the dotted `path` of `message` (names as in the `.proto`), for a `role`
+/// (`sequence`: a whole number; `timestamp`: a number or a `google.protobuf.Timestamp`). The
+/// error names the part that is wrong and lists the fields that exist there.
+pub fn field_path(
+    message: &prost_reflect::MessageDescriptor,
+    path: &str,
+    timestamp: bool,
+) -> Result<ProtoField, String> {
+    use prost_reflect::{Cardinality, Kind};
+    let parts: Vec<&str> = path.split('.').collect();
+    if path.is_empty() || parts.iter().any(|p| p.is_empty()) {
+        return Err(format!(
+            "is {path:?}: give a dotted field path of {}, e.g. \"seq\" or \"header.seq\"",
+            message.full_name()
+        ));
+    }
+    let mut at = message.clone();
+    let mut numbers = Vec::new();
+    for (i, part) in parts.iter().enumerate() {
+        let Some(field) = at.get_field_by_name(part) else {
+            let known: Vec<String> = at.fields().map(|f| f.name().to_string()).collect();
+            return Err(format!(
+                "names \"{part}\", which {} does not have (its fields: {})",
+                at.full_name(),
+                list(&known)
+            ));
+        };
+        if field.cardinality() == Cardinality::Repeated {
+            return Err(format!(
+                "names {}.{part}, a repeated field (or a map): point at one value",
+                at.full_name()
+            ));
+        }
+        numbers.push(field.number());
+        let last = i + 1 == parts.len();
+        match (field.kind(), last) {
+            (Kind::Message(m), true)
+                if timestamp && m.full_name() == "google.protobuf.Timestamp" =>
+            {
+                return Ok(ProtoField {
+                    path: path.into(),
+                    numbers,
+                    kind: ProtoKind::Timestamp,
+                })
+            }
+            (Kind::Message(m), false) => at = m,
+            (kind, true) => {
+                let read = match kind {
+                    Kind::Uint32 | Kind::Uint64 | Kind::Int32 | Kind::Int64 => ProtoKind::Varint,
+                    Kind::Sint32 | Kind::Sint64 => ProtoKind::Zigzag,
+                    Kind::Fixed32 | Kind::Sfixed32 => ProtoKind::Fixed32,
+                    Kind::Fixed64 | Kind::Sfixed64 => ProtoKind::Fixed64,
+                    Kind::Double if timestamp => ProtoKind::Double,
+                    other => {
+                        let wanted = if timestamp {
+                            "an integer, a double or a google.protobuf.Timestamp"
+                        } else {
+                            "an integer"
+                        };
+                        return Err(format!(
+                            "names {}.{part}, of type {}: it must be {wanted}",
+                            at.full_name(),
+                            kind_name(&other)
+                        ));
+                    }
+                };
+                return Ok(ProtoField {
+                    path: path.into(),
+                    numbers,
+                    kind: read,
+                });
+            }
+            (other, false) => {
+                return Err(format!(
+                    "goes into {}.{part}, of type {}, which has no fields",
+                    at.full_name(),
+                    kind_name(&other)
+                ))
+            }
+        }
+    }
+    unreachable!("a path has a last part")
+}
+
+fn kind_name(kind: &prost_reflect::Kind) -> String {
+    match kind {
+        prost_reflect::Kind::Message(m) => m.full_name().to_string(),
+        prost_reflect::Kind::Enum(e) => format!("enum {}", e.full_name()),
+        other => format!("{other:?}").to_lowercase(),
+    }
 }
 
 /// The name of gRPC status `code` (as `grpc-status` carries it).
@@ -197,7 +465,7 @@ service Orders {
     #[test]
     fn nested_imported_repeated_oneof_and_map_fields_encode_as_protobuf() {
         let (_dir, pool) = pool();
-        let m = method(&pool, "shop.Orders/Place").unwrap();
+        let m = method(&pool, "shop.Orders/Place", Shape::Unary).unwrap();
         let frame = request_frame(
             &m,
             r#"{"id":"o1","items":[{"name":"a","price":"3"}],"tags":{"k":"v"},"voucher":7,"total":{"currency":"EUR","units":5},"at":"1970-01-01T00:00:01Z"}"#,
@@ -231,15 +499,17 @@ service Orders {
     #[test]
     fn what_is_wrong_is_named_with_what_exists() {
         let (dir, pool) = pool();
-        let e = method(&pool, "shop.Order/Place").unwrap_err();
+        let e = method(&pool, "shop.Order/Place", Shape::Unary).unwrap_err();
         assert!(e.contains("shop.Orders"), "{e}");
-        let e = method(&pool, "shop.Orders/Pay").unwrap_err();
+        let e = method(&pool, "shop.Orders/Pay", Shape::Unary).unwrap_err();
         assert!(e.contains("Place") && e.contains("Watch"), "{e}");
-        let e = method(&pool, "shop.Orders.Place").unwrap_err();
+        let e = method(&pool, "shop.Orders.Place", Shape::Unary).unwrap_err();
         assert!(e.contains("package.Service/Method"), "{e}");
-        let e = method(&pool, "shop.Orders/Watch").unwrap_err();
+        let e = method(&pool, "shop.Orders/Watch", Shape::Unary).unwrap_err();
         assert!(e.contains("streaming"), "{e}");
-        let m = method(&pool, "shop.Orders/Place").unwrap();
+        let e = method(&pool, "shop.Orders/Place", Shape::ServerStreaming).unwrap_err();
+        assert!(e.contains("a unary method"), "{e}");
+        let m = method(&pool, "shop.Orders/Place", Shape::Unary).unwrap();
         let e = request_frame(&m, r#"{"idd":"x"}"#).unwrap_err();
         assert!(e.contains("idd") && e.contains("shop.Order"), "{e}");
         let e = request_frame(&m, r#"{"items":[{"price":"cheap"}]}"#).unwrap_err();

@@ -205,19 +205,19 @@ impl HttpConfig {
 type UrlError = (String, &'static str);
 
 /// A URL's parts msgbench needs.
-struct Url {
+pub(crate) struct Url {
     /// `host:port` to connect to.
-    address: String,
+    pub(crate) address: String,
     /// The `Host` header (the authority as written).
-    authority: String,
+    pub(crate) authority: String,
     /// The host alone (the name a certificate carries).
-    host: String,
+    pub(crate) host: String,
     /// `https://`.
-    tls: bool,
+    pub(crate) tls: bool,
 }
 
 /// The parts of `http[s]://host[:port][/…]`.
-fn parse_url(url: &str) -> Result<Url, UrlError> {
+pub(crate) fn parse_url(url: &str) -> Result<Url, UrlError> {
     const FIX: &str = "write it like \"http://127.0.0.1:8080\" or \"https://api.example.com\"";
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(("has no scheme".into(), FIX));
@@ -460,8 +460,8 @@ impl HttpRequestSpec {
                 "a gRPC call is a POST to /package.Service/Method: leave method and path out",
             ));
         }
-        let method =
-            crate::grpc::method(pool, call).map_err(|e| invalid(&field("grpc"), e, fix))?;
+        let method = crate::grpc::method(pool, call, crate::grpc::Shape::Unary)
+            .map_err(|e| invalid(&field("grpc"), e, fix))?;
         let json = self.message.as_deref().unwrap_or("{}");
         let frame = crate::grpc::request_frame(&method, json)
             .map_err(|e| invalid(&field("message"), e, fix))?;

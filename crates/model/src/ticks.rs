@@ -56,6 +56,10 @@ pub struct TicksSpec {
     /// acknowledgements are sent and msgbench's tick format is not expected).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub feed: Option<crate::feed::FeedSpec>,
+    /// A gRPC server stream at `address` (`http://` or `https://`) instead of a WebSocket:
+    /// each connection makes this call and reads its messages as `[ticks.feed]` says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<crate::grpc::GrpcStreamSpec>,
     /// `wss://`: a PEM file of CA certificates the server's may chain to, besides the Mozilla
     /// roots compiled in.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -77,6 +81,7 @@ impl Default for TicksSpec {
             server: TickServerSpec::default(),
             clients: BTreeMap::new(),
             feed: None,
+            grpc: None,
             ca_file: None,
             insecure: false,
         }
@@ -304,6 +309,8 @@ pub struct TicksConfig {
     pub spin_ns: u64,
     /// Someone else's feed: its schema (`None`: msgbench's tick protocol).
     pub feed: Option<crate::feed::FeedConfig>,
+    /// A gRPC server stream instead of a WebSocket (then `feed` reads its messages).
+    pub grpc: Option<Box<crate::grpc::GrpcStream>>,
     /// `wss://`: extra CA certificates.
     pub ca_file: Option<String>,
     /// `wss://`: no verification.
@@ -423,10 +430,7 @@ impl TicksConfig {
             // A feed keeps its own schedule and format: say how it is read instead.
             Some(f) => format!(
                 "feed({} stamp={} {} seq={}, its own schedule)",
-                match f.format {
-                    crate::feed::FeedFormat::Json => "json",
-                    crate::feed::FeedFormat::Binary => "binary",
-                },
+                f.format.name(),
                 f.field_name(&f.timestamp),
                 f.clock.name(),
                 f.sequence
@@ -440,6 +444,27 @@ impl TicksConfig {
 }
 
 impl TicksSpec {
+    /// `[ticks.grpc]`: the call, and the message its stream carries.
+    fn grpc_stream(
+        &self,
+        invalid: &Invalid,
+    ) -> Result<Option<(crate::grpc::GrpcStream, prost_reflect::MessageDescriptor)>, ScenarioError>
+    {
+        let Some(spec) = &self.grpc else {
+            return Ok(None);
+        };
+        let Some(address) = &self.address else {
+            return Err(invalid(
+                "ticks.grpc",
+                "is given without ticks.address".into(),
+                "name the gRPC server, e.g. address = \"http://127.0.0.1:50051\"",
+            ));
+        };
+        spec.validate(address)
+            .map(Some)
+            .map_err(|(field, problem, fix)| invalid(&field, problem, &fix))
+    }
+
     pub(crate) fn validate(
         &self,
         pacing: &PacingSpec,
@@ -461,7 +486,8 @@ impl TicksSpec {
                 "use `rate` or `interval` (an absolute schedule), or `immediate` (as fast as the slowest client takes them)",
             ));
         }
-        if let Some(a) = &self.address {
+        let grpc = self.grpc_stream(invalid)?;
+        if let (Some(a), None) = (&self.address, &grpc) {
             check_ws_address("ticks.address", a, invalid)?;
         }
         if self.symbols == 0 {
@@ -487,7 +513,14 @@ impl TicksSpec {
                     "a feed is someone else's server: give its URL, e.g. address = \"ws://127.0.0.1:9443/ws\"",
                 ))
             }
-            Some(f) => Some(f.validate(invalid)?),
+            Some(f) => Some(f.validate(grpc.as_ref().map(|(_, m)| m), invalid)?),
+            None if grpc.is_some() => {
+                return Err(invalid(
+                    "ticks.feed",
+                    "is missing for a gRPC stream".into(),
+                    "say where each message's fields are: [ticks.feed] format = \"protobuf\", sequence = \"seq\", timestamp = \"sent_ns\", clock = \"monotonic-ns\"",
+                ))
+            }
             None => None,
         };
         let default_groups: BTreeMap<String, TickClientSpec> =
@@ -536,7 +569,7 @@ impl TicksSpec {
         let wss = self
             .address
             .as_deref()
-            .is_some_and(|a| a.starts_with("wss://"));
+            .is_some_and(|a| a.starts_with("wss://") || a.starts_with("https://"));
         crate::check::check_tls_options(
             "ticks",
             wss,
@@ -545,6 +578,7 @@ impl TicksSpec {
         )?;
         Ok(TicksConfig {
             feed,
+            grpc: grpc.map(|(g, _)| Box::new(g)),
             ca_file: self.ca_file.clone(),
             insecure: self.insecure,
             address: self.address.clone(),

@@ -16,6 +16,7 @@
 //! (GOAWAY with an error, a connection error, a lost socket) is down: its streams in flight
 //! fail with it, and under `on_error = "reconnect"` it is opened again.
 use super::caller::{Down, Ends, Event, SocketBody, Sockets, RESET};
+use super::h2_connect::{self, Failure, Open, Target};
 use crate::error::EngineError;
 use crate::harness::worker;
 use crate::net::json_rpc;
@@ -34,22 +35,13 @@ use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::net::TcpStream;
 
 /// Pause between reconnection attempts.
 const RECONNECT_EVERY: Duration = Duration::from_millis(100);
-/// How long opening a connection (TCP, TLS, the HTTP/2 preface and a PING answered) may take.
-const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
 /// Retired connections per connection still finishing their streams, at most.
 const RETIRING: usize = 4;
-/// Largest response head (HPACK-decoded header list) accepted: a larger one is a connection
-/// error, not memory.
-const MAX_HEAD: u32 = 1 << 20;
 /// Responses handed to the caller before the other work of a turn gets a look.
 const RESPONSES_PER_TURN: usize = 1024;
-/// The receive window of every connection: large enough that a fast server is never held back
-/// by this client's window updates (h2load opens 1 GiB windows by default).
-const CONNECTION_WINDOW: u32 = 64 << 20;
 
 /// `http` over HTTP/2: every caller's socket thread connects to the same server.
 pub struct H2Sockets {
@@ -127,114 +119,25 @@ impl Sockets for H2Sockets {
     }
 }
 
-/// An open connection: where new streams start, and the task that drives its frames.
-struct Open {
-    send: h2::client::SendRequest<Bytes>,
-    driver: tokio::task::JoinHandle<Result<(), h2::Error>>,
-    /// How long its TLS handshake took (ns), for https.
-    tls_ns: Option<u64>,
-}
-
-/// Opens one connection: TCP, TLS with ALPN `h2` for https, the HTTP/2 preface and settings,
-/// then a PING the server must answer — the proof that it speaks HTTP/2 at all.
+/// Opens one connection to the plan's server (TCP, TLS with ALPN, preface, a PING answered).
 async fn open(plan: &H2Plan) -> Result<Open, EngineError> {
-    let opening = async {
-        let tcp =
-            TcpStream::connect(plan.address)
-                .await
-                .map_err(|source| EngineError::Connect {
-                    address: plan.url.clone(),
-                    source,
-                    hint: plan.hint.clone(),
-                })?;
-        let _ = tcp.set_nodelay(true);
-        match &plan.tls {
-            None => handshake(tcp, plan).await,
-            Some((config, name)) => {
-                let connector = tokio_rustls::TlsConnector::from(config.clone());
-                let started = std::time::Instant::now();
-                let tls = connector.connect(name.clone(), tcp).await.map_err(|e| {
-                    let text = e.to_string();
-                    // A cleartext server answers the ClientHello with bytes that are no TLS record.
-                    if text.contains("InvalidContentType") || text.contains("corrupt message") {
-                        return problem(plan, format!(
-                            "the server does not speak TLS there ({text}); for a cleartext port, use http://"
-                        ));
-                    }
-                    problem(plan, format!(
-                        "the TLS handshake failed ({text}); a private CA's certificate needs `http.ca_file = \"ca.pem\"`, or skip the check with `http.insecure = true`"
-                    ))
-                })?;
-                let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
-                if alpn.as_deref() != Some(b"h2") {
-                    let offered = alpn
-                        .map(|a| String::from_utf8_lossy(&a).into_owned())
-                        .unwrap_or_else(|| "nothing".into());
-                    return Err(problem(plan, format!(
-                        "the server did not agree to HTTP/2 in the TLS handshake (ALPN: {offered}); use version = \"1.1\", or enable HTTP/2 on the server"
-                    )));
-                }
-                let tls_ns = started.elapsed().as_nanos() as u64;
-                let mut open = handshake(tls, plan).await?;
-                open.tls_ns = Some(tls_ns);
-                Ok(open)
-            }
-        }
+    let target = Target {
+        address: plan.address,
+        tls: plan.tls.clone(),
+        stream_window: plan.config.max_response.clamp(65_535, 16 << 20) as u32,
+        section: "http",
+        not_h2: "use version = \"1.1\"",
     };
-    match tokio::time::timeout(OPEN_TIMEOUT, opening).await {
-        Ok(r) => r,
-        Err(_) => Err(problem(
-            plan,
-            format!(
-                "no HTTP/2 answer within {} s (is it an HTTP/2 port?)",
-                OPEN_TIMEOUT.as_secs()
-            ),
-        )),
-    }
-}
-
-fn problem(plan: &H2Plan, problem: String) -> EngineError {
-    EngineError::Http2 {
-        address: plan.url.clone(),
-        problem,
-    }
-}
-
-async fn handshake<T>(io: T, plan: &H2Plan) -> Result<Open, EngineError>
-where
-    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
-{
-    let stream_window = plan.config.max_response.clamp(65_535, 16 << 20) as u32;
-    let (send, mut connection) = h2::client::Builder::new()
-        .initial_window_size(stream_window)
-        .initial_connection_window_size(CONNECTION_WINDOW)
-        .max_header_list_size(MAX_HEAD)
-        .max_frame_size(1 << 20)
-        .handshake::<_, Bytes>(io)
-        .await
-        .map_err(|e| problem(plan, format!("the HTTP/2 handshake failed ({e})")))?;
-    let mut ping = connection
-        .ping_pong()
-        .expect("a new connection's PING handle");
-    let driver = tokio::task::spawn_local(connection);
-    if let Err(e) = ping.ping(h2::Ping::opaque()).await {
-        driver.abort();
-        let why = if e.is_io()
-            && e.get_io()
-                .is_some_and(|io| io.kind() != std::io::ErrorKind::InvalidData)
-        {
-            // Closed without a word: a server at its connection limit, or one that hangs up on
-            // what it does not understand.
-            format!("the server closed the connection before answering HTTP/2's preface ({e}): it does not speak HTTP/2 (then use version = \"1.1\"), or it is at its connection limit")
-        } else {
-            format!("the server does not speak HTTP/2 ({e}); is it an HTTP/1.1 server? use version = \"1.1\"")
-        };
-        return Err(problem(plan, why));
-    }
-    Ok(Open {
-        send,
-        driver,
-        tls_ns: None,
+    h2_connect::open(&target).await.map_err(|f| match f {
+        Failure::Connect(source) => EngineError::Connect {
+            address: plan.url.clone(),
+            source,
+            hint: plan.hint.clone(),
+        },
+        Failure::Problem(problem) => EngineError::Http2 {
+            address: plan.url.clone(),
+            problem,
+        },
     })
 }
 

@@ -7,14 +7,17 @@
 //!   mio event loop per thread, generic over the [`byte_stream::Wire`] and the
 //!   [`byte_stream::Transport`]) or by [`caller`] + a socket thread (a caller thread handing
 //!   requests through SPSC rings to [`ws_socket`]'s WebSockets or [`h2_socket`]'s HTTP/2
-//!   streams).
-//! * Stream subscribers: [`tick_client`] (native WebSocket clients), [`browser`] (headless
-//!   Chromium pages), both measuring into [`stream_stats`].
+//!   streams; [`h2_connect`] opens an HTTP/2 connection for both kinds of driver).
+//! * Stream subscribers: [`tick_client`] (native clients of a WebSocket, or of a gRPC server
+//!   stream through [`grpc_feed`]), [`browser`] (headless Chromium pages), both measuring into
+//!   [`stream_stats`].
 //! * In-process: [`producer_consumer`] (a paced producer and a consumer around a ring).
 pub mod browser;
 pub mod byte_stream;
 pub mod caller;
 pub mod failure;
+pub mod grpc_feed;
+pub mod h2_connect;
 pub mod h2_socket;
 pub mod in_flight;
 pub mod launcher;

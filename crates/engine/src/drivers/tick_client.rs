@@ -8,6 +8,7 @@
 //! A connection ends when the server says the stream is over (`end`), when a tick due after the
 //! window arrives (a server that sends no `end`), at the drain deadline, or when the server
 //! closes it; then `ticks.on_close` decides: go on without it, reconnect, or stop the run.
+use super::grpc_feed::{GrpcFeed, GrpcPlan, StreamEnd};
 use super::stream_stats::StreamStats;
 use crate::clock::now_ns;
 use crate::cpu::CpuSnapshot;
@@ -100,6 +101,9 @@ pub struct Shared {
     pub feed: Option<FeedDecoder>,
     /// How `wss://` servers are verified.
     pub tls: WsTls,
+    /// A gRPC server stream instead of a WebSocket (`[ticks.grpc]`): its messages are the
+    /// feed's.
+    pub grpc: Option<Arc<GrpcPlan>>,
 }
 
 impl Shared {
@@ -116,6 +120,7 @@ impl Shared {
             abort: AtomicBool::new(false),
             feed: None,
             tls: None,
+            grpc: None,
         }
     }
 
@@ -275,7 +280,7 @@ fn run_thread(
     local.block_on(&runtime, async move {
         let mut sockets = Vec::with_capacity(plan.conns.len());
         for c in &plan.conns {
-            match open_subscribed(&c.url, &shared).await {
+            match open_subscribed(&c.url, &c.name, &shared).await {
                 Ok(ws) => sockets.push(ws),
                 Err(e) => {
                     let _ = ready.send(Err(e.into_engine(&c.url, &hint)));
@@ -359,26 +364,47 @@ enum Fault {
     Protocol,
 }
 
+/// A client's connection: a WebSocket, or a gRPC call's stream.
+// One per connection, made once: boxing the WebSocket would put a pointer between every
+// message and its reader for no saving.
+#[allow(clippy::large_enum_variant)]
+pub enum Socket {
+    /// msgbench's ticks or a WebSocket feed.
+    Ws(ClientWs),
+    /// A gRPC server stream.
+    Grpc(GrpcFeed),
+}
+
 /// Reads one connection (and its reconnections) until the stream ends for it.
 async fn connection(
     plan: ConnPlan,
-    mut ws: ClientWs,
+    socket: Socket,
     shared: Arc<Shared>,
     recorder: Rc<RefCell<Recorder>>,
 ) -> StreamStats {
     let mut stats = StreamStats::new(plan.name.clone(), plan.group, "native");
     let mut reader = Reader::new(&plan, shared.clone());
-    loop {
-        let ended =
-            std::future::poll_fn(|cx| reader.poll(cx, &mut ws, &mut stats, &recorder)).await;
+    let mut socket = Some(socket);
+    while let Some(open) = socket.as_mut() {
+        let ended = std::future::poll_fn(|cx| match &mut *open {
+            Socket::Ws(ws) => reader.poll(cx, ws, &mut stats, &recorder),
+            Socket::Grpc(feed) => reader.poll_grpc(cx, feed, &mut stats, &recorder),
+        })
+        .await;
         let (fault, why) = match ended {
             Ended::Done => {
                 let ack = shared.feed.is_none();
-                goodbye(&mut ws, reader.on_this_connection(stats.processed), ack).await;
+                if let Some(open) = socket.take() {
+                    goodbye(open, reader.on_this_connection(stats.processed), ack).await;
+                }
                 break;
             }
             Ended::Broken(fault, why) => (fault, why),
         };
+        if let Some(Socket::Grpc(feed)) = socket.take() {
+            // Its connection may outlive the stream: end it before another opens.
+            feed.close();
+        }
         match fault {
             Fault::Disconnect => stats.faults.disconnects += 1,
             Fault::Protocol => stats.faults.protocol_errors += 1,
@@ -409,7 +435,7 @@ async fn connection(
             }
             OnClose::Reconnect => match reconnect(&plan, &shared, &mut stats).await {
                 Some(new) => {
-                    ws = new;
+                    socket = Some(new);
                     stats.reconnected();
                     reader.reconnected(stats.processed);
                 }
@@ -426,7 +452,7 @@ async fn connection(
 
 /// Connects again every 100 ms until it works or the run is over; the new connection is named
 /// `<name>.<n>` so the server keeps its counts apart.
-async fn reconnect(plan: &ConnPlan, shared: &Shared, stats: &mut StreamStats) -> Option<ClientWs> {
+async fn reconnect(plan: &ConnPlan, shared: &Shared, stats: &mut StreamStats) -> Option<Socket> {
     let name = format!("{}.{}", plan.name, stats.reconnects + 1);
     let url = plan.url.replacen(
         &format!("client={}", plan.name),
@@ -438,16 +464,20 @@ async fn reconnect(plan: &ConnPlan, shared: &Shared, stats: &mut StreamStats) ->
         if shared.over(now_ns()) {
             return None;
         }
-        match open_subscribed(&url, shared).await {
-            Ok(ws) => return Some(ws),
+        match open_subscribed(&url, &name, shared).await {
+            Ok(socket) => return Some(socket),
             Err(OpenError::Connect(_)) => stats.faults.connect_failures += 1,
             Err(OpenError::Handshake(_)) => stats.faults.handshake_failures += 1,
         }
     }
 }
 
-/// Opens a connection and, to a feed, sends its subscribe messages.
-async fn open_subscribed(url: &str, shared: &Shared) -> Result<ClientWs, OpenError> {
+/// Opens a connection: a gRPC call for a gRPC stream; else a WebSocket and, to a feed, its
+/// subscribe messages.
+async fn open_subscribed(url: &str, name: &str, shared: &Shared) -> Result<Socket, OpenError> {
+    if let Some(plan) = &shared.grpc {
+        return GrpcFeed::open(plan, name).await.map(Socket::Grpc);
+    }
     let mut ws = open(url, shared.receive_buffer, &shared.tls).await?;
     if let Some(feed) = &shared.feed {
         for m in feed.subscribe() {
@@ -456,11 +486,16 @@ async fn open_subscribed(url: &str, shared: &Shared) -> Result<ClientWs, OpenErr
             })?;
         }
     }
-    Ok(ws)
+    Ok(Socket::Ws(ws))
 }
 
 /// Sends the last acknowledgement (not to a feed) and closes, briefly: the server may be gone.
-async fn goodbye(ws: &mut ClientWs, processed: u64, ack: bool) {
+/// A gRPC stream is cancelled.
+async fn goodbye(socket: Socket, processed: u64, ack: bool) {
+    let mut ws = match socket {
+        Socket::Ws(ws) => ws,
+        Socket::Grpc(feed) => return feed.close(),
+    };
     let bye = async {
         if ack {
             ws.send(Message::text(ack_text(processed))).await?;
@@ -620,6 +655,55 @@ impl Reader {
         Ok(())
     }
 
+    /// Reads a gRPC stream's messages, like [`Reader::poll`] a WebSocket's.
+    fn poll_grpc(
+        &mut self,
+        cx: &mut Context<'_>,
+        feed: &mut GrpcFeed,
+        stats: &mut StreamStats,
+        recorder: &RefCell<Recorder>,
+    ) -> Poll<Ended> {
+        for _ in 0..MESSAGES_PER_POLL {
+            match feed.poll_message(cx) {
+                Poll::Ready(Ok(message)) => {
+                    if let Some(ended) = self.on_payload(&message, false, stats, recorder) {
+                        return Poll::Ready(ended);
+                    }
+                }
+                Poll::Ready(Err(StreamEnd::Finished)) => {
+                    stats.end_seen = true;
+                    return Poll::Ready(Ended::Done);
+                }
+                Poll::Ready(Err(StreamEnd::Lost(why))) => {
+                    return Poll::Ready(Ended::Broken(Fault::Disconnect, why))
+                }
+                Poll::Ready(Err(StreamEnd::Protocol(why))) => {
+                    return Poll::Ready(Ended::Broken(Fault::Protocol, why))
+                }
+                Poll::Pending => return self.idle_check(cx),
+            }
+        }
+        if self.shared.over(now_ns()) {
+            return Poll::Ready(Ended::Done);
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    /// Nothing to read on a stream that takes no acknowledgements: look at the flags now and
+    /// then.
+    fn idle_check(&mut self, cx: &mut Context<'_>) -> Poll<Ended> {
+        while self.check.as_mut().poll(cx).is_ready() {
+            if self.shared.over(now_ns()) {
+                return Poll::Ready(Ended::Done);
+            }
+            self.check
+                .as_mut()
+                .reset(tokio::time::Instant::now() + CHECK_EVERY);
+        }
+        Poll::Pending
+    }
+
     #[inline]
     fn on_message(
         &mut self,
@@ -643,9 +727,22 @@ impl Reader {
         if !message.is_binary() && !message.is_text() {
             return None; // ping, pong: tokio-websockets answers them
         }
+        self.on_payload(payload, message.is_text(), stats, recorder)
+    }
+
+    /// Measures one data message (a tick, or a feed's message): decode, check its place in
+    /// the sequence, spend the simulated cost, record its latency.
+    #[inline]
+    fn on_payload(
+        &mut self,
+        payload: &[u8],
+        text: bool,
+        stats: &mut StreamStats,
+        recorder: &RefCell<Recorder>,
+    ) -> Option<Ended> {
         let decoded = match &self.shared.feed {
-            Some(feed) => feed.decode(payload, message.is_text(), &mut self.counter),
-            None => Tick::decode(payload, message.is_text())
+            Some(feed) => feed.decode(payload, text, &mut self.counter),
+            None => Tick::decode(payload, text)
                 .map(Some)
                 .map_err(|_| crate::net::feed::FeedError::Shape),
         };

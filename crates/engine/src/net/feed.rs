@@ -5,6 +5,7 @@
 //! JSON is walked once per message by a serde visitor that descends only into the members on
 //! a configured path and skips the rest (`IgnoredAny`): no `Value` tree, no allocation for
 //! plain keys and values, whatever the message's size.
+use super::proto_wire::{self, Value};
 use super::tick::Tick;
 use msgbench_model::feed::{BinaryField, BinaryType, FeedClock, FeedConfig, FieldAt};
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
@@ -23,6 +24,9 @@ pub enum FeedError {
     /// The sequence number is not where the schema says, or not a whole number.
     #[error("no whole sequence number at its path")]
     NoSequence,
+    /// Not a protobuf message.
+    #[error("not a protobuf message")]
+    Protobuf,
     /// A binary message too short for its fields, or a message of the other kind.
     #[error("a binary message too short for its fields, or a message of the other kind")]
     Shape,
@@ -108,6 +112,22 @@ impl FeedDecoder {
                 Some(found) => found,
                 None => return Ok(None),
             },
+            (FieldAt::Proto(at), false) => (
+                match proto_wire::read(payload, at).map_err(|_| FeedError::Protobuf)? {
+                    Some(Value::Int(n)) => Found::Int(n),
+                    Some(Value::Float(f)) => Found::Float(f),
+                    None => return Err(FeedError::NoTimestamp),
+                },
+                match &self.config.sequence {
+                    // proto3 leaves a zero out: a missing sequence number is 0.
+                    Some(FieldAt::Proto(s)) => match proto_wire::read(payload, s) {
+                        Ok(Some(Value::Int(n))) => Some(n),
+                        Ok(None) => Some(0),
+                        _ => return Err(FeedError::NoSequence),
+                    },
+                    _ => None,
+                },
+            ),
             (FieldAt::Binary(at), false) => (
                 Found::Int(read_binary(payload, *at)?),
                 match self.config.sequence {

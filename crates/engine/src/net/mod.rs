@@ -3,5 +3,6 @@ pub mod feed;
 pub mod frame;
 pub mod http;
 pub mod json_rpc;
+pub mod proto_wire;
 pub mod resp;
 pub mod tick;

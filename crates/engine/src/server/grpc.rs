@@ -13,7 +13,7 @@
 //! are closed on accept), idle connections (closed after 60 s without a call), and service
 //! times (clamped). It runs on one thread.
 use crate::cpu::ThreadCpuClock;
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use rand::{Rng, SeedableRng};
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -75,6 +75,12 @@ pub struct GrpcStats {
     pub protocol_errors: AtomicU64,
     /// Service times clamped to the longest.
     pub clamped: AtomicU64,
+    /// Tick streams started (`msgbench.Feed/Ticks`).
+    pub streams: AtomicU64,
+    /// Tick messages whose time came, sent or skipped.
+    pub streamed: AtomicU64,
+    /// Tick messages left out on purpose (`gap_every`).
+    pub skipped: AtomicU64,
 }
 
 /// A running server.
@@ -299,57 +305,21 @@ async fn connection(tcp: tokio::net::TcpStream, shared: &Rc<Shared>) -> Result<(
     }
 }
 
-/// Reads one call's request message and echoes it back after the service time.
+/// Reads one call's request message, then streams ticks (`msgbench.Feed/Ticks`) or echoes the
+/// message back after the service time (any other path).
 async fn answer(
     request: http::Request<h2::RecvStream>,
     mut respond: h2::server::SendResponse<Bytes>,
     shared: &Shared,
     held: &mut usize,
 ) -> Result<(), h2::Error> {
-    let max = shared.options.max_message;
-    let mut body = request.into_body();
-    let mut message = BytesMut::new();
-    while let Some(chunk) = body.data().await {
-        let chunk = chunk?;
-        let _ = body.flow_control().release_capacity(chunk.len());
-        if message.len() + chunk.len() > max + 5 {
-            return refuse(
-                &mut respond,
-                shared,
-                8,
-                "message larger than the server's limit",
-            );
-        }
-        if shared.held.get() + chunk.len() > HELD_BYTES {
-            return refuse(
-                &mut respond,
-                shared,
-                8,
-                "the server holds too many bytes of calls",
-            );
-        }
-        shared.held.set(shared.held.get() + chunk.len());
-        *held += chunk.len();
-        message.extend_from_slice(&chunk);
-    }
-    match message.first() {
-        Some(0) if message.len() >= 5 => {}
-        Some(1) => {
-            return refuse(
-                &mut respond,
-                shared,
-                12,
-                "compressed messages are not served",
-            )
-        }
-        _ => {
-            return refuse(
-                &mut respond,
-                shared,
-                13,
-                "not one length-prefixed gRPC message",
-            )
-        }
+    let ticks = request.uri().path() == TICKS_PATH;
+    let message = match read_message(request.into_body(), shared, held).await? {
+        Ok(m) => m,
+        Err((code, why)) => return refuse(&mut respond, shared, code, why),
+    };
+    if ticks {
+        return stream_ticks(&message[5..], respond, shared).await;
     }
     // A call that comes during a stall waits for its end, then is served.
     if let Some(end) = shared.stall_end(Instant::now()) {
@@ -377,6 +347,218 @@ async fn answer(
     stream.send_trailers(trailers)?;
     shared.stats.answered.fetch_add(1, Ordering::Relaxed);
     Ok(())
+}
+
+/// A call's request message, framed (`Ok(Err)`: the status to refuse it with, and why).
+async fn read_message(
+    mut body: h2::RecvStream,
+    shared: &Shared,
+    held: &mut usize,
+) -> Result<Result<BytesMut, (u32, &'static str)>, h2::Error> {
+    let max = shared.options.max_message;
+    let mut message = BytesMut::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk?;
+        let _ = body.flow_control().release_capacity(chunk.len());
+        if message.len() + chunk.len() > max + 5 {
+            return Ok(Err((8, "message larger than the server's limit")));
+        }
+        if shared.held.get() + chunk.len() > HELD_BYTES {
+            return Ok(Err((8, "the server holds too many bytes of calls")));
+        }
+        shared.held.set(shared.held.get() + chunk.len());
+        *held += chunk.len();
+        message.extend_from_slice(&chunk);
+    }
+    let length = message
+        .get(1..5)
+        .map(|l| u32::from_be_bytes(l.try_into().expect("4")) as usize);
+    Ok(match message.first() {
+        Some(0) if length == Some(message.len() - 5) => Ok(message),
+        Some(1) => Err((12, "compressed messages are not served")),
+        _ => Err((13, "not one length-prefixed gRPC message")),
+    })
+}
+
+/// The path of the server-streaming tick feed.
+const TICKS_PATH: &str = "/msgbench.Feed/Ticks";
+/// Most messages one DATA frame of the tick feed carries.
+const TICKS_PER_WRITE: u64 = 4096;
+/// Highest rate a tick feed may be asked for, messages/s.
+const MAX_TICK_RATE: u64 = 10_000_000;
+
+/// What a `msgbench.TickRequest` asks for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct TickRequest {
+    rate: u64,
+    seconds: f64,
+    size: usize,
+    gap_every: u64,
+}
+
+impl TickRequest {
+    /// The request in `message` (protobuf), or why it cannot be served.
+    fn parse(message: &[u8], max_size: usize) -> Result<TickRequest, &'static str> {
+        use crate::net::proto_wire::{read, Value};
+        use msgbench_model::grpc::{ProtoField, ProtoKind};
+        let field = |n: u32, kind| {
+            let at = ProtoField {
+                path: String::new(),
+                numbers: vec![n],
+                kind,
+            };
+            read(message, &at).map_err(|_| "not a msgbench.TickRequest")
+        };
+        let int = |n| -> Result<u64, &'static str> {
+            match field(n, ProtoKind::Varint)? {
+                Some(Value::Int(v)) => Ok(v),
+                _ => Ok(0),
+            }
+        };
+        let seconds = match field(2, ProtoKind::Double)? {
+            Some(Value::Float(s)) => s,
+            _ => 0.0,
+        };
+        let request = TickRequest {
+            rate: match int(1)? {
+                0 => 1000,
+                r => r,
+            },
+            seconds,
+            size: int(3)? as usize,
+            gap_every: int(4)?,
+        };
+        if request.rate > MAX_TICK_RATE {
+            return Err("rate is over 10000000 messages/s");
+        }
+        if !seconds.is_finite() || !(0.0..=86_400.0).contains(&seconds) {
+            return Err("seconds is not between 0 (no end) and 86400");
+        }
+        if request.size > max_size.min(1 << 20) {
+            return Err("size is over the server's message limit (or 1 MiB)");
+        }
+        Ok(request)
+    }
+
+    /// Messages in the whole stream (`u64::MAX`: no end).
+    fn total(&self) -> u64 {
+        if self.seconds == 0.0 {
+            u64::MAX
+        } else {
+            (self.seconds * self.rate as f64).ceil() as u64
+        }
+    }
+
+    /// Offset of message `seq`'s intended send time from the stream's start, ns.
+    fn due_ns(&self, seq: u64) -> u64 {
+        (seq as u128 * 1_000_000_000 / self.rate as u128) as u64
+    }
+
+    /// Whether `seq` is left out on purpose: a gap the client must see.
+    fn skipped(&self, seq: u64) -> bool {
+        self.gap_every > 0 && (seq + 1).is_multiple_of(self.gap_every)
+    }
+}
+
+/// Appends message `seq` (`msgbench.Tick`: seq, its intended send time, the payload),
+/// framed.
+fn put_tick(out: &mut BytesMut, seq: u64, intended_ns: u64, size: usize) {
+    use crate::net::proto_wire::put_varint;
+    let mut head = [0u8; 32];
+    let mut n = 0;
+    for (key, value) in [(0x08, seq), (0x10, intended_ns)] {
+        if value != 0 {
+            head[n] = key;
+            n += 1 + put_varint(&mut head[n + 1..], value);
+        }
+    }
+    if size > 0 {
+        head[n] = 0x1a;
+        n += 1 + put_varint(&mut head[n + 1..], size as u64);
+    }
+    out.put_u8(0);
+    out.put_u32((n + size) as u32);
+    out.extend_from_slice(&head[..n]);
+    out.put_bytes(0, size);
+}
+
+/// Streams ticks as the request asks: message `seq` is due `seq / rate` s after the start and
+/// carries that time (CLOCK_MONOTONIC ns), so a client's latency counts from when it was due,
+/// however late it went out. Messages due together go in one DATA frame, as many as the
+/// client's flow-control window takes: a slow reader holds the stream back (the lateness shows
+/// in its latency), never the server's memory. A stall holds the stream until its end. Ends
+/// with `grpc-status` 0 after `seconds` (never when 0), or UNAVAILABLE when the server stops.
+async fn stream_ticks(
+    message: &[u8],
+    mut respond: h2::server::SendResponse<Bytes>,
+    shared: &Shared,
+) -> Result<(), h2::Error> {
+    let request = match TickRequest::parse(message, shared.options.max_message) {
+        Ok(r) => r,
+        Err(why) => return refuse(&mut respond, shared, 3, why),
+    };
+    let head = http::Response::builder()
+        .status(200)
+        .header("content-type", "application/grpc")
+        .body(())
+        .expect("a static response head");
+    let mut stream = respond.send_response(head, false)?;
+    shared.stats.streams.fetch_add(1, Ordering::Relaxed);
+    let start_ns = crate::clock::now_ns();
+    let per_message = 5 + 32 + request.size;
+    let (total, mut next) = (request.total(), 0u64);
+    let mut out = BytesMut::new();
+    let status = loop {
+        if next >= total {
+            break ("0", None);
+        }
+        if shared.closing.get() {
+            break ("14", Some("the server is stopping"));
+        }
+        if let Some(end) = shared.stall_end(Instant::now()) {
+            tokio::time::sleep_until(end.into()).await;
+            continue;
+        }
+        let elapsed = crate::clock::now_ns().saturating_sub(start_ns);
+        let next_due = request.due_ns(next);
+        if next_due > elapsed {
+            tokio::time::sleep(Duration::from_nanos(next_due - elapsed)).await;
+            continue;
+        }
+        // Every message due by now, as many as the window takes.
+        let due = (elapsed as u128 * request.rate as u128 / 1_000_000_000) as u64 + 1;
+        let mut count = due
+            .min(total)
+            .saturating_sub(next)
+            .clamp(1, TICKS_PER_WRITE);
+        stream.reserve_capacity(count as usize * per_message);
+        let mut room = stream.capacity();
+        while room < per_message {
+            match std::future::poll_fn(|cx| stream.poll_capacity(cx)).await {
+                Some(Ok(n)) => room = n,
+                Some(Err(e)) => return Err(e),
+                None => return Ok(()), // the client reset the stream
+            }
+        }
+        count = count.min((room / per_message) as u64).max(1);
+        out.reserve(count as usize * per_message);
+        for seq in next..next + count {
+            if request.skipped(seq) {
+                shared.stats.skipped.fetch_add(1, Ordering::Relaxed);
+            } else {
+                put_tick(&mut out, seq, start_ns + request.due_ns(seq), request.size);
+            }
+        }
+        next += count;
+        shared.stats.streamed.fetch_add(count, Ordering::Relaxed);
+        stream.send_data(out.split().freeze(), false)?;
+    };
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("grpc-status", http::HeaderValue::from_static(status.0));
+    if let Some(why) = status.1 {
+        trailers.insert("grpc-message", http::HeaderValue::from_static(why));
+    }
+    stream.send_trailers(trailers)
 }
 
 /// Answers a call with an error status alone (trailers-only).

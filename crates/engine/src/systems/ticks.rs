@@ -13,6 +13,7 @@
 //!    and what the client processed and when ([`crate::drivers::stream_stats`]).
 use crate::cpu::CpuSnapshot;
 use crate::drivers::browser;
+use crate::drivers::grpc_feed::GrpcPlan;
 use crate::drivers::stream_stats::{self as stats, Join, ServerSide, StreamStats};
 use crate::drivers::tick_client::{self as native, ConnPlan, Shared, ThreadOut, ThreadPlan};
 use crate::error::EngineError;
@@ -41,6 +42,8 @@ const END_MARGIN_NS: u64 = crate::harness::STOP_CHECK_NS;
 /// How often the supervisor looks at the clients and the stop flag.
 const SUPERVISE_EVERY: Duration = Duration::from_millis(10);
 
+/// Where to start msgbench's gRPC stream server, for error messages.
+const GRPC_HINT: &str = "(start msgbench's own with `msgbench serve grpc --listen HOST:PORT`: its msgbench.Feed/Ticks streams ticks, or let `[sut] command` start one)";
 /// Where to start msgbench's own server, for error messages.
 const HINT: &str = "(start msgbench's own with `msgbench serve ticks --listen HOST:PORT`, let `[sut] command` start one, or omit `ticks.address` to run the built-in server in-process)";
 
@@ -85,6 +88,11 @@ pub fn run(
                 },
             )?;
         shared.tls = Some(config);
+    }
+    if let Some(stream) = &ticks.grpc {
+        let plan = GrpcPlan::new((**stream).clone(), shared.tls.clone())
+            .map_err(|e| e.into_engine(&base, GRPC_HINT))?;
+        shared.grpc = Some(Arc::new(plan));
     }
     let shared = Arc::new(shared);
     let mut run = Run {
@@ -209,7 +217,12 @@ impl Run<'_> {
             handles.push(native::spawn(
                 plan,
                 self.shared.clone(),
-                HINT.to_string(),
+                if self.shared.grpc.is_some() {
+                    GRPC_HINT
+                } else {
+                    HINT
+                }
+                .to_string(),
                 ready_tx.clone(),
                 start_rx,
             ));
