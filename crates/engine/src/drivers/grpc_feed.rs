@@ -21,6 +21,8 @@ use std::task::{Context, Poll};
 
 /// Largest gRPC message a feed accepts (gRPC's own default limit).
 const MAX_MESSAGE: usize = 4 << 20;
+/// How long a closing connection may take to say goodbye.
+const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
 /// Each stream's receive window: what the server may send ahead of the reader.
 const STREAM_WINDOW: u32 = 16 << 20;
 
@@ -167,10 +169,18 @@ impl GrpcFeed {
         }
     }
 
-    /// Ends the call (RST_STREAM CANCEL) and the connection.
+    /// Ends the call (RST_STREAM CANCEL) and the connection: with no stream and no handle
+    /// left, `h2` closes it cleanly (GOAWAY), given a moment; a server that does not let go
+    /// is dropped.
     pub fn close(self) {
         drop(self.body);
-        self.connection.driver.abort();
+        let Open { send, driver, .. } = self.connection;
+        drop(send);
+        let abort = driver.abort_handle();
+        tokio::task::spawn_local(async move {
+            let _ = tokio::time::timeout(CLOSE_GRACE, driver).await;
+            abort.abort();
+        });
     }
 
     /// The body is over: the trailers say how the stream ended.
