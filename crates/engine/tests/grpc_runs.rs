@@ -148,3 +148,99 @@ fn calls_the_proto_does_not_have_are_refused_before_any_load() {
         "{e}"
     );
 }
+
+/// `msgbench.Echo/Chat` (bidirectional) at 2000 messages/s on 4 connections, 8 in flight each:
+/// one stream per connection, each reply paired with its request by `seq`.
+const CHAT: &str = "system = \"http\"\n[run]\nduration = \"500ms\"\nwarmup = \"100ms\"\n[pacing]\nmode = \"rate\"\nper_sec = 2000\n[client]\nconnections = 4\nwindow = 8\n[http.requests.chat]\ngrpc = \"msgbench.Echo/Chat\"\nmatch = \"seq\"\nmessage = '{\"payload\":\"aGVsbG8=\",\"seq\":\"7\",\"note\":\"hi\"}'\n";
+
+#[test]
+fn bidirectional_messages_are_paired_with_their_replies_by_the_match_field() {
+    // Exponential service times on timers: replies pass one another on the stream, so only
+    // the match field can pair them.
+    let options = GrpcServerOptions {
+        service: Duration::from_micros(500),
+        exponential: true,
+        sleep: true,
+        ..GrpcServerOptions::default()
+    };
+    let server = start(options, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let r = &run(CHAT, &[&url(server.local_addr()), &proto()])[0];
+    assert_accounted(r);
+    assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
+    assert_eq!(r.faults.total(), 0, "{:?}", r.faults);
+    assert!(r.counters.delivered > 800, "{:?}", r.counters);
+    // Each latency is its own message's: a mean service time of 500 µs, not the queue's.
+    assert!(r.latency.p50_ns < 2_000_000, "{:?}", r.latency);
+    let stats = server.stop();
+    assert!(stats.answered.load(Ordering::Relaxed) >= r.counters.delivered);
+    // A string field pairs too (the id written as text).
+    let server = start(GrpcServerOptions::default(), "127.0.0.1:0".parse().unwrap()).unwrap();
+    let r = &run(
+        CHAT,
+        &[
+            &url(server.local_addr()),
+            &proto(),
+            "http.requests.chat.match=\"note\"",
+        ],
+    )[0];
+    assert_accounted(r);
+    assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
+}
+
+#[test]
+fn a_bidirectional_stream_the_server_ends_is_counted_by_its_status() {
+    let server = start(GrpcServerOptions::default(), "127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = url(server.local_addr());
+    // The server stops 300 ms after the streams opened: each ends with UNAVAILABLE.
+    let stopper = std::thread::spawn(move || {
+        while server.stats.answered.load(Ordering::Relaxed) < 100 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        server.stop()
+    });
+    let r = &run(CHAT, &[&addr, &proto(), "run.duration=\"2s\""])[0];
+    stopper.join().unwrap();
+    assert_accounted(r);
+    assert!(r.counters.delivered > 0, "{:?}", r.counters);
+    let unavailable = (r.faults.errors.iter())
+        .find(|e| e.message == "gRPC UNAVAILABLE: the server is stopping")
+        .map_or(0, |e| e.count);
+    assert!(unavailable >= 1, "{:?}", r.faults);
+}
+
+/// What the scenario check says of CHAT with `sets`.
+fn chat_refused(sets: &[&str]) -> String {
+    let overrides: Vec<_> = (sets.iter())
+        .map(|s| msgbench_model::sweep::Override::parse(s).unwrap())
+        .collect();
+    let limits = msgbench_model::check::MachineLimits {
+        cpus: msgbench_engine::affinity::allowed_cpus(),
+    };
+    match msgbench_model::Experiment::load(CHAT, "test.toml", &overrides, &limits) {
+        Ok(_) => panic!("{sets:?} was taken"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn bidirectional_calls_without_a_usable_match_field_are_refused() {
+    let url = "http.url=\"http://127.0.0.1:50051\"";
+    let e = chat_refused(&[url, &proto(), "http.requests.chat.match="]);
+    assert!(e.contains("bidirectional") && e.contains("match = "), "{e}");
+    let e = chat_refused(&[
+        url,
+        &proto(),
+        "http.requests.chat.grpc=\"msgbench.Echo/Call\"",
+    ]);
+    assert!(
+        e.contains("unary") && e.contains("leave `match` out"),
+        "{e}"
+    );
+    let e = chat_refused(&[url, &proto(), "http.requests.chat.match=\"payload\""]);
+    assert!(e.contains("64-bit integer") && e.contains("string"), "{e}");
+    let e = chat_refused(&[url, &proto(), "http.requests.chat.match=\"id\""]);
+    assert!(e.contains("seq") && e.contains("note"), "{e}");
+    let e = chat_refused(&[url, "http.requests.chat.grpc=", "http.proto="]);
+    assert!(e.contains("without a gRPC call"), "{e}");
+}

@@ -259,16 +259,20 @@ impl FeedSpec {
                         "protobuf fields are named: sequence = \"seq\", timestamp = \"sent_ns\" (filters are for JSON feeds)",
                     ));
                 }
-                let at = |field: &str, text: &str, timestamp: bool| {
-                    crate::grpc::field_path(message, text, timestamp)
+                let at = |field: &str, text: &str, role| {
+                    crate::grpc::field_path(message, text, role)
                         .map(FieldAt::Proto)
                         .map_err(|e| invalid(field, e, "name a field of the streamed message"))
                 };
                 let sequence = match &self.sequence {
-                    Some(s) => Some(at("ticks.feed.sequence", s, false)?),
+                    Some(s) => Some(at("ticks.feed.sequence", s, crate::grpc::Role::Sequence)?),
                     None => None,
                 };
-                let timestamp = at("ticks.feed.timestamp", &self.timestamp, true)?;
+                let timestamp = at(
+                    "ticks.feed.timestamp",
+                    &self.timestamp,
+                    crate::grpc::Role::Timestamp,
+                )?;
                 if let FieldAt::Proto(f) = &timestamp {
                     if f.kind == crate::grpc::ProtoKind::Timestamp
                         && self.clock != FeedClock::UnixNs

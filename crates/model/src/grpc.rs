@@ -202,6 +202,9 @@ pub enum Shape {
     Unary,
     /// One request, a stream of responses (`system = "ticks"`, `[ticks.grpc]`).
     ServerStreaming,
+    /// A stream each way, each reply paired with its request by a field (`system = "http"`,
+    /// `match`).
+    Bidi,
 }
 
 /// The method `call` (`package.Service/Method`) of `pool`, of the `shape` the system measures;
@@ -229,21 +232,33 @@ pub fn method(pool: &DescriptorPool, call: &str, shape: Shape) -> Result<MethodD
     let found = match (m.is_client_streaming(), m.is_server_streaming()) {
         (false, false) => Shape::Unary,
         (false, true) => Shape::ServerStreaming,
-        (true, _) => {
+        (true, true) => Shape::Bidi,
+        (true, false) => {
             return Err(format!(
-                "names {call}, a client-streaming or bidirectional method: msgbench measures unary calls (system = \"http\") and server streams (system = \"ticks\" with [ticks.grpc]) so far"
+                "names {call}, a client-streaming method: msgbench measures unary and bidirectional calls (system = \"http\") and server streams (system = \"ticks\" with [ticks.grpc]) so far"
             ))
         }
     };
-    match (shape, found) {
-        (Shape::Unary, Shape::ServerStreaming) => Err(format!(
-            "names {call}, a server-streaming method: measure its stream as a feed, with system = \"ticks\" and [ticks.grpc] (docs/http2-grpc.md)"
-        )),
-        (Shape::ServerStreaming, Shape::Unary) => Err(format!(
-            "names {call}, a unary method: measure it with system = \"http\" and grpc = \"{call}\" in a request"
-        )),
-        _ => Ok(m),
+    if shape == found {
+        return Ok(m);
     }
+    Err(match found {
+        Shape::ServerStreaming => format!(
+            "names {call}, a server-streaming method: measure its stream as a feed, with system = \"ticks\" and [ticks.grpc] (docs/http2-grpc.md)"
+        ),
+        Shape::Unary if shape == Shape::Bidi => format!(
+            "names {call}, a unary method, with `match`: leave `match` out (it pairs replies with requests on a bidirectional stream)"
+        ),
+        Shape::Unary => format!(
+            "names {call}, a unary method: measure it with system = \"http\" and grpc = \"{call}\" in a request"
+        ),
+        Shape::Bidi if shape == Shape::Unary => format!(
+            "names {call}, a bidirectional method: say which field pairs each reply with its request, e.g. match = \"id\" (a 64-bit integer or a string in both messages)"
+        ),
+        Shape::Bidi => format!(
+            "names {call}, a bidirectional method: measure it with system = \"http\", grpc = \"{call}\" and match = \"<field>\" in a request"
+        ),
+    })
 }
 
 fn list(names: &[String]) -> String {
@@ -296,6 +311,20 @@ pub enum ProtoKind {
     Double,
     /// A `google.protobuf.Timestamp` (seconds and nanos since the Unix epoch), read as Unix ns.
     Timestamp,
+    /// A `string` holding a decimal number (a request id written as text).
+    Text,
+}
+
+/// What a field is read for, which decides the types it may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A feed's sequence number: any integer.
+    Sequence,
+    /// A feed's timestamp: an integer, a double or a `google.protobuf.Timestamp`.
+    Timestamp,
+    /// What pairs a bidirectional call's replies with its requests: a 64-bit integer (request
+    /// ids run past 2^32) or a string.
+    Match,
 }
 
 /// A field of a streamed message, by its numbers from the outer message in.
@@ -309,14 +338,43 @@ pub struct ProtoField {
     pub kind: ProtoKind,
 }
 
-/// The field at the dotted `path` of `message` (names as in the `.proto`), for a `role`
-/// (`sequence`: a whole number; `timestamp`: a number or a `google.protobuf.Timestamp`). The
-/// error names the part that is wrong and lists the fields that exist there.
+/// What pairs a bidirectional call's replies with its requests: the same dotted field in the
+/// request message (set to each request's id) and in the reply (read back).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BidiMatch {
+    /// Where the id goes in a request.
+    pub request: ProtoField,
+    /// Where it is in a reply.
+    pub reply: ProtoField,
+}
+
+/// Deepest a match field may be nested (each level adds a few bytes to every message).
+const MAX_MATCH_DEPTH: usize = 4;
+
+impl BidiMatch {
+    /// The field `path` of `method`'s request and reply messages.
+    pub fn new(method: &MethodDescriptor, path: &str) -> Result<BidiMatch, String> {
+        let request = field_path(&method.input(), path, Role::Match)?;
+        let reply = field_path(&method.output(), path, Role::Match)?;
+        if request.numbers.len() > MAX_MATCH_DEPTH {
+            return Err(format!(
+                "is nested {} deep: put the id at most {MAX_MATCH_DEPTH} messages deep",
+                request.numbers.len()
+            ));
+        }
+        Ok(BidiMatch { request, reply })
+    }
+}
+
+/// The field at the dotted `path` of `message` (names as in the `.proto`), of a type its
+/// `role` can use. The error names the part that is wrong and lists the fields that exist
+/// there.
 pub fn field_path(
     message: &prost_reflect::MessageDescriptor,
     path: &str,
-    timestamp: bool,
+    role: Role,
 ) -> Result<ProtoField, String> {
+    let timestamp = role == Role::Timestamp;
     use prost_reflect::{Cardinality, Kind};
     let parts: Vec<&str> = path.split('.').collect();
     if path.is_empty() || parts.iter().any(|p| p.is_empty()) {
@@ -356,17 +414,25 @@ pub fn field_path(
             }
             (Kind::Message(m), false) => at = m,
             (kind, true) => {
+                let wide = role != Role::Match;
                 let read = match kind {
-                    Kind::Uint32 | Kind::Uint64 | Kind::Int32 | Kind::Int64 => ProtoKind::Varint,
-                    Kind::Sint32 | Kind::Sint64 => ProtoKind::Zigzag,
-                    Kind::Fixed32 | Kind::Sfixed32 => ProtoKind::Fixed32,
+                    Kind::Uint64 | Kind::Int64 => ProtoKind::Varint,
+                    Kind::Uint32 | Kind::Int32 if wide => ProtoKind::Varint,
+                    Kind::Sint64 => ProtoKind::Zigzag,
+                    Kind::Sint32 if wide => ProtoKind::Zigzag,
+                    Kind::Fixed32 | Kind::Sfixed32 if wide => ProtoKind::Fixed32,
                     Kind::Fixed64 | Kind::Sfixed64 => ProtoKind::Fixed64,
                     Kind::Double if timestamp => ProtoKind::Double,
+                    Kind::String if role == Role::Match => ProtoKind::Text,
                     other => {
-                        let wanted = if timestamp {
-                            "an integer, a double or a google.protobuf.Timestamp"
-                        } else {
-                            "an integer"
+                        let wanted = match role {
+                            Role::Timestamp => {
+                                "an integer, a double or a google.protobuf.Timestamp"
+                            }
+                            Role::Sequence => "an integer",
+                            Role::Match => {
+                                "a 64-bit integer (request ids run past 2^32) or a string"
+                            }
                         };
                         return Err(format!(
                             "names {}.{part}, of type {}: it must be {wanted}",

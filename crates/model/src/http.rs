@@ -94,6 +94,12 @@ pub struct HttpRequestSpec {
     /// The gRPC call's request message as JSON (protobuf's JSON mapping); default `{}`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// A bidirectional gRPC call: the field (in both the request and the reply message, a
+    /// 64-bit integer or a string) that pairs each reply with its request. Each connection
+    /// keeps one stream of the call open; every request is one message on it, this field set
+    /// to the request's id.
+    #[serde(rename = "match", skip_serializing_if = "Option::is_none")]
+    pub match_field: Option<String>,
 }
 
 impl Default for HttpRequestSpec {
@@ -110,6 +116,7 @@ impl Default for HttpRequestSpec {
             rpc_params: toml::Value::Array(Vec::new()),
             grpc: None,
             message: None,
+            match_field: None,
         }
     }
 }
@@ -132,6 +139,9 @@ pub struct HttpRequest {
     pub parts: RequestParts,
     /// A gRPC call: its response is judged by `grpc-status`.
     pub grpc: bool,
+    /// A bidirectional gRPC call: requests are messages on one stream per connection (their
+    /// bodies unframed in `parts.body`), paired with replies by this field.
+    pub bidi: Option<crate::grpc::BidiMatch>,
 }
 
 /// A request's parts, for a transport that frames them itself (HTTP/2).
@@ -327,6 +337,13 @@ impl HttpSpec {
             let field = |key: &str| format!("http.requests.{name}.{key}");
             let request = match &r.grpc {
                 Some(call) => r.grpc_call(call, protos.as_ref(), (name, share), &field, invalid)?,
+                None if r.match_field.is_some() => {
+                    return Err(invalid(
+                        &field("match"),
+                        "is given without a gRPC call".into(),
+                        "`match` pairs the replies of a bidirectional gRPC call: give grpc = \"package.Service/Method\" too",
+                    ))
+                }
                 None => r.render(&host, name, share, &field, invalid)?,
             };
             if version == HttpVersion::Http2 {
@@ -460,11 +477,24 @@ impl HttpRequestSpec {
                 "a gRPC call is a POST to /package.Service/Method: leave method and path out",
             ));
         }
-        let method = crate::grpc::method(pool, call, crate::grpc::Shape::Unary)
-            .map_err(|e| invalid(&field("grpc"), e, fix))?;
+        let shape = match self.match_field {
+            Some(_) => crate::grpc::Shape::Bidi,
+            None => crate::grpc::Shape::Unary,
+        };
+        let method =
+            crate::grpc::method(pool, call, shape).map_err(|e| invalid(&field("grpc"), e, fix))?;
         let json = self.message.as_deref().unwrap_or("{}");
-        let frame = crate::grpc::request_frame(&method, json)
+        let mut frame = crate::grpc::request_frame(&method, json)
             .map_err(|e| invalid(&field("message"), e, fix))?;
+        let bidi = match &self.match_field {
+            Some(path) => {
+                let pair = crate::grpc::BidiMatch::new(&method, path)
+                    .map_err(|e| invalid(&field("match"), e, fix))?;
+                frame.drain(..5); // each message is framed as it is sent, with its id
+                Some(pair)
+            }
+            None => None,
+        };
         let mut headers = vec![
             ("content-type".to_string(), "application/grpc".to_string()),
             ("te".to_string(), "trailers".to_string()),
@@ -492,6 +522,7 @@ impl HttpRequestSpec {
                 body: frame,
             },
             grpc: true,
+            bidi,
         })
     }
 
@@ -628,6 +659,7 @@ impl HttpRequestSpec {
             expect: self.expect.clone().map(String::into_bytes),
             parts,
             grpc: false,
+            bidi: None,
         })
     }
 }

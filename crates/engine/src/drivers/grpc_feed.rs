@@ -4,23 +4,21 @@
 //! handed to the tick client's reader as a feed message (`[ticks.feed]`, `format =
 //! "protobuf"`: sequence number and timestamp read by [`crate::net::proto_wire`]).
 //!
-//! A message is handed out as a slice of the DATA frame it came in (`Bytes::slice`: a reference
-//! count, no copy); only a message split across frames is put together in a buffer the
-//! connection keeps. Flow-control capacity is given back as each frame is taken, so what the
+//! Messages are cut from the DATA frames by [`crate::net::grpc_frame::Frames`], without copying
+//! unless one spans frames. Flow-control capacity is given back as each frame is taken, so what the
 //! server may send ahead of the reader is bounded by the stream's window (16 MiB).
 //!
 //! The stream ends with the server's trailers: `grpc-status` 0 ends it for this client like
 //! msgbench's `end` message; any other status ends it as a fault named by its status.
 use super::h2_connect::{self, Failure, Open, Target};
 use super::tick_client::OpenError;
-use bytes::{Buf, Bytes, BytesMut};
+use crate::net::grpc_frame::Frames;
+use bytes::Bytes;
 use msgbench_model::grpc::GrpcStream;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-/// Largest gRPC message a feed accepts (gRPC's own default limit).
-const MAX_MESSAGE: usize = 4 << 20;
 /// How long a closing connection may take to say goodbye.
 const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
 /// Each stream's receive window: what the server may send ahead of the reader.
@@ -92,15 +90,6 @@ pub struct GrpcFeed {
     frames: Frames,
 }
 
-/// The stream's DATA frames, being cut into messages.
-#[derive(Default)]
-struct Frames {
-    /// What is left of the DATA frame being cut.
-    chunk: Bytes,
-    /// A message that spans frames, as far as it came.
-    partial: BytesMut,
-}
-
 /// Why a stream ended.
 #[derive(Debug)]
 pub enum StreamEnd {
@@ -154,13 +143,13 @@ impl GrpcFeed {
     /// The next message of the stream (a slice of the frame it came in).
     pub fn poll_message(&mut self, cx: &mut Context<'_>) -> Poll<Result<Bytes, StreamEnd>> {
         loop {
-            if let Some(message) = self.frames.cut()? {
+            if let Some(message) = self.frames.cut().map_err(StreamEnd::Protocol)? {
                 return Poll::Ready(Ok(message));
             }
             match self.body.poll_data(cx) {
                 Poll::Ready(Some(Ok(data))) => {
                     let _ = self.body.flow_control().release_capacity(data.len());
-                    self.frames.chunk = data;
+                    self.frames.push(data);
                 }
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(lost(&e))),
                 Poll::Ready(None) => return self.poll_end(cx).map(Err),
@@ -185,7 +174,7 @@ impl GrpcFeed {
 
     /// The body is over: the trailers say how the stream ended.
     fn poll_end(&mut self, cx: &mut Context<'_>) -> Poll<StreamEnd> {
-        if !self.frames.partial.is_empty() || !self.frames.chunk.is_empty() {
+        if !self.frames.is_empty() {
             return Poll::Ready(StreamEnd::Protocol(
                 "the stream ended inside a gRPC message".into(),
             ));
@@ -198,73 +187,6 @@ impl GrpcFeed {
             Poll::Ready(Err(e)) => Poll::Ready(lost(&e)),
             Poll::Pending => Poll::Pending,
         }
-    }
-}
-
-impl Frames {
-    /// The next whole message in what has come, if one is there.
-    fn cut(&mut self) -> Result<Option<Bytes>, StreamEnd> {
-        if self.partial.is_empty() {
-            if self.chunk.is_empty() {
-                return Ok(None);
-            }
-            if let Some(length) = whole(&self.chunk)? {
-                let message = self.chunk.slice(5..5 + length);
-                self.chunk.advance(5 + length);
-                return Ok(Some(message));
-            }
-        }
-        // A message across frames: gather it (its head first, to know its length).
-        let wanted = |partial: &BytesMut| match partial.len() {
-            n if n < 5 => 5,
-            _ => 5 + u32::from_be_bytes(partial[1..5].try_into().expect("4")) as usize,
-        };
-        loop {
-            let missing = wanted(&self.partial) - self.partial.len();
-            let take = missing.min(self.chunk.len());
-            let before = self.partial.len();
-            self.partial.extend_from_slice(&self.chunk[..take]);
-            self.chunk.advance(take);
-            if before < 5 && self.partial.len() == 5 {
-                check_head(&self.partial)?; // its length is known now: is it allowed?
-            }
-            if self.partial.len() < wanted(&self.partial) {
-                if self.chunk.is_empty() {
-                    return Ok(None);
-                }
-                continue;
-            }
-            let mut message = self.partial.split().freeze();
-            message.advance(5);
-            return Ok(Some(message));
-        }
-    }
-}
-
-/// The length of the message at the start of `chunk` when all of it is there.
-fn whole(chunk: &[u8]) -> Result<Option<usize>, StreamEnd> {
-    if chunk.len() < 5 {
-        return Ok(None);
-    }
-    let length = check_head(chunk)?;
-    Ok((chunk.len() >= 5 + length).then_some(length))
-}
-
-/// A message head's length, or why it cannot be read.
-fn check_head(head: &[u8]) -> Result<usize, StreamEnd> {
-    let length = u32::from_be_bytes(head[1..5].try_into().expect("4")) as usize;
-    match head[0] {
-        0 if length <= MAX_MESSAGE => Ok(length),
-        0 => Err(StreamEnd::Protocol(format!(
-            "the server sent a gRPC message of {length} bytes, over the {} MiB limit",
-            MAX_MESSAGE >> 20
-        ))),
-        1 => Err(StreamEnd::Protocol(
-            "the server sent a compressed message (msgbench asked for none)".into(),
-        )),
-        flag => Err(StreamEnd::Protocol(format!(
-            "a gRPC message head with the flag {flag} (0 or 1 expected)"
-        ))),
     }
 }
 
@@ -321,23 +243,10 @@ async fn call(connection: &Open, plan: &GrpcPlan, client: &str) -> Result<h2::Re
 
 /// How `grpc-status` (in trailers, or in the head of a trailers-only answer) ends the stream.
 fn status_end(headers: &http::HeaderMap) -> StreamEnd {
-    let Some(code) = headers.get("grpc-status") else {
-        return StreamEnd::Protocol("the trailers carry no grpc-status".into());
-    };
-    match code.to_str().ok().and_then(|c| c.parse::<u32>().ok()) {
-        Some(0) => StreamEnd::Finished,
-        Some(code) => {
-            let message = headers
-                .get("grpc-message")
-                .and_then(|v| v.to_str().ok())
-                .map(|m| format!(": {m}"))
-                .unwrap_or_default();
-            StreamEnd::Lost(format!(
-                "gRPC {}{message}",
-                msgbench_model::grpc::status_name(code)
-            ))
-        }
-        None => StreamEnd::Protocol(format!("grpc-status {code:?} is not a number")),
+    match crate::net::grpc_frame::status(headers) {
+        Some(Ok(())) => StreamEnd::Finished,
+        Some(Err(why)) => StreamEnd::Lost(why),
+        None => StreamEnd::Protocol("the trailers carry no grpc-status".into()),
     }
 }
 
@@ -356,73 +265,6 @@ fn lost(e: &h2::Error) -> StreamEnd {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn framed(messages: &[&[u8]]) -> Vec<u8> {
-        let mut out = Vec::new();
-        for m in messages {
-            out.push(0);
-            out.extend_from_slice(&(m.len() as u32).to_be_bytes());
-            out.extend_from_slice(m);
-        }
-        out
-    }
-
-    /// Cuts `wire` delivered in frames of `size` bytes, as `poll_message` does.
-    fn cut_all(wire: &[u8], size: usize) -> Result<Vec<Vec<u8>>, StreamEnd> {
-        let mut frames = Frames::default();
-        let mut out = Vec::new();
-        for piece in wire.chunks(size) {
-            assert!(
-                frames.chunk.is_empty(),
-                "a frame is used up before the next is taken"
-            );
-            frames.chunk = Bytes::copy_from_slice(piece);
-            while let Some(m) = frames.cut()? {
-                out.push(m.to_vec());
-            }
-        }
-        assert!(
-            frames.partial.is_empty() && frames.chunk.is_empty(),
-            "nothing left over"
-        );
-        Ok(out)
-    }
-
-    #[test]
-    fn messages_are_cut_however_the_frames_split_them() {
-        let messages: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; (i as usize * 7) % 50]).collect();
-        let refs: Vec<&[u8]> = messages.iter().map(|m| m.as_slice()).collect();
-        let wire = framed(&refs);
-        for size in [1, 2, 3, 4, 5, 6, 7, 11, 64, 1000, wire.len()] {
-            assert_eq!(
-                cut_all(&wire, size).unwrap(),
-                messages,
-                "frames of {size} bytes"
-            );
-        }
-    }
-
-    #[test]
-    fn compressed_oversized_and_odd_heads_are_refused() {
-        let mut compressed = framed(&[b"abc"]);
-        compressed[0] = 1;
-        let mut huge = vec![0u8];
-        huge.extend_from_slice(&(64u32 << 20).to_be_bytes());
-        let mut odd = framed(&[b"x"]);
-        odd[0] = 7;
-        for (wire, says) in [
-            (compressed, "compressed"),
-            (huge, "over the 4 MiB limit"),
-            (odd, "flag 7"),
-        ] {
-            for size in [1, 3, wire.len()] {
-                match cut_all(&wire, size) {
-                    Err(StreamEnd::Protocol(why)) => assert!(why.contains(says), "{why}"),
-                    other => panic!("{other:?}"),
-                }
-            }
-        }
-    }
 
     #[test]
     fn a_status_in_the_trailers_says_how_the_stream_ended() {

@@ -16,11 +16,12 @@
 //! (GOAWAY with an error, a connection error, a lost socket) is down: its streams in flight
 //! fail with it, and under `on_error = "reconnect"` it is opened again.
 use super::caller::{Down, Ends, Event, SocketBody, Sockets, RESET};
+use super::grpc_bidi::{BidiStream, End};
 use super::h2_connect::{self, Failure, Open, Target};
 use crate::error::EngineError;
 use crate::harness::worker;
 use crate::net::json_rpc;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
 use msgbench_model::http::HttpConfig;
@@ -172,7 +173,7 @@ fn run(
                     if let Some(ns) = open.tls_ns {
                         ends.push(Event::TlsHandshake { ns });
                     }
-                    conns.push(Conn::up(open))
+                    conns.push(Conn::up(open, plan.requests.len()))
                 }
                 Err(e) => {
                     let _ = ready.send(Err(e));
@@ -186,6 +187,7 @@ fn run(
             conns,
             streams: FuturesUnordered::new(),
             errors: Vec::new(),
+            arena: BytesMut::with_capacity(64 << 10),
             plan,
             ends,
         };
@@ -214,10 +216,14 @@ struct Conn {
     reopening: Option<tokio::task::JoinHandle<Result<Open, EngineError>>>,
     /// Reopen after this long (set when it went down).
     retry: Option<Duration>,
+    /// Per class: the open stream of a bidirectional call (opened by its first request).
+    calls: Vec<Option<BidiStream>>,
+    /// Calls on retired connections (class, call), still read until the server ends them.
+    old_calls: Vec<(usize, BidiStream)>,
 }
 
 impl Conn {
-    fn up(open: Open) -> Conn {
+    fn up(open: Open, classes: usize) -> Conn {
         Conn {
             open: Some(open),
             down: false,
@@ -226,6 +232,8 @@ impl Conn {
             generation: 0,
             reopening: None,
             retry: None,
+            calls: (0..classes).map(|_| None).collect(),
+            old_calls: Vec::new(),
         }
     }
 }
@@ -250,6 +258,8 @@ struct Io {
     streams: FuturesUnordered<Pin<Box<dyn Future<Output = Ended>>>>,
     /// Failed answers by message.
     errors: Vec<ErrorCount>,
+    /// Where bidirectional calls' messages are framed.
+    arena: BytesMut,
 }
 
 impl Io {
@@ -261,6 +271,7 @@ impl Io {
         for i in 0..self.conns.len() {
             self.watch(i, cx);
             self.start_streams(i, cx);
+            self.read_calls(i, cx);
         }
         self.finish_streams(cx);
         self.reopen(cx);
@@ -293,9 +304,17 @@ impl Io {
         let Poll::Ready(ended) = Pin::new(&mut open.driver).poll(cx) else {
             return;
         };
+        // A retired connection whose driver is done has nothing left to finish: it is dropped
+        // (a finished task's handle must not be polled again).
         match ended {
-            Ok(Ok(())) => self.retire(i),
-            Ok(Err(e)) if graceful(&e) => self.retire(i),
+            Ok(Ok(())) => {
+                c.open = None;
+                self.retire(i)
+            }
+            Ok(Err(e)) if graceful(&e) => {
+                c.open = None;
+                self.retire(i)
+            }
             Ok(Err(e)) => self.down(i, Down::Closed, Some(connection_error(&e))),
             Err(_) => self.down(i, Down::Closed, Some("HTTP/2 connection lost".into())),
         }
@@ -313,6 +332,13 @@ impl Io {
         }
         if let Some(old) = c.open.take() {
             c.retiring.push(old);
+        }
+        // Its calls finish on it too; new messages open a call on the new connection.
+        let open_calls = c.calls.iter_mut().enumerate();
+        c.old_calls
+            .extend(open_calls.filter_map(|(class, call)| Some((class, call.take()?))));
+        if c.old_calls.len() > RETIRING {
+            c.old_calls.remove(0);
         }
         c.retry = Some(if c.retiring.len() > 1 {
             RECONNECT_EVERY
@@ -332,6 +358,33 @@ impl Io {
             let Some(&(class, id)) = c.waiting.front() else {
                 return;
             };
+            if let Some(pair) = &self.plan.config.requests[class as usize].bidi {
+                // A message on the class's open call, opened by its first request.
+                if c.calls[class as usize].is_none() {
+                    match open.send.poll_ready(cx) {
+                        Poll::Pending => return,
+                        Poll::Ready(Err(e)) if graceful(&e) => return self.retire(i),
+                        Poll::Ready(Err(e)) => {
+                            return self.down(i, Down::Closed, Some(connection_error(&e)))
+                        }
+                        Poll::Ready(Ok(())) => {}
+                    }
+                    let head = &self.plan.requests[class as usize].0;
+                    match BidiStream::open(&mut open.send, head) {
+                        Ok(call) => c.calls[class as usize] = Some(call),
+                        Err(e) => return self.down(i, Down::Closed, Some(stream_error(&e))),
+                    }
+                }
+                let call = c.calls[class as usize].as_mut().expect("opened above");
+                let base = &self.plan.requests[class as usize].1;
+                match call.send(&mut self.arena, base, &pair.request, id) {
+                    Ok(()) => {
+                        c.waiting.pop_front();
+                    }
+                    Err(e) => return self.down(i, Down::Closed, Some(stream_error(&e))),
+                }
+                continue;
+            }
             match open.send.poll_ready(cx) {
                 Poll::Pending => return,
                 Poll::Ready(Err(e)) if graceful(&e) => return self.retire(i),
@@ -385,6 +438,49 @@ impl Io {
         }
     }
 
+    /// Hands the caller the replies on connection `i`'s bidirectional calls (and on those of
+    /// connections the server retired). A call the server ends takes the connection down: the
+    /// requests in flight on it will not be answered.
+    fn read_calls(&mut self, i: usize, cx: &mut Context<'_>) {
+        let requests = &self.plan.config.requests;
+        let c = &mut self.conns[i];
+        let mut ended = None;
+        for (class, slot) in c.calls.iter_mut().enumerate() {
+            let (Some(call), Some(pair)) = (slot.as_mut(), &requests[class].bidi) else {
+                continue;
+            };
+            match replies(call, cx, &pair.reply, &mut self.ends, i) {
+                Ok(()) => {}
+                Err(End::Finished) => {
+                    ended = Some("gRPC stream ended by the server (OK) with requests on it".into())
+                }
+                Err(End::Failed(why)) => ended = Some(why),
+            }
+            if ended.is_some() {
+                break;
+            }
+        }
+        let mut finished = Vec::new();
+        for (k, (class, call)) in c.old_calls.iter_mut().enumerate() {
+            let pair = requests[*class]
+                .bidi
+                .as_ref()
+                .expect("a call of a bidirectional class");
+            if let Err(end) = replies(call, cx, &pair.reply, &mut self.ends, i) {
+                if let End::Failed(why) = end {
+                    ErrorCount::add(&mut self.errors, &why, 1);
+                }
+                finished.push(k);
+            }
+        }
+        for k in finished.into_iter().rev() {
+            c.old_calls.remove(k);
+        }
+        if let Some(why) = ended {
+            self.down(i, Down::Closed, Some(why));
+        }
+    }
+
     /// Hands the caller the responses that ended.
     fn finish_streams(&mut self, cx: &mut Context<'_>) {
         for _ in 0..RESPONSES_PER_TURN {
@@ -431,6 +527,8 @@ impl Io {
         }
         c.generation += 1;
         c.waiting.clear();
+        c.calls.iter_mut().for_each(|call| *call = None);
+        c.old_calls.clear();
         if let Some(why) = why {
             ErrorCount::add(&mut self.errors, &why, 1);
         }
@@ -485,6 +583,30 @@ impl Io {
             }
         }
     }
+}
+
+/// Pushes the replies a bidirectional call has for the caller (at most a turn's worth); `Err`
+/// once the call ended.
+fn replies(
+    call: &mut BidiStream,
+    cx: &mut Context<'_>,
+    field: &msgbench_model::grpc::ProtoField,
+    ends: &mut Ends,
+    conn: usize,
+) -> Result<(), End> {
+    for _ in 0..RESPONSES_PER_TURN {
+        match call.poll_reply(cx, field) {
+            Poll::Ready(Ok(id)) => ends.push(Event::Reply {
+                conn: conn as u32,
+                id,
+                ok: true,
+            }),
+            Poll::Ready(Err(end)) => return Err(end),
+            Poll::Pending => return Ok(()),
+        }
+    }
+    cx.waker().wake_by_ref(); // more may be there: the next turn reads on
+    Ok(())
 }
 
 /// The server retired the connection without an error: GOAWAY with NO_ERROR.

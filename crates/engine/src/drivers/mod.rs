@@ -16,6 +16,7 @@ pub mod browser;
 pub mod byte_stream;
 pub mod caller;
 pub mod failure;
+pub mod grpc_bidi;
 pub mod grpc_feed;
 pub mod h2_connect;
 pub mod h2_socket;

@@ -1,6 +1,7 @@
 //! Wire formats shared by the built-in servers and the drivers.
 pub mod feed;
 pub mod frame;
+pub mod grpc_frame;
 pub mod http;
 pub mod json_rpc;
 pub mod proto_wire;

@@ -90,6 +90,7 @@ fn scalar(value: Field<'_>, kind: ProtoKind) -> Result<Value, Malformed> {
         (ProtoKind::Fixed64, Field::Fixed64(n)) => Value::Int(n),
         (ProtoKind::Double, Field::Fixed64(n)) => Value::Float(f64::from_bits(n)),
         (ProtoKind::Timestamp, Field::Bytes(inner)) => timestamp(inner)?,
+        (ProtoKind::Text, Field::Bytes(text)) => Value::Int(decimal(text)?),
         _ => return Err(Malformed),
     })
 }
@@ -112,6 +113,84 @@ fn timestamp(message: &[u8]) -> Result<Value, Malformed> {
         .filter(|ns| *ns >= 0)
         .ok_or(Malformed)?;
     Ok(Value::Int(ns as u64))
+}
+
+/// A string of decimal digits as a number (a request id written as text).
+fn decimal(text: &[u8]) -> Result<u64, Malformed> {
+    if text.is_empty() || text.len() > 20 {
+        return Err(Malformed);
+    }
+    text.iter()
+        .try_fold(0u64, |n, &d| match d {
+            b'0'..=b'9' => n
+                .checked_mul(10)
+                .and_then(|n| n.checked_add((d - b'0') as u64)),
+            _ => None,
+        })
+        .ok_or(Malformed)
+}
+
+/// Appends `field` set to `value` to a message in `out`: the field's key and value, inside
+/// the keys and lengths of the messages it is nested in. Appended to an encoded message, it
+/// overrides any value the message had there (protobuf merges; the last scalar wins), so a
+/// message encoded once can carry a new id each time it is sent. Integer kinds and `Text`
+/// only (a match field's).
+pub fn put_field(out: &mut bytes::BytesMut, field: &ProtoField, value: u64) {
+    use bytes::BufMut;
+    let mut scratch = [0u8; 10];
+    let mut put = |out: &mut bytes::BytesMut, v: u64| {
+        let n = put_varint(&mut scratch, v);
+        out.put_slice(&scratch[..n]);
+    };
+    let digits = if value == 0 {
+        1
+    } else {
+        value.ilog10() as usize + 1
+    };
+    let (wire, leaf_value) = match field.kind {
+        ProtoKind::Fixed64 => (FIXED64, 8),
+        ProtoKind::Text => (LENGTH, varint_len(digits as u64) + digits),
+        ProtoKind::Zigzag => (VARINT, varint_len(value << 1)),
+        _ => (VARINT, varint_len(value)),
+    };
+    let numbers = &field.numbers;
+    let last = numbers.len() - 1;
+    // Lengths from the inside out: what each enclosing message's length prefix says.
+    let mut inner = [0usize; 8];
+    inner[last] = varint_len(key(numbers[last], wire)) + leaf_value;
+    for level in (0..last).rev() {
+        let content = inner[level + 1];
+        inner[level] =
+            varint_len(key(numbers[level], LENGTH)) + varint_len(content as u64) + content;
+    }
+    for level in 0..last {
+        put(out, key(numbers[level], LENGTH));
+        put(out, inner[level + 1] as u64);
+    }
+    put(out, key(numbers[last], wire));
+    match field.kind {
+        ProtoKind::Fixed64 => out.put_u64_le(value),
+        ProtoKind::Text => {
+            put(out, digits as u64);
+            let mut text = [0u8; 20];
+            let mut v = value;
+            for slot in text[..digits].iter_mut().rev() {
+                *slot = b'0' + (v % 10) as u8;
+                v /= 10;
+            }
+            out.put_slice(&text[..digits]);
+        }
+        ProtoKind::Zigzag => put(out, value << 1),
+        _ => put(out, value),
+    }
+}
+
+fn key(number: u32, wire: u8) -> u64 {
+    ((number as u64) << 3) | wire as u64
+}
+
+fn varint_len(value: u64) -> usize {
+    (64 - (value | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 /// A base-128 varint at `at` (at most 10 bytes), moving past it.
@@ -257,6 +336,72 @@ mod tests {
             assert_eq!((varint(&out[..n], &mut at), at), (Ok(value), n));
             assert_eq!(prost::encoding::encoded_len_varint(value), n);
         }
+    }
+
+    #[test]
+    fn an_appended_field_overrides_the_message_s_own_wherever_it_is_nested() {
+        for kind in [ProtoKind::Varint, ProtoKind::Zigzag, ProtoKind::Fixed64] {
+            let (numbers, base): (&[u32], Trade) = match kind {
+                ProtoKind::Varint => (
+                    &[1],
+                    Trade {
+                        seq: 5,
+                        payload: vec![1; 9],
+                        ..Trade::default()
+                    },
+                ),
+                ProtoKind::Fixed64 => (
+                    &[2],
+                    Trade {
+                        sent_ns: 5,
+                        ..Trade::default()
+                    },
+                ),
+                _ => (
+                    &[4, 7],
+                    Trade {
+                        header: Some(Header {
+                            venue: "X".into(),
+                            offset: 3,
+                            at: None,
+                        }),
+                        ..Trade::default()
+                    },
+                ),
+            };
+            for id in [0, 1, 127, 128, 1 << 40, u64::MAX >> 1] {
+                let mut out = bytes::BytesMut::from(&base.encode_to_vec()[..]);
+                put_field(&mut out, &field(numbers, kind), id);
+                let decoded = Trade::decode(&out[..]).expect("prost reads it");
+                let got = match kind {
+                    ProtoKind::Varint => decoded.seq,
+                    ProtoKind::Fixed64 => decoded.sent_ns,
+                    _ => {
+                        let h = decoded.header.unwrap();
+                        assert_eq!(h.venue, "X", "the rest of the nested message is kept");
+                        h.offset as u64
+                    }
+                };
+                assert_eq!(got, id, "{kind:?}");
+                assert_eq!(read(&out, &field(numbers, kind)), Ok(Some(Value::Int(id))));
+                assert_eq!(decoded.payload, base.payload);
+            }
+        }
+        // A string id.
+        #[derive(Clone, PartialEq, prost::Message)]
+        struct Ask {
+            #[prost(string, tag = "3")]
+            id: String,
+        }
+        let mut out = bytes::BytesMut::new();
+        put_field(&mut out, &field(&[3], ProtoKind::Text), 90210);
+        assert_eq!(Ask::decode(&out[..]).unwrap().id, "90210");
+        assert_eq!(
+            read(&out, &field(&[3], ProtoKind::Text)),
+            Ok(Some(Value::Int(90210)))
+        );
+        let words = Ask { id: "abc".into() }.encode_to_vec();
+        assert_eq!(read(&words, &field(&[3], ProtoKind::Text)), Err(Malformed));
     }
 
     #[test]

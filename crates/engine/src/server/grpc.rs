@@ -313,6 +313,9 @@ async fn answer(
     shared: &Shared,
     held: &mut usize,
 ) -> Result<(), h2::Error> {
+    if request.uri().path() == CHAT_PATH {
+        return chat(request.into_body(), respond, shared).await;
+    }
     let ticks = request.uri().path() == TICKS_PATH;
     let message = match read_message(request.into_body(), shared, held).await? {
         Ok(m) => m,
@@ -378,6 +381,132 @@ async fn read_message(
         Some(1) => Err((12, "compressed messages are not served")),
         _ => Err((13, "not one length-prefixed gRPC message")),
     })
+}
+
+/// The path of the bidirectional echo.
+const CHAT_PATH: &str = "/msgbench.Echo/Chat";
+/// Bytes of messages one chat stream holds (read, not yet echoed) before it stops reading.
+const CHAT_HELD: usize = 4 << 20;
+
+/// `msgbench.Echo/Chat`: every message of the stream echoed back after its own service time
+/// (busy: computed as it is read, one at a time; sleep: a timer each, so any number overlap
+/// and replies may pass one another), held to a stall's end like any answer. The stream stops
+/// reading while it holds [`CHAT_HELD`] bytes or while its client does not take the replies
+/// (their flow-control window), so neither a fast sender nor a slow reader costs memory.
+async fn chat(
+    body: h2::RecvStream,
+    respond: h2::server::SendResponse<Bytes>,
+    shared: &Shared,
+) -> Result<(), h2::Error> {
+    let mut held = 0;
+    let result = chat_stream(body, respond, shared, &mut held).await;
+    shared.held.set(shared.held.get() - held); // however the stream ended
+    result
+}
+
+/// [`chat`]'s stream; `held` counts the bytes it holds (also in `shared.held`).
+async fn chat_stream(
+    mut body: h2::RecvStream,
+    mut respond: h2::server::SendResponse<Bytes>,
+    shared: &Shared,
+    held: &mut usize,
+) -> Result<(), h2::Error> {
+    use std::cmp::Reverse;
+    let head = http::Response::builder()
+        .status(200)
+        .header("content-type", "application/grpc")
+        .body(())
+        .expect("a static response head");
+    let mut stream = respond.send_response(head, false)?;
+    let mut frames = crate::net::grpc_frame::Frames::default();
+    // Messages waiting for their service time to end: (due, arrival order, message).
+    let mut due = std::collections::BinaryHeap::<Reverse<(Instant, u64, Bytes)>>::new();
+    let (mut arrived, mut reading) = (0u64, true);
+    let mut out = BytesMut::new();
+    let status: (&'static str, Option<&'static str>) = loop {
+        while due
+            .peek()
+            .is_some_and(|Reverse((t, ..))| *t <= Instant::now())
+        {
+            let Reverse((_, _, message)) = due.pop().expect("peeked");
+            stream.reserve_capacity(5 + message.len());
+            while stream.capacity() < 5 + message.len() {
+                match std::future::poll_fn(|cx| stream.poll_capacity(cx)).await {
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => return Err(e),
+                    None => return Ok(()), // the client reset the stream
+                }
+            }
+            crate::net::grpc_frame::put_head(&mut out, message.len());
+            out.extend_from_slice(&message);
+            *held -= message.len();
+            shared.held.set(shared.held.get() - message.len());
+            stream.send_data(out.split().freeze(), false)?;
+            shared.stats.answered.fetch_add(1, Ordering::Relaxed);
+        }
+        if !reading && due.is_empty() {
+            break ("0", None);
+        }
+        if shared.closing.get() {
+            break ("14", Some("the server is stopping"));
+        }
+        let next = due.peek().map(|Reverse((t, ..))| *t);
+        let room = *held < CHAT_HELD && shared.held.get() < HELD_BYTES;
+        tokio::select! {
+            data = body.data(), if reading && room => match data {
+                Some(Ok(chunk)) => {
+                    let _ = body.flow_control().release_capacity(chunk.len());
+                    frames.push(chunk);
+                    let refused = loop {
+                        let message = match frames.cut() {
+                            Ok(Some(m)) if m.len() <= shared.options.max_message => m,
+                            Ok(Some(_)) => break Some(("8", Some("message larger than the server's limit"))),
+                            Ok(None) => break None,
+                            Err(_) => break Some(("13", Some("not a stream of uncompressed gRPC messages"))),
+                        };
+                        *held += message.len();
+                        shared.held.set(shared.held.get() + message.len());
+                        let mut at = Instant::now();
+                        if let Some(end) = shared.stall_end(at) {
+                            at = end; // read in a stall: answered at its end
+                        }
+                        let service = shared.service();
+                        if shared.options.sleep {
+                            at += service;
+                        } else {
+                            let until = Instant::now() + service;
+                            while Instant::now() < until {
+                                std::hint::spin_loop();
+                            }
+                        }
+                        arrived += 1;
+                        due.push(Reverse((at, arrived, message)));
+                    };
+                    if let Some(status) = refused {
+                        break status;
+                    }
+                }
+                Some(Err(e)) => return Err(e),
+                None => reading = false,
+            },
+            () = sleep_until_instant(next) => {}
+            () = shared.close.notified() => {}
+        }
+    };
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("grpc-status", http::HeaderValue::from_static(status.0));
+    if let Some(why) = status.1 {
+        trailers.insert("grpc-message", http::HeaderValue::from_static(why));
+    }
+    stream.send_trailers(trailers)
+}
+
+/// Sleeps until `at` (`None`: forever).
+async fn sleep_until_instant(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The path of the server-streaming tick feed.
