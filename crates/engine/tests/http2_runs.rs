@@ -151,6 +151,9 @@ fn connections_the_server_retires_with_goaway_are_replaced_and_counted() {
 enum Treat {
     /// Answer 200 with a small body.
     Answer,
+    /// Read the request's body as it comes (the server's default 64 KiB window, given back as
+    /// it is read), then answer 200.
+    ReadBody,
     /// Reset the stream with this reason.
     Reset(h2::Reason),
     /// End the connection with GOAWAY and this reason (the stream is not answered).
@@ -176,8 +179,22 @@ fn h2_double(treat: fn(u64) -> Treat) -> SocketAddr {
                         return;
                     };
                     let mut n = 0u64;
-                    while let Some(Ok((_request, mut respond))) = conn.accept().await {
+                    while let Some(Ok((request, mut respond))) = conn.accept().await {
                         match treat(n) {
+                            Treat::ReadBody => {
+                                tokio::spawn(async move {
+                                    let mut body = request.into_body();
+                                    while let Some(Ok(chunk)) = body.data().await {
+                                        let _ = body.flow_control().release_capacity(chunk.len());
+                                    }
+                                    let head =
+                                        http::Response::builder().status(200).body(()).unwrap();
+                                    if let Ok(mut body) = respond.send_response(head, false) {
+                                        let _ =
+                                            body.send_data(bytes::Bytes::from_static(b"ok"), true);
+                                    }
+                                });
+                            }
                             Treat::Answer => {
                                 let head = http::Response::builder().status(200).body(()).unwrap();
                                 if let Ok(mut body) = respond.send_response(head, false) {
@@ -263,4 +280,38 @@ fn a_goaway_with_an_error_takes_the_connection_down_and_a_new_one_goes_on() {
         r.counters,
         r.faults
     );
+}
+
+#[test]
+fn request_bodies_larger_than_the_server_s_window_are_sent_as_it_opens_and_their_wait_counted() {
+    let addr = h2_double(|_| Treat::ReadBody);
+    // 256 KiB: four times the server's 64 KiB stream window.
+    let body = format!("http.requests.post.body=\"{}\"", "x".repeat(256 << 10));
+    let small = "http.requests.post.method=\"POST\"";
+    let r = &run(
+        DOUBLE,
+        &[
+            &format!("http.url=\"http://{addr}\""),
+            small,
+            &body,
+            "pacing.per_sec=200",
+        ],
+    )[0];
+    assert_accounted(r);
+    assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
+    assert!(r.counters.delivered > 80, "{:?}", r.counters);
+    let c = &r.faults.connections;
+    // Every body waited for the window, warm-up included.
+    assert!(c.flow_control_waits >= r.counters.delivered, "{c:?}");
+    assert!(c.flow_control_wait_ns_max >= c.flow_control_wait_ns_total / c.flow_control_waits);
+    // A body that fits the window goes at once: nothing counted.
+    let r = &run(
+        DOUBLE,
+        &[
+            &format!("http.url=\"http://{addr}\""),
+            small,
+            "http.requests.post.body=\"x\"",
+        ],
+    )[0];
+    assert_eq!(r.faults.connections.flow_control_waits, 0);
 }

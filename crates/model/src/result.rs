@@ -237,6 +237,14 @@ pub struct Connections {
     pub tls_handshake_ns_total: u64,
     /// The longest one, ns.
     pub tls_handshake_ns_max: u64,
+    /// HTTP/2 request bodies that waited for the server's flow-control window (a body larger
+    /// than the window the server gave it): sent as the server's WINDOW_UPDATEs came.
+    pub flow_control_waits: u64,
+    /// Their total time waiting for WINDOW_UPDATEs once their first bytes went, ns (part of
+    /// those requests' latency).
+    pub flow_control_wait_ns_total: u64,
+    /// The longest, ns.
+    pub flow_control_wait_ns_max: u64,
 }
 
 impl Connections {
@@ -251,6 +259,13 @@ impl Connections {
         self.tls_handshake_ns_total += ns;
         self.tls_handshake_ns_max = self.tls_handshake_ns_max.max(ns);
     }
+
+    /// Counts one request body that waited `ns` for the server's flow-control window.
+    pub fn add_flow_control_wait(&mut self, ns: u64) {
+        self.flow_control_waits += 1;
+        self.flow_control_wait_ns_total += ns;
+        self.flow_control_wait_ns_max = self.flow_control_wait_ns_max.max(ns);
+    }
 }
 
 impl AddAssign for Connections {
@@ -259,6 +274,11 @@ impl AddAssign for Connections {
         self.tls_handshakes += o.tls_handshakes;
         self.tls_handshake_ns_total += o.tls_handshake_ns_total;
         self.tls_handshake_ns_max = self.tls_handshake_ns_max.max(o.tls_handshake_ns_max);
+        self.flow_control_waits += o.flow_control_waits;
+        self.flow_control_wait_ns_total += o.flow_control_wait_ns_total;
+        self.flow_control_wait_ns_max = self
+            .flow_control_wait_ns_max
+            .max(o.flow_control_wait_ns_max);
     }
 }
 

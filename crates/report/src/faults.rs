@@ -46,6 +46,14 @@ pub fn connections_line(r: &RunResult) -> Option<String> {
             crate::format::duration_ns(c.tls_handshake_ns_max)
         ));
     }
+    if c.flow_control_waits > 0 {
+        parts.push(format!(
+            "{} HTTP/2 request bodies waited for the server's flow-control window, mean {}, longest {} (part of their latency)",
+            c.flow_control_waits,
+            crate::format::duration_ns(c.flow_control_wait_ns_total / c.flow_control_waits),
+            crate::format::duration_ns(c.flow_control_wait_ns_max)
+        ));
+    }
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 

@@ -88,6 +88,11 @@ pub enum Event {
         /// Its length, ns.
         ns: u64,
     },
+    /// An HTTP/2 request body waited this long for the server's flow-control window.
+    FlowControlWait {
+        /// Time waiting for WINDOW_UPDATEs once its first bytes went, ns.
+        ns: u64,
+    },
     /// A reconnection succeeded.
     Up {
         /// Connection index.
@@ -642,6 +647,7 @@ impl Caller<'_> {
                 }
                 Event::Retired { .. } => self.faults.connections.closed_by_server += 1,
                 Event::TlsHandshake { ns } => self.faults.connections.add_handshake(ns),
+                Event::FlowControlWait { ns } => self.faults.connections.add_flow_control_wait(ns),
                 Event::Up { conn } => {
                     let c = &mut self.conns[conn as usize];
                     c.up = true;

@@ -188,6 +188,7 @@ fn run(
             streams: FuturesUnordered::new(),
             errors: Vec::new(),
             arena: BytesMut::with_capacity(64 << 10),
+            flow_waits: Rc::default(),
             plan,
             ends,
         };
@@ -260,6 +261,8 @@ struct Io {
     errors: Vec<ErrorCount>,
     /// Where bidirectional calls' messages are framed.
     arena: BytesMut,
+    /// How long request bodies waited for flow control, ns (handed to the caller each turn).
+    flow_waits: Rc<std::cell::RefCell<Vec<u64>>>,
 }
 
 impl Io {
@@ -274,6 +277,9 @@ impl Io {
             self.read_calls(i, cx);
         }
         self.finish_streams(cx);
+        for ns in self.flow_waits.borrow_mut().drain(..) {
+            self.ends.push(Event::FlowControlWait { ns });
+        }
         self.reopen(cx);
         self.ends.end_turn(cx);
         Poll::Pending
@@ -404,10 +410,9 @@ impl Io {
             *request.version_mut() = http::Version::HTTP_2;
             *request.headers_mut() = head.headers().clone();
             let sent = match open.send.send_request(request, body.is_empty()) {
-                Ok((response, mut stream)) => {
+                Ok((response, stream)) => {
                     if !body.is_empty() {
-                        // Buffered by h2 and sent as the server's windows allow.
-                        let _ = stream.send_data(body.clone(), true);
+                        send_body(stream, body.clone(), &self.flow_waits);
                     }
                     Ok(response)
                 }
@@ -583,6 +588,54 @@ impl Io {
             }
         }
     }
+}
+
+/// Bodies up to this size are handed to h2 whole (no server's window is smaller in
+/// practice: HTTP/2's default is 64 KiB); larger ones are sent as the window allows, and the
+/// time they are held back is counted.
+const SMALL_BODY: usize = 16 << 10;
+
+/// Sends a request's body. A small one is handed to h2 at once; a larger one by a task that
+/// sends what the server's flow-control window takes and waits for its WINDOW_UPDATEs for the
+/// rest, noting in `waits` how long it was held back (the waits after its first bytes went:
+/// the stream's opening is not flow control) when it was.
+fn send_body(
+    mut stream: h2::SendStream<Bytes>,
+    body: Bytes,
+    waits: &Rc<std::cell::RefCell<Vec<u64>>>,
+) {
+    if body.len() <= SMALL_BODY {
+        let _ = stream.send_data(body, true);
+        return;
+    }
+    let waits = waits.clone();
+    tokio::task::spawn_local(async move {
+        stream.reserve_capacity(body.len());
+        let (mut sent, mut held_ns) = (0, 0);
+        while sent < body.len() {
+            let room = stream.capacity();
+            if room == 0 {
+                let waited = crate::clock::now_ns();
+                match std::future::poll_fn(|cx| stream.poll_capacity(cx)).await {
+                    Some(Ok(_)) if sent > 0 => held_ns += crate::clock::now_ns() - waited,
+                    Some(Ok(_)) => {}
+                    _ => return, // the stream or its connection ended: its response says how
+                }
+                continue;
+            }
+            let end = (sent + room).min(body.len());
+            if stream
+                .send_data(body.slice(sent..end), end == body.len())
+                .is_err()
+            {
+                return;
+            }
+            sent = end;
+        }
+        if held_ns > 0 {
+            waits.borrow_mut().push(held_ns);
+        }
+    });
 }
 
 /// Pushes the replies a bidirectional call has for the caller (at most a turn's worth); `Err`
