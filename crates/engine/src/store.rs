@@ -287,21 +287,44 @@ fn hlog(result: &RunResult, intervals: &[IntervalLatency]) -> Vec<u8> {
     out
 }
 
-/// Keeps names safe as path components.
+/// Keeps names safe as path components: other characters become `_`, runs of them one (a
+/// swept JSON message reads `message=_rate_10000_size_64`), at most 120 characters.
 pub fn sanitize(name: &str) -> String {
-    let s: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.=".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let mut s = String::with_capacity(name.len());
+    for c in name.chars() {
+        let c = if c.is_ascii_alphanumeric() || "-_.=".contains(c) {
+            c
+        } else {
+            '_'
+        };
+        if !(c == '_' && s.ends_with('_')) && s.len() < 120 {
+            s.push(c);
+        }
+    }
+    if s.len() > 1 {
+        s.truncate(s.trim_end_matches('_').len().max(1));
+    }
     if s.is_empty() || s.starts_with('.') {
         format!("_{s}")
     } else {
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sanitize;
+
+    #[test]
+    fn names_become_short_safe_path_components() {
+        assert_eq!(sanitize("window=16"), "window=16");
+        assert_eq!(
+            sanitize(r#"message={"rate": "10000", "size": 64}"#),
+            "message=_rate_10000_size_64"
+        );
+        assert_eq!(sanitize("../etc"), "_.._etc");
+        assert_eq!(sanitize(""), "_");
+        assert_eq!(sanitize("///"), "_");
+        assert_eq!(sanitize(&"x".repeat(500)).len(), 120);
     }
 }
