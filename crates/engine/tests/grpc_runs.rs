@@ -173,7 +173,7 @@ fn bidirectional_messages_are_paired_with_their_replies_by_the_match_field() {
     assert!(r.latency.p50_ns < 2_000_000, "{:?}", r.latency);
     let stats = server.stop();
     assert!(stats.answered.load(Ordering::Relaxed) >= r.counters.delivered);
-    // A string field pairs too (the id written as text).
+    // A string field pairs too (the id written as text, after the message's own "hi").
     let server = start(GrpcServerOptions::default(), "127.0.0.1:0".parse().unwrap()).unwrap();
     let r = &run(
         CHAT,
@@ -185,6 +185,8 @@ fn bidirectional_messages_are_paired_with_their_replies_by_the_match_field() {
     )[0];
     assert_accounted(r);
     assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
+    assert_eq!(r.faults.total(), 0, "{:?}", r.faults);
+    assert!(r.counters.delivered > 800, "{:?}", r.counters);
 }
 
 #[test]

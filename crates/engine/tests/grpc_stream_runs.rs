@@ -219,3 +219,25 @@ fn streams_and_fields_the_proto_does_not_have_are_refused_before_any_load() {
     );
     msgbench_model::Experiment::load(&ok, "test.toml", &[], &limits).unwrap();
 }
+
+#[test]
+fn a_wrong_clock_and_a_stream_finished_early_are_said() {
+    let server = start(GrpcServerOptions::default(), "127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = address(server.local_addr());
+    let said = |r: &RunResult| format!("{:?}", r.warnings);
+    // Monotonic stamps read as Unix ns: decades off, so the first message ends the connection
+    // with what to check, instead of every message falling outside the window unsaid.
+    let toml = stream(r#"{"rate": "2000"}"#).replace("monotonic-ns", "unix-ns");
+    let r = &run(&toml, &[&addr, "run.duration=\"500ms\""])[0];
+    assert_eq!(r.counters.delivered, 0);
+    assert!(
+        said(r).contains("first timestamp") && said(r).contains("clock"),
+        "{}",
+        said(r)
+    );
+    // A stream the server finishes (OK) before the window ends: the run says so.
+    let toml = stream(r#"{"rate": "2000", "seconds": 0.8}"#);
+    let r = &run(&toml, &[&addr])[0];
+    assert!(r.counters.delivered > 500, "{:?}", r.counters);
+    assert!(said(r).contains("finished the stream"), "{}", said(r));
+}

@@ -22,8 +22,10 @@ pub enum End {
     /// The server ended it with `grpc-status` 0: the requests still in flight on it will not
     /// be answered.
     Finished,
-    /// The server refused or ended it with an error, reset it, or broke gRPC: what is counted.
+    /// The server refused or ended it with an error, or reset it: what is counted.
     Failed(String),
+    /// A reply that is not gRPC, or whose match field holds no request id: what is counted.
+    Protocol(String),
 }
 
 /// One open stream of a bidirectional call.
@@ -103,14 +105,14 @@ impl BidiStream {
                         Ok(Some(proto_wire::Value::Int(id))) => Ok(id),
                         // proto3 leaves a zero out: the first request's id is 0.
                         Ok(None) => Ok(0),
-                        _ => Err(End::Failed(format!(
+                        _ => Err(End::Protocol(format!(
                             "a reply whose {} is not a request id",
                             field.path
                         ))),
                     });
                 }
                 Ok(None) => {}
-                Err(why) => return Poll::Ready(Err(End::Failed(why))),
+                Err(why) => return Poll::Ready(Err(End::Protocol(why))),
             }
             match body.poll_data(cx) {
                 Poll::Ready(Some(Ok(data))) => {

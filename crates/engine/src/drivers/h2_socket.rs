@@ -127,7 +127,11 @@ async fn open(plan: &H2Plan) -> Result<Open, EngineError> {
         tls: plan.tls.clone(),
         stream_window: plan.config.max_response.clamp(65_535, 16 << 20) as u32,
         section: "http",
-        not_h2: "use version = \"1.1\"",
+        not_h2: if plan.config.requests.iter().any(|r| r.grpc) {
+            "is it a gRPC server?"
+        } else {
+            "use version = \"1.1\""
+        },
     };
     h2_connect::open(&target).await.map_err(|f| match f {
         Failure::Connect(source) => EngineError::Connect {
@@ -457,9 +461,11 @@ impl Io {
             match replies(call, cx, &pair.reply, &mut self.ends, i) {
                 Ok(()) => {}
                 Err(End::Finished) => {
-                    ended = Some("gRPC stream ended by the server (OK) with requests on it".into())
+                    let why = "gRPC stream ended by the server (OK) with requests on it";
+                    ended = Some((Down::Closed, why.into()))
                 }
-                Err(End::Failed(why)) => ended = Some(why),
+                Err(End::Failed(why)) => ended = Some((Down::Closed, why)),
+                Err(End::Protocol(why)) => ended = Some((Down::Protocol, why)),
             }
             if ended.is_some() {
                 break;
@@ -472,7 +478,7 @@ impl Io {
                 .as_ref()
                 .expect("a call of a bidirectional class");
             if let Err(end) = replies(call, cx, &pair.reply, &mut self.ends, i) {
-                if let End::Failed(why) = end {
+                if let End::Failed(why) | End::Protocol(why) = end {
                     ErrorCount::add(&mut self.errors, &why, 1);
                 }
                 finished.push(k);
@@ -481,8 +487,8 @@ impl Io {
         for k in finished.into_iter().rev() {
             c.old_calls.remove(k);
         }
-        if let Some(why) = ended {
-            self.down(i, Down::Closed, Some(why));
+        if let Some((kind, why)) = ended {
+            self.down(i, kind, Some(why));
         }
     }
 
@@ -577,6 +583,14 @@ impl Io {
                     if std::mem::take(&mut self.conns[i].down) {
                         self.ends.push(Event::Up { conn: i as u32 });
                     }
+                }
+                Ok(Err(e)) if !self.plan.reconnect && !self.conns[i].down => {
+                    // The server retired the connection and its replacement failed: without
+                    // `reconnect`, that is a connection lost like any other.
+                    let why = format!(
+                        "the server retired the connection and a new one could not be opened ({e})"
+                    );
+                    self.down(i, Down::Closed, Some(why));
                 }
                 Ok(Err(e)) => {
                     let handshake = !matches!(e, EngineError::Connect { .. });

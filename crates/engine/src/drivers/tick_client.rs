@@ -159,6 +159,11 @@ impl OpenError {
                 source,
                 hint: hint.to_string(),
             },
+            // A gRPC stream's server (http:// or https://) is no WebSocket.
+            OpenError::Handshake(problem) if url.starts_with("http") => EngineError::Http2 {
+                address: url.to_string(),
+                problem,
+            },
             OpenError::Handshake(problem) => EngineError::Handshake {
                 address: url.to_string(),
                 problem,
@@ -672,6 +677,14 @@ impl Reader {
                 }
                 Poll::Ready(Err(StreamEnd::Finished)) => {
                     stats.end_seen = true;
+                    let (now, end) = (now_ns(), self.shared.end_ns.load(Ordering::Relaxed));
+                    if now < end {
+                        // Finished before the window did: what the window lacks is not lost,
+                        // but the run must say why it has less.
+                        let early = (end - now) as f64 / 1e9;
+                        let why = format!("the server finished the stream (gRPC OK) {early:.2} s before the measured window's end");
+                        stats.closed = Some((why, now));
+                    }
                     return Poll::Ready(Ended::Done);
                 }
                 Poll::Ready(Err(StreamEnd::Lost(why))) => {
@@ -759,6 +772,11 @@ impl Reader {
                 return None;
             }
         };
+        if stats.processed == 0 {
+            if let Some(why) = self.implausible_stamp(tick.intended_ns) {
+                return Some(Ended::Broken(Fault::Protocol, why));
+            }
+        }
         if self.window.is_none() {
             self.window = self.shared.schedule.get().copied();
         }
@@ -779,6 +797,30 @@ impl Reader {
             self.ack_due = true;
         }
         None
+    }
+
+    /// Why a feed's first stamp cannot be right: further from this host's clock than a
+    /// feed's latency can be (60 s for a monotonic stamp, which comes from this host; an hour
+    /// for a wall-clock one, which allows for a host whose clock is off). A wrong `clock`, or a
+    /// `timestamp` field that is not the stamp, would otherwise make every message fall outside
+    /// the window: measured nowhere, with nothing said.
+    fn implausible_stamp(&self, stamp_ns: u64) -> Option<String> {
+        let feed = self.shared.feed.as_ref()?;
+        let now = now_ns();
+        let off = now.abs_diff(stamp_ns);
+        let bound: u64 = if feed.wall_clock() {
+            3_600_000_000_000
+        } else {
+            60_000_000_000
+        };
+        (off > bound).then(|| {
+            format!(
+                "the feed's first timestamp is {:.0} s {} this host's clock: check [ticks.feed] clock (is it {}?) and that timestamp names the field holding the stamp",
+                off as f64 / 1e9,
+                if stamp_ns < now { "behind" } else { "ahead of" },
+                feed.clock_name()
+            )
+        })
     }
 
     /// Spends the simulated per-message cost; returns when the message counts as processed.

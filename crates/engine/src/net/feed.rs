@@ -94,6 +94,16 @@ impl FeedDecoder {
         )
     }
 
+    /// Its timestamps are wall-clock.
+    pub fn wall_clock(&self) -> bool {
+        self.config.clock.is_wall()
+    }
+
+    /// Its timestamps' clock, as the scenario names it.
+    pub fn clock_name(&self) -> &'static str {
+        self.config.clock.name()
+    }
+
     /// The messages to send after the handshake.
     pub fn subscribe(&self) -> &[String] {
         &self.config.subscribe

@@ -27,10 +27,15 @@ const FIXED32: u8 = 5;
 /// The value of `field` in `message` (`None`: not there — proto3 leaves zeros out). Where it
 /// occurs more than once, the last occurrence counts, as protobuf merges.
 pub fn read(message: &[u8], field: &ProtoField) -> Result<Option<Value>, Malformed> {
-    find(message, &field.numbers, field.kind)
+    // Only the last occurrence is converted: an earlier one may hold what the field's type
+    // cannot read (a message's own text where a request id was appended after it).
+    last(message, &field.numbers)?
+        .map(|value| scalar(value, field.kind))
+        .transpose()
 }
 
-fn find(message: &[u8], numbers: &[u32], kind: ProtoKind) -> Result<Option<Value>, Malformed> {
+/// The last occurrence of the field at `numbers`, as it sits on the wire.
+fn last<'a>(message: &'a [u8], numbers: &[u32]) -> Result<Option<Field<'a>>, Malformed> {
     let mut found = None;
     let mut at = 0;
     while at < message.len() {
@@ -42,11 +47,11 @@ fn find(message: &[u8], numbers: &[u32], kind: ProtoKind) -> Result<Option<Value
         }
         let here = if numbers.len() > 1 {
             match value {
-                Field::Bytes(inner) => find(inner, &numbers[1..], kind)?,
+                Field::Bytes(inner) => last(inner, &numbers[1..])?,
                 _ => return Err(Malformed),
             }
         } else {
-            Some(scalar(value, kind)?)
+            Some(value)
         };
         if here.is_some() {
             found = here;
@@ -402,6 +407,13 @@ mod tests {
         );
         let words = Ask { id: "abc".into() }.encode_to_vec();
         assert_eq!(read(&words, &field(&[3], ProtoKind::Text)), Err(Malformed));
+        // The message's own text, then the id appended: the id counts.
+        let mut out = bytes::BytesMut::from(&words[..]);
+        put_field(&mut out, &field(&[3], ProtoKind::Text), 7);
+        assert_eq!(
+            read(&out, &field(&[3], ProtoKind::Text)),
+            Ok(Some(Value::Int(7)))
+        );
     }
 
     #[test]
