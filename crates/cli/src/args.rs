@@ -192,7 +192,8 @@ pub enum ServeCommand {
     /// path, is answered by echoing its request message back after --service (computed with
     /// --work busy: one call at a time; waited with --work sleep: any number at once), fixed
     /// or exponential; `protos/msgbench.proto` describes its `msgbench.Echo/Call` (and
-    /// `msgbench.Echo/Chat`, bidirectional: each message echoed in its own service time). Its
+    /// `msgbench.Echo/Chat`, bidirectional: each message echoed in its own service time;
+    /// `msgbench.Echo/Upload`, client-streaming: answers how many messages came). Its
     /// server-streaming `msgbench.Feed/Ticks` streams ticks at the rate the request asks (each
     /// stamped with when it was due; `gap_every` leaves some out): measure it with
     /// `system = "ticks"` and `[ticks.grpc]` (examples/grpc-stream.toml). Stalls hold answers

@@ -246,3 +246,46 @@ fn bidirectional_calls_without_a_usable_match_field_are_refused() {
     let e = chat_refused(&[url, "http.requests.chat.grpc=", "http.proto="]);
     assert!(e.contains("without a gRPC call"), "{e}");
 }
+
+#[test]
+fn client_streaming_calls_send_their_messages_and_are_timed_to_the_one_response() {
+    let server = start(GrpcServerOptions::default(), "127.0.0.1:0".parse().unwrap()).unwrap();
+    let upload = [
+        "http.requests.echo.grpc=\"msgbench.Echo/Upload\"",
+        // 50 messages of ~3 KiB: 150 KiB a call, over HTTP/2's default 64 KiB window.
+        "http.requests.echo.messages=50",
+        &format!(
+            "http.requests.echo.message='{{\"payload\":\"{}\"}}'",
+            "QUJD".repeat(768)
+        ),
+    ];
+    let mut sets = vec![url(server.local_addr()), proto()];
+    sets.extend(upload.iter().map(|s| s.to_string()));
+    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+    let r = &run(GRPC, &sets)[0];
+    assert_accounted(r);
+    assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
+    assert!(r.counters.delivered > 800, "{:?}", r.counters);
+    let stats = server.stop();
+    assert!(stats.answered.load(Ordering::Relaxed) >= r.counters.delivered);
+    // What does not fit is refused before any load.
+    let url = "http.url=\"http://127.0.0.1:50051\"";
+    let e = refused(&[
+        url,
+        &proto(),
+        "http.requests.echo.grpc=\"msgbench.Echo/Upload\"",
+    ]);
+    assert!(
+        e.contains("client-streaming") && e.contains("messages = "),
+        "{e}"
+    );
+    let e = refused(&[url, &proto(), "http.requests.echo.messages=3"]);
+    assert!(e.contains("leave `messages` out"), "{e}");
+    let e = refused(&[
+        url,
+        &proto(),
+        "http.requests.echo.grpc=\"msgbench.Echo/Upload\"",
+        "http.requests.echo.messages=0",
+    ]);
+    assert!(e.contains("http.requests.echo.messages"), "{e}");
+}

@@ -205,6 +205,8 @@ pub enum Shape {
     /// A stream each way, each reply paired with its request by a field (`system = "http"`,
     /// `match`).
     Bidi,
+    /// A stream of requests, one response (`system = "http"`, `messages` per call).
+    ClientStreaming,
 }
 
 /// The method `call` (`package.Service/Method`) of `pool`, of the `shape` the system measures;
@@ -233,11 +235,7 @@ pub fn method(pool: &DescriptorPool, call: &str, shape: Shape) -> Result<MethodD
         (false, false) => Shape::Unary,
         (false, true) => Shape::ServerStreaming,
         (true, true) => Shape::Bidi,
-        (true, false) => {
-            return Err(format!(
-                "names {call}, a client-streaming method: msgbench measures unary and bidirectional calls (system = \"http\") and server streams (system = \"ticks\" with [ticks.grpc]) so far"
-            ))
-        }
+        (true, false) => Shape::ClientStreaming,
     };
     if shape == found {
         return Ok(m);
@@ -248,6 +246,15 @@ pub fn method(pool: &DescriptorPool, call: &str, shape: Shape) -> Result<MethodD
         ),
         Shape::Unary if shape == Shape::Bidi => format!(
             "names {call}, a unary method, with `match`: leave `match` out (it pairs replies with requests on a bidirectional stream)"
+        ),
+        Shape::Unary if shape == Shape::ClientStreaming => format!(
+            "names {call}, a unary method, with `messages`: leave `messages` out (it is how many messages a client-streaming call sends)"
+        ),
+        Shape::ClientStreaming if shape == Shape::ServerStreaming => format!(
+            "names {call}, a client-streaming method: measure it with system = \"http\", grpc = \"{call}\" and messages = N in a request"
+        ),
+        Shape::ClientStreaming => format!(
+            "names {call}, a client-streaming method: say how many messages each call sends, e.g. messages = 10 (the call's latency runs to its one response)"
         ),
         Shape::Unary => format!(
             "names {call}, a unary method: measure it with system = \"http\" and grpc = \"{call}\" in a request"

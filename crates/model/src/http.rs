@@ -100,6 +100,10 @@ pub struct HttpRequestSpec {
     /// to the request's id.
     #[serde(rename = "match", skip_serializing_if = "Option::is_none")]
     pub match_field: Option<String>,
+    /// A client-streaming gRPC call: how many messages (each the `message`) every call sends,
+    /// back to back on its stream; its latency runs to the call's one response.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub messages: Option<u32>,
 }
 
 impl Default for HttpRequestSpec {
@@ -117,9 +121,13 @@ impl Default for HttpRequestSpec {
             grpc: None,
             message: None,
             match_field: None,
+            messages: None,
         }
     }
 }
+
+/// Most bytes a client-streaming call sends (its messages together).
+const MAX_STREAMED_BODY: u64 = 64 << 20;
 
 /// One validated request: its bytes on the wire, ready to copy.
 #[derive(Debug, Clone, PartialEq)]
@@ -477,9 +485,17 @@ impl HttpRequestSpec {
                 "a gRPC call is a POST to /package.Service/Method: leave method and path out",
             ));
         }
-        let shape = match self.match_field {
-            Some(_) => crate::grpc::Shape::Bidi,
-            None => crate::grpc::Shape::Unary,
+        let shape = match (&self.match_field, self.messages) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    &field("messages"),
+                    "is given with `match`".into(),
+                    "`match` is for bidirectional calls (a message per request), `messages` for client-streaming ones (many per request): give the one the method needs",
+                ))
+            }
+            (Some(_), None) => crate::grpc::Shape::Bidi,
+            (None, Some(_)) => crate::grpc::Shape::ClientStreaming,
+            (None, None) => crate::grpc::Shape::Unary,
         };
         let method =
             crate::grpc::method(pool, call, shape).map_err(|e| invalid(&field("grpc"), e, fix))?;
@@ -495,6 +511,20 @@ impl HttpRequestSpec {
             }
             None => None,
         };
+        if let Some(n) = self.messages {
+            let total = frame.len() as u64 * n as u64;
+            if n == 0 || total > MAX_STREAMED_BODY {
+                return Err(invalid(
+                    &field("messages"),
+                    format!("is {n}: {total} bytes a call"),
+                    &format!(
+                        "send 1 or more messages, at most {} MiB a call",
+                        MAX_STREAMED_BODY >> 20
+                    ),
+                ));
+            }
+            frame = frame.repeat(n as usize);
+        }
         let mut headers = vec![
             ("content-type".to_string(), "application/grpc".to_string()),
             ("te".to_string(), "trailers".to_string()),

@@ -316,6 +316,9 @@ async fn answer(
     if request.uri().path() == CHAT_PATH {
         return chat(request.into_body(), respond, shared).await;
     }
+    if request.uri().path() == UPLOAD_PATH {
+        return upload(request.into_body(), respond, shared).await;
+    }
     let ticks = request.uri().path() == TICKS_PATH;
     let message = match read_message(request.into_body(), shared, held).await? {
         Ok(m) => m,
@@ -381,6 +384,77 @@ async fn read_message(
         Some(1) => Err((12, "compressed messages are not served")),
         _ => Err((13, "not one length-prefixed gRPC message")),
     })
+}
+
+/// The path of the client-streaming count.
+const UPLOAD_PATH: &str = "/msgbench.Echo/Upload";
+
+/// `msgbench.Echo/Upload`: reads every message of the call (holding none of them), then,
+/// after the service time (and a stall's end), answers one `Message` whose `seq` is how many
+/// came.
+async fn upload(
+    mut body: h2::RecvStream,
+    mut respond: h2::server::SendResponse<Bytes>,
+    shared: &Shared,
+) -> Result<(), h2::Error> {
+    let mut frames = crate::net::grpc_frame::Frames::default();
+    let mut count = 0u64;
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk?;
+        let _ = body.flow_control().release_capacity(chunk.len());
+        frames.push(chunk);
+        loop {
+            match frames.cut() {
+                Ok(Some(m)) if m.len() <= shared.options.max_message => count += 1,
+                Ok(Some(_)) => {
+                    return refuse(
+                        &mut respond,
+                        shared,
+                        8,
+                        "message larger than the server's limit",
+                    )
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    let why = "not a stream of uncompressed gRPC messages";
+                    return refuse(&mut respond, shared, 13, why);
+                }
+            }
+        }
+    }
+    if !frames.is_empty() {
+        return refuse(&mut respond, shared, 13, "the call ended inside a message");
+    }
+    if let Some(end) = shared.stall_end(Instant::now()) {
+        tokio::time::sleep_until(end.into()).await;
+    }
+    let service = shared.service();
+    if shared.options.sleep {
+        tokio::time::sleep(service).await;
+    } else {
+        let until = Instant::now() + service;
+        while Instant::now() < until {
+            std::hint::spin_loop();
+        }
+    }
+    let mut reply = BytesMut::new();
+    let mut seq = [0u8; 10];
+    let n = crate::net::proto_wire::put_varint(&mut seq, count);
+    crate::net::grpc_frame::put_head(&mut reply, 1 + n);
+    reply.put_u8(0x10); // msgbench.Message.seq
+    reply.extend_from_slice(&seq[..n]);
+    let head = http::Response::builder()
+        .status(200)
+        .header("content-type", "application/grpc")
+        .body(())
+        .expect("a static response head");
+    let mut stream = respond.send_response(head, false)?;
+    stream.send_data(reply.freeze(), false)?;
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+    stream.send_trailers(trailers)?;
+    shared.stats.answered.fetch_add(1, Ordering::Relaxed);
+    Ok(())
 }
 
 /// The path of the bidirectional echo.
