@@ -9,6 +9,7 @@
 //! keeps the last value of a field, so nothing is re-encoded), framed into a buffer the
 //! socket thread reuses. A reply's id is read off the wire ([`proto_wire::read`]); the rest of
 //! it is not decoded.
+use super::h2_connect::stream_error;
 use crate::net::grpc_frame::{self, Frames};
 use crate::net::proto_wire;
 use bytes::{Bytes, BytesMut};
@@ -86,7 +87,7 @@ impl BidiStream {
         if let Some(head) = self.head.as_mut() {
             let response = match std::pin::Pin::new(head).poll(cx) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(End::Failed(h2_error(&e)))),
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(End::Failed(stream_error(&e)))),
                 Poll::Ready(Ok(r)) => r,
             };
             self.head = None;
@@ -119,11 +120,13 @@ impl BidiStream {
                     let _ = body.flow_control().release_capacity(data.len());
                     self.frames.push(data);
                 }
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(End::Failed(h2_error(&e)))),
+                Poll::Ready(Some(Err(e))) => {
+                    return Poll::Ready(Err(End::Failed(stream_error(&e))))
+                }
                 Poll::Ready(None) => {
                     return match body.poll_trailers(cx) {
                         Poll::Pending => Poll::Pending,
-                        Poll::Ready(Err(e)) => Poll::Ready(Err(End::Failed(h2_error(&e)))),
+                        Poll::Ready(Err(e)) => Poll::Ready(Err(End::Failed(stream_error(&e)))),
                         Poll::Ready(Ok(trailers)) => Poll::Ready(Err(ended(trailers.as_ref()))),
                     }
                 }
@@ -164,16 +167,5 @@ fn ended(trailers: Option<&http::HeaderMap>) -> End {
         Some(Ok(())) => End::Finished,
         Some(Err(why)) => End::Failed(why),
         None => End::Failed("a gRPC stream ended without grpc-status".into()),
-    }
-}
-
-/// A stream's HTTP/2 error, as counted.
-fn h2_error(e: &h2::Error) -> String {
-    match e.reason() {
-        Some(reason) if e.is_reset() => format!("HTTP/2 RST_STREAM ({reason:?})"),
-        Some(reason) if e.is_go_away() => format!("HTTP/2 GOAWAY ({reason:?})"),
-        Some(reason) => format!("HTTP/2 error ({reason:?})"),
-        None if e.is_io() => "HTTP/2 connection lost".to_string(),
-        None => format!("HTTP/2 error ({e})"),
     }
 }

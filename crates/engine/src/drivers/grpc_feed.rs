@@ -250,16 +250,10 @@ fn status_end(headers: &http::HeaderMap) -> StreamEnd {
     }
 }
 
-/// A stream or connection error as the reason the stream ended.
+/// A stream or connection error as the reason the stream ended (counted as the HTTP/2
+/// callers count it).
 fn lost(e: &h2::Error) -> StreamEnd {
-    let why = match e.reason() {
-        Some(reason) if e.is_go_away() => format!("the server sent HTTP/2 GOAWAY ({reason:?})"),
-        Some(reason) if e.is_reset() => format!("the server reset the stream ({reason:?})"),
-        Some(reason) => format!("HTTP/2 error ({reason:?})"),
-        None if e.is_io() => "the connection was lost".to_string(),
-        None => format!("HTTP/2 error ({e})"),
-    };
-    StreamEnd::Lost(why)
+    StreamEnd::Lost(h2_connect::stream_error(e))
 }
 
 #[cfg(test)]

@@ -147,3 +147,21 @@ where
         tls_ns: None,
     })
 }
+
+/// What a connection's end is counted as: `GOAWAY (REASON)`, or what else ended it.
+pub fn connection_error(e: &h2::Error) -> String {
+    match e.reason() {
+        Some(reason) if e.is_go_away() => format!("HTTP/2 GOAWAY ({reason:?})"),
+        Some(reason) => format!("HTTP/2 connection error ({reason:?})"),
+        None if e.is_io() => "HTTP/2 connection lost".to_string(),
+        None => format!("HTTP/2 connection error ({e})"),
+    }
+}
+
+/// What a failed stream is counted as: `RST_STREAM (REASON)`, or its connection's end.
+pub fn stream_error(e: &h2::Error) -> String {
+    match e.reason() {
+        Some(reason) if e.is_reset() => format!("HTTP/2 RST_STREAM ({reason:?})"),
+        _ => connection_error(e),
+    }
+}

@@ -17,7 +17,7 @@
 //! fail with it, and under `on_error = "reconnect"` it is opened again.
 use super::caller::{Down, Ends, Event, SocketBody, Sockets, RESET};
 use super::grpc_bidi::{BidiStream, End};
-use super::h2_connect::{self, Failure, Open, Target};
+use super::h2_connect::{self, connection_error, stream_error, Failure, Open, Target};
 use crate::error::EngineError;
 use crate::harness::worker;
 use crate::net::json_rpc;
@@ -679,24 +679,6 @@ fn replies(
 /// The server retired the connection without an error: GOAWAY with NO_ERROR.
 fn graceful(e: &h2::Error) -> bool {
     e.is_go_away() && e.reason() == Some(h2::Reason::NO_ERROR)
-}
-
-/// What a connection's end is counted as: `GOAWAY (REASON)`, or what else ended it.
-fn connection_error(e: &h2::Error) -> String {
-    match e.reason() {
-        Some(reason) if e.is_go_away() => format!("HTTP/2 GOAWAY ({reason:?})"),
-        Some(reason) => format!("HTTP/2 connection error ({reason:?})"),
-        None if e.is_io() => "HTTP/2 connection lost".to_string(),
-        None => format!("HTTP/2 connection error ({e})"),
-    }
-}
-
-/// What a failed stream is counted as: `RST_STREAM (REASON)`, or its connection's end.
-fn stream_error(e: &h2::Error) -> String {
-    match e.reason() {
-        Some(reason) if e.is_reset() => format!("HTTP/2 RST_STREAM ({reason:?})"),
-        _ => connection_error(e),
-    }
 }
 
 /// The `grpc-status` in `headers`, when there is one.

@@ -327,7 +327,14 @@ async fn answer(
     if ticks {
         return stream_ticks(&message[5..], respond, shared).await;
     }
-    // A call that comes during a stall waits for its end, then is served.
+    serve_delay(shared).await;
+    reply(respond, shared, message.freeze())
+}
+
+/// Holds a call for what the server model says: a stall under way at its arrival (to the
+/// stall's end), then its service time — waited on a timer (`--work sleep`: any number at
+/// once) or computed on this thread (busy: calls are served one at a time, as by one CPU).
+async fn serve_delay(shared: &Shared) {
     if let Some(end) = shared.stall_end(Instant::now()) {
         tokio::time::sleep_until(end.into()).await;
     }
@@ -335,24 +342,51 @@ async fn answer(
     if shared.options.sleep {
         tokio::time::sleep(service).await;
     } else {
-        // Busy: this thread computes, so calls are served one at a time, as by one CPU.
-        let until = Instant::now() + service;
-        while Instant::now() < until {
-            std::hint::spin_loop();
-        }
+        spin(service);
     }
-    let head = http::Response::builder()
+}
+
+/// Computes for `service` on this thread.
+fn spin(service: Duration) {
+    let until = Instant::now() + service;
+    while Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
+
+/// The head of every answer: 200, `application/grpc`.
+fn grpc_head() -> http::Response<()> {
+    http::Response::builder()
         .status(200)
         .header("content-type", "application/grpc")
         .body(())
-        .expect("a static response head");
-    let mut stream = respond.send_response(head, false)?;
-    stream.send_data(message.freeze(), false)?;
-    let mut trailers = http::HeaderMap::new();
-    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
-    stream.send_trailers(trailers)?;
+        .expect("a static response head")
+}
+
+/// Answers a unary-response call with one framed `message` and status OK.
+fn reply(
+    mut respond: h2::server::SendResponse<Bytes>,
+    shared: &Shared,
+    message: Bytes,
+) -> Result<(), h2::Error> {
+    let mut stream = respond.send_response(grpc_head(), false)?;
+    stream.send_data(message, false)?;
+    end_stream(&mut stream, ("0", None))?;
     shared.stats.answered.fetch_add(1, Ordering::Relaxed);
     Ok(())
+}
+
+/// Ends a response stream with its trailers: `grpc-status` and, if any, `grpc-message`.
+fn end_stream(
+    stream: &mut h2::SendStream<Bytes>,
+    (code, why): (&'static str, Option<&'static str>),
+) -> Result<(), h2::Error> {
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("grpc-status", http::HeaderValue::from_static(code));
+    if let Some(why) = why {
+        trailers.insert("grpc-message", http::HeaderValue::from_static(why));
+    }
+    stream.send_trailers(trailers)
 }
 
 /// A call's request message, framed (`Ok(Err)`: the status to refuse it with, and why).
@@ -425,36 +459,14 @@ async fn upload(
     if !frames.is_empty() {
         return refuse(&mut respond, shared, 13, "the call ended inside a message");
     }
-    if let Some(end) = shared.stall_end(Instant::now()) {
-        tokio::time::sleep_until(end.into()).await;
-    }
-    let service = shared.service();
-    if shared.options.sleep {
-        tokio::time::sleep(service).await;
-    } else {
-        let until = Instant::now() + service;
-        while Instant::now() < until {
-            std::hint::spin_loop();
-        }
-    }
-    let mut reply = BytesMut::new();
+    serve_delay(shared).await;
+    let mut answer = BytesMut::new();
     let mut seq = [0u8; 10];
     let n = crate::net::proto_wire::put_varint(&mut seq, count);
-    crate::net::grpc_frame::put_head(&mut reply, 1 + n);
-    reply.put_u8(0x10); // msgbench.Message.seq
-    reply.extend_from_slice(&seq[..n]);
-    let head = http::Response::builder()
-        .status(200)
-        .header("content-type", "application/grpc")
-        .body(())
-        .expect("a static response head");
-    let mut stream = respond.send_response(head, false)?;
-    stream.send_data(reply.freeze(), false)?;
-    let mut trailers = http::HeaderMap::new();
-    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
-    stream.send_trailers(trailers)?;
-    shared.stats.answered.fetch_add(1, Ordering::Relaxed);
-    Ok(())
+    crate::net::grpc_frame::put_head(&mut answer, 1 + n);
+    answer.put_u8(0x10); // msgbench.Message.seq
+    answer.extend_from_slice(&seq[..n]);
+    reply(respond, shared, answer.freeze())
 }
 
 /// The path of the bidirectional echo.
@@ -486,12 +498,7 @@ async fn chat_stream(
     held: &mut usize,
 ) -> Result<(), h2::Error> {
     use std::cmp::Reverse;
-    let head = http::Response::builder()
-        .status(200)
-        .header("content-type", "application/grpc")
-        .body(())
-        .expect("a static response head");
-    let mut stream = respond.send_response(head, false)?;
+    let mut stream = respond.send_response(grpc_head(), false)?;
     let mut frames = crate::net::grpc_frame::Frames::default();
     // Messages waiting for their service time to end: (due, arrival order, message).
     let mut due = std::collections::BinaryHeap::<Reverse<(Instant, u64, Bytes)>>::new();
@@ -548,10 +555,7 @@ async fn chat_stream(
                         if shared.options.sleep {
                             at += service;
                         } else {
-                            let until = Instant::now() + service;
-                            while Instant::now() < until {
-                                std::hint::spin_loop();
-                            }
+                            spin(service);
                         }
                         arrived += 1;
                         due.push(Reverse((at, arrived, message)));
@@ -567,12 +571,7 @@ async fn chat_stream(
             () = shared.close.notified() => {}
         }
     };
-    let mut trailers = http::HeaderMap::new();
-    trailers.insert("grpc-status", http::HeaderValue::from_static(status.0));
-    if let Some(why) = status.1 {
-        trailers.insert("grpc-message", http::HeaderValue::from_static(why));
-    }
-    stream.send_trailers(trailers)
+    end_stream(&mut stream, status)
 }
 
 /// Sleeps until `at` (`None`: forever).
@@ -700,12 +699,7 @@ async fn stream_ticks(
         Ok(r) => r,
         Err(why) => return refuse(&mut respond, shared, 3, why),
     };
-    let head = http::Response::builder()
-        .status(200)
-        .header("content-type", "application/grpc")
-        .body(())
-        .expect("a static response head");
-    let mut stream = respond.send_response(head, false)?;
+    let mut stream = respond.send_response(grpc_head(), false)?;
     shared.stats.streams.fetch_add(1, Ordering::Relaxed);
     let start_ns = crate::clock::now_ns();
     let per_message = 5 + 32 + request.size;
@@ -759,12 +753,7 @@ async fn stream_ticks(
             stream.send_data(out.split().freeze(), false)?;
         }
     };
-    let mut trailers = http::HeaderMap::new();
-    trailers.insert("grpc-status", http::HeaderValue::from_static(status.0));
-    if let Some(why) = status.1 {
-        trailers.insert("grpc-message", http::HeaderValue::from_static(why));
-    }
-    stream.send_trailers(trailers)
+    end_stream(&mut stream, status)
 }
 
 /// Answers a call with an error status alone (trailers-only).
