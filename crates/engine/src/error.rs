@@ -59,6 +59,17 @@ pub enum EngineError {
         /// What went wrong.
         problem: String,
     },
+    /// The broker accepted TCP but refused the opening or a subscription, or does not speak
+    /// its protocol.
+    #[error("{broker} broker at {address}: {problem}")]
+    Broker {
+        /// The address.
+        address: String,
+        /// Which broker it should be.
+        broker: &'static str,
+        /// What went wrong.
+        problem: String,
+    },
     /// A browser client could not be started or did not connect.
     #[error("browser client: {0}")]
     Browser(String),

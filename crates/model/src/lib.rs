@@ -17,6 +17,7 @@ pub mod histogram;
 pub mod http;
 pub mod metrics;
 pub mod pacing;
+pub mod pubsub;
 pub mod queue;
 pub mod redis;
 pub mod result;

@@ -42,6 +42,8 @@ pub struct ScenarioSpec {
     pub ws_rpc: crate::ws_rpc::WsRpcSpec,
     /// Settings of the `http` system (HTTP/1.1 requests).
     pub http: crate::http::HttpSpec,
+    /// Settings of the `pubsub` system (publish/subscribe through a broker).
+    pub pubsub: crate::pubsub::PubsubSpec,
     /// An external server process to start for each run (`rpc`, `redis`, `ticks`, `ws-rpc`).
     pub sut: crate::sut::SutSpec,
     /// How reports judge the results.
@@ -65,6 +67,7 @@ impl Default for ScenarioSpec {
             ticks: Default::default(),
             ws_rpc: Default::default(),
             http: Default::default(),
+            pubsub: Default::default(),
             sut: Default::default(),
             report: Default::default(),
             sweep: toml::Table::new(),
@@ -110,6 +113,8 @@ pub enum SystemKind {
     WsRpc,
     /// Any HTTP/1.1 server: named requests, statuses counted.
     Http,
+    /// Publish/subscribe through a message broker (NATS, Redis Pub/Sub).
+    Pubsub,
 }
 
 impl SystemKind {
@@ -123,6 +128,7 @@ impl SystemKind {
             SystemKind::Ticks => "ticks",
             SystemKind::WsRpc => "ws-rpc",
             SystemKind::Http => "http",
+            SystemKind::Pubsub => "pubsub",
         }
     }
 }
@@ -263,6 +269,13 @@ pub enum System {
         /// External server to start, if any.
         sut: Option<crate::sut::SutConfig>,
     },
+    /// Publish/subscribe through a broker.
+    Pubsub {
+        /// Broker, topics, publishers and subscriptions.
+        pubsub: crate::pubsub::PubsubConfig,
+        /// The broker process to start, if any.
+        sut: Option<crate::sut::SutConfig>,
+    },
 }
 
 impl System {
@@ -276,6 +289,7 @@ impl System {
             System::Ticks { ticks, .. } => ticks.groups.iter().map(|g| g.name.clone()).collect(),
             System::WsRpc { ws_rpc, .. } => ws_rpc.methods.iter().map(|m| m.name.clone()).collect(),
             System::Http { http, .. } => http.requests.iter().map(|r| r.name.clone()).collect(),
+            System::Pubsub { pubsub, .. } => pubsub.class_names(),
         }
     }
 
@@ -287,7 +301,7 @@ impl System {
             | System::Redis { client, .. }
             | System::WsRpc { client, .. }
             | System::Http { client, .. } => Some(client),
-            System::Queue(_) | System::Ticks { .. } => None,
+            System::Queue(_) | System::Ticks { .. } | System::Pubsub { .. } => None,
         }
     }
 
@@ -300,6 +314,7 @@ impl System {
             System::Ticks { ticks, .. } => ticks.address.as_deref(),
             System::WsRpc { ws_rpc, .. } => ws_rpc.address.as_deref(),
             System::Http { http, .. } => Some(&http.address),
+            System::Pubsub { pubsub, .. } => Some(&pubsub.address),
         }
     }
 
@@ -335,6 +350,11 @@ impl System {
             System::Queue(_) => Some(
                 "the queue lab runs inside one process and cannot be split over shards; run \
                  it unsharded"
+                    .to_string(),
+            ),
+            System::Pubsub { .. } => Some(
+                "a publish/subscribe run is not split over shards yet: every subscriber counts \
+                 what every publisher sent; run it unsharded"
                     .to_string(),
             ),
             System::Ticks { ticks, .. } if ticks.address.is_none() => Some(format!(
@@ -374,7 +394,7 @@ impl System {
                 let what = "clients (the groups' connections)";
                 (ticks.total_connections(), ticks.local_clients().len(), what)
             }
-            System::Queue(_) => unreachable!("refused above"),
+            System::Queue(_) | System::Pubsub { .. } => unreachable!("refused above"),
         };
         // Checked for every shard alike (not only the ones left empty), so that no shard of
         // an impossible split runs for nothing.
@@ -396,6 +416,7 @@ impl System {
             System::Ticks { .. } => SystemKind::Ticks,
             System::WsRpc { .. } => SystemKind::WsRpc,
             System::Http { .. } => SystemKind::Http,
+            System::Pubsub { .. } => SystemKind::Pubsub,
         }
     }
 
@@ -482,6 +503,13 @@ impl System {
                     .map(|s| format!(" sut=`{}`", s.command))
                     .unwrap_or_default()
             ),
+            System::Pubsub { pubsub, sut } => format!(
+                "{}{}",
+                pubsub.describe(),
+                sut.as_ref()
+                    .map(|s| format!(" sut=`{}`", s.command))
+                    .unwrap_or_default()
+            ),
         }
     }
 }
@@ -502,6 +530,19 @@ impl Scenario {
             }
             // Someone else's server keeps its own schedule.
             (System::Ticks { ticks, .. }, _, _) if ticks.address.is_some() => return None,
+            // Every subscription is meant to get every message of its topic.
+            (
+                System::Pubsub { pubsub, .. },
+                _,
+                Pacing::Interval { .. } | Pacing::Relative { .. },
+            ) => {
+                per_schedule
+                    * (pubsub.topics.len() as u32 * pubsub.publishers_per_topic) as f64
+                    * pubsub.subscriptions_per_topic as f64
+            }
+            (System::Pubsub { pubsub, .. }, _, _) => {
+                per_schedule * pubsub.subscriptions_per_topic as f64
+            }
             // A broadcast: every client is meant to get every tick.
             (System::Ticks { ticks, .. }, _, _) => per_schedule * ticks.total_connections() as f64,
             _ => per_schedule,
@@ -573,6 +614,11 @@ impl ScenarioSpec {
                 let http = self.http.validate(&invalid)?;
                 let sut = self.sut.validate(Some(&http.address), &invalid)?;
                 System::Http { client, http, sut }
+            }
+            SystemKind::Pubsub => {
+                let pubsub = self.pubsub.validate(pacing_spec, &invalid)?;
+                let sut = self.sut.validate(Some(&pubsub.address), &invalid)?;
+                System::Pubsub { pubsub, sut }
             }
         };
         let slo = match &self.report.slo {

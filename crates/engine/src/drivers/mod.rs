@@ -11,6 +11,8 @@
 //! * Stream subscribers: [`tick_client`] (native clients of a WebSocket, or of a gRPC server
 //!   stream through [`grpc_feed`]), [`browser`] (headless Chromium pages), both measuring into
 //!   [`stream_stats`].
+//! * Publish/subscribe through a broker: [`pubsub`] (connections, the run, each
+//!   subscription's accounting) with [`publisher`] and [`subscriber`] threads.
 //! * In-process: [`producer_consumer`] (a paced producer and a consumer around a ring).
 pub mod browser;
 pub mod byte_stream;
@@ -23,7 +25,10 @@ pub mod h2_socket;
 pub mod in_flight;
 pub mod launcher;
 pub mod producer_consumer;
+pub mod publisher;
+pub mod pubsub;
 pub mod stream_stats;
+pub mod subscriber;
 pub mod tick_client;
 pub mod tls;
 pub mod ws_socket;

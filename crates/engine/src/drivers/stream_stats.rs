@@ -149,6 +149,32 @@ impl StreamStats {
         rec.delivered(self.group, tick.intended_ns, sent, completed_ns);
     }
 
+    /// Counts one message whose sequence number the caller checked (`gaps_added`: gaps it
+    /// opened), processed at `completed_ns`; records its latency when `window` measures it.
+    #[inline]
+    pub fn on_checked(
+        &mut self,
+        intended_ns: u64,
+        completed_ns: u64,
+        gaps_added: u64,
+        window: &Schedule,
+        rec: &mut Recorder,
+    ) {
+        self.processed += 1;
+        if !window.measures(intended_ns) {
+            return;
+        }
+        self.gaps_measured += gaps_added;
+        let second = window.second(completed_ns);
+        if second != self.second {
+            self.roll(second);
+        }
+        self.delivered += 1;
+        self.interval
+            .saturating_record(completed_ns.saturating_sub(intended_ns));
+        rec.delivered(self.group, intended_ns, intended_ns, completed_ns);
+    }
+
     /// Adds one second a browser page measured (and its cumulative counts).
     pub fn on_page_report(&mut self, report: &PageReport) {
         let second = report.k as usize;

@@ -4,6 +4,8 @@ pub mod frame;
 pub mod grpc_frame;
 pub mod http;
 pub mod json_rpc;
+pub mod nats;
 pub mod proto_wire;
+pub mod pubsub;
 pub mod resp;
 pub mod tick;

@@ -6,6 +6,7 @@ use crate::harness::{Measured, RunContext};
 use msgbench_model::scenario::{Scenario, System};
 
 pub mod http;
+pub mod pubsub;
 pub mod queue;
 pub mod redis;
 pub mod rpc;
@@ -27,5 +28,6 @@ pub fn run(scenario: &Scenario, ctx: &RunContext) -> Result<Measured, EngineErro
             sut,
         } => ws_rpc::run(scenario, client, ws_rpc, sut.as_ref(), ctx),
         System::Http { client, http, sut } => http::run(scenario, client, http, sut.as_ref(), ctx),
+        System::Pubsub { pubsub, sut } => pubsub::run(scenario, pubsub, sut.as_ref(), ctx),
     }
 }

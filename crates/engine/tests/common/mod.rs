@@ -250,3 +250,86 @@ impl Drop for Nginx {
         let _ = self.child.wait();
     }
 }
+
+// ---- brokers ----
+
+/// A broker process (nats-server, redis-server) on a free loopback port, started here and
+/// stopped (by PID) when dropped.
+pub struct BrokerProcess {
+    child: std::process::Child,
+    /// Where it listens.
+    pub addr: SocketAddr,
+}
+
+impl BrokerProcess {
+    /// `nats-server` with `extra` arguments.
+    pub fn nats(extra: &[&str]) -> BrokerProcess {
+        let port = free_port();
+        let mut args = vec![
+            "-a".to_string(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            port.to_string(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        BrokerProcess::spawn(&["/usr/sbin/nats-server", "nats-server"], &args, port)
+    }
+
+    /// `redis-server` without persistence, with `extra` arguments.
+    pub fn redis(extra: &[&str]) -> BrokerProcess {
+        let port = free_port();
+        let mut args = vec![
+            "--port".to_string(),
+            port.to_string(),
+            "--bind".into(),
+            "127.0.0.1".into(),
+            "--save".into(),
+            String::new(),
+            "--appendonly".into(),
+            "no".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        BrokerProcess::spawn(&["/usr/bin/redis-server", "redis-server"], &args, port)
+    }
+
+    fn spawn(programs: &[&str], args: &[String], port: u16) -> BrokerProcess {
+        let program = programs
+            .iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .copied()
+            .unwrap_or(programs[programs.len() - 1]);
+        let child = std::process::Command::new(program)
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start {program}: {e} (run `bash scripts/setup.sh`)")
+            });
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        for _ in 0..100 {
+            if TcpStream::connect(addr).is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        BrokerProcess { child, addr }
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Stops it now.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for BrokerProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,390 @@
+//! Publishers of the `pubsub` system: one mio loop per publisher thread, each publisher a
+//! connection with its own [`Pacer`]. Every message due is encoded straight into the
+//! connection's output buffer (broker framing, then the 24-byte [`Header`] and padding), and
+//! the buffer is written once per turn: the messages due together leave in one `write`, each
+//! with its own intended time.
+//!
+//! A broker that reads slower than the schedule fills the socket and then the buffer (bounded
+//! by `max_unsent_bytes`); a publisher whose buffer is full takes no more slots until it drains
+//! (`block`): what is due meanwhile goes late, counted from its intended time, and the lag
+//! shows as send lag. Nothing is skipped.
+use super::pubsub::{Progress, PublisherStats};
+use crate::clock::{Clock, MonotonicClock};
+use crate::cpu::CpuSnapshot;
+use crate::error::EngineError;
+use crate::harness::timer::Timer;
+use crate::harness::{worker, RunStop, Timeline, STOP_CHECK_NS};
+use crate::net::pubsub::{self as wire, Header, Incoming};
+use crate::pacer::Pacer;
+use crate::recorder::Recorder;
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+use msgbench_model::pacing::Pacing;
+use msgbench_model::pubsub::PubsubConfig;
+use msgbench_model::result::{CpuTimes, Faults, ThreadCpu};
+use std::io::{self, Read, Write};
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+
+const TIMER: Token = Token(usize::MAX - 1);
+/// Most messages one publisher encodes per turn before the others get theirs (and the socket
+/// a write).
+const BATCH: usize = 256;
+/// Bytes read from a publisher's socket at once (acknowledgements, pings, errors).
+const READ_BYTES: usize = 64 * 1024;
+
+/// One publisher connection.
+pub struct Publisher {
+    stream: TcpStream,
+    /// Its run-wide index (carried in every message).
+    pub index: u32,
+    topic: String,
+    pacer: Pacer,
+    prefix: Vec<u8>,
+    suffix: &'static [u8],
+    out: Vec<u8>,
+    written: usize,
+    input: Vec<u8>,
+    /// What it measured.
+    pub stats: PublisherStats,
+}
+
+impl Publisher {
+    /// Publisher `index` on `topic`, on an opened connection (`leftover`: bytes read past its
+    /// opening handshake).
+    pub fn new(
+        stream: std::net::TcpStream,
+        leftover: Vec<u8>,
+        index: u32,
+        topic: &str,
+        config: &PubsubConfig,
+        timeline: &Timeline,
+        seed: u64,
+    ) -> io::Result<Publisher> {
+        stream.set_nonblocking(true)?;
+        let size = config.message_bytes as usize;
+        let prefix = wire::publish_prefix(config.broker, topic, size);
+        let capacity = config.max_unsent_bytes as usize + prefix.len() + size + 2;
+        Ok(Publisher {
+            stream: TcpStream::from_std(stream),
+            index,
+            topic: topic.to_string(),
+            pacer: Pacer::new(
+                config.publisher_pacing,
+                timeline.t0_ns,
+                seed ^ (u64::from(index) << 32),
+            ),
+            suffix: wire::publish_suffix(config.broker),
+            prefix,
+            out: Vec::with_capacity(capacity),
+            written: 0,
+            input: leftover,
+            stats: PublisherStats::default(),
+        })
+    }
+
+    fn unsent(&self) -> usize {
+        self.out.len() - self.written
+    }
+
+    /// Encodes the message of `slot`, counted as sent.
+    #[inline]
+    fn encode(&mut self, intended_ns: u64, size: usize, timeline: &Timeline) {
+        let seq = self.stats.sent_all;
+        self.out.extend_from_slice(&self.prefix);
+        Header {
+            intended_ns,
+            seq,
+            publisher: self.index,
+        }
+        .write(size, &mut self.out);
+        self.out.extend_from_slice(self.suffix);
+        self.stats.sent_all += 1;
+        if intended_ns >= timeline.measure_start_ns && intended_ns < timeline.end_ns {
+            self.stats.count_measured(seq, intended_ns, timeline);
+        }
+    }
+
+    /// Writes what the socket takes; an error ends the publisher.
+    fn flush(&mut self) -> Result<(), String> {
+        while self.written < self.out.len() {
+            match self.stream.write(&self.out[self.written..]) {
+                Ok(0) => return Err("the broker stopped reading (write returned 0)".into()),
+                Ok(n) => self.written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(crate::drivers::pubsub::broken(&e, "writing")),
+            }
+        }
+        if self.written == self.out.len() {
+            self.out.clear();
+            self.written = 0;
+        } else if self.written > self.out.capacity() / 2 {
+            self.out.drain(..self.written);
+            self.written = 0;
+        }
+        Ok(())
+    }
+
+    /// Reads what the broker sent: acknowledgements are counted, pings answered, an error or
+    /// the end of the connection ends the publisher.
+    /// Reads to the socket's end when the peer `hung_up` (its FIN may have come with the last
+    /// data); else a short read emptied it.
+    fn read(
+        &mut self,
+        broker: msgbench_model::pubsub::Broker,
+        hung_up: bool,
+    ) -> Result<(), String> {
+        let mut chunk = [0u8; 4096];
+        let mut total = 0;
+        loop {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Err("the broker closed the connection".into()),
+                Ok(n) => {
+                    self.input.extend_from_slice(&chunk[..n]);
+                    total += n;
+                    if (n < chunk.len() && !hung_up) || total >= READ_BYTES {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(crate::drivers::pubsub::broken(&e, "reading")),
+            }
+        }
+        let mut at = 0;
+        while let Some((incoming, used)) = wire::decode(broker, &self.input[at..])? {
+            match incoming {
+                Incoming::Ack => self.stats.acks += 1,
+                Incoming::Ping => self.out.extend_from_slice(wire::pong(broker)),
+                Incoming::Error(text) => {
+                    return Err(format!(
+                        "the broker refused a publish: {}",
+                        String::from_utf8_lossy(text)
+                    ))
+                }
+                Incoming::Message(_) | Incoming::Reply | Incoming::Other => {}
+            }
+            at += used;
+        }
+        self.input.drain(..at);
+        Ok(())
+    }
+}
+
+/// One publisher thread.
+pub struct PublisherThread<'a> {
+    /// Its index (`publisher-0`).
+    pub index: usize,
+    /// Its publishers.
+    pub publishers: Vec<Publisher>,
+    /// Its recorder (attempted, sent, send lag).
+    pub rec: Recorder,
+    /// The run's settings.
+    pub config: &'a PubsubConfig,
+    /// The run's timeline.
+    pub timeline: Timeline,
+    /// Stop flags and the span's end.
+    pub stop: &'a RunStop<'a>,
+    /// What subscribers learn of the publishers.
+    pub progress: &'a Progress,
+}
+
+/// What a publisher thread returns.
+pub struct PublisherOut {
+    /// Its publishers' statistics.
+    pub stats: Vec<(u32, PublisherStats)>,
+    /// Its CPU over the measured span.
+    pub cpu: ThreadCpu,
+    /// Its faults.
+    pub faults: Faults,
+}
+
+impl PublisherThread<'_> {
+    /// Publishes on the schedule until its end (or a stop), then writes out what is buffered.
+    pub fn run(mut self, done: Sender<()>) -> Result<PublisherOut, EngineError> {
+        let mut done = Some(done);
+        let result = self.publish(&mut done);
+        // The span's end is read once per thread, error or not; subscribers wait for every
+        // publisher's final count.
+        if let Some(d) = done {
+            self.progress.stopped_sending(crate::clock::now_ns());
+            let _ = d.send(());
+        }
+        for p in &self.publishers {
+            self.progress.finished(p.index, p.stats.sent_all);
+        }
+        let cpu = result?;
+        self.rec.finish(crate::clock::now_ns());
+        let mut faults = Faults::default();
+        faults.disconnects += self.publishers.iter().filter(|p| p.stats.broken).count() as u64;
+        Ok(PublisherOut {
+            stats: self
+                .publishers
+                .into_iter()
+                .map(|p| (p.index, p.stats))
+                .collect(),
+            cpu: ThreadCpu {
+                role: format!("publisher-{}", self.index),
+                pinned_cpu: None,
+                cpu,
+            },
+            faults,
+        })
+    }
+
+    fn publish(&mut self, done: &mut Option<Sender<()>>) -> Result<CpuTimes, EngineError> {
+        let exact = !matches!(self.config.publisher_pacing, Pacing::Relative { .. });
+        worker::prepare("publisher", None, exact)?;
+        let mut poll = Poll::new().map_err(EngineError::Io)?;
+        let mut timer = Timer::new(poll.registry(), TIMER).map_err(EngineError::Io)?;
+        for (i, p) in self.publishers.iter_mut().enumerate() {
+            poll.registry()
+                .register(
+                    &mut p.stream,
+                    Token(i),
+                    Interest::READABLE | Interest::WRITABLE,
+                )
+                .map_err(EngineError::Io)?;
+        }
+        let mut events = Events::with_capacity(256);
+        let clock = MonotonicClock::new(0);
+        clock.sleep_until(self.timeline.t0_ns);
+        let mut cpu_before = None;
+        let size = self.config.message_bytes as usize;
+        let bound = self.config.max_unsent_bytes as usize;
+        let immediate = matches!(self.config.publisher_pacing, Pacing::Immediate);
+        let mut ran_its_course = true;
+        loop {
+            let now = clock.now_ns();
+            self.rec.roll_if_due(now);
+            if cpu_before.is_none() && now >= self.timeline.measure_start_ns {
+                cpu_before = Some(CpuSnapshot::thread());
+            }
+            if self.stop.stopping() {
+                ran_its_course = false;
+                break;
+            }
+            if now >= self.timeline.end_ns {
+                break;
+            }
+            let mut next_due = now + STOP_CHECK_NS;
+            let mut more_now = false;
+            for i in 0..self.publishers.len() {
+                let p = &mut self.publishers[i];
+                if p.stats.broken {
+                    continue;
+                }
+                let mut n = 0;
+                while p.unsent() < bound && n < BATCH {
+                    if let Some(t) = p.pacer.upcoming_ns() {
+                        if t > now {
+                            next_due = next_due.min(t);
+                            break;
+                        }
+                        if t >= self.timeline.end_ns {
+                            break;
+                        }
+                    }
+                    let slot = p.pacer.next(&clock);
+                    self.rec.attempted();
+                    self.rec.sent(slot.scheduled_ns, slot.actual_ns);
+                    p.encode(slot.intended_ns, size, &self.timeline);
+                    n += 1;
+                }
+                more_now |= p.unsent() < bound && (n == BATCH || immediate);
+                if let Err(why) = p.flush() {
+                    self.fail(i, why);
+                }
+            }
+            let timeout = if more_now {
+                Some(Duration::ZERO)
+            } else {
+                timer.arm_by(next_due, now);
+                None
+            };
+            self.wait(&mut poll, &mut events, &mut timer, timeout)?;
+        }
+        let now = clock.now_ns();
+        let send_end_ns = self
+            .stop
+            .stopped_sending(&self.timeline, now, ran_its_course);
+        let cpu = cpu_before
+            .map(|b| CpuSnapshot::thread().since(&b))
+            .unwrap_or_default();
+        self.progress.stopped_sending(send_end_ns);
+        if let Some(d) = done.take() {
+            let _ = d.send(());
+        }
+        self.drain(&mut poll, &mut events, &mut timer, send_end_ns)?;
+        Ok(cpu)
+    }
+
+    /// Waits for the timer or a socket; reads and writes what became ready.
+    fn wait(
+        &mut self,
+        poll: &mut Poll,
+        events: &mut Events,
+        timer: &mut Timer,
+        timeout: Option<Duration>,
+    ) -> Result<(), EngineError> {
+        match poll.poll(events, timeout) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
+            Err(e) => return Err(EngineError::Io(e)),
+        }
+        let broker = self.config.broker;
+        for event in events.iter() {
+            if event.token() == TIMER {
+                timer.fired();
+                continue;
+            }
+            let i = event.token().0;
+            if self.publishers[i].stats.broken {
+                continue;
+            }
+            let result = if event.is_readable() || event.is_read_closed() {
+                self.publishers[i].read(broker, event.is_read_closed())
+            } else {
+                Ok(())
+            };
+            let result = result.and_then(|()| self.publishers[i].flush());
+            if let Err(why) = result {
+                self.fail(i, why);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes out what the publishers still hold, until the drain's deadline.
+    fn drain(
+        &mut self,
+        poll: &mut Poll,
+        events: &mut Events,
+        timer: &mut Timer,
+        send_end_ns: u64,
+    ) -> Result<(), EngineError> {
+        let deadline = self.stop.drain_deadline(&self.timeline, send_end_ns);
+        loop {
+            let now = crate::clock::now_ns();
+            let pending = self
+                .publishers
+                .iter()
+                .any(|p| !p.stats.broken && p.unsent() > 0);
+            if !pending || now >= deadline {
+                return Ok(());
+            }
+            timer.arm_by(deadline.min(now + STOP_CHECK_NS), now);
+            self.wait(poll, events, timer, None)?;
+        }
+    }
+
+    /// Publisher `i` failed: the run stops (a publisher that cannot publish leaves every
+    /// subscription of its topic short), with why.
+    fn fail(&mut self, i: usize, why: String) {
+        let p = &mut self.publishers[i];
+        p.stats.broken = true;
+        self.stop
+            .stop_because(format!("publisher {} on {}: {why}", p.index, p.topic));
+    }
+}

@@ -1,0 +1,443 @@
+//! Subscribers of the `pubsub` system: one mio loop per subscriber thread, holding whole
+//! subscriptions (all the consumer connections of a shared one, so that its sequence numbers
+//! are checked across them). Every message read is decoded in place (its 24-byte header),
+//! checked against its publisher's sequence, given the subscription's per-message cost, and its
+//! latency from the intended publish time recorded — every message, no sampling.
+//!
+//! A thread ends when every publisher finished and each of its subscriptions has seen every
+//! publisher's last message (or a later one), or at the drain deadline; what never came is
+//! then lost (a gap before a message that came) or still in flight.
+use super::pubsub::Progress;
+use super::stream_stats::StreamStats;
+use crate::clock::now_ns;
+use crate::cpu::CpuSnapshot;
+use crate::error::EngineError;
+use crate::harness::timer::Timer;
+use crate::harness::{worker, RunStop, Timeline, STOP_CHECK_NS};
+use crate::net::pubsub::{self as wire, Header, Incoming};
+use crate::net::tick::Schedule;
+use crate::recorder::{Recorder, SequenceChecker};
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+use msgbench_model::pubsub::{Broker, PubsubConfig};
+use msgbench_model::result::{CpuTimes, ThreadCpu};
+use msgbench_model::ticks::CostWork;
+use std::io::{self, Read, Write};
+use std::time::Duration;
+
+const TIMER: Token = Token(usize::MAX - 1);
+/// Bytes a consumer's read buffer holds at least.
+const READ_BYTES: usize = 256 * 1024;
+/// Bytes read from one consumer before the loop looks at its clock, its other consumers and
+/// the end of the run again (a slow subscription may always have more to read).
+const READ_BUDGET: usize = 1 << 20;
+
+/// One consumer connection of a subscription.
+pub struct Consumer {
+    stream: TcpStream,
+    input: Vec<u8>,
+    len: usize,
+    closed: bool,
+    /// The last error the broker sent on it.
+    last_error: Option<String>,
+}
+
+impl Consumer {
+    /// A consumer on an opened, subscribed connection (`leftover`: bytes read past the
+    /// subscription's confirmation).
+    pub fn new(
+        stream: std::net::TcpStream,
+        leftover: &[u8],
+        message_bytes: usize,
+    ) -> io::Result<Consumer> {
+        stream.set_nonblocking(true)?;
+        let size = READ_BYTES.max(4 * (message_bytes + 512));
+        let mut input = vec![0u8; size.max(leftover.len() * 2)];
+        input[..leftover.len()].copy_from_slice(leftover);
+        Ok(Consumer {
+            stream: TcpStream::from_std(stream),
+            len: leftover.len(),
+            input,
+            closed: false,
+            last_error: None,
+        })
+    }
+}
+
+/// One subscription, as its thread measures it.
+pub struct SubscriptionState {
+    /// Its topic.
+    pub topic: u32,
+    /// The first publisher of its topic (run-wide index).
+    first_publisher: u32,
+    /// Per publisher of its topic: its sequence.
+    checkers: Vec<SequenceChecker>,
+    /// Per publisher: measured messages delivered (first copies).
+    pub delivered: Vec<u64>,
+    /// Per publisher: the highest measured sequence number delivered.
+    pub highest: Vec<Option<u64>>,
+    /// Per publisher: one past the highest sequence number seen (any).
+    seen_to: Vec<u64>,
+    /// Per-second figures and the latency histogram.
+    pub stats: StreamStats,
+    /// Per-message cost, ns.
+    cost_ns: u64,
+    work: CostWork,
+    virtual_ns: u64,
+    /// Its consumer connections.
+    pub consumers: Vec<Consumer>,
+    /// Messages on its topic that were not msgbench's (or from no publisher of the topic).
+    pub foreign: u64,
+}
+
+impl SubscriptionState {
+    /// A subscription named `name` of `topic`, measured as class `class`, read by `consumers`.
+    pub fn new(
+        name: String,
+        class: usize,
+        topic: u32,
+        config: &PubsubConfig,
+        cost_ns: u64,
+        consumers: Vec<Consumer>,
+    ) -> SubscriptionState {
+        let p = config.publishers_per_topic as usize;
+        SubscriptionState {
+            topic,
+            first_publisher: topic * config.publishers_per_topic,
+            checkers: vec![SequenceChecker::default(); p],
+            delivered: vec![0; p],
+            highest: vec![None; p],
+            seen_to: vec![0; p],
+            stats: StreamStats::new(name, class, "native"),
+            cost_ns,
+            work: config.slow_work,
+            virtual_ns: 0,
+            consumers,
+            foreign: 0,
+        }
+    }
+
+    /// Per publisher of its topic, the sequence errors seen.
+    pub fn sequence(&self) -> msgbench_model::result::SequenceErrors {
+        let mut total = msgbench_model::result::SequenceErrors::default();
+        for c in &self.checkers {
+            total += c.errors;
+        }
+        total
+    }
+
+    /// Every publisher's last message (or a later one) was seen.
+    fn complete(&self, progress: &Progress) -> bool {
+        self.seen_to.iter().enumerate().all(|(i, &seen)| {
+            progress
+                .final_count(self.first_publisher + i as u32)
+                .is_some_and(|sent| seen >= sent)
+        })
+    }
+
+    /// One message read at `now`.
+    #[inline]
+    fn on_message(&mut self, payload: &[u8], window: &Schedule, rec: &mut Recorder) {
+        let Some(h) = Header::read(payload) else {
+            self.foreign += 1;
+            return;
+        };
+        let local = h.publisher.wrapping_sub(self.first_publisher) as usize;
+        if local >= self.checkers.len() {
+            self.foreign += 1;
+            return;
+        }
+        let completed = self.spend_cost();
+        let checker = &mut self.checkers[local];
+        let before = checker.errors;
+        checker.check(h.seq);
+        if checker.errors.duplicates > before.duplicates {
+            return;
+        }
+        let gaps_added = checker.errors.gaps.saturating_sub(before.gaps);
+        self.seen_to[local] = self.seen_to[local].max(h.seq + 1);
+        if window.measures(h.intended_ns) {
+            self.delivered[local] += 1;
+            self.highest[local] = Some(self.highest[local].map_or(h.seq, |m| m.max(h.seq)));
+        }
+        self.stats
+            .on_checked(h.intended_ns, completed, gaps_added, window, rec);
+    }
+
+    /// Spends the per-message cost; returns when the message counts as processed.
+    #[inline]
+    fn spend_cost(&mut self) -> u64 {
+        let now = now_ns();
+        if self.cost_ns == 0 {
+            return now;
+        }
+        match self.work {
+            CostWork::Busy => {
+                let until = now + self.cost_ns;
+                let mut t = now;
+                while t < until {
+                    std::hint::spin_loop();
+                    t = now_ns();
+                }
+                t
+            }
+            CostWork::Sleep => {
+                // Done when its predecessors and its own cost are; the thread sleeps once that
+                // runs more than a millisecond ahead of the clock.
+                self.virtual_ns = self.virtual_ns.max(now) + self.cost_ns;
+                if self.virtual_ns > now + 1_000_000 {
+                    std::thread::sleep(Duration::from_nanos(self.virtual_ns - now));
+                }
+                self.virtual_ns
+            }
+        }
+    }
+}
+
+/// One subscriber thread.
+pub struct SubscriberThread<'a> {
+    /// Its role in the CPU table (`subscriber-0`, `slow-subscriber-0`).
+    pub role: String,
+    /// Its subscriptions.
+    pub subscriptions: Vec<SubscriptionState>,
+    /// Its recorder.
+    pub rec: Recorder,
+    /// The broker.
+    pub broker: Broker,
+    /// The run's timeline.
+    pub timeline: Timeline,
+    /// Stop flags.
+    pub stop: &'a RunStop<'a>,
+    /// What the publishers sent.
+    pub progress: &'a Progress,
+}
+
+/// What a subscriber thread returns.
+pub struct SubscriberOut {
+    /// Its subscriptions.
+    pub subscriptions: Vec<SubscriptionState>,
+    /// Its CPU over the measured span (to the end of publishing).
+    pub cpu: ThreadCpu,
+}
+
+impl SubscriberThread<'_> {
+    /// Reads until every message is accounted for or the drain ends.
+    pub fn run(mut self) -> Result<SubscriberOut, EngineError> {
+        worker::prepare("subscriber", None, true)?;
+        let mut poll = Poll::new().map_err(EngineError::Io)?;
+        let mut timer = Timer::new(poll.registry(), TIMER).map_err(EngineError::Io)?;
+        let mut tokens = Vec::new();
+        for (s, sub) in self.subscriptions.iter_mut().enumerate() {
+            for (c, consumer) in sub.consumers.iter_mut().enumerate() {
+                poll.registry()
+                    .register(
+                        &mut consumer.stream,
+                        Token(tokens.len()),
+                        Interest::READABLE,
+                    )
+                    .map_err(EngineError::Io)?;
+                tokens.push((s, c));
+            }
+        }
+        let window = Schedule {
+            t0_ns: self.timeline.t0_ns,
+            measure_start_ns: self.timeline.measure_start_ns,
+            end_ns: self.timeline.end_ns,
+        };
+        // Bytes left over from the opening handshakes.
+        for &(s, c) in &tokens {
+            self.parse(s, c, &window);
+        }
+        let mut events = Events::with_capacity(1024);
+        // Consumers whose socket may hold more than the last turn read (edge-triggered: no
+        // new event comes for them until they are read dry).
+        let mut unread: Vec<usize> = Vec::with_capacity(tokens.len());
+        let mut again: Vec<usize> = Vec::with_capacity(tokens.len());
+        // Consumers whose peer closed its side: read to the end, not to the first short read.
+        let mut hung_up = vec![false; tokens.len()];
+        let mut cpu_before: Option<CpuSnapshot> = None;
+        let mut cpu = CpuTimes::default();
+        loop {
+            let now = now_ns();
+            self.rec.roll_if_due(now);
+            if cpu_before.is_none() && now >= self.timeline.measure_start_ns {
+                cpu_before = Some(CpuSnapshot::thread());
+            }
+            if let Some(send_end) = self.progress.all_finished() {
+                if cpu_before.is_some() && cpu == CpuTimes::default() {
+                    cpu = cpu_before
+                        .map(|b| CpuSnapshot::thread().since(&b))
+                        .unwrap_or_default();
+                }
+                let done = self
+                    .subscriptions
+                    .iter()
+                    .all(|s| s.complete(self.progress) || s.consumers.iter().all(|c| c.closed));
+                if done || now >= self.stop.drain_deadline(&self.timeline, send_end) {
+                    break;
+                }
+            }
+            let timeout = if unread.is_empty() {
+                timer.arm_by(now + STOP_CHECK_NS / 2, now);
+                None
+            } else {
+                Some(Duration::ZERO)
+            };
+            match poll.poll(&mut events, timeout) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(EngineError::Io(e)),
+            }
+            std::mem::swap(&mut unread, &mut again);
+            unread.clear();
+            for event in events.iter() {
+                if event.token() == TIMER {
+                    timer.fired();
+                    continue;
+                }
+                let t = event.token().0;
+                hung_up[t] |= event.is_read_closed();
+                if !again.contains(&t) {
+                    again.push(t);
+                }
+            }
+            for &t in &again {
+                let (s, c) = tokens[t];
+                if self.read(s, c, &window, hung_up[t]) {
+                    unread.push(t);
+                }
+            }
+        }
+        let end = now_ns();
+        for sub in &mut self.subscriptions {
+            sub.stats.finish();
+        }
+        self.rec.finish(end);
+        Ok(SubscriberOut {
+            subscriptions: self.subscriptions,
+            cpu: ThreadCpu {
+                role: self.role,
+                pinned_cpu: None,
+                cpu,
+            },
+        })
+    }
+
+    /// Reads consumer `c` of subscription `s` until its socket is empty (false) or its turn's
+    /// budget is spent (true: read it again). A read that fills less than the buffer emptied
+    /// the socket (epoll raises a new edge for later data), unless the peer `hung_up`: its FIN
+    /// may have come with the last data, and only one more read sees it.
+    fn read(&mut self, s: usize, c: usize, window: &Schedule, hung_up: bool) -> bool {
+        let mut budget = READ_BUDGET;
+        loop {
+            let consumer = &mut self.subscriptions[s].consumers[c];
+            if consumer.closed {
+                return false;
+            }
+            if budget == 0 {
+                return true;
+            }
+            if consumer.len == consumer.input.len() {
+                // A message larger than the buffer (validation bounds the size; a foreign one
+                // may not be): grow to hold it.
+                let grown = consumer.input.len() * 2;
+                if grown > 2 * wire_limit() {
+                    self.close(s, c, "a message larger than any the run publishes".into());
+                    return false;
+                }
+                consumer.input.resize(grown, 0);
+            }
+            let room = consumer.input.len() - consumer.len;
+            match consumer.stream.read(&mut consumer.input[consumer.len..]) {
+                Ok(0) => {
+                    self.close(s, c, "the broker closed the connection".into());
+                    return false;
+                }
+                Ok(n) => {
+                    consumer.len += n;
+                    budget = budget.saturating_sub(n);
+                    self.parse(s, c, window);
+                    if n < room && !hung_up {
+                        return false;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.close(s, c, crate::drivers::pubsub::broken(&e, "reading"));
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// Handles every complete message in consumer `c`'s buffer.
+    fn parse(&mut self, s: usize, c: usize, window: &Schedule) {
+        let broker = self.broker;
+        let sub = &mut self.subscriptions[s];
+        let mut consumer = std::mem::take(&mut sub.consumers[c].input);
+        let len = sub.consumers[c].len;
+        let mut at = 0;
+        let mut failure = None;
+        loop {
+            match wire::decode(broker, &consumer[at..len]) {
+                Ok(Some((incoming, used))) => {
+                    match incoming {
+                        Incoming::Message(payload) => {
+                            sub.on_message(payload, window, &mut self.rec)
+                        }
+                        Incoming::Ping => {
+                            let _ = sub.consumers[c].stream.write_all(wire::pong(broker));
+                        }
+                        Incoming::Error(text) => {
+                            let text = String::from_utf8_lossy(text).into_owned();
+                            sub.stats.faults.server_errors += 1;
+                            sub.consumers[c].last_error = Some(text);
+                        }
+                        Incoming::Ack | Incoming::Reply | Incoming::Other => {}
+                    }
+                    at += used;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    failure = Some(format!(
+                        "the broker sent what its protocol does not allow: {e}"
+                    ));
+                    break;
+                }
+            }
+        }
+        consumer.copy_within(at..len, 0);
+        let sub = &mut self.subscriptions[s];
+        sub.consumers[c].input = consumer;
+        sub.consumers[c].len = len - at;
+        if let Some(why) = failure {
+            sub.stats.faults.protocol_errors += 1;
+            self.close(s, c, why);
+        }
+    }
+
+    /// Consumer `c` of subscription `s` ended: the subscription goes on with its other
+    /// consumers (if any); what its topic still publishes for it is counted as failed.
+    fn close(&mut self, s: usize, c: usize, why: String) {
+        let sub = &mut self.subscriptions[s];
+        let consumer = &mut sub.consumers[c];
+        if consumer.closed {
+            return;
+        }
+        consumer.closed = true;
+        let why = match consumer.last_error.take() {
+            Some(error) => format!("{why} after the error \"{error}\""),
+            None => why,
+        };
+        sub.stats.faults.disconnects += 1;
+        if sub.stats.closed.is_none() {
+            sub.stats.closed = Some((why, now_ns()));
+        }
+    }
+}
+
+/// The largest message a consumer accepts: the largest a run publishes, with framing.
+fn wire_limit() -> usize {
+    msgbench_model::pubsub::MAX_MESSAGE_BYTES as usize + 64 * 1024
+}

@@ -1,0 +1,230 @@
+//! What the `pubsub` system writes and reads on a broker connection, whatever the broker:
+//! every message's 24-byte header (intended publish time, sequence number, publisher), and,
+//! per broker, how a message is published, how a topic is subscribed to, and what the broker
+//! sends back ([`Incoming`]). NATS's protocol is [`super::nats`]; Redis's is RESP
+//! ([`super::resp`]): `PUBLISH` and `SUBSCRIBE`, messages as `message` arrays.
+use super::{nats, resp};
+use msgbench_model::pubsub::{Broker, HEADER_BYTES};
+
+/// Marks a payload as msgbench's: the last 4 bytes of the header, `MSB1`.
+const MAGIC: [u8; 4] = *b"MSB1";
+
+/// What every message carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// When the schedule meant it to be published (clock ns): latency counts from here.
+    pub intended_ns: u64,
+    /// Its publisher's sequence number: 0, 1, 2, …
+    pub seq: u64,
+    /// Its publisher (run-wide index).
+    pub publisher: u32,
+}
+
+impl Header {
+    /// Appends a message of `size` bytes (≥ 24): this header, then padding.
+    #[inline]
+    pub fn write(&self, size: usize, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.intended_ns.to_le_bytes());
+        out.extend_from_slice(&self.seq.to_le_bytes());
+        out.extend_from_slice(&self.publisher.to_le_bytes());
+        out.extend_from_slice(&MAGIC);
+        out.resize(out.len() + size - HEADER_BYTES as usize, b'.');
+    }
+
+    /// The header of `payload`; `None` for a payload that is not msgbench's.
+    #[inline]
+    pub fn read(payload: &[u8]) -> Option<Header> {
+        let h = payload.get(..HEADER_BYTES as usize)?;
+        if h[20..24] != MAGIC {
+            return None;
+        }
+        let word = |at: usize| u64::from_le_bytes(h[at..at + 8].try_into().expect("8 bytes"));
+        Some(Header {
+            intended_ns: word(0),
+            seq: word(8),
+            publisher: u32::from_le_bytes(h[16..20].try_into().expect("4 bytes")),
+        })
+    }
+}
+
+/// One thing a broker sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Incoming<'a> {
+    /// A message of a subscription, its payload.
+    Message(&'a [u8]),
+    /// The broker checks the connection is alive: answer [`pong`].
+    Ping,
+    /// The broker took a publish (Redis: its reply, the number of subscribers reached).
+    Ack,
+    /// The broker refused something (its text).
+    Error(&'a [u8]),
+    /// The answer to a command of the connection's opening: NATS's `PONG`, Redis's `+PONG`
+    /// or its confirmation of a `SUBSCRIBE`.
+    Reply,
+    /// Anything else (a server description, `+OK`).
+    Other,
+}
+
+/// The next thing at the start of `buf` and the bytes it took; `Ok(None)` when incomplete; an
+/// error for bytes that are not the broker's protocol.
+pub fn decode(broker: Broker, buf: &[u8]) -> Result<Option<(Incoming<'_>, usize)>, String> {
+    match broker {
+        Broker::Nats => Ok(nats::decode(buf)
+            .map_err(|e| e.to_string())?
+            .map(|(op, used)| {
+                let incoming = match op {
+                    nats::ServerOp::Msg { payload, .. } => Incoming::Message(payload),
+                    nats::ServerOp::Ping => Incoming::Ping,
+                    nats::ServerOp::Err(text) => Incoming::Error(text),
+                    nats::ServerOp::Pong => Incoming::Reply,
+                    nats::ServerOp::Info(_) | nats::ServerOp::Ok => Incoming::Other,
+                };
+                (incoming, used)
+            })),
+        Broker::Redis => redis_incoming(buf),
+    }
+}
+
+/// A RESP reply: a `message` push, an integer (a PUBLISH's reply), an error, or other.
+fn redis_incoming(buf: &[u8]) -> Result<Option<(Incoming<'_>, usize)>, String> {
+    const MESSAGE: &[u8] = b"*3\r\n$7\r\nmessage\r\n";
+    let Some((reply, used)) = resp::decode(buf).map_err(|e| e.to_string())? else {
+        return Ok(None);
+    };
+    let element = &buf[..used];
+    let incoming = if reply == resp::Reply::Error {
+        Incoming::Error(resp::error_text(buf, used))
+    } else if element[0] == b':' {
+        Incoming::Ack
+    } else if let Some(rest) = element.strip_prefix(MESSAGE) {
+        let (_channel, rest) = bulk(rest).ok_or("a Redis message without its channel")?;
+        let (payload, _) = bulk(rest).ok_or("a Redis message without its payload")?;
+        Incoming::Message(payload)
+    } else if element.starts_with(b"+PONG") || element.starts_with(b"*3\r\n$9\r\nsubscribe\r\n") {
+        Incoming::Reply
+    } else {
+        Incoming::Other
+    };
+    Ok(Some((incoming, used)))
+}
+
+/// The bulk string at the start of `buf` (already known complete) and what follows it.
+fn bulk(buf: &[u8]) -> Option<(&[u8], &[u8])> {
+    let rest = buf.strip_prefix(b"$")?;
+    let line = rest.windows(2).position(|w| w == b"\r\n")?;
+    let len: usize = std::str::from_utf8(&rest[..line]).ok()?.parse().ok()?;
+    let data = rest.get(line + 2..line + 2 + len)?;
+    Some((data, rest.get(line + 4 + len..)?))
+}
+
+/// What a connection sends first; the broker answers it with one [`Incoming::Reply`]
+/// (NATS: `CONNECT` + `PING` → `PONG`; Redis: `PING` → `+PONG`).
+pub fn hello(broker: Broker, name: &str, out: &mut Vec<u8>) {
+    match broker {
+        Broker::Nats => nats::connect(name, out),
+        Broker::Redis => out.extend_from_slice(b"*1\r\n$4\r\nPING\r\n"),
+    }
+}
+
+/// Subscribes to `topic` (in shared `group`, NATS only) as subscription `sid`; the broker
+/// answers with one [`Incoming::Reply`] once the subscription is in place (NATS: the `PONG`
+/// of a `PING` sent after it; Redis: its `subscribe` confirmation).
+pub fn subscribe(broker: Broker, topic: &str, group: Option<&str>, sid: u64, out: &mut Vec<u8>) {
+    match broker {
+        Broker::Nats => {
+            nats::subscribe(topic, group, sid, out);
+            out.extend_from_slice(b"PING\r\n");
+        }
+        Broker::Redis => {
+            out.extend_from_slice(
+                format!("*2\r\n$9\r\nSUBSCRIBE\r\n${}\r\n{topic}\r\n", topic.len()).as_bytes(),
+            );
+        }
+    }
+}
+
+/// The bytes before a message of `size` bytes published on `topic`.
+pub fn publish_prefix(broker: Broker, topic: &str, size: usize) -> Vec<u8> {
+    match broker {
+        Broker::Nats => nats::publish_prefix(topic, size),
+        Broker::Redis => format!(
+            "*3\r\n$7\r\nPUBLISH\r\n${}\r\n{topic}\r\n${size}\r\n",
+            topic.len()
+        )
+        .into_bytes(),
+    }
+}
+
+/// The bytes after every published message.
+pub fn publish_suffix(_broker: Broker) -> &'static [u8] {
+    b"\r\n"
+}
+
+/// The answer to [`Incoming::Ping`].
+pub fn pong(broker: Broker) -> &'static [u8] {
+    match broker {
+        Broker::Nats => nats::PONG,
+        Broker::Redis => b"",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_header_reads_back_what_was_written_and_others_payloads_are_not_ours() {
+        let h = Header {
+            intended_ns: u64::MAX - 3,
+            seq: 1 << 40,
+            publisher: 7,
+        };
+        let mut out = Vec::new();
+        h.write(100, &mut out);
+        assert_eq!(out.len(), 100);
+        assert_eq!(Header::read(&out), Some(h));
+        assert_eq!(Header::read(&out[..23]), None);
+        out[21] = b'x';
+        assert_eq!(Header::read(&out), None);
+    }
+
+    #[test]
+    fn redis_messages_acks_and_errors_are_told_apart() {
+        let stream = b"*3\r\n$9\r\nsubscribe\r\n$4\r\nt.00\r\n:1\r\n*3\r\n$7\r\nmessage\r\n$4\r\nt.00\r\n$5\r\nhello\r\n:2\r\n-ERR wrong\r\n+PONG\r\n";
+        let mut seen = Vec::new();
+        let mut at = 0;
+        while let Some((inc, used)) = decode(Broker::Redis, &stream[at..]).unwrap() {
+            seen.push(inc);
+            for cut in at..at + used {
+                assert_eq!(decode(Broker::Redis, &stream[at..cut]).unwrap(), None);
+            }
+            at += used;
+        }
+        assert_eq!(
+            seen,
+            [
+                Incoming::Reply,
+                Incoming::Message(b"hello"),
+                Incoming::Ack,
+                Incoming::Error(b"ERR wrong"),
+                Incoming::Reply
+            ]
+        );
+        assert!(decode(Broker::Redis, b"GARBAGE\r\n").is_err());
+    }
+
+    #[test]
+    fn nats_operations_map_to_what_the_driver_acts_on() {
+        let (m, _) = decode(Broker::Nats, b"MSG t.0 1 2\r\nab\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(m, Incoming::Message(b"ab"));
+        let (p, _) = decode(Broker::Nats, b"PING\r\n").unwrap().unwrap();
+        assert_eq!(p, Incoming::Ping);
+        let (e, _) = decode(Broker::Nats, b"-ERR 'Slow Consumer'\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(e, Incoming::Error(b"Slow Consumer"));
+        assert!(decode(Broker::Nats, b"*3\r\n").is_err());
+    }
+}

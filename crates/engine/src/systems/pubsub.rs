@@ -1,0 +1,75 @@
+//! The `pubsub` system: publishers and subscriptions on a message broker (NATS core, Redis
+//! Pub/Sub) at any address, or one started by `[sut]`. The driver is
+//! [`crate::drivers::pubsub`]; this file joins what it measured into the run's record: one
+//! stream record per subscription, the run's counters their sum, and what the reader must know.
+use crate::cpu::CpuSnapshot;
+use crate::drivers::pubsub;
+use crate::error::EngineError;
+use crate::harness::measured::unix_ms_of;
+use crate::harness::sut::resolve;
+use crate::harness::{Measured, NoServer, RunContext, SystemUnderTest};
+use msgbench_model::pubsub::{Broker, PubsubConfig};
+use msgbench_model::scenario::Scenario;
+use msgbench_model::sut::SutConfig;
+
+/// Runs one `pubsub` scenario.
+pub fn run(
+    scenario: &Scenario,
+    config: &PubsubConfig,
+    sut: Option<&SutConfig>,
+    ctx: &RunContext,
+) -> Result<Measured, EngineError> {
+    let process_before = CpuSnapshot::process();
+    let mut server = SystemUnderTest::<NoServer>::external(sut, &ctx.stop)?;
+    let address = resolve(&config.address)?;
+    let measured = pubsub::drive(scenario, config, address, ctx, &|| server.cpu_ns())?;
+    let mut notes = server.process_notes();
+    notes.extend(measured.streams.iter().filter_map(|s| {
+        let why = s.closed.as_deref()?;
+        Some(format!("subscription {} ended early: {why}", s.name))
+    }));
+    let lost: u64 = measured.streams.iter().map(|s| s.counters.dropped).sum();
+    if lost > 0 {
+        notes.push(format!(
+            "the broker lost {lost} messages on their way to subscriptions (gaps in a publisher's sequence before a later message that came); {} delivers at most once",
+            config.broker.name()
+        ));
+    }
+    let out = measured.out;
+    let info = info(config, measured.acks);
+    Ok(Measured {
+        recording: out.recording,
+        classes: scenario.system.class_names(),
+        span_ns: out.span_ns,
+        span_start_unix_ms: unix_ms_of(out.measure_start_ns),
+        process_cpu: CpuSnapshot::process().since(&process_before),
+        threads: out.threads,
+        interrupted: out.interrupted,
+        config: scenario.system.describe(),
+        faults: out.faults,
+        sut_cpu_s: out.sut_cpu_s,
+        stopped_by: out.stopped_by,
+        notes,
+        streams: measured.streams,
+        info,
+    })
+}
+
+/// How to read the figures.
+fn info(config: &PubsubConfig, acks: u64) -> Vec<String> {
+    let mut info = vec![format!(
+        "latency is end to end: a subscription's receipt of each message − the time its publisher was scheduled to publish it (publisher and subscriber share this host's clock); per subscription, dropped = messages missing before a later one from the same publisher came",
+    )];
+    if config.consumers_per_subscription > 1 {
+        info.push(format!(
+            "shared subscriptions: {} consumers read each one, each message to one of them; their order across consumers is not checked",
+            config.consumers_per_subscription
+        ));
+    }
+    if config.broker == Broker::Redis {
+        info.push(format!(
+            "Redis answered {acks} PUBLISH commands with the number of subscribers reached"
+        ));
+    }
+    info
+}

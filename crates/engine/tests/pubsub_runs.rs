@@ -1,0 +1,194 @@
+//! The `pubsub` system on real brokers (nats-server, redis-server, installed by
+//! `scripts/setup.sh`), each started here on a free loopback port: the accounting of every
+//! subscription against what its topic's publishers sent, fan-out and shared subscriptions,
+//! a slow subscription next to fast ones, and a broker that is not there, not the broker
+//! named, or killed mid-run.
+mod common;
+
+use common::{dead_address, try_run, BrokerProcess};
+use msgbench_model::RunResult;
+
+fn scenario(broker: &str, addr: std::net::SocketAddr, extra: &str) -> String {
+    format!(
+        "name = \"pubsub\"\nsystem = \"pubsub\"\n[run]\nduration = \"1s\"\nwarmup = \"200ms\"\ndrain_timeout = \"2s\"\n[pacing]\nmode = \"rate\"\nper_sec = 4000\n[pubsub]\nbroker = \"{broker}\"\naddress = \"{addr}\"\n{extra}"
+    )
+}
+
+fn run_ok(toml: &str) -> RunResult {
+    let (outcome, _dir) = try_run(toml, &[]);
+    let mut results = outcome.unwrap_or_else(|e| panic!("{e}")).results;
+    assert_eq!(results.len(), 1);
+    results.remove(0)
+}
+
+/// Every subscription's own accounting holds, the run's counters are their sum, and every
+/// delivery's latency is recorded once.
+fn assert_subscriptions_accounted(r: &RunResult) {
+    r.counters.check().unwrap_or_else(|e| panic!("run: {e}"));
+    let mut sum = msgbench_model::result::Counters::default();
+    for s in &r.streams {
+        s.counters
+            .check()
+            .unwrap_or_else(|e| panic!("{}: {e}", s.name));
+        assert_eq!(s.latency.count, s.counters.delivered, "{}", s.name);
+        sum += s.counters;
+    }
+    assert_eq!(sum, r.counters);
+    assert_eq!(r.latency.count, r.counters.delivered);
+}
+
+#[test]
+fn every_subscription_of_a_topic_gets_every_message_of_its_publishers() {
+    let nats = BrokerProcess::nats(&[]);
+    let r = run_ok(&scenario(
+        "nats",
+        nats.addr,
+        "topics = 2\npublishers_per_topic = 2\nsubscriptions_per_topic = 3\nmessage_bytes = 100",
+    ));
+    assert_subscriptions_accounted(&r);
+    assert_eq!(r.streams.len(), 6);
+    // 4000/s over 4 publishers, 2 topics: 2000/s per topic, 1 s measured, to 3 subscriptions.
+    for s in &r.streams {
+        let c = s.counters;
+        assert!((1900..=2100).contains(&c.sent), "{}: {c:?}", s.name);
+        assert_eq!(c.delivered, c.sent, "{}: {c:?}", s.name);
+        assert_eq!(s.sequence.total() + s.gaps_seen, 0, "{}", s.name);
+        assert!(s.latency.p50_ns > 0 && s.latency.p50_ns < 50_000_000);
+    }
+    assert!(
+        (11_500..=12_500).contains(&r.counters.delivered),
+        "{:?}",
+        r.counters
+    );
+    // The run's seconds: what was published for all subscriptions, and no backlog.
+    let first = &r.intervals[0];
+    assert!(first.sent > 0 && first.backlog.abs() < 1000, "{first:?}");
+}
+
+#[test]
+fn a_shared_subscription_delivers_each_message_once_across_its_consumers() {
+    let nats = BrokerProcess::nats(&[]);
+    let r = run_ok(&scenario(
+        "nats",
+        nats.addr,
+        "subscriptions_per_topic = 2\nconsumers_per_subscription = 3",
+    ));
+    assert_subscriptions_accounted(&r);
+    assert_eq!(r.streams.len(), 2);
+    for s in &r.streams {
+        assert_eq!(s.counters.delivered, s.counters.sent, "{}", s.name);
+        assert_eq!(s.sequence.duplicates, 0);
+        assert_eq!(s.gaps_seen, 0);
+    }
+    assert!(
+        r.info.iter().any(|i| i.contains("3 consumers")),
+        "{:?}",
+        r.info
+    );
+}
+
+#[test]
+fn a_slow_subscription_falls_behind_while_the_fast_ones_keep_up_on_redis() {
+    let redis = BrokerProcess::redis(&[]);
+    let r = run_ok(&scenario(
+        "redis",
+        redis.addr,
+        "subscriptions_per_topic = 2\nslow_subscriptions = 1\nslow_cost = \"2ms\"\nslow_work = \"sleep\"",
+    ));
+    assert_subscriptions_accounted(&r);
+    let (slow, fast) = (&r.streams[0], &r.streams[1]);
+    assert_eq!(
+        (slow.group.as_str(), fast.group.as_str()),
+        ("slow-subscriber", "subscriber")
+    );
+    // 4000/s offered, 500/s processed: most is still queued when the drain ends, the
+    // backlog line climbs, latency is in hundreds of ms.
+    assert!(slow.counters.in_flight_end > 500, "{:?}", slow.counters);
+    assert!(slow.latency.p50_ns > 100_000_000, "{:?}", slow.latency);
+    let backlog: Vec<i64> = slow.intervals.iter().map(|i| i.backlog).collect();
+    assert!(backlog[0] > 1000, "{backlog:?}");
+    assert_eq!(fast.counters.delivered, fast.counters.sent);
+    assert!(fast.latency.p99_ns < 50_000_000, "{:?}", fast.latency);
+    assert_eq!(r.classes.len(), 2);
+    assert!(r.info.iter().any(|i| i.contains("PUBLISH")), "{:?}", r.info);
+}
+
+#[test]
+fn redis_disconnecting_a_slow_subscriber_is_a_fault_named_and_counted() {
+    // Redis closes a subscriber whose output buffer passes 64 KB at once; 8 KB messages fill
+    // the kernel's buffers on the way (some MB) in a fraction of a second, so the slow
+    // subscription reads through them to the close within the drain.
+    let redis = BrokerProcess::redis(&["--client-output-buffer-limit", "pubsub 64kb 32kb 0"]);
+    let (outcome, _dir) = try_run(
+        &scenario(
+            "redis",
+            redis.addr,
+            "message_bytes = 8000\nsubscriptions_per_topic = 2\nslow_subscriptions = 1\nslow_cost = \"2ms\"\nslow_work = \"sleep\"\nreceive_buffer = 16384",
+        ),
+        &["pacing.per_sec=2000"],
+    );
+    let r = outcome.unwrap().results.remove(0);
+    assert_subscriptions_accounted(&r);
+    let slow = &r.streams[0];
+    let closed = slow.closed.as_deref().unwrap_or_default();
+    assert!(
+        closed.contains("the broker closed the connection"),
+        "{closed}"
+    );
+    assert!(slow.counters.failed > 0, "{:?}", slow.counters);
+    assert_eq!(slow.faults.disconnects, 1);
+    assert_eq!(r.streams[1].counters.delivered, r.streams[1].counters.sent);
+}
+
+#[test]
+fn a_broker_that_is_not_there_or_not_the_one_named_is_one_clear_error() {
+    let dead = dead_address();
+    let (outcome, dir) = try_run(&scenario("nats", dead, ""), &[]);
+    let e = outcome.map(|_| ()).expect_err("refused").to_string();
+    assert!(
+        e.contains("cannot connect") && e.contains("nats-server"),
+        "{e}"
+    );
+    assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
+    let redis = BrokerProcess::redis(&[]);
+    let (outcome, _dir) = try_run(&scenario("nats", redis.addr, ""), &[]);
+    let e = outcome.map(|_| ()).expect_err("refused").to_string();
+    assert!(
+        e.contains("not a nats server") && e.contains("pubsub.broker"),
+        "{e}"
+    );
+    let nats = BrokerProcess::nats(&[]);
+    let (outcome, _dir) = try_run(&scenario("redis", nats.addr, ""), &[]);
+    let e = outcome.map(|_| ()).expect_err("refused").to_string();
+    assert!(e.contains("not a redis server"), "{e}");
+}
+
+#[test]
+fn a_broker_killed_mid_run_stops_it_with_what_was_measured_accounted() {
+    let mut nats = BrokerProcess::nats(&[]);
+    let toml = scenario("nats", nats.addr, "subscriptions_per_topic = 2")
+        .replace("duration = \"1s\"", "duration = \"3s\"");
+    let killer = std::thread::spawn({
+        let pid = nats.pid();
+        move || {
+            std::thread::sleep(std::time::Duration::from_millis(1200));
+            // SAFETY: signalling the broker this test started.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+    });
+    let (outcome, _dir) = try_run(&toml, &[]);
+    killer.join().unwrap();
+    nats.kill();
+    let r = outcome.unwrap_or_else(|e| panic!("{e}")).results.remove(0);
+    let why = r
+        .warnings
+        .iter()
+        .map(|w| w.to_string())
+        .find(|w| w.starts_with("stopped early"))
+        .expect("the run says why it stopped");
+    assert!(why.contains("the broker closed the connection"), "{why}");
+    assert!(r.interrupted);
+    assert_subscriptions_accounted(&r);
+    assert!(r.counters.delivered > 1000, "{:?}", r.counters);
+    assert!(r.faults.disconnects >= 1);
+}

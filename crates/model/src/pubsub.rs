@@ -1,0 +1,408 @@
+//! The `[pubsub]` section: publish/subscribe through a message broker ([`PubsubSpec`] →
+//! [`PubsubConfig`]). Publishers × subscriptions × topics, as the OpenMessaging Benchmark lays
+//! them out: `publishers_per_topic` publishers on each topic, `subscriptions_per_topic`
+//! subscriptions of each topic (each gets every message: fan-out), each subscription read by
+//! `consumers_per_subscription` connections (more than one: a shared subscription, each message
+//! to one of them). Every message carries its publisher, its sequence number and its intended
+//! publish time; its end-to-end latency is receipt − intended publish time.
+use crate::check::{check_address, Invalid, ScenarioError, MAX_DURATION};
+use crate::duration::serde_text;
+use crate::pacing::{Pacing, PacingSpec};
+use crate::ticks::CostWork;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Bytes of the header every message starts with: intended publish time, sequence number,
+/// publisher, magic.
+pub const HEADER_BYTES: u32 = 24;
+/// Largest message: NATS's default `max_payload` (1 MiB).
+pub const MAX_MESSAGE_BYTES: u32 = 1 << 20;
+/// Most connections (publishers + consumers) one run opens.
+pub const MAX_CONNECTIONS: u64 = 10_000;
+
+/// The `[pubsub]` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct PubsubSpec {
+    /// Which broker, and which of its ways to publish and subscribe: `nats` (NATS core
+    /// publish/subscribe; shared subscriptions are queue groups) or `redis` (Redis Pub/Sub:
+    /// PUBLISH and SUBSCRIBE).
+    pub broker: Broker,
+    /// `host:port` of the broker.
+    pub address: String,
+    /// Number of topics (NATS subjects, Redis channels): `<topic_prefix>.<n>`.
+    pub topics: u32,
+    /// Names of the topics start with it; letters, digits, `-` and `_` only.
+    pub topic_prefix: String,
+    /// Publisher connections per topic; the pacing's rate is split evenly over all publishers.
+    pub publishers_per_topic: u32,
+    /// Subscriptions per topic: each one gets every message of its topic.
+    pub subscriptions_per_topic: u32,
+    /// Connections reading one subscription: above 1, the subscription is shared (NATS queue
+    /// group) and each message goes to one of them.
+    pub consumers_per_subscription: u32,
+    /// Bytes of each message, its 24-byte header included.
+    pub message_bytes: u32,
+    /// Threads that publish (publishers are spread over them).
+    pub publisher_threads: u32,
+    /// Threads that read the subscriptions at full speed.
+    pub subscriber_threads: u32,
+    /// How many subscriptions of each topic are slow: they spend `slow_cost` per message, on a
+    /// thread of their own, next to the fast ones.
+    pub slow_subscriptions: u32,
+    /// What a slow subscription spends per message.
+    #[serde(with = "serde_text")]
+    #[schemars(with = "String")]
+    pub slow_cost: Duration,
+    /// How a slow subscription spends it: `busy` (spins) or `sleep`.
+    pub slow_work: CostWork,
+    /// Bytes a publisher may hold that its socket has not taken yet; when the broker reads
+    /// slower than the schedule, publishing waits (the wait counts in the latency of what
+    /// waits: `block`).
+    pub max_unsent_bytes: u32,
+    /// `SO_RCVBUF` of each consumer connection, bytes (0: the OS default, which grows to
+    /// megabytes): a small one makes a slow subscription's backlog wait in the broker, where
+    /// its limits apply, rather than in this host's kernel.
+    pub receive_buffer: u32,
+}
+
+impl Default for PubsubSpec {
+    fn default() -> Self {
+        PubsubSpec {
+            broker: Broker::Nats,
+            address: "127.0.0.1:4222".into(),
+            topics: 1,
+            topic_prefix: "msgbench".into(),
+            publishers_per_topic: 1,
+            subscriptions_per_topic: 1,
+            consumers_per_subscription: 1,
+            message_bytes: 256,
+            publisher_threads: 1,
+            subscriber_threads: 1,
+            slow_subscriptions: 0,
+            slow_cost: Duration::ZERO,
+            slow_work: CostWork::Busy,
+            max_unsent_bytes: 1 << 20,
+            receive_buffer: 0,
+        }
+    }
+}
+
+/// A broker and its publish/subscribe mechanism.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Broker {
+    /// NATS core: PUB and SUB (queue groups for shared subscriptions); at most once.
+    #[default]
+    Nats,
+    /// Redis Pub/Sub: PUBLISH and SUBSCRIBE; at most once, no shared subscriptions.
+    Redis,
+}
+
+impl Broker {
+    /// Its name in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Broker::Nats => "nats",
+            Broker::Redis => "redis",
+        }
+    }
+
+    /// How to start one on `port`, for the error when nothing listens.
+    pub fn hint(self) -> &'static str {
+        match self {
+            Broker::Nats => "(start one with `nats-server -a 127.0.0.1 -p PORT`, or let the scenario start it: `[sut] command = \"exec nats-server -a 127.0.0.1 -p PORT\"`)",
+            Broker::Redis => "(start one with `redis-server --port PORT`, or let the scenario start it: `[sut] command = \"exec redis-server --port PORT\"`)",
+        }
+    }
+}
+
+/// One subscription of a topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subscription {
+    /// `t0-s1`: topic 0, subscription 1.
+    pub name: String,
+    /// Its topic's index.
+    pub topic: u32,
+    /// Spends `slow_cost` per message.
+    pub slow: bool,
+}
+
+/// The validated `[pubsub]` section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PubsubConfig {
+    /// The broker.
+    pub broker: Broker,
+    /// Its `host:port`.
+    pub address: String,
+    /// Topic names, by index.
+    pub topics: Vec<String>,
+    /// Publishers per topic.
+    pub publishers_per_topic: u32,
+    /// Subscriptions per topic.
+    pub subscriptions_per_topic: u32,
+    /// Consumers per subscription.
+    pub consumers_per_subscription: u32,
+    /// Bytes per message.
+    pub message_bytes: u32,
+    /// Publishing threads.
+    pub publisher_threads: u32,
+    /// Fast subscriber threads.
+    pub subscriber_threads: u32,
+    /// Slow subscriptions per topic.
+    pub slow_subscriptions: u32,
+    /// Cost per message of a slow subscription, ns.
+    pub slow_cost_ns: u64,
+    /// How it is spent.
+    pub slow_work: CostWork,
+    /// Unsent bytes a publisher may hold.
+    pub max_unsent_bytes: u32,
+    /// `SO_RCVBUF` of each consumer connection (0: the OS default).
+    pub receive_buffer: u32,
+    /// Each publisher's pacing (the scenario's, its rate split over the publishers).
+    pub publisher_pacing: Pacing,
+}
+
+impl PubsubConfig {
+    /// Every publisher, as its topic's index (publisher `p` publishes on `topic_of[p]`).
+    pub fn publishers(&self) -> Vec<u32> {
+        (0..self.topics.len() as u32)
+            .flat_map(|t| std::iter::repeat_n(t, self.publishers_per_topic as usize))
+            .collect()
+    }
+
+    /// Every subscription, topic by topic; the first `slow_subscriptions` of each are slow.
+    pub fn subscriptions(&self) -> Vec<Subscription> {
+        (0..self.topics.len() as u32)
+            .flat_map(|t| {
+                (0..self.subscriptions_per_topic).map(move |s| Subscription {
+                    name: format!("t{t}-s{s}"),
+                    topic: t,
+                    slow: s < self.slow_subscriptions,
+                })
+            })
+            .collect()
+    }
+
+    /// The operation classes: end-to-end latency of the fast subscriptions, and of the slow
+    /// ones when there are.
+    pub fn class_names(&self) -> Vec<String> {
+        let mut names = vec!["subscriber".to_string()];
+        if self.slow_subscriptions > 0 {
+            names.push("slow-subscriber".into());
+        }
+        names
+    }
+
+    /// One line with every setting, in scenario-file spelling.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "pubsub {} {} topics={} publishers_per_topic={} subscriptions_per_topic={} consumers_per_subscription={} message_bytes={}",
+            self.broker.name(),
+            self.address,
+            self.topics.len(),
+            self.publishers_per_topic,
+            self.subscriptions_per_topic,
+            self.consumers_per_subscription,
+            self.message_bytes
+        );
+        if self.slow_subscriptions > 0 {
+            s += &format!(
+                " slow_subscriptions={} slow_cost={}",
+                self.slow_subscriptions,
+                crate::duration::format(Duration::from_nanos(self.slow_cost_ns))
+            );
+        }
+        s
+    }
+}
+
+impl PubsubSpec {
+    /// Checks the section against the scenario's pacing.
+    pub fn validate(
+        &self,
+        pacing_spec: &PacingSpec,
+        invalid: &Invalid,
+    ) -> Result<PubsubConfig, ScenarioError> {
+        check_address("pubsub.address", &self.address, invalid)?;
+        for (field, value) in [
+            ("pubsub.topics", self.topics),
+            ("pubsub.publishers_per_topic", self.publishers_per_topic),
+            (
+                "pubsub.subscriptions_per_topic",
+                self.subscriptions_per_topic,
+            ),
+            (
+                "pubsub.consumers_per_subscription",
+                self.consumers_per_subscription,
+            ),
+            ("pubsub.publisher_threads", self.publisher_threads),
+            ("pubsub.subscriber_threads", self.subscriber_threads),
+        ] {
+            if value == 0 {
+                return Err(invalid(field, "is 0".into(), "give at least 1"));
+            }
+        }
+        let publishers = u64::from(self.topics) * u64::from(self.publishers_per_topic);
+        let consumers = u64::from(self.topics)
+            * u64::from(self.subscriptions_per_topic)
+            * u64::from(self.consumers_per_subscription);
+        if publishers + consumers > MAX_CONNECTIONS {
+            return Err(invalid(
+                "pubsub.topics",
+                format!("with its publishers and subscriptions makes {publishers} publisher and {consumers} consumer connections"),
+                &format!("open at most {MAX_CONNECTIONS} connections in one run; spread more over shards"),
+            ));
+        }
+        if self.topic_prefix.is_empty()
+            || self.topic_prefix.len() > 200
+            || !self
+                .topic_prefix
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(invalid(
+                "pubsub.topic_prefix",
+                format!("is {:?}", self.topic_prefix),
+                "use 1 to 200 letters, digits, `-` or `_` (topics are named <prefix>.<n>)",
+            ));
+        }
+        if !(HEADER_BYTES..=MAX_MESSAGE_BYTES).contains(&self.message_bytes) {
+            return Err(invalid(
+                "pubsub.message_bytes",
+                format!("is {}", self.message_bytes),
+                &format!("give {HEADER_BYTES} to {MAX_MESSAGE_BYTES} bytes (each message carries a {HEADER_BYTES}-byte header)"),
+            ));
+        }
+        if self.consumers_per_subscription > 1 && self.broker == Broker::Redis {
+            return Err(invalid(
+                "pubsub.consumers_per_subscription",
+                format!("is {} with broker = \"redis\"", self.consumers_per_subscription),
+                "Redis Pub/Sub sends every message to every subscriber and has no shared subscription: set it to 1, or use broker = \"nats\" (queue groups)",
+            ));
+        }
+        if self.slow_subscriptions > self.subscriptions_per_topic {
+            return Err(invalid(
+                "pubsub.slow_subscriptions",
+                format!(
+                    "is {} of {} subscriptions per topic",
+                    self.slow_subscriptions, self.subscriptions_per_topic
+                ),
+                "make at most subscriptions_per_topic of them slow",
+            ));
+        }
+        if self.slow_subscriptions > 0 && self.slow_cost.is_zero() {
+            return Err(invalid(
+                "pubsub.slow_cost",
+                "is 0 with slow subscriptions".into(),
+                "give what a slow subscription spends per message, e.g. \"100us\"",
+            ));
+        }
+        if self.slow_cost > MAX_DURATION || self.slow_cost > Duration::from_secs(1) {
+            return Err(invalid(
+                "pubsub.slow_cost",
+                format!("is {}", crate::duration::format(self.slow_cost)),
+                "give at most 1s per message",
+            ));
+        }
+        if self.max_unsent_bytes < self.message_bytes.saturating_mul(2).max(4096) {
+            return Err(invalid(
+                "pubsub.max_unsent_bytes",
+                format!("is {}", self.max_unsent_bytes),
+                "give at least 4096 bytes and two messages' worth",
+            ));
+        }
+        let pacing = pacing_spec.validate(invalid)?;
+        let publisher_pacing = match pacing {
+            Pacing::ClosedLoop => {
+                return Err(invalid(
+                    "pacing.mode",
+                    "is closed-loop".into(),
+                    "a publisher gets no response to close a loop on: pace it (rate, interval) or publish as fast as the broker takes messages (immediate)",
+                ))
+            }
+            Pacing::Rate { per_sec, arrivals } => Pacing::Rate {
+                per_sec: per_sec / publishers as f64,
+                arrivals,
+            },
+            other => other,
+        };
+        Ok(PubsubConfig {
+            broker: self.broker,
+            address: self.address.clone(),
+            topics: (0..self.topics)
+                .map(|t| format!("{}.{t}", self.topic_prefix))
+                .collect(),
+            publishers_per_topic: self.publishers_per_topic,
+            subscriptions_per_topic: self.subscriptions_per_topic,
+            consumers_per_subscription: self.consumers_per_subscription,
+            message_bytes: self.message_bytes,
+            publisher_threads: self.publisher_threads.min(publishers as u32),
+            subscriber_threads: self.subscriber_threads,
+            slow_subscriptions: self.slow_subscriptions,
+            slow_cost_ns: self.slow_cost.as_nanos() as u64,
+            slow_work: self.slow_work,
+            max_unsent_bytes: self.max_unsent_bytes,
+            receive_buffer: self.receive_buffer,
+            publisher_pacing,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::check::testing::{refused, valid};
+    use crate::pacing::Pacing;
+    use crate::scenario::System;
+
+    fn config(extra: &str) -> super::PubsubConfig {
+        match valid(&format!("system = \"pubsub\"\n{extra}")).system {
+            System::Pubsub { pubsub, .. } => pubsub,
+            other => panic!("not pubsub: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_rate_is_split_over_every_publisher_and_topics_are_named_by_prefix() {
+        let c = config(
+            "[pacing]\nmode = \"rate\"\nper_sec = 6000\n[pubsub]\ntopics = 3\npublishers_per_topic = 2\nsubscriptions_per_topic = 2\nslow_subscriptions = 1\nslow_cost = \"1ms\"",
+        );
+        assert!(matches!(c.publisher_pacing, Pacing::Rate { per_sec, .. } if per_sec == 1000.0));
+        assert_eq!(c.topics, ["msgbench.0", "msgbench.1", "msgbench.2"]);
+        assert_eq!(c.publishers(), [0, 0, 1, 1, 2, 2]);
+        let subs = c.subscriptions();
+        assert_eq!(subs.len(), 6);
+        assert_eq!(
+            (subs[0].name.as_str(), subs[0].slow, subs[1].slow),
+            ("t0-s0", true, false)
+        );
+        assert_eq!(c.class_names(), ["subscriber", "slow-subscriber"]);
+    }
+
+    #[test]
+    fn what_no_broker_can_do_is_refused_with_the_fix() {
+        for (extra, field, fix) in [
+            ("[pubsub]\ntopics = 0", "pubsub.topics", "at least 1"),
+            ("[pubsub]\nmessage_bytes = 8", "pubsub.message_bytes", "24-byte header"),
+            ("[pubsub]\ntopic_prefix = \"a b\"", "pubsub.topic_prefix", "letters"),
+            ("[pubsub]\ntopic_prefix = \"a.>\"", "pubsub.topic_prefix", "letters"),
+            (
+                "[pubsub]\nbroker = \"redis\"\naddress = \"127.0.0.1:6379\"\nconsumers_per_subscription = 2",
+                "pubsub.consumers_per_subscription",
+                "queue groups",
+            ),
+            ("[pubsub]\nslow_subscriptions = 2", "pubsub.slow_subscriptions", "at most"),
+            ("[pubsub]\nslow_subscriptions = 1", "pubsub.slow_cost", "per message"),
+            ("[pacing]\nmode = \"closed-loop\"", "pacing.mode", "no response"),
+            ("[pubsub]\naddress = \"nats\"", "pubsub.address", "host:port"),
+            ("[pubsub]\ntopics = 5000\nsubscriptions_per_topic = 2", "pubsub.topics", "at most 10000"),
+            ("[pubsub]\nmax_unsent_bytes = 100", "pubsub.max_unsent_bytes", "4096"),
+        ] {
+            let (f, message) = refused(&format!("system = \"pubsub\"\n{extra}"));
+            assert_eq!(f, field, "{extra}: {message}");
+            assert!(message.contains(fix), "{extra}: {message}");
+        }
+    }
+}
