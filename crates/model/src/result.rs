@@ -108,7 +108,7 @@ pub struct StreamClient {
     pub name: String,
     /// Its group (also the operation class of its latencies).
     pub group: String,
-    /// `native` or `browser`.
+    /// `native` or `browser`; for a publish/subscribe subscription, its broker (`nats`, `redis`).
     pub kind: String,
     /// The server's counts for this client's measured ticks; null when the server is not
     /// msgbench's (then `counters` are inferred from the sequence numbers the client saw).

@@ -75,7 +75,8 @@ const EXPLANATION: &str = "Per client, over the measured window: `generated/s` t
 `written/s` ticks it handed that client's socket, `acked/s` ticks the client acknowledged as processed, \
 `delivered/s` ticks the client processed (measured by the client, latency from each tick's intended send time). \
 `dropped`: shed by the server's slow-client policy; `undelivered`: still queued when the run ended, or lost when \
-the connection closed. `backlog peak`: most ticks generated for it but not yet processed or dropped, at a second's end. Someone else's feed (`[ticks.feed]`, a gRPC stream) reports none of the server's side: `generated/s` is inferred from its sequence numbers, `dropped` is the gaps in them (`ticks.gaps = \"drops\"`), and `written/s` and `backlog peak` are not known.";
+the connection closed. `backlog peak`: most ticks generated for it but not yet processed or dropped, at a second's end. Someone else's feed (`[ticks.feed]`, a gRPC stream) reports none of the server's side: `generated/s` is inferred from its sequence numbers, `dropped` is the gaps in them (`ticks.gaps = \"drops\"`), and `written/s` and `backlog peak` are not known. \
+A publish/subscribe run has one row per subscription (its `kind` is the broker): `generated/s` is what the publishers of its topic published, `dropped` the messages the broker lost (missing before a later one from the same publisher), `backlog peak` the most published but not yet received.";
 
 /// The terminal's table (the columns that fit a line): header first.
 pub fn text_rows(runs: &[RunResult]) -> Vec<Vec<String>> {

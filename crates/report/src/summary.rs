@@ -95,7 +95,14 @@ pub fn table_for_width(results: &[RunResult], width: Option<usize>) -> String {
     }
     out.push_str(&render_fit(&rows, width));
     if crate::streams::any(results) {
-        out.push_str("\nstream clients (rates per second of the measured window, `written` = handed to the client's socket by the server; dropped, undelivered and backlog are counts):\n");
+        let pubsub = results
+            .iter()
+            .all(|r| r.system == msgbench_model::scenario::SystemKind::Pubsub);
+        out.push_str(if pubsub {
+            "\nsubscriptions (rates per second of the measured window, `generated` = published on its topic; dropped = lost by the broker, undelivered = not there when the run ended; dropped, undelivered and backlog are counts):\n"
+        } else {
+            "\nstream clients (rates per second of the measured window, `written` = handed to the client's socket by the server; dropped, undelivered and backlog are counts):\n"
+        });
         out.push_str(&render_fit(&crate::streams::text_rows(results), width));
     }
     per_run_lines(&mut out, "failures", results, crate::faults::line);

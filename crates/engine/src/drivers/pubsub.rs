@@ -425,6 +425,7 @@ pub fn drive(
                 pubs,
                 &classes,
                 config.consumers_per_subscription > 1,
+                config.broker.name(),
                 &window,
             )
         })
@@ -480,6 +481,7 @@ fn stream_of(
     publishers: &[PublisherStats],
     classes: &[String],
     shared: bool,
+    broker: &str,
     window: &Schedule,
 ) -> StreamClient {
     let counters = account(
@@ -531,7 +533,7 @@ fn stream_of(
     StreamClient {
         name: s.stats.name.clone(),
         group: classes[s.stats.group].clone(),
-        kind: "native".into(),
+        kind: broker.into(),
         server: None,
         counters,
         sequence,
