@@ -192,3 +192,58 @@ fn a_broker_killed_mid_run_stops_it_with_what_was_measured_accounted() {
     assert!(r.counters.delivered > 1000, "{:?}", r.counters);
     assert!(r.faults.disconnects >= 1);
 }
+
+#[test]
+fn a_paused_broker_delays_every_message_due_during_the_pause_as_the_model_says() {
+    // The broker is stopped (SIGSTOP) 500 ms of every 2 s while 2000 messages/s are published
+    // open loop: a quarter of the messages are due during a pause and reach the subscription
+    // when it ends, so their latency is uniform on [0, 500 ms]. The model: quantile q > 0.75
+    // is 500 ms × (q − 0.75) / 0.25 (p99 = 480 ms, p99.9 = 498 ms). A measured window of whole
+    // pause periods holds exactly that share whatever its phase.
+    let (every, pause) = (2_000_000_000u64, 500_000_000u64);
+    let nats = BrokerProcess::nats(&[]);
+    let pid = nats.pid() as i32;
+    let running = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let pauser = std::thread::spawn({
+        let running = running.clone();
+        move || {
+            while running.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(std::time::Duration::from_nanos(every - pause));
+                // SAFETY: signalling the broker this test started.
+                unsafe { libc::kill(pid, libc::SIGSTOP) };
+                std::thread::sleep(std::time::Duration::from_nanos(pause));
+                unsafe { libc::kill(pid, libc::SIGCONT) };
+            }
+        }
+    });
+    let toml = scenario("nats", nats.addr, "")
+        .replace("duration = \"1s\"", "duration = \"4s\"")
+        .replace("warmup = \"200ms\"", "warmup = \"1s\"")
+        .replace("per_sec = 4000", "per_sec = 2000");
+    let (outcome, _dir) = try_run(&toml, &[]);
+    running.store(false, std::sync::atomic::Ordering::Relaxed);
+    pauser.join().unwrap();
+    let r = outcome.unwrap_or_else(|e| panic!("{e}")).results.remove(0);
+    assert_subscriptions_accounted(&r);
+    assert_eq!(r.counters.delivered, r.counters.sent, "{:?}", r.counters);
+    let share = pause as f64 / every as f64;
+    let model = |q: f64| pause as f64 * (q - (1.0 - share)) / share;
+    for (name, measured, q) in [
+        ("p99", r.latency.p99_ns, 0.99),
+        ("p99.9", r.latency.p999_ns, 0.999),
+    ] {
+        let ratio = measured as f64 / model(q);
+        assert!(
+            (0.9..1.1).contains(&ratio),
+            "{name}: measured {measured} ns, model {:.0} ns ({ratio:.3}×)",
+            model(q)
+        );
+    }
+    eprintln!(
+        "msgbench p99 / p99.9 end to end: {:.1} / {:.1} ms, model {:.1} / {:.1} ms",
+        r.latency.p99_ns as f64 / 1e6,
+        r.latency.p999_ns as f64 / 1e6,
+        model(0.99) / 1e6,
+        model(0.999) / 1e6
+    );
+}

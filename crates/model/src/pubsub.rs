@@ -10,6 +10,7 @@ use crate::duration::serde_text;
 use crate::pacing::{Pacing, PacingSpec};
 use crate::ticks::CostWork;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Bytes of the header every message starts with: intended publish time, sequence number,
@@ -30,6 +31,11 @@ pub struct PubsubSpec {
     pub broker: Broker,
     /// `host:port` of the broker.
     pub address: String,
+    /// `host:port` per broker, for a scenario that compares brokers (a sweep over
+    /// `pubsub.broker`): `{ nats = "127.0.0.1:4222", redis = "127.0.0.1:6379" }`. The
+    /// broker's entry, when there is one, is used instead of `address`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub addresses: BTreeMap<String, String>,
     /// Number of topics (NATS subjects, Redis channels): `<topic_prefix>.<n>`.
     pub topics: u32,
     /// Names of the topics start with it; letters, digits, `-` and `_` only.
@@ -71,6 +77,7 @@ impl Default for PubsubSpec {
         PubsubSpec {
             broker: Broker::Nats,
             address: "127.0.0.1:4222".into(),
+            addresses: BTreeMap::new(),
             topics: 1,
             topic_prefix: "msgbench".into(),
             publishers_per_topic: 1,
@@ -102,6 +109,9 @@ pub enum Broker {
 }
 
 impl Broker {
+    /// Every broker msgbench speaks.
+    pub const ALL: [Broker; 2] = [Broker::Nats, Broker::Redis];
+
     /// Its name in scenario files.
     pub fn name(self) -> &'static str {
         match self {
@@ -226,7 +236,23 @@ impl PubsubSpec {
         pacing_spec: &PacingSpec,
         invalid: &Invalid,
     ) -> Result<PubsubConfig, ScenarioError> {
-        check_address("pubsub.address", &self.address, invalid)?;
+        for name in self.addresses.keys() {
+            if !Broker::ALL.iter().any(|b| b.name() == name) {
+                return Err(invalid(
+                    &format!("pubsub.addresses.{name}"),
+                    "names no broker msgbench speaks".into(),
+                    &format!(
+                        "key the addresses by broker: {}",
+                        Broker::ALL.map(|b| b.name()).join(", ")
+                    ),
+                ));
+            }
+        }
+        let (field, address) = match self.addresses.get(self.broker.name()) {
+            Some(a) => (format!("pubsub.addresses.{}", self.broker.name()), a),
+            None => ("pubsub.address".to_string(), &self.address),
+        };
+        check_address(&field, address, invalid)?;
         for (field, value) in [
             ("pubsub.topics", self.topics),
             ("pubsub.publishers_per_topic", self.publishers_per_topic),
@@ -331,7 +357,7 @@ impl PubsubSpec {
         };
         Ok(PubsubConfig {
             broker: self.broker,
-            address: self.address.clone(),
+            address: address.clone(),
             topics: (0..self.topics)
                 .map(|t| format!("{}.{t}", self.topic_prefix))
                 .collect(),
@@ -379,6 +405,18 @@ mod tests {
             ("t0-s0", true, false)
         );
         assert_eq!(c.class_names(), ["subscriber", "slow-subscriber"]);
+    }
+
+    #[test]
+    fn a_broker_comparison_takes_each_brokers_own_address() {
+        let text = "[pubsub]\naddress = \"127.0.0.1:1\"\naddresses = { nats = \"127.0.0.1:4297\", redis = \"127.0.0.1:4296\" }";
+        assert_eq!(config(text).address, "127.0.0.1:4297");
+        let redis = text.replace("[pubsub]", "[pubsub]\nbroker = \"redis\"");
+        assert_eq!(config(&redis).address, "127.0.0.1:4296");
+        let (field, message) =
+            refused("system = \"pubsub\"\n[pubsub]\naddresses = { kafka = \"127.0.0.1:9092\" }");
+        assert_eq!(field, "pubsub.addresses.kafka");
+        assert!(message.contains("nats, redis"), "{message}");
     }
 
     #[test]

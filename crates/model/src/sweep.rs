@@ -626,6 +626,7 @@ mod tests {
             ("ws-rpc", "## ---- system = \"ws-rpc\"", true),
             ("ticks", "## ---- system = \"ticks\"", false),
             ("http", "## ---- system = \"http\"", true),
+            ("pubsub", "## ---- system = \"pubsub\"", false),
         ] {
             let mut text = active.replace("SYSTEM", system);
             if system == "ticks" {
