@@ -82,6 +82,42 @@ pub enum Command {
     /// Example: msgbench kube examples/sharded-rpc.toml --shards 4 --image registry.example/msgbench:0.1 --set 'rpc.address="rpc.bench.svc:7000"' > job.yaml
     /// Example: msgbench kube collect msgbench-sharded-rpc-261125210300 --out shards/
     Kube(KubeArgs),
+    /// Write the msgbench scenario equivalent to another tool's workload file. `import omb`
+    /// reads an OpenMessaging Benchmark workload (topics, partitionsPerTopic, messageSize,
+    /// subscriptionsPerTopic, consumerPerSubscription, producersPerTopic, producerRate,
+    /// testDurationMinutes) and writes a `pubsub` scenario, each setting without a counterpart
+    /// named in its comments.
+    ///
+    /// Example: msgbench import omb workloads/1-topic-1-partition-1kb.yaml --broker nats --address 127.0.0.1:4222 > omb.toml
+    #[command(subcommand)]
+    Import(ImportCommand),
+}
+
+/// `msgbench import`.
+#[derive(Debug, Subcommand)]
+pub enum ImportCommand {
+    /// An OpenMessaging Benchmark workload (YAML) as a `pubsub` scenario, printed (or written
+    /// to --out).
+    ///
+    /// Example: msgbench import omb workloads/1-topic-1-partition-1kb.yaml --broker redis --address 127.0.0.1:6379 --out omb.toml
+    Omb(ImportOmbArgs),
+}
+
+/// `msgbench import omb`.
+#[derive(Debug, Args)]
+pub struct ImportOmbArgs {
+    /// The workload file (OMB's `workloads/*.yaml`).
+    #[arg(value_name = "WORKLOAD")]
+    pub workload: PathBuf,
+    /// The broker to publish through: nats or redis.
+    #[arg(long, default_value = "nats", value_parser = ["nats", "redis"])]
+    pub broker: String,
+    /// Its host:port (default: the broker's usual port on 127.0.0.1).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub address: Option<String>,
+    /// Write the scenario to this file instead of printing it (refused if it exists).
+    #[arg(long, short, value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 /// `msgbench merge`.

@@ -39,6 +39,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         Command::Serve(command) => crate::serve::serve(command),
         Command::Merge(args) => crate::distributed::merge(args),
         Command::Kube(args) => crate::distributed::kube(args),
+        Command::Import(crate::args::ImportCommand::Omb(args)) => import_omb(&args),
         Command::DefaultScenario(args) => {
             print!(
                 "{}",
@@ -766,4 +767,71 @@ fn search(args: SearchArgs) -> ExitCode {
         return ExitCode::from(EXIT_INTERRUPTED);
     }
     ExitCode::SUCCESS
+}
+
+/// `msgbench import omb`: the workload read (its `${name:-default}` placeholders resolved from
+/// the environment), checked, and written as a scenario that is itself checked before it is
+/// printed or saved.
+fn import_omb(args: &crate::args::ImportOmbArgs) -> ExitCode {
+    use msgbench_model::omb::{OmbWorkload, Target};
+    use msgbench_model::pubsub::Broker;
+    let source = args.workload.display().to_string();
+    let text = match std::fs::read_to_string(&args.workload) {
+        Ok(t) => t,
+        Err(e) => return fail(EXIT_BAD_INPUT, format!("cannot read {source}: {e}")),
+    };
+    let text = OmbWorkload::resolve_placeholders(&text, |name| std::env::var(name).ok());
+    let workload: OmbWorkload = match serde_saphyr::from_str(&text) {
+        Ok(w) => w,
+        Err(e) => {
+            return fail(
+                EXIT_BAD_INPUT,
+                format!("{source} is not an OpenMessaging Benchmark workload: {e}"),
+            )
+        }
+    };
+    if let Err(e) = workload.check(&source) {
+        return fail(EXIT_BAD_INPUT, e);
+    }
+    let broker = if args.broker == "redis" {
+        Broker::Redis
+    } else {
+        Broker::Nats
+    };
+    let address = args.address.clone().unwrap_or_else(|| {
+        match broker {
+            Broker::Nats => "127.0.0.1:4222",
+            Broker::Redis => "127.0.0.1:6379",
+        }
+        .into()
+    });
+    let scenario = workload.to_scenario(&source, &Target { broker, address });
+    let limits = msgbench_model::check::MachineLimits {
+        cpus: msgbench_engine::affinity::allowed_cpus(),
+    };
+    if let Err(e) =
+        msgbench_model::Experiment::load(&scenario, "the imported scenario", &[], &limits)
+    {
+        return fail(EXIT_BAD_INPUT, format!("{source}: {e}"));
+    }
+    match &args.out {
+        None => {
+            print!("{scenario}");
+            ExitCode::SUCCESS
+        }
+        Some(path) => {
+            let written = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+                .and_then(|mut f| std::io::Write::write_all(&mut f, scenario.as_bytes()));
+            match written {
+                Ok(()) => {
+                    println!("{}", path.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(1, format!("cannot write {}: {e}", path.display())),
+            }
+        }
+    }
 }

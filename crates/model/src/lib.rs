@@ -16,6 +16,7 @@ pub mod grpc;
 pub mod histogram;
 pub mod http;
 pub mod metrics;
+pub mod omb;
 pub mod pacing;
 pub mod pubsub;
 pub mod queue;

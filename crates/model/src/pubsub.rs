@@ -279,7 +279,7 @@ impl PubsubSpec {
             return Err(invalid(
                 "pubsub.topics",
                 format!("with its publishers and subscriptions makes {publishers} publisher and {consumers} consumer connections"),
-                &format!("open at most {MAX_CONNECTIONS} connections in one run; spread more over shards"),
+                &format!("open at most {MAX_CONNECTIONS} connections in one run (fewer topics, publishers or subscriptions)"),
             ));
         }
         if self.topic_prefix.is_empty()
