@@ -3,7 +3,7 @@
 # redis-server and redis-tools (redis-benchmark), chromium for the browser tick clients and the
 # report's browser check, nginx (nginx-light) for the http system's tests and wrk, the HTTP
 # peer of the benchmarks, and h2load (nghttp2-client), their HTTP/2 peer; prometheus, which a
-# test starts to scrape a run's live metrics; nats-server, a broker of the pubsub tests;
+# test starts to scrape a run's live metrics; nats-server and mosquitto, brokers of the pubsub tests;
 # python3-venv for the manifest check's kubernetes-validate; and, from npm, the `ws` package of the Node.js feed (feeds/node).
 # Idempotent: does nothing when present.
 # msgbench never relies on a running Redis: tests and examples start their own on loopback.
@@ -16,8 +16,10 @@ command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
 command -v wrk >/dev/null || need+=(wrk)
 command -v h2load >/dev/null || need+=(nghttp2-client)
 command -v prometheus >/dev/null || need+=(prometheus)
-# The pubsub system's tests start their own brokers: NATS (Debian's nats-server) and Redis.
+# The pubsub system's tests start their own brokers: NATS (Debian's nats-server), Mosquitto
+# (MQTT) and Redis.
 command -v nats-server >/dev/null || [ -x /usr/sbin/nats-server ] || need+=(nats-server)
+command -v mosquitto >/dev/null || [ -x /usr/sbin/mosquitto ] || need+=(mosquitto)
 # scripts/check-manifest.sh makes a virtualenv for kubernetes-validate (PyPI).
 python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 # The Node.js feed of the feed tests (feeds/node): the `ws` package from the npm registry, into

@@ -793,15 +793,15 @@ fn import_omb(args: &crate::args::ImportOmbArgs) -> ExitCode {
     if let Err(e) = workload.check(&source) {
         return fail(EXIT_BAD_INPUT, e);
     }
-    let broker = if args.broker == "redis" {
-        Broker::Redis
-    } else {
-        Broker::Nats
-    };
+    let broker = Broker::ALL
+        .into_iter()
+        .find(|b| b.name() == args.broker)
+        .unwrap_or(Broker::Nats);
     let address = args.address.clone().unwrap_or_else(|| {
         match broker {
             Broker::Nats => "127.0.0.1:4222",
             Broker::Redis => "127.0.0.1:6379",
+            Broker::Mqtt => "127.0.0.1:1883",
         }
         .into()
     });

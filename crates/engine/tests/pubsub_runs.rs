@@ -247,3 +247,65 @@ fn a_paused_broker_delays_every_message_due_during_the_pause_as_the_model_says()
         model(0.999) / 1e6
     );
 }
+
+#[test]
+fn mqtt_at_qos_0_and_1_delivers_every_message_to_every_subscription_and_shares_one() {
+    let mosquitto = BrokerProcess::mosquitto("");
+    for qos in [0, 1] {
+        let r = run_ok(&scenario(
+            "mqtt",
+            mosquitto.addr,
+            &format!("qos = {qos}\ntopics = 2\nsubscriptions_per_topic = 2\nconsumers_per_subscription = 2"),
+        ));
+        assert_subscriptions_accounted(&r);
+        assert_eq!(r.streams.len(), 4);
+        for s in &r.streams {
+            assert_eq!(
+                s.counters.delivered, s.counters.sent,
+                "qos {qos} {}",
+                s.name
+            );
+            assert_eq!(s.sequence.duplicates, 0, "qos {qos} {}", s.name);
+        }
+        let acks = r.info.iter().any(|i| i.contains("PUBACK"));
+        assert_eq!(acks, qos == 1, "{:?}", r.info);
+    }
+}
+
+#[test]
+fn a_broker_that_drops_for_a_slow_subscriber_leaves_gaps_counted_as_dropped() {
+    // Mosquitto keeps at most 100 messages in flight or queued for a QoS 1 subscriber and
+    // drops the rest ("Outgoing messages are being dropped"): the slow subscription sees gaps,
+    // each counted as lost by the broker; the fast one gets everything.
+    let mosquitto = BrokerProcess::mosquitto("max_queued_messages 100");
+    let r = run_ok(&scenario(
+        "mqtt",
+        mosquitto.addr,
+        "qos = 1\nmessage_bytes = 1024\nsubscriptions_per_topic = 2\nslow_subscriptions = 1\nslow_cost = \"1ms\"\nslow_work = \"sleep\"\nreceive_buffer = 16384",
+    ));
+    assert_subscriptions_accounted(&r);
+    let (slow, fast) = (&r.streams[0], &r.streams[1]);
+    assert!(slow.counters.dropped > 1000, "{:?}", slow.counters);
+    assert!(
+        slow.gaps_seen >= slow.counters.dropped,
+        "{} {:?}",
+        slow.gaps_seen,
+        slow.counters
+    );
+    // What it did get waited at most behind the broker's 100 messages and its own work.
+    assert!(slow.latency.max_ns < 1_000_000_000, "{:?}", slow.latency);
+    assert_eq!(
+        fast.counters.delivered, fast.counters.sent,
+        "{:?}",
+        fast.counters
+    );
+    // Gaps are the broker's drops (counted, and said in a note), not sequence errors.
+    assert_eq!(r.sequence.gaps, 0);
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.to_string().contains("the broker lost")),
+        "{:?}",
+        r.warnings
+    );
+}

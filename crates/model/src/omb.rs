@@ -236,6 +236,7 @@ fn broker_title(broker: Broker) -> &'static str {
     match broker {
         Broker::Nats => "NATS core",
         Broker::Redis => "Redis Pub/Sub",
+        Broker::Mqtt => "MQTT (QoS 0)",
     }
 }
 

@@ -26,9 +26,13 @@ pub const MAX_CONNECTIONS: u64 = 10_000;
 #[serde(deny_unknown_fields, default)]
 pub struct PubsubSpec {
     /// Which broker, and which of its ways to publish and subscribe: `nats` (NATS core
-    /// publish/subscribe; shared subscriptions are queue groups) or `redis` (Redis Pub/Sub:
-    /// PUBLISH and SUBSCRIBE).
+    /// publish/subscribe; shared subscriptions are queue groups), `redis` (Redis Pub/Sub:
+    /// PUBLISH and SUBSCRIBE) or `mqtt` (MQTT 3.1.1, e.g. Mosquitto; shared subscriptions are
+    /// `$share/` filters).
     pub broker: Broker,
+    /// MQTT's quality of service, for publishing and subscribing: 0 (at most once) or 1 (at
+    /// least once: the broker acknowledges each publish, each delivery is acknowledged).
+    pub qos: u8,
     /// `host:port` of the broker.
     pub address: String,
     /// `host:port` per broker, for a scenario that compares brokers (a sweep over
@@ -76,6 +80,7 @@ impl Default for PubsubSpec {
     fn default() -> Self {
         PubsubSpec {
             broker: Broker::Nats,
+            qos: 0,
             address: "127.0.0.1:4222".into(),
             addresses: BTreeMap::new(),
             topics: 1,
@@ -106,17 +111,20 @@ pub enum Broker {
     Nats,
     /// Redis Pub/Sub: PUBLISH and SUBSCRIBE; at most once, no shared subscriptions.
     Redis,
+    /// MQTT 3.1.1: PUBLISH and SUBSCRIBE at QoS 0 or 1.
+    Mqtt,
 }
 
 impl Broker {
     /// Every broker msgbench speaks.
-    pub const ALL: [Broker; 2] = [Broker::Nats, Broker::Redis];
+    pub const ALL: [Broker; 3] = [Broker::Nats, Broker::Redis, Broker::Mqtt];
 
     /// Its name in scenario files.
     pub fn name(self) -> &'static str {
         match self {
             Broker::Nats => "nats",
             Broker::Redis => "redis",
+            Broker::Mqtt => "mqtt",
         }
     }
 
@@ -125,6 +133,7 @@ impl Broker {
         match self {
             Broker::Nats => "(start one with `nats-server -a 127.0.0.1 -p PORT`, or let the scenario start it: `[sut] command = \"exec nats-server -a 127.0.0.1 -p PORT\"`)",
             Broker::Redis => "(start one with `redis-server --port PORT`, or let the scenario start it: `[sut] command = \"exec redis-server --port PORT\"`)",
+            Broker::Mqtt => "(start one with `mosquitto -p PORT`, or let the scenario start it: `[sut] command = \"exec mosquitto -p PORT\"`)",
         }
     }
 }
@@ -145,6 +154,8 @@ pub struct Subscription {
 pub struct PubsubConfig {
     /// The broker.
     pub broker: Broker,
+    /// MQTT's quality of service (0 elsewhere).
+    pub qos: u8,
     /// Its `host:port`.
     pub address: String,
     /// Topic names, by index.
@@ -208,9 +219,13 @@ impl PubsubConfig {
 
     /// One line with every setting, in scenario-file spelling.
     pub fn describe(&self) -> String {
+        let broker = match self.broker {
+            Broker::Mqtt => format!("mqtt qos={}", self.qos),
+            other => other.name().to_string(),
+        };
         let mut s = format!(
             "pubsub {} {} topics={} publishers_per_topic={} subscriptions_per_topic={} consumers_per_subscription={} message_bytes={}",
-            self.broker.name(),
+            broker,
             self.address,
             self.topics.len(),
             self.publishers_per_topic,
@@ -309,6 +324,13 @@ impl PubsubSpec {
                 "Redis Pub/Sub sends every message to every subscriber and has no shared subscription: set it to 1, or use broker = \"nats\" (queue groups)",
             ));
         }
+        if self.qos > 1 || (self.qos > 0 && self.broker != Broker::Mqtt) {
+            return Err(invalid(
+                "pubsub.qos",
+                format!("is {} with broker = \"{}\"", self.qos, self.broker.name()),
+                "give 0 or 1, and 1 only with broker = \"mqtt\" (NATS core and Redis Pub/Sub deliver at most once)",
+            ));
+        }
         if self.slow_subscriptions > self.subscriptions_per_topic {
             return Err(invalid(
                 "pubsub.slow_subscriptions",
@@ -357,6 +379,7 @@ impl PubsubSpec {
         };
         Ok(PubsubConfig {
             broker: self.broker,
+            qos: self.qos,
             address: address.clone(),
             topics: (0..self.topics)
                 .map(|t| format!("{}.{t}", self.topic_prefix))
@@ -416,7 +439,7 @@ mod tests {
         let (field, message) =
             refused("system = \"pubsub\"\n[pubsub]\naddresses = { kafka = \"127.0.0.1:9092\" }");
         assert_eq!(field, "pubsub.addresses.kafka");
-        assert!(message.contains("nats, redis"), "{message}");
+        assert!(message.contains("nats, redis, mqtt"), "{message}");
     }
 
     #[test]
@@ -432,6 +455,8 @@ mod tests {
                 "queue groups",
             ),
             ("[pubsub]\nslow_subscriptions = 2", "pubsub.slow_subscriptions", "at most"),
+            ("[pubsub]\nqos = 1", "pubsub.qos", "only with broker = \"mqtt\""),
+            ("[pubsub]\nbroker = \"mqtt\"\nqos = 2", "pubsub.qos", "0 or 1"),
             ("[pubsub]\nslow_subscriptions = 1", "pubsub.slow_cost", "per message"),
             ("[pacing]\nmode = \"closed-loop\"", "pacing.mode", "no response"),
             ("[pubsub]\naddress = \"nats\"", "pubsub.address", "host:port"),

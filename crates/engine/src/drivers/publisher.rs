@@ -14,7 +14,7 @@ use crate::cpu::CpuSnapshot;
 use crate::error::EngineError;
 use crate::harness::timer::Timer;
 use crate::harness::{worker, RunStop, Timeline, STOP_CHECK_NS};
-use crate::net::pubsub::{self as wire, Header, Incoming};
+use crate::net::pubsub::{self as wire, Header, Incoming, PublishFrame};
 use crate::pacer::Pacer;
 use crate::recorder::Recorder;
 use mio::net::TcpStream;
@@ -40,8 +40,7 @@ pub struct Publisher {
     pub index: u32,
     topic: String,
     pacer: Pacer,
-    prefix: Vec<u8>,
-    suffix: &'static [u8],
+    frame: PublishFrame,
     out: Vec<u8>,
     written: usize,
     input: Vec<u8>,
@@ -63,8 +62,8 @@ impl Publisher {
     ) -> io::Result<Publisher> {
         stream.set_nonblocking(true)?;
         let size = config.message_bytes as usize;
-        let prefix = wire::publish_prefix(config.broker, topic, size);
-        let capacity = config.max_unsent_bytes as usize + prefix.len() + size + 2;
+        let frame = PublishFrame::new(config.broker, topic, size, config.qos);
+        let capacity = config.max_unsent_bytes as usize + frame.prefix.len() + size + 2;
         Ok(Publisher {
             stream: TcpStream::from_std(stream),
             index,
@@ -74,8 +73,7 @@ impl Publisher {
                 timeline.t0_ns,
                 seed ^ (u64::from(index) << 32),
             ),
-            suffix: wire::publish_suffix(config.broker),
-            prefix,
+            frame,
             out: Vec::with_capacity(capacity),
             written: 0,
             input: leftover,
@@ -91,14 +89,14 @@ impl Publisher {
     #[inline]
     fn encode(&mut self, intended_ns: u64, size: usize, timeline: &Timeline) {
         let seq = self.stats.sent_all;
-        self.out.extend_from_slice(&self.prefix);
+        self.frame.put_prefix(seq, &mut self.out);
         Header {
             intended_ns,
             seq,
             publisher: self.index,
         }
         .write(size, &mut self.out);
-        self.out.extend_from_slice(self.suffix);
+        self.out.extend_from_slice(self.frame.suffix);
         self.stats.sent_all += 1;
         if intended_ns >= timeline.measure_start_ns && intended_ns < timeline.end_ns {
             self.stats.count_measured(seq, intended_ns, timeline);
@@ -163,7 +161,7 @@ impl Publisher {
                         String::from_utf8_lossy(text)
                     ))
                 }
-                Incoming::Message(_) | Incoming::Reply | Incoming::Other => {}
+                Incoming::Message { .. } | Incoming::Reply | Incoming::Other => {}
             }
             at += used;
         }

@@ -174,7 +174,7 @@ fn open(
     wire::hello(config.broker, name, &mut out);
     let mut expected = 1;
     if let Some((topic, group, sid)) = subscription {
-        wire::subscribe(config.broker, topic, group, sid, &mut out);
+        wire::subscribe(config.broker, topic, group, sid, config.qos, &mut out);
         expected += 1;
     }
     stream

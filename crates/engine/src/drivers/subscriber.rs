@@ -40,6 +40,8 @@ pub struct Consumer {
     closed: bool,
     /// The last error the broker sent on it.
     last_error: Option<String>,
+    /// Acknowledgements (MQTT QoS 1) not written yet.
+    acks: Vec<u8>,
 }
 
 impl Consumer {
@@ -60,9 +62,36 @@ impl Consumer {
             input,
             closed: false,
             last_error: None,
+            acks: Vec::with_capacity(4096),
         })
     }
 }
+
+impl Consumer {
+    /// Writes the acknowledgements owed, once per batch read; what the socket does not take
+    /// waits for the next batch (bounded: a broker that stops reading them ends the
+    /// connection).
+    fn write_acks(&mut self) -> Result<(), String> {
+        let mut written = 0;
+        while written < self.acks.len() {
+            match self.stream.write(&self.acks[written..]) {
+                Ok(0) => break,
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(crate::drivers::pubsub::broken(&e, "writing")),
+            }
+        }
+        self.acks.drain(..written);
+        if self.acks.len() > MAX_UNSENT_ACKS {
+            return Err("the broker stopped reading the acknowledgements of its messages".into());
+        }
+        Ok(())
+    }
+}
+
+/// Acknowledgement bytes a consumer may owe the broker.
+const MAX_UNSENT_ACKS: usize = 1 << 20;
 
 /// One subscription, as its thread measures it.
 pub struct SubscriptionState {
@@ -383,8 +412,11 @@ impl SubscriberThread<'_> {
             match wire::decode(broker, &consumer[at..len]) {
                 Ok(Some((incoming, used))) => {
                     match incoming {
-                        Incoming::Message(payload) => {
-                            sub.on_message(payload, window, &mut self.rec)
+                        Incoming::Message { payload, ack } => {
+                            sub.on_message(payload, window, &mut self.rec);
+                            if let Some(id) = ack {
+                                wire::ack(broker, id, &mut sub.consumers[c].acks);
+                            }
                         }
                         Incoming::Ping => {
                             let _ = sub.consumers[c].stream.write_all(wire::pong(broker));
@@ -411,6 +443,7 @@ impl SubscriberThread<'_> {
         let sub = &mut self.subscriptions[s];
         sub.consumers[c].input = consumer;
         sub.consumers[c].len = len - at;
+        let failure = failure.or_else(|| sub.consumers[c].write_acks().err());
         if let Some(why) = failure {
             sub.stats.faults.protocol_errors += 1;
             self.close(s, c, why);

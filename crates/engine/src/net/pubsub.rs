@@ -2,8 +2,9 @@
 //! every message's 24-byte header (intended publish time, sequence number, publisher), and,
 //! per broker, how a message is published, how a topic is subscribed to, and what the broker
 //! sends back ([`Incoming`]). NATS's protocol is [`super::nats`]; Redis's is RESP
-//! ([`super::resp`]): `PUBLISH` and `SUBSCRIBE`, messages as `message` arrays.
-use super::{nats, resp};
+//! ([`super::resp`]): `PUBLISH` and `SUBSCRIBE`, messages as `message` arrays; MQTT's is
+//! [`super::mqtt`].
+use super::{mqtt, nats, resp};
 use msgbench_model::pubsub::{Broker, HEADER_BYTES};
 
 /// Marks a payload as msgbench's: the last 4 bytes of the header, `MSB1`.
@@ -50,8 +51,14 @@ impl Header {
 /// One thing a broker sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Incoming<'a> {
-    /// A message of a subscription, its payload.
-    Message(&'a [u8]),
+    /// A message of a subscription: its payload, and the id to acknowledge it by (MQTT QoS 1:
+    /// answer [`ack`]).
+    Message {
+        /// The payload.
+        payload: &'a [u8],
+        /// Its packet id, when the broker waits for an acknowledgement.
+        ack: Option<u16>,
+    },
     /// The broker checks the connection is alive: answer [`pong`].
     Ping,
     /// The broker took a publish (Redis: its reply, the number of subscribers reached).
@@ -73,7 +80,7 @@ pub fn decode(broker: Broker, buf: &[u8]) -> Result<Option<(Incoming<'_>, usize)
             .map_err(|e| e.to_string())?
             .map(|(op, used)| {
                 let incoming = match op {
-                    nats::ServerOp::Msg { payload, .. } => Incoming::Message(payload),
+                    nats::ServerOp::Msg { payload, .. } => Incoming::Message { payload, ack: None },
                     nats::ServerOp::Ping => Incoming::Ping,
                     nats::ServerOp::Err(text) => Incoming::Error(text),
                     nats::ServerOp::Pong => Incoming::Reply,
@@ -82,6 +89,22 @@ pub fn decode(broker: Broker, buf: &[u8]) -> Result<Option<(Incoming<'_>, usize)
                 (incoming, used)
             })),
         Broker::Redis => redis_incoming(buf),
+        Broker::Mqtt => Ok(mqtt::decode(buf)
+            .map_err(|e| e.to_string())?
+            .map(|(p, used)| {
+                let incoming = match p {
+                    mqtt::Packet::ConnAck(0) => Incoming::Reply,
+                    mqtt::Packet::ConnAck(code) => Incoming::Error(mqtt::connack_refusal(code)),
+                    mqtt::Packet::SubAck(0x80) => {
+                        Incoming::Error(b"the broker refused the subscription (SUBACK 0x80)")
+                    }
+                    mqtt::Packet::SubAck(_) => Incoming::Reply,
+                    mqtt::Packet::Publish { payload, ack } => Incoming::Message { payload, ack },
+                    mqtt::Packet::PubAck(_) => Incoming::Ack,
+                    mqtt::Packet::PingResp => Incoming::Other,
+                };
+                (incoming, used)
+            })),
     }
 }
 
@@ -99,7 +122,7 @@ fn redis_incoming(buf: &[u8]) -> Result<Option<(Incoming<'_>, usize)>, String> {
     } else if let Some(rest) = element.strip_prefix(MESSAGE) {
         let (_channel, rest) = bulk(rest).ok_or("a Redis message without its channel")?;
         let (payload, _) = bulk(rest).ok_or("a Redis message without its payload")?;
-        Incoming::Message(payload)
+        Incoming::Message { payload, ack: None }
     } else if element.starts_with(b"+PONG") || element.starts_with(b"*3\r\n$9\r\nsubscribe\r\n") {
         Incoming::Reply
     } else {
@@ -123,13 +146,24 @@ pub fn hello(broker: Broker, name: &str, out: &mut Vec<u8>) {
     match broker {
         Broker::Nats => nats::connect(name, out),
         Broker::Redis => out.extend_from_slice(b"*1\r\n$4\r\nPING\r\n"),
+        // Client ids are unique per broker: two runs (or two processes) must not take over
+        // each other's connections.
+        Broker::Mqtt => mqtt::connect(&format!("msgbench-{}-{name}", std::process::id()), out),
     }
 }
 
-/// Subscribes to `topic` (in shared `group`, NATS only) as subscription `sid`; the broker
-/// answers with one [`Incoming::Reply`] once the subscription is in place (NATS: the `PONG`
-/// of a `PING` sent after it; Redis: its `subscribe` confirmation).
-pub fn subscribe(broker: Broker, topic: &str, group: Option<&str>, sid: u64, out: &mut Vec<u8>) {
+/// Subscribes to `topic` (in shared `group`: NATS queue groups, MQTT `$share/`) as
+/// subscription `sid` at `qos` (MQTT); the broker answers with one [`Incoming::Reply`] once the
+/// subscription is in place (NATS: the `PONG` of a `PING` sent after it; Redis: its
+/// `subscribe` confirmation; MQTT: its SUBACK).
+pub fn subscribe(
+    broker: Broker,
+    topic: &str,
+    group: Option<&str>,
+    sid: u64,
+    qos: u8,
+    out: &mut Vec<u8>,
+) {
     match broker {
         Broker::Nats => {
             nats::subscribe(topic, group, sid, out);
@@ -140,31 +174,82 @@ pub fn subscribe(broker: Broker, topic: &str, group: Option<&str>, sid: u64, out
                 format!("*2\r\n$9\r\nSUBSCRIBE\r\n${}\r\n{topic}\r\n", topic.len()).as_bytes(),
             );
         }
+        Broker::Mqtt => {
+            let filter = match group {
+                Some(g) => format!("$share/{g}/{topic}"),
+                None => topic.to_string(),
+            };
+            mqtt::subscribe(&filter, qos, (sid % 65_535 + 1) as u16, out);
+        }
     }
 }
 
-/// The bytes before a message of `size` bytes published on `topic`.
-pub fn publish_prefix(broker: Broker, topic: &str, size: usize) -> Vec<u8> {
-    match broker {
-        Broker::Nats => nats::publish_prefix(topic, size),
-        Broker::Redis => format!(
-            "*3\r\n$7\r\nPUBLISH\r\n${}\r\n{topic}\r\n${size}\r\n",
-            topic.len()
-        )
-        .into_bytes(),
+/// How one publisher frames its messages: the bytes before each payload (with, at MQTT
+/// QoS 1, the place of the packet id to write per message) and after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishFrame {
+    /// The bytes before the payload.
+    pub prefix: Vec<u8>,
+    /// Where the prefix holds a two-byte packet id to fill in per message.
+    pub id_at: Option<usize>,
+    /// The bytes after the payload.
+    pub suffix: &'static [u8],
+}
+
+impl PublishFrame {
+    /// The framing of `size`-byte messages on `topic` at `qos` (MQTT).
+    pub fn new(broker: Broker, topic: &str, size: usize, qos: u8) -> PublishFrame {
+        match broker {
+            Broker::Nats => PublishFrame {
+                prefix: nats::publish_prefix(topic, size),
+                id_at: None,
+                suffix: b"\r\n",
+            },
+            Broker::Redis => PublishFrame {
+                prefix: format!(
+                    "*3\r\n$7\r\nPUBLISH\r\n${}\r\n{topic}\r\n${size}\r\n",
+                    topic.len()
+                )
+                .into_bytes(),
+                id_at: None,
+                suffix: b"\r\n",
+            },
+            Broker::Mqtt => {
+                let prefix = mqtt::publish_prefix(topic, qos, size);
+                PublishFrame {
+                    id_at: (qos > 0).then(|| prefix.len() - 2),
+                    prefix,
+                    suffix: b"",
+                }
+            }
+        }
+    }
+
+    /// Appends the prefix of message number `seq` (its packet id derived from it).
+    #[inline]
+    pub fn put_prefix(&self, seq: u64, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&self.prefix);
+        if let Some(at) = self.id_at {
+            // Ids 1..=65535 in turn (0 is not a packet id).
+            let id = (seq % 65_535 + 1) as u16;
+            out[start + at..start + at + 2].copy_from_slice(&id.to_be_bytes());
+        }
     }
 }
 
-/// The bytes after every published message.
-pub fn publish_suffix(_broker: Broker) -> &'static [u8] {
-    b"\r\n"
+/// Acknowledges message `id` (MQTT QoS 1: PUBACK).
+pub fn ack(broker: Broker, id: u16, out: &mut Vec<u8>) {
+    if broker == Broker::Mqtt {
+        mqtt::puback(id, out);
+    }
 }
 
 /// The answer to [`Incoming::Ping`].
 pub fn pong(broker: Broker) -> &'static [u8] {
     match broker {
         Broker::Nats => nats::PONG,
-        Broker::Redis => b"",
+        Broker::Redis | Broker::Mqtt => b"",
     }
 }
 
@@ -204,7 +289,10 @@ mod tests {
             seen,
             [
                 Incoming::Reply,
-                Incoming::Message(b"hello"),
+                Incoming::Message {
+                    payload: b"hello",
+                    ack: None
+                },
                 Incoming::Ack,
                 Incoming::Error(b"ERR wrong"),
                 Incoming::Reply
@@ -218,7 +306,13 @@ mod tests {
         let (m, _) = decode(Broker::Nats, b"MSG t.0 1 2\r\nab\r\n")
             .unwrap()
             .unwrap();
-        assert_eq!(m, Incoming::Message(b"ab"));
+        assert_eq!(
+            m,
+            Incoming::Message {
+                payload: b"ab",
+                ack: None
+            }
+        );
         let (p, _) = decode(Broker::Nats, b"PING\r\n").unwrap().unwrap();
         assert_eq!(p, Incoming::Ping);
         let (e, _) = decode(Broker::Nats, b"-ERR 'Slow Consumer'\r\n")

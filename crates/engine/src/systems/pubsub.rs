@@ -31,8 +31,7 @@ pub fn run(
     let lost: u64 = measured.streams.iter().map(|s| s.counters.dropped).sum();
     if lost > 0 {
         notes.push(format!(
-            "the broker lost {lost} messages on their way to subscriptions (gaps in a publisher's sequence before a later message that came); {} delivers at most once",
-            config.broker.name()
+            "the broker lost {lost} messages on their way to subscriptions (gaps in a publisher's sequence before a later message that came)"
         ));
     }
     let out = measured.out;
@@ -66,10 +65,14 @@ fn info(config: &PubsubConfig, acks: u64) -> Vec<String> {
             config.consumers_per_subscription
         ));
     }
-    if config.broker == Broker::Redis {
-        info.push(format!(
+    match (config.broker, config.qos) {
+        (Broker::Redis, _) => info.push(format!(
             "Redis answered {acks} PUBLISH commands with the number of subscribers reached"
-        ));
+        )),
+        (Broker::Mqtt, 1) => info.push(format!(
+            "MQTT QoS 1: the broker acknowledged {acks} publishes (PUBACK), and every delivery was acknowledged"
+        )),
+        _ => {}
     }
     info
 }

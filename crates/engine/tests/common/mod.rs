@@ -259,6 +259,8 @@ pub struct BrokerProcess {
     child: std::process::Child,
     /// Where it listens.
     pub addr: SocketAddr,
+    /// Its configuration file's folder, if it has one.
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl BrokerProcess {
@@ -292,6 +294,23 @@ impl BrokerProcess {
         BrokerProcess::spawn(&["/usr/bin/redis-server", "redis-server"], &args, port)
     }
 
+    /// `mosquitto` listening on loopback, anonymous clients allowed, `extra` lines added to its
+    /// configuration.
+    pub fn mosquitto(extra: &str) -> BrokerProcess {
+        let port = free_port();
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("mosquitto.conf");
+        std::fs::write(
+            &conf,
+            format!("listener {port} 127.0.0.1\nallow_anonymous true\n{extra}\n"),
+        )
+        .unwrap();
+        let args = vec!["-c".to_string(), conf.display().to_string()];
+        let mut broker = BrokerProcess::spawn(&["/usr/sbin/mosquitto", "mosquitto"], &args, port);
+        broker._dir = Some(dir);
+        broker
+    }
+
     fn spawn(programs: &[&str], args: &[String], port: u16) -> BrokerProcess {
         let program = programs
             .iter()
@@ -313,7 +332,11 @@ impl BrokerProcess {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        BrokerProcess { child, addr }
+        BrokerProcess {
+            child,
+            addr,
+            _dir: None,
+        }
     }
 
     /// Its process id.
