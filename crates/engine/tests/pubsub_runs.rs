@@ -85,6 +85,25 @@ fn a_shared_subscription_delivers_each_message_once_across_its_consumers() {
         "{:?}",
         r.info
     );
+    // As fast as the broker takes them: the consumers run far apart (one reads hundreds of
+    // messages ahead of the others), and still each message is counted once, none lost.
+    let toml = scenario(
+        "nats",
+        nats.addr,
+        "subscriptions_per_topic = 2\nconsumers_per_subscription = 3",
+    )
+    .replace("mode = \"rate\"\nper_sec = 4000", "mode = \"immediate\"");
+    let r = run_ok(&toml);
+    assert_subscriptions_accounted(&r);
+    for s in &r.streams {
+        assert!(s.counters.sent > 100_000, "{}: {:?}", s.name, s.counters);
+        assert_eq!(
+            s.counters.delivered, s.counters.sent,
+            "{}: {:?}",
+            s.name, s.counters
+        );
+        assert_eq!(s.counters.dropped, 0);
+    }
 }
 
 #[test]

@@ -220,13 +220,18 @@ impl OmbWorkload {
             }
         }
         out.push_str(&format!(
-            "name = \"{name}\"\nsystem = \"pubsub\"\n\n[run]\n# OMB measures testDurationMinutes after a one-minute warm-up.\nduration = \"{}m\"\nwarmup = \"{OMB_WARMUP}\"\n\n[pacing]\n# producerRate: messages per second over all producers.\n{pacing}\n\n[pubsub]\nbroker = \"{}\"\naddress = \"{}\"\ntopics = {}\npublishers_per_topic = {}\nsubscriptions_per_topic = {}\nconsumers_per_subscription = {consumers}\nmessage_bytes = {size}\n",
+            "name = \"{name}\"\nsystem = \"pubsub\"\n\n[run]\n# OMB measures testDurationMinutes after a one-minute warm-up.\nduration = \"{}m\"\nwarmup = \"{OMB_WARMUP}\"\n\n[pacing]\n# producerRate: messages per second over all producers.\n{pacing}\n\n[pubsub]\nbroker = \"{}\"\naddress = \"{}\"\ntopics = {}\npublishers_per_topic = {}\nsubscriptions_per_topic = {}\nconsumers_per_subscription = {consumers}\nmessage_bytes = {size}\n{unsent}",
             self.test_duration_minutes,
             target.broker.name(),
             target.address,
             self.topics,
             self.producers_per_topic,
             self.subscriptions_per_topic,
+            unsent = if 2 * size > 1 << 20 {
+                format!("# Room for two messages in each publisher's buffer.\nmax_unsent_bytes = {}\n", 2 * size)
+            } else {
+                String::new()
+            },
         ));
         out
     }

@@ -459,6 +459,7 @@ mod tests {
             ("[pubsub]\nbroker = \"mqtt\"\nqos = 2", "pubsub.qos", "0 or 1"),
             ("[pubsub]\nslow_subscriptions = 1", "pubsub.slow_cost", "per message"),
             ("[pacing]\nmode = \"closed-loop\"", "pacing.mode", "no response"),
+            ("[run]\noperations = 100", "run.operations", "run.duration"),
             ("[pubsub]\naddress = \"nats\"", "pubsub.address", "host:port"),
             ("[pubsub]\ntopics = 5000\nsubscriptions_per_topic = 2", "pubsub.topics", "at most 10000"),
             ("[pubsub]\nmax_unsent_bytes = 100", "pubsub.max_unsent_bytes", "4096"),

@@ -616,6 +616,13 @@ impl ScenarioSpec {
                 System::Http { client, http, sut }
             }
             SystemKind::Pubsub => {
+                if ops.is_some() {
+                    return Err(invalid(
+                        "run.operations",
+                        "is set for a publish/subscribe run".into(),
+                        "publishers publish for `run.duration`; remove `run.operations`",
+                    ));
+                }
                 let pubsub = self.pubsub.validate(pacing_spec, &invalid)?;
                 let sut = self.sut.validate(Some(&pubsub.address), &invalid)?;
                 System::Pubsub { pubsub, sut }

@@ -30,8 +30,9 @@ const TIMER: Token = Token(usize::MAX - 1);
 /// Most messages one publisher encodes per turn before the others get theirs (and the socket
 /// a write).
 const BATCH: usize = 256;
-/// Bytes read from a publisher's socket at once (acknowledgements, pings, errors).
-const READ_BYTES: usize = 64 * 1024;
+/// Most bytes a publisher holds of what the broker sent that is not one whole answer yet
+/// (acknowledgements, pings and errors are a few bytes each).
+const READ_BYTES: usize = 1 << 20;
 
 /// One publisher connection.
 pub struct Publisher {
@@ -41,6 +42,10 @@ pub struct Publisher {
     topic: String,
     pacer: Pacer,
     frame: PublishFrame,
+    mark: wire::RunMark,
+    /// Acknowledgements expected (MQTT QoS 1): publishes in flight are capped at 65 535, the
+    /// packet ids there are.
+    acked: bool,
     out: Vec<u8>,
     written: usize,
     input: Vec<u8>,
@@ -52,13 +57,13 @@ impl Publisher {
     /// Publisher `index` on `topic`, on an opened connection (`leftover`: bytes read past its
     /// opening handshake).
     pub fn new(
-        stream: std::net::TcpStream,
-        leftover: Vec<u8>,
+        (stream, leftover): (std::net::TcpStream, Vec<u8>),
         index: u32,
         topic: &str,
         config: &PubsubConfig,
         timeline: &Timeline,
         seed: u64,
+        mark: wire::RunMark,
     ) -> io::Result<Publisher> {
         stream.set_nonblocking(true)?;
         let size = config.message_bytes as usize;
@@ -74,6 +79,8 @@ impl Publisher {
                 seed ^ (u64::from(index) << 32),
             ),
             frame,
+            mark,
+            acked: config.broker == msgbench_model::pubsub::Broker::Mqtt && config.qos > 0,
             out: Vec::with_capacity(capacity),
             written: 0,
             input: leftover,
@@ -83,6 +90,12 @@ impl Publisher {
 
     fn unsent(&self) -> usize {
         self.out.len() - self.written
+    }
+
+    /// Room for one more message: its buffer under `bound`, and (MQTT QoS 1) fewer publishes
+    /// unacknowledged than there are packet ids.
+    fn room(&self, bound: usize) -> bool {
+        self.unsent() < bound && (!self.acked || self.stats.sent_all - self.stats.acks < 65_535)
     }
 
     /// Encodes the message of `slot`, counted as sent.
@@ -95,7 +108,7 @@ impl Publisher {
             seq,
             publisher: self.index,
         }
-        .write(size, &mut self.out);
+        .write(size, self.mark, &mut self.out);
         self.out.extend_from_slice(self.frame.suffix);
         self.stats.sent_all += 1;
         if intended_ns >= timeline.measure_start_ns && intended_ns < timeline.end_ns {
@@ -134,22 +147,39 @@ impl Publisher {
         hung_up: bool,
     ) -> Result<(), String> {
         let mut chunk = [0u8; 4096];
-        let mut total = 0;
         loop {
-            match self.stream.read(&mut chunk) {
-                Ok(0) => return Err("the broker closed the connection".into()),
+            // Read until the socket is empty (edge-triggered: no new event comes for what is
+            // left), handling what came as it comes, so the input stays small.
+            let closed = match self.stream.read(&mut chunk) {
+                Ok(0) => true,
                 Ok(n) => {
                     self.input.extend_from_slice(&chunk[..n]);
-                    total += n;
-                    if (n < chunk.len() && !hung_up) || total >= READ_BYTES {
-                        break;
+                    self.handle(broker)?;
+                    if n < chunk.len() && !hung_up {
+                        return Ok(());
                     }
+                    false
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => false,
                 Err(e) => return Err(crate::drivers::pubsub::broken(&e, "reading")),
+            };
+            if closed {
+                // What it said before closing (its error) is the reason.
+                self.handle(broker)?;
+                return Err("the broker closed the connection".into());
+            }
+            if self.input.len() > READ_BYTES {
+                return Err(format!(
+                    "the broker sent over {READ_BYTES} bytes that are not one whole answer"
+                ));
             }
         }
+    }
+
+    /// Handles every complete answer in the input: acknowledgements counted, pings answered,
+    /// an error ends the publisher.
+    fn handle(&mut self, broker: msgbench_model::pubsub::Broker) -> Result<(), String> {
         let mut at = 0;
         while let Some((incoming, used)) = wire::decode(broker, &self.input[at..])? {
             match incoming {
@@ -274,7 +304,7 @@ impl PublisherThread<'_> {
                     continue;
                 }
                 let mut n = 0;
-                while p.unsent() < bound && n < BATCH {
+                while p.room(bound) && n < BATCH {
                     if let Some(t) = p.pacer.upcoming_ns() {
                         if t > now {
                             next_due = next_due.min(t);
@@ -290,7 +320,7 @@ impl PublisherThread<'_> {
                     p.encode(slot.intended_ns, size, &self.timeline);
                     n += 1;
                 }
-                more_now |= p.unsent() < bound && (n == BATCH || immediate);
+                more_now |= p.room(bound) && (n == BATCH || immediate);
                 if let Err(why) = p.flush() {
                     self.fail(i, why);
                 }

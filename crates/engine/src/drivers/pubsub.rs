@@ -256,6 +256,9 @@ pub fn drive(
 ) -> Result<PubsubOutput, EngineError> {
     let size = config.message_bytes as usize;
     let plan = config.subscriptions();
+    // This run's mark on every message: another run publishing on the same topics (another
+    // process, another host) is not counted as ours.
+    let mark: crate::net::pubsub::RunMark = rand::random();
     let classes = config.class_names();
     let mut subscriptions = Vec::with_capacity(plan.len());
     let mut sid = 0;
@@ -278,6 +281,7 @@ pub fn drive(
             config,
             cost,
             consumers,
+            mark,
         ));
     }
     let topic_of = config.publishers();
@@ -302,13 +306,13 @@ pub fn drive(
     for (i, (stream, leftover)) in opened.into_iter().enumerate() {
         let topic = &config.topics[topic_of[i] as usize];
         let p = Publisher::new(
-            stream,
-            leftover,
+            (stream, leftover),
             i as u32,
             topic,
             config,
             &timeline,
             scenario.run.seed,
+            mark,
         )
         .map_err(EngineError::Io)?;
         by_thread[i % publisher_threads].push(p);
@@ -457,7 +461,10 @@ pub fn account(
         let sent = p.measured;
         let got = got.min(sent);
         let lost = match (top, p.first_measured) {
-            (Some(top), Some(first)) => (top + 1).saturating_sub(first).saturating_sub(got),
+            (Some(top), Some(first)) => top
+                .saturating_add(1)
+                .saturating_sub(first)
+                .saturating_sub(got),
             _ => 0,
         }
         .min(sent - got);
@@ -486,7 +493,7 @@ fn stream_of(
 ) -> StreamClient {
     let counters = account(
         &s.delivered,
-        &s.highest,
+        &s.loss_horizon(),
         publishers,
         s.stats.closed.is_some(),
     );

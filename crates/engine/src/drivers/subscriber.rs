@@ -14,7 +14,7 @@ use crate::cpu::CpuSnapshot;
 use crate::error::EngineError;
 use crate::harness::timer::Timer;
 use crate::harness::{worker, RunStop, Timeline, STOP_CHECK_NS};
-use crate::net::pubsub::{self as wire, Header, Incoming};
+use crate::net::pubsub::{self as wire, Header, Incoming, RunMark};
 use crate::net::tick::Schedule;
 use crate::recorder::{Recorder, SequenceChecker};
 use mio::net::TcpStream;
@@ -107,6 +107,19 @@ pub struct SubscriptionState {
     pub highest: Vec<Option<u64>>,
     /// Per publisher: one past the highest sequence number seen (any).
     seen_to: Vec<u64>,
+    /// Read by more than one consumer (a shared subscription): each consumer's connection
+    /// is in order, but together they are not, so sequences are followed per consumer.
+    shared: bool,
+    /// Shared: per consumer, per publisher, the highest measured sequence number it got.
+    consumer_highest: Vec<Vec<Option<u64>>>,
+    /// Shared: per publisher, messages received (any).
+    seen: Vec<u64>,
+    /// This run's mark: messages without it are not this run's.
+    mark: RunMark,
+    /// Bytes read per turn: a slow subscription's turn reads only what its cost lets it
+    /// handle in about half a stop check, so the loop looks at the clock, the deadline and
+    /// the other consumers that often.
+    turn_bytes: usize,
     /// Per-second figures and the latency histogram.
     pub stats: StreamStats,
     /// Per-message cost, ns.
@@ -128,8 +141,10 @@ impl SubscriptionState {
         config: &PubsubConfig,
         cost_ns: u64,
         consumers: Vec<Consumer>,
+        mark: RunMark,
     ) -> SubscriptionState {
         let p = config.publishers_per_topic as usize;
+        let shared = consumers.len() > 1;
         SubscriptionState {
             topic,
             first_publisher: topic * config.publishers_per_topic,
@@ -137,6 +152,18 @@ impl SubscriptionState {
             delivered: vec![0; p],
             highest: vec![None; p],
             seen_to: vec![0; p],
+            shared,
+            consumer_highest: vec![vec![None; p]; consumers.len()],
+            seen: vec![0; p],
+            mark,
+            turn_bytes: match cost_ns {
+                0 => READ_BUDGET,
+                cost => {
+                    let frame = config.message_bytes as usize + 64;
+                    let messages = (STOP_CHECK_NS / 2 / cost).max(1) as usize;
+                    (messages * frame).clamp(frame, READ_BUDGET)
+                }
+            },
             stats: StreamStats::new(name, class, "native"),
             cost_ns,
             work: config.slow_work,
@@ -155,8 +182,38 @@ impl SubscriptionState {
         total
     }
 
-    /// Every publisher's last message (or a later one) was seen.
+    /// Per publisher, the sequence number below which a measured message that did not come was
+    /// lost: the highest that came (one consumer); for a shared subscription the lowest of its
+    /// open consumers' highest (each connection is in order, so below it nothing is still on
+    /// its way to any of them), `None` while one of them got none.
+    pub fn loss_horizon(&self) -> Vec<Option<u64>> {
+        if !self.shared {
+            return self.highest.clone();
+        }
+        let open: Vec<usize> = (0..self.consumers.len())
+            .filter(|&c| !self.consumers[c].closed)
+            .collect();
+        (0..self.highest.len())
+            .map(|p| {
+                let mut tops = open.iter().map(|&c| self.consumer_highest[c][p]);
+                if open.is_empty() {
+                    return self.highest[p];
+                }
+                tops.try_fold(u64::MAX, |low, top| top.map(|t| low.min(t)))
+            })
+            .collect()
+    }
+
+    /// Every publisher's last message (or a later one) was seen; for a shared subscription,
+    /// as many messages as each publisher sent.
     fn complete(&self, progress: &Progress) -> bool {
+        if self.shared {
+            return self.seen.iter().enumerate().all(|(i, &seen)| {
+                progress
+                    .final_count(self.first_publisher + i as u32)
+                    .is_some_and(|sent| seen >= sent)
+            });
+        }
         self.seen_to.iter().enumerate().all(|(i, &seen)| {
             progress
                 .final_count(self.first_publisher + i as u32)
@@ -164,10 +221,16 @@ impl SubscriptionState {
         })
     }
 
-    /// One message read at `now`.
+    /// One message read by consumer `consumer`.
     #[inline]
-    fn on_message(&mut self, payload: &[u8], window: &Schedule, rec: &mut Recorder) {
-        let Some(h) = Header::read(payload) else {
+    fn on_message(
+        &mut self,
+        consumer: usize,
+        payload: &[u8],
+        window: &Schedule,
+        rec: &mut Recorder,
+    ) {
+        let Some(h) = Header::read(payload, self.mark) else {
             self.foreign += 1;
             return;
         };
@@ -177,6 +240,18 @@ impl SubscriptionState {
             return;
         }
         let completed = self.spend_cost();
+        if self.shared {
+            self.seen[local] += 1;
+            if window.measures(h.intended_ns) {
+                self.delivered[local] += 1;
+                let top = &mut self.consumer_highest[consumer][local];
+                *top = Some(top.map_or(h.seq, |m| m.max(h.seq)));
+                self.highest[local] = Some(self.highest[local].map_or(h.seq, |m| m.max(h.seq)));
+            }
+            self.stats
+                .on_checked(h.intended_ns, completed, 0, window, rec);
+            return;
+        }
         let checker = &mut self.checkers[local];
         let before = checker.errors;
         checker.check(h.seq);
@@ -184,7 +259,7 @@ impl SubscriptionState {
             return;
         }
         let gaps_added = checker.errors.gaps.saturating_sub(before.gaps);
-        self.seen_to[local] = self.seen_to[local].max(h.seq + 1);
+        self.seen_to[local] = self.seen_to[local].max(h.seq.saturating_add(1));
         if window.measures(h.intended_ns) {
             self.delivered[local] += 1;
             self.highest[local] = Some(self.highest[local].map_or(h.seq, |m| m.max(h.seq)));
@@ -357,7 +432,7 @@ impl SubscriberThread<'_> {
     /// the socket (epoll raises a new edge for later data), unless the peer `hung_up`: its FIN
     /// may have come with the last data, and only one more read sees it.
     fn read(&mut self, s: usize, c: usize, window: &Schedule, hung_up: bool) -> bool {
-        let mut budget = READ_BUDGET;
+        let mut budget = self.subscriptions[s].turn_bytes;
         loop {
             let consumer = &mut self.subscriptions[s].consumers[c];
             if consumer.closed {
@@ -376,7 +451,7 @@ impl SubscriberThread<'_> {
                 }
                 consumer.input.resize(grown, 0);
             }
-            let room = consumer.input.len() - consumer.len;
+            let room = (consumer.input.len() - consumer.len).min(budget);
             match consumer.stream.read(&mut consumer.input[consumer.len..]) {
                 Ok(0) => {
                     self.close(s, c, "the broker closed the connection".into());
@@ -413,13 +488,14 @@ impl SubscriberThread<'_> {
                 Ok(Some((incoming, used))) => {
                     match incoming {
                         Incoming::Message { payload, ack } => {
-                            sub.on_message(payload, window, &mut self.rec);
+                            sub.on_message(c, payload, window, &mut self.rec);
                             if let Some(id) = ack {
                                 wire::ack(broker, id, &mut sub.consumers[c].acks);
                             }
                         }
                         Incoming::Ping => {
-                            let _ = sub.consumers[c].stream.write_all(wire::pong(broker));
+                            // Sent with the acknowledgements (whole, bounded).
+                            sub.consumers[c].acks.extend_from_slice(wire::pong(broker));
                         }
                         Incoming::Error(text) => {
                             let text = String::from_utf8_lossy(text).into_owned();
@@ -459,12 +535,16 @@ impl SubscriberThread<'_> {
             return;
         }
         consumer.closed = true;
+        // Closed for real, so the broker stops sending to it (and, for a shared
+        // subscription, routes to the others) rather than holding its messages.
+        let _ = consumer.stream.shutdown(std::net::Shutdown::Both);
         let why = match consumer.last_error.take() {
             Some(error) => format!("{why} after the error \"{error}\""),
             None => why,
         };
         sub.stats.faults.disconnects += 1;
-        if sub.stats.closed.is_none() {
+        // A shared subscription goes on while one of its consumers does.
+        if sub.stats.closed.is_none() && sub.consumers.iter().all(|c| c.closed) {
             sub.stats.closed = Some((why, now_ns()));
         }
     }

@@ -7,8 +7,9 @@
 use super::{mqtt, nats, resp};
 use msgbench_model::pubsub::{Broker, HEADER_BYTES};
 
-/// Marks a payload as msgbench's: the last 4 bytes of the header, `MSB1`.
-const MAGIC: [u8; 4] = *b"MSB1";
+/// The last 4 bytes of every header: the run's own mark (random per run), so that a
+/// subscription tells its run's messages from another run's on the same topic.
+pub type RunMark = [u8; 4];
 
 /// What every message carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,21 +23,22 @@ pub struct Header {
 }
 
 impl Header {
-    /// Appends a message of `size` bytes (≥ 24): this header, then padding.
+    /// Appends a message of `size` bytes (≥ 24): this header with the run's `mark`, then
+    /// padding.
     #[inline]
-    pub fn write(&self, size: usize, out: &mut Vec<u8>) {
+    pub fn write(&self, size: usize, mark: RunMark, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.intended_ns.to_le_bytes());
         out.extend_from_slice(&self.seq.to_le_bytes());
         out.extend_from_slice(&self.publisher.to_le_bytes());
-        out.extend_from_slice(&MAGIC);
+        out.extend_from_slice(&mark);
         out.resize(out.len() + size - HEADER_BYTES as usize, b'.');
     }
 
-    /// The header of `payload`; `None` for a payload that is not msgbench's.
+    /// The header of `payload`; `None` for a payload that is not this run's (`mark`).
     #[inline]
-    pub fn read(payload: &[u8]) -> Option<Header> {
+    pub fn read(payload: &[u8], mark: RunMark) -> Option<Header> {
         let h = payload.get(..HEADER_BYTES as usize)?;
-        if h[20..24] != MAGIC {
+        if h[20..24] != mark {
             return None;
         }
         let word = |at: usize| u64::from_le_bytes(h[at..at + 8].try_into().expect("8 bytes"));
@@ -265,12 +267,12 @@ mod tests {
             publisher: 7,
         };
         let mut out = Vec::new();
-        h.write(100, &mut out);
+        h.write(100, *b"MSB1", &mut out);
         assert_eq!(out.len(), 100);
-        assert_eq!(Header::read(&out), Some(h));
-        assert_eq!(Header::read(&out[..23]), None);
-        out[21] = b'x';
-        assert_eq!(Header::read(&out), None);
+        assert_eq!(Header::read(&out, *b"MSB1"), Some(h));
+        assert_eq!(Header::read(&out[..23], *b"MSB1"), None);
+        // Another run's message (another mark) is not ours.
+        assert_eq!(Header::read(&out, *b"MSB2"), None);
     }
 
     #[test]
