@@ -830,6 +830,13 @@ fn import_omb(args: &crate::args::ImportOmbArgs) -> ExitCode {
                     println!("{}", path.display());
                     ExitCode::SUCCESS
                 }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => fail(
+                    EXIT_BAD_INPUT,
+                    format!(
+                        "{} exists; msgbench import never overwrites: choose another --out or remove it",
+                        path.display()
+                    ),
+                ),
                 Err(e) => fail(1, format!("cannot write {}: {e}", path.display())),
             }
         }

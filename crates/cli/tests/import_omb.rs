@@ -112,7 +112,8 @@ fn bad_workloads_are_one_message_and_exit_2() {
     let out = dir.path().join("exists.toml");
     std::fs::write(&out, "keep").unwrap();
     let (_, o) = import(&[&workload("max-rate.yaml"), "--out", out.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("never overwrites"), "{}", stderr(&o));
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep");
 }
 

@@ -288,6 +288,9 @@ fn mqtt_at_qos_0_and_1_delivers_every_message_to_every_subscription_and_shares_o
         }
         let acks = r.info.iter().any(|i| i.contains("PUBACK"));
         assert_eq!(acks, qos == 1, "{:?}", r.info);
+        // At QoS 1 each answered publish is timed from its intended publish time.
+        let timed = r.info.iter().any(|i| i.starts_with("publish latency"));
+        assert_eq!(timed, qos == 1, "{:?}", r.info);
     }
 }
 

@@ -46,13 +46,16 @@ pub struct OmbWorkload {
     /// Percentage of the messages a subscription receives (filters).
     pub message_rate_received_for_subscription: Option<u32>,
     /// GB to accumulate before consumers start (OMB's backlog drain test).
+    #[serde(rename = "consumerBacklogSizeGB")]
     pub consumer_backlog_size_gb: u64,
     /// Producer pause before the drain.
     pub producer_pause_before_drain: Option<u64>,
     /// Producer pause during the drain.
     pub producer_pause_during_drain: Option<u64>,
-    /// Measured minutes (after OMB's one-minute warm-up).
+    /// Measured minutes (after the warm-up).
     pub test_duration_minutes: u64,
+    /// Warm-up minutes (newer OMB versions; one minute when absent).
+    pub warmup_duration_minutes: Option<u64>,
 }
 
 /// Where the scenario points: the broker and its address.
@@ -64,8 +67,8 @@ pub struct Target {
     pub address: String,
 }
 
-/// OMB's warm-up before every test (`WorkloadGenerator`: one minute, not configurable).
-const OMB_WARMUP: &str = "1m";
+/// OMB's warm-up before every test when the workload names none: one minute.
+const OMB_WARMUP_MINUTES: u64 = 1;
 
 impl OmbWorkload {
     /// Replaces OMB's `${name:-default}` placeholders (its `PlaceHolderUtils`): the
@@ -209,8 +212,8 @@ impl OmbWorkload {
             self.consumer_per_subscription
         };
         let mut out = format!(
-            "# Imported from the OpenMessaging Benchmark workload {source} (`{}`) by\n# `msgbench import omb`: the same topics, producers, subscriptions, consumers, message size,\n# rate and duration, published through {} and measured end to end per subscription.\n",
-            self.name,
+            "# Imported from the OpenMessaging Benchmark workload {source}{} by\n# `msgbench import omb`: the same topics, producers, subscriptions, consumers, message size,\n# rate and duration, published through {} and measured end to end per subscription.\n",
+            if self.name.is_empty() { String::new() } else { format!(" (`{}`)", self.name) },
             broker_title(target.broker)
         );
         if !notes.is_empty() {
@@ -220,8 +223,9 @@ impl OmbWorkload {
             }
         }
         out.push_str(&format!(
-            "name = \"{name}\"\nsystem = \"pubsub\"\n\n[run]\n# OMB measures testDurationMinutes after a one-minute warm-up.\nduration = \"{}m\"\nwarmup = \"{OMB_WARMUP}\"\n\n[pacing]\n# producerRate: messages per second over all producers.\n{pacing}\n\n[pubsub]\nbroker = \"{}\"\naddress = \"{}\"\ntopics = {}\npublishers_per_topic = {}\nsubscriptions_per_topic = {}\nconsumers_per_subscription = {consumers}\nmessage_bytes = {size}\n{unsent}",
+            "name = \"{name}\"\nsystem = \"pubsub\"\n\n[run]\n# OMB measures testDurationMinutes after its warm-up (warmupDurationMinutes, or one minute).\nduration = \"{}m\"\nwarmup = \"{}m\"\n\n[pacing]\n# producerRate: messages per second over all producers.\n{pacing}\n\n[pubsub]\nbroker = \"{}\"\naddress = \"{}\"\ntopics = {}\npublishers_per_topic = {}\nsubscriptions_per_topic = {}\nconsumers_per_subscription = {consumers}\nmessage_bytes = {size}\n{unsent}",
             self.test_duration_minutes,
+            self.warmup_duration_minutes.unwrap_or(OMB_WARMUP_MINUTES),
             target.broker.name(),
             target.address,
             self.topics,
@@ -283,6 +287,7 @@ mod tests {
             producer_rate: 40_000,
             consumer_backlog_size_gb: 1,
             test_duration_minutes: 5,
+            warmup_duration_minutes: Some(2),
             payload_file: Some("payload/payload-1Kb.data".into()),
             ..Default::default()
         };
@@ -299,7 +304,7 @@ mod tests {
         let s = valid(&text);
         assert_eq!(s.name, "omb-2-topics-16-partitions-1Kb");
         assert_eq!(s.run.duration, std::time::Duration::from_secs(300));
-        assert_eq!(s.run.warmup, std::time::Duration::from_secs(60));
+        assert_eq!(s.run.warmup, std::time::Duration::from_secs(120));
         let System::Pubsub { pubsub, .. } = s.system else {
             panic!()
         };

@@ -207,6 +207,15 @@ impl PubsubConfig {
             .collect()
     }
 
+    /// The broker answers every publish: Redis (PUBLISH's reply) and MQTT at QoS 1 (PUBACK).
+    pub fn answers_publishes(&self) -> bool {
+        match self.broker {
+            Broker::Nats => false,
+            Broker::Redis => true,
+            Broker::Mqtt => self.qos > 0,
+        }
+    }
+
     /// The operation classes: end-to-end latency of the fast subscriptions, and of the slow
     /// ones when there are.
     pub fn class_names(&self) -> Vec<String> {
@@ -321,14 +330,18 @@ impl PubsubSpec {
             return Err(invalid(
                 "pubsub.consumers_per_subscription",
                 format!("is {} with broker = \"redis\"", self.consumers_per_subscription),
-                "Redis Pub/Sub sends every message to every subscriber and has no shared subscription: set it to 1, or use broker = \"nats\" (queue groups)",
+                "Redis Pub/Sub sends every message to every subscriber and has no shared subscription: set it to 1, or use broker = \"nats\" (queue groups) or \"mqtt\" ($share)",
             ));
         }
         if self.qos > 1 || (self.qos > 0 && self.broker != Broker::Mqtt) {
             return Err(invalid(
                 "pubsub.qos",
                 format!("is {} with broker = \"{}\"", self.qos, self.broker.name()),
-                "give 0 or 1, and 1 only with broker = \"mqtt\" (NATS core and Redis Pub/Sub deliver at most once)",
+                if self.qos > 1 {
+                    "give 0 (at most once) or 1 (at least once); msgbench does not speak QoS 2"
+                } else {
+                    "QoS 1 is MQTT's: use broker = \"mqtt\", or qos = 0 (NATS core and Redis Pub/Sub deliver at most once)"
+                },
             ));
         }
         if self.slow_subscriptions > self.subscriptions_per_topic {
@@ -455,8 +468,8 @@ mod tests {
                 "queue groups",
             ),
             ("[pubsub]\nslow_subscriptions = 2", "pubsub.slow_subscriptions", "at most"),
-            ("[pubsub]\nqos = 1", "pubsub.qos", "only with broker = \"mqtt\""),
-            ("[pubsub]\nbroker = \"mqtt\"\nqos = 2", "pubsub.qos", "0 or 1"),
+            ("[pubsub]\nqos = 1", "pubsub.qos", "QoS 1 is MQTT's"),
+            ("[pubsub]\nbroker = \"mqtt\"\nqos = 2", "pubsub.qos", "does not speak QoS 2"),
             ("[pubsub]\nslow_subscriptions = 1", "pubsub.slow_cost", "per message"),
             ("[pacing]\nmode = \"closed-loop\"", "pacing.mode", "no response"),
             ("[run]\noperations = 100", "run.operations", "run.duration"),

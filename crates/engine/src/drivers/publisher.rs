@@ -30,6 +30,8 @@ const TIMER: Token = Token(usize::MAX - 1);
 /// Most messages one publisher encodes per turn before the others get theirs (and the socket
 /// a write).
 const BATCH: usize = 256;
+/// Most publishes a publisher leaves unanswered (Redis, MQTT QoS 1) before it waits.
+const MAX_UNANSWERED: usize = 1 << 20;
 /// Most bytes a publisher holds of what the broker sent that is not one whole answer yet
 /// (acknowledgements, pings and errors are a few bytes each).
 const READ_BYTES: usize = 1 << 20;
@@ -46,6 +48,11 @@ pub struct Publisher {
     /// Acknowledgements expected (MQTT QoS 1): publishes in flight are capped at 65 535, the
     /// packet ids there are.
     acked: bool,
+    /// The broker answers every publish (Redis, MQTT QoS 1): the intended times of those not
+    /// answered yet, in order (0 for one outside the measured window).
+    unanswered: Option<std::collections::VecDeque<u64>>,
+    /// Publish latency: answer − intended publish time, measured messages.
+    pub answer_latency: hdrhistogram::Histogram<u64>,
     out: Vec<u8>,
     written: usize,
     input: Vec<u8>,
@@ -81,6 +88,15 @@ impl Publisher {
             frame,
             mark,
             acked: config.broker == msgbench_model::pubsub::Broker::Mqtt && config.qos > 0,
+            unanswered: config
+                .answers_publishes()
+                .then(|| std::collections::VecDeque::with_capacity(1024)),
+            answer_latency: hdrhistogram::Histogram::new_with_bounds(
+                1,
+                msgbench_model::histogram::HIGHEST_TRACKABLE_NS,
+                3,
+            )
+            .expect("constant bounds are valid"),
             out: Vec::with_capacity(capacity),
             written: 0,
             input: leftover,
@@ -95,7 +111,12 @@ impl Publisher {
     /// Room for one more message: its buffer under `bound`, and (MQTT QoS 1) fewer publishes
     /// unacknowledged than there are packet ids.
     fn room(&self, bound: usize) -> bool {
-        self.unsent() < bound && (!self.acked || self.stats.sent_all - self.stats.acks < 65_535)
+        self.unsent() < bound
+            && (!self.acked || self.stats.sent_all - self.stats.acks < 65_535)
+            && self
+                .unanswered
+                .as_ref()
+                .is_none_or(|q| q.len() < MAX_UNANSWERED)
     }
 
     /// Encodes the message of `slot`, counted as sent.
@@ -111,8 +132,12 @@ impl Publisher {
         .write(size, self.mark, &mut self.out);
         self.out.extend_from_slice(self.frame.suffix);
         self.stats.sent_all += 1;
-        if intended_ns >= timeline.measure_start_ns && intended_ns < timeline.end_ns {
+        let measured = intended_ns >= timeline.measure_start_ns && intended_ns < timeline.end_ns;
+        if measured {
             self.stats.count_measured(seq, intended_ns, timeline);
+        }
+        if let Some(q) = self.unanswered.as_mut() {
+            q.push_back(if measured { intended_ns } else { 0 });
         }
     }
 
@@ -181,9 +206,19 @@ impl Publisher {
     /// an error ends the publisher.
     fn handle(&mut self, broker: msgbench_model::pubsub::Broker) -> Result<(), String> {
         let mut at = 0;
+        let now = crate::clock::now_ns();
         while let Some((incoming, used)) = wire::decode(broker, &self.input[at..])? {
             match incoming {
-                Incoming::Ack => self.stats.acks += 1,
+                Incoming::Ack => {
+                    self.stats.acks += 1;
+                    // Answers come in publish order (Redis replies, and PUBACKs on one
+                    // connection).
+                    let intended = self.unanswered.as_mut().and_then(|q| q.pop_front());
+                    if let Some(intended) = intended.filter(|&t| t != 0) {
+                        self.answer_latency
+                            .saturating_record(now.saturating_sub(intended));
+                    }
+                }
                 Incoming::Ping => self.out.extend_from_slice(wire::pong(broker)),
                 Incoming::Error(text) => {
                     return Err(format!(
@@ -226,6 +261,8 @@ pub struct PublisherOut {
     pub cpu: ThreadCpu,
     /// Its faults.
     pub faults: Faults,
+    /// Publish latency of its publishers (answer − intended publish time).
+    pub answer_latency: hdrhistogram::Histogram<u64>,
 }
 
 impl PublisherThread<'_> {
@@ -246,7 +283,13 @@ impl PublisherThread<'_> {
         self.rec.finish(crate::clock::now_ns());
         let mut faults = Faults::default();
         faults.disconnects += self.publishers.iter().filter(|p| p.stats.broken).count() as u64;
+        let mut answer_latency = self.publishers[0].answer_latency.clone();
+        answer_latency.reset();
+        for p in &self.publishers {
+            answer_latency.add(&p.answer_latency).expect("same bounds");
+        }
         Ok(PublisherOut {
+            answer_latency,
             stats: self
                 .publishers
                 .into_iter()

@@ -116,6 +116,9 @@ pub struct PubsubOutput {
     pub streams: Vec<StreamClient>,
     /// Acknowledgements the broker sent for publishes.
     pub acks: u64,
+    /// Publish latency (answer − intended publish time) of measured messages, when the
+    /// broker answers publishes.
+    pub publish_latency: Option<hdrhistogram::Histogram<u64>>,
 }
 
 /// Why a connection's `reading` or `writing` failed with `e`: a reset or a broken pipe is
@@ -222,9 +225,10 @@ fn open(
         }
         match stream.read(&mut chunk) {
             Ok(0) => {
-                return Err(broker_error(
-                    "it closed the connection during the opening".into(),
-                ))
+                return Err(broker_error(format!(
+                    "it closed the connection during the opening; is this a {} server? check pubsub.broker and pubsub.address",
+                    config.broker.name()
+                )))
             }
             Ok(n) => input.extend_from_slice(&chunk[..n]),
             Err(e)
@@ -239,7 +243,13 @@ fn open(
                     config.broker.name()
                 )))
             }
-            Err(e) => return Err(broker_error(format!("reading failed ({e})"))),
+            Err(e) => {
+                return Err(broker_error(format!(
+                    "{} during the opening; is this a {} server? check pubsub.broker and pubsub.address",
+                    broken(&e, "reading"),
+                    config.broker.name()
+                )))
+            }
         }
     }
     stream.set_read_timeout(None).map_err(EngineError::Io)?;
@@ -398,10 +408,15 @@ pub fn drive(
     let mut faults = Faults::default();
     let mut stats = vec![PublisherStats::default(); topic_of.len()];
     let mut acks = 0;
+    let mut publish_latency: Option<hdrhistogram::Histogram<u64>> = None;
     for out in pub_outs {
         let out = out.map_err(|_| EngineError::WorkerPanicked("publisher"))??;
         threads.push(out.cpu);
         faults += out.faults;
+        match publish_latency.as_mut() {
+            Some(h) => h.add(&out.answer_latency).expect("same bounds"),
+            None => publish_latency = Some(out.answer_latency),
+        }
         for (i, s) in out.stats {
             acks += s.acks;
             stats[i as usize] = s;
@@ -445,7 +460,13 @@ pub fn drive(
     recording.sequence = sequence;
     patch_intervals(&mut recording.intervals, &streams);
     let out = stop.output(&timeline, recording, (threads, faults), sut_cpu_s);
-    Ok(PubsubOutput { out, streams, acks })
+    let publish_latency = publish_latency.filter(|_| config.answers_publishes());
+    Ok(PubsubOutput {
+        out,
+        streams,
+        acks,
+        publish_latency,
+    })
 }
 
 /// A subscription's accounting against what the publishers of its topic sent (see the module

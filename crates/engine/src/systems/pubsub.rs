@@ -35,7 +35,23 @@ pub fn run(
         ));
     }
     let out = measured.out;
-    let info = info(config, measured.acks);
+    let mut info = info(config, measured.acks);
+    if let Some(h) = measured.publish_latency.as_ref().filter(|h| !h.is_empty()) {
+        let d = |ns: u64| match ns {
+            0..1_000 => format!("{ns} ns"),
+            1_000..1_000_000 => format!("{:.1} µs", ns as f64 / 1e3),
+            1_000_000..1_000_000_000 => format!("{:.2} ms", ns as f64 / 1e6),
+            _ => format!("{:.2} s", ns as f64 / 1e9),
+        };
+        info.push(format!(
+            "publish latency (the broker's answer − the intended publish time, {} measured publishes answered): p50 {}, p99 {}, p99.9 {}, max {}",
+            h.len(),
+            d(h.value_at_quantile(0.5)),
+            d(h.value_at_quantile(0.99)),
+            d(h.value_at_quantile(0.999)),
+            d(h.max())
+        ));
+    }
     Ok(Measured {
         recording: out.recording,
         classes: scenario.system.class_names(),
