@@ -187,10 +187,17 @@ fn a_broker_killed_mid_run_stops_it_with_what_was_measured_accounted() {
     let mut nats = BrokerProcess::nats(&[]);
     let toml = scenario("nats", nats.addr, "subscriptions_per_topic = 2")
         .replace("duration = \"1s\"", "duration = \"3s\"");
+    // Killed 1 s after the run connected (its turn may wait for another test's run first):
+    // the publisher and the two subscriptions are connected to the broker's port.
+    let port = nats.addr.port();
     let killer = std::thread::spawn({
         let pid = nats.pid();
         move || {
-            std::thread::sleep(std::time::Duration::from_millis(1200));
+            let start = std::time::Instant::now();
+            while connections_to(port) < 3 && start.elapsed().as_secs() < 60 {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1000));
             // SAFETY: signalling the broker this test started.
             unsafe { libc::kill(pid as i32, libc::SIGKILL) };
         }
@@ -330,4 +337,19 @@ fn a_broker_that_drops_for_a_slow_subscriber_leaves_gaps_counted_as_dropped() {
         "{:?}",
         r.warnings
     );
+}
+
+/// Established TCP connections whose local port is `port` (the broker's side), from
+/// /proc/net/tcp.
+fn connections_to(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let local = format!(":{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.len() > 3 && fields[1].ends_with(&local) && fields[3] == "01"
+        })
+        .count()
 }
