@@ -17,6 +17,7 @@
 pub mod browser;
 pub mod byte_stream;
 pub mod caller;
+pub mod cost;
 pub mod failure;
 pub mod grpc_bidi;
 pub mod grpc_feed;

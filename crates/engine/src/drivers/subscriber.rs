@@ -21,7 +21,6 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use msgbench_model::pubsub::{Broker, PubsubConfig};
 use msgbench_model::result::{CpuTimes, ThreadCpu};
-use msgbench_model::ticks::CostWork;
 use std::io::{self, Read, Write};
 use std::time::Duration;
 
@@ -122,10 +121,8 @@ pub struct SubscriptionState {
     turn_bytes: usize,
     /// Per-second figures and the latency histogram.
     pub stats: StreamStats,
-    /// Per-message cost, ns.
-    cost_ns: u64,
-    work: CostWork,
-    virtual_ns: u64,
+    /// Per-message cost.
+    cost: super::cost::Cost,
     /// Its consumer connections.
     pub consumers: Vec<Consumer>,
     /// Messages on its topic that were not msgbench's (or from no publisher of the topic).
@@ -165,9 +162,7 @@ impl SubscriptionState {
                 }
             },
             stats: StreamStats::new(name, class, "native"),
-            cost_ns,
-            work: config.slow_work,
-            virtual_ns: 0,
+            cost: super::cost::Cost::new(cost_ns, config.slow_work),
             consumers,
             foreign: 0,
         }
@@ -239,7 +234,7 @@ impl SubscriptionState {
             self.foreign += 1;
             return;
         }
-        let completed = self.spend_cost();
+        let completed = self.cost.spend();
         if self.shared {
             self.seen[local] += 1;
             if window.measures(h.intended_ns) {
@@ -266,35 +261,6 @@ impl SubscriptionState {
         }
         self.stats
             .on_checked(h.intended_ns, completed, gaps_added, window, rec);
-    }
-
-    /// Spends the per-message cost; returns when the message counts as processed.
-    #[inline]
-    fn spend_cost(&mut self) -> u64 {
-        let now = now_ns();
-        if self.cost_ns == 0 {
-            return now;
-        }
-        match self.work {
-            CostWork::Busy => {
-                let until = now + self.cost_ns;
-                let mut t = now;
-                while t < until {
-                    std::hint::spin_loop();
-                    t = now_ns();
-                }
-                t
-            }
-            CostWork::Sleep => {
-                // Done when its predecessors and its own cost are; the thread sleeps once that
-                // runs more than a millisecond ahead of the clock.
-                self.virtual_ns = self.virtual_ns.max(now) + self.cost_ns;
-                if self.virtual_ns > now + 1_000_000 {
-                    std::thread::sleep(Duration::from_nanos(self.virtual_ns - now));
-                }
-                self.virtual_ns
-            }
-        }
     }
 }
 

@@ -517,11 +517,8 @@ fn ack_text(processed: u64) -> String {
 /// The read side of one connection.
 struct Reader {
     shared: Arc<Shared>,
-    cost_ns: u64,
-    work: CostWork,
+    cost: super::cost::Cost,
     window: Option<Schedule>,
-    /// Sleep-work: when the simulated processing of the last message ends.
-    virtual_ns: u64,
     next_ack_ns: u64,
     ack_due: bool,
     /// Ticks processed before this connection opened.
@@ -537,10 +534,8 @@ impl Reader {
     fn new(plan: &ConnPlan, shared: Arc<Shared>) -> Reader {
         Reader {
             shared,
-            cost_ns: plan.cost_ns,
-            work: plan.work,
+            cost: super::cost::Cost::new(plan.cost_ns, plan.work),
             window: None,
-            virtual_ns: 0,
             next_ack_ns: 0,
             ack_due: false,
             ack_base: 0,
@@ -785,7 +780,7 @@ impl Reader {
             // the window has arrived (the stream is FIFO).
             return Some(Ended::Done);
         }
-        let completed = self.spend_cost();
+        let completed = self.cost.spend();
         stats.on_tick(
             &tick,
             completed,
@@ -821,36 +816,6 @@ impl Reader {
                 feed.clock_name()
             )
         })
-    }
-
-    /// Spends the simulated per-message cost; returns when the message counts as processed.
-    #[inline]
-    fn spend_cost(&mut self) -> u64 {
-        let now = now_ns();
-        if self.cost_ns == 0 {
-            return now;
-        }
-        match self.work {
-            CostWork::Busy => {
-                let until = now + self.cost_ns;
-                let mut t = now;
-                while t < until {
-                    std::hint::spin_loop();
-                    t = now_ns();
-                }
-                t
-            }
-            CostWork::Sleep => {
-                // A processor that takes `cost` per message, without burning the CPU: the
-                // message is done when its predecessors and its own cost are; the thread
-                // sleeps once that time runs more than a millisecond ahead of the clock.
-                self.virtual_ns = self.virtual_ns.max(now) + self.cost_ns;
-                if self.virtual_ns > now + 1_000_000 {
-                    std::thread::sleep(Duration::from_nanos(self.virtual_ns - now));
-                }
-                self.virtual_ns
-            }
-        }
     }
 
     fn on_control(&mut self, payload: &[u8], stats: &mut StreamStats) -> Option<Ended> {
