@@ -133,7 +133,7 @@ impl OmbWorkload {
                 self.message_size
             ));
         }
-        if self.partitions_per_topic > 1 {
+        if self.partitions_per_topic > 1 && target.broker != Broker::Kafka {
             notes.push(format!(
                 "partitionsPerTopic {}: {} has no partitions; every topic is one ordered stream",
                 self.partitions_per_topic,
@@ -146,9 +146,20 @@ impl OmbWorkload {
             .is_some_and(|k| k != "NO_KEY")
         {
             notes.push(format!(
-                "keyDistributor {}: messages carry no key (keys choose partitions, which {} has not)",
+                "keyDistributor {}: messages carry no key ({})",
                 self.key_distributor.as_deref().unwrap_or_default(),
-                broker_title(target.broker)
+                if target.broker == Broker::Kafka {
+                    "a publisher fills its partitions in turn, one request's batch each, as Kafka's producer does without keys"
+                } else {
+                    "keys choose partitions, which this broker has not"
+                }
+            ));
+        }
+        let partitions = self.partitions_per_topic.max(1);
+        if target.broker == Broker::Kafka && self.consumer_per_subscription > partitions {
+            notes.push(format!(
+                "consumerPerSubscription {} with partitionsPerTopic {partitions}: a Kafka consumer reads whole partitions, so only {partitions} consumers per subscription get any; the scenario has {partitions}",
+                self.consumer_per_subscription
             ));
         }
         if self.payload_file.is_some() || self.use_randomized_payloads {
@@ -206,10 +217,10 @@ impl OmbWorkload {
         } else {
             format!("omb-{name}")
         };
-        let consumers = if target.broker == Broker::Redis {
-            1
-        } else {
-            self.consumer_per_subscription
+        let consumers = match target.broker {
+            Broker::Redis => 1,
+            Broker::Kafka => self.consumer_per_subscription.min(partitions),
+            _ => self.consumer_per_subscription,
         };
         let mut out = format!(
             "# Imported from the OpenMessaging Benchmark workload {source}{} by\n# `msgbench import omb`: the same topics, producers, subscriptions, consumers, message size,\n# rate and duration, published through {} and measured end to end per subscription.\n",
@@ -223,7 +234,7 @@ impl OmbWorkload {
             }
         }
         out.push_str(&format!(
-            "name = \"{name}\"\nsystem = \"pubsub\"\n\n[run]\n# OMB measures testDurationMinutes after its warm-up (warmupDurationMinutes, or one minute).\nduration = \"{}m\"\nwarmup = \"{}m\"\n\n[pacing]\n# producerRate: messages per second over all producers.\n{pacing}\n\n[pubsub]\nbroker = \"{}\"\naddress = \"{}\"\ntopics = {}\npublishers_per_topic = {}\nsubscriptions_per_topic = {}\nconsumers_per_subscription = {consumers}\nmessage_bytes = {size}\n{unsent}",
+            "name = \"{name}\"\nsystem = \"pubsub\"\n\n[run]\n# OMB measures testDurationMinutes after its warm-up (warmupDurationMinutes, or one minute).\nduration = \"{}m\"\nwarmup = \"{}m\"\n\n[pacing]\n# producerRate: messages per second over all producers.\n{pacing}\n\n[pubsub]\nbroker = \"{}\"\naddress = \"{}\"\ntopics = {}\npublishers_per_topic = {}\nsubscriptions_per_topic = {}\nconsumers_per_subscription = {consumers}\nmessage_bytes = {size}\n{partitions}{unsent}",
             self.test_duration_minutes,
             self.warmup_duration_minutes.unwrap_or(OMB_WARMUP_MINUTES),
             target.broker.name(),
@@ -231,6 +242,11 @@ impl OmbWorkload {
             self.topics,
             self.producers_per_topic,
             self.subscriptions_per_topic,
+            partitions = if target.broker == Broker::Kafka {
+                format!("partitions = {partitions}\n")
+            } else {
+                String::new()
+            },
             unsent = if 2 * size > 1 << 20 {
                 format!("# Room for two messages in each publisher's buffer.\nmax_unsent_bytes = {}\n", 2 * size)
             } else {
@@ -246,6 +262,7 @@ fn broker_title(broker: Broker) -> &'static str {
         Broker::Nats => "NATS core",
         Broker::Redis => "Redis Pub/Sub",
         Broker::Mqtt => "MQTT (QoS 0)",
+        Broker::Kafka => "Kafka (acks=1)",
     }
 }
 

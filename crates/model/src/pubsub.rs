@@ -33,6 +33,13 @@ pub struct PubsubSpec {
     /// MQTT's quality of service, for publishing and subscribing: 0 (at most once) or 1 (at
     /// least once: the broker acknowledges each publish, each delivery is acknowledged).
     pub qos: u8,
+    /// Kafka's `acks`: how many replicas hold a publish before the broker answers it — `"0"`
+    /// (no answer at all), `"1"` (the leader's log) or `"all"` (every in-sync replica).
+    pub acks: Acks,
+    /// Kafka: partitions per topic (a topic the run creates gets them; an existing topic must
+    /// have them). A publisher fills its partitions in turn, one request's batch each;
+    /// order holds within a partition only.
+    pub partitions: u32,
     /// `host:port` of the broker.
     pub address: String,
     /// `host:port` per broker, for a scenario that compares brokers (a sweep over
@@ -81,6 +88,8 @@ impl Default for PubsubSpec {
         PubsubSpec {
             broker: Broker::Nats,
             qos: 0,
+            acks: Acks::Leader,
+            partitions: 1,
             address: "127.0.0.1:4222".into(),
             addresses: BTreeMap::new(),
             topics: 1,
@@ -113,11 +122,51 @@ pub enum Broker {
     Redis,
     /// MQTT 3.1.1: PUBLISH and SUBSCRIBE at QoS 0 or 1.
     Mqtt,
+    /// Apache Kafka: Produce requests (a batch of records per request, `acks`), Fetch from the
+    /// end of each partition; shared subscriptions split the partitions.
+    Kafka,
+}
+
+/// Kafka's `acks` setting of a producer.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
+pub enum Acks {
+    /// No answer: a publish is done once written.
+    #[serde(rename = "0")]
+    None,
+    /// The leader appended it to its log.
+    #[default]
+    #[serde(rename = "1")]
+    Leader,
+    /// Every in-sync replica has it.
+    #[serde(rename = "all")]
+    All,
+}
+
+impl Acks {
+    /// Its value in a Produce request.
+    pub fn wire(self) -> i16 {
+        match self {
+            Acks::None => 0,
+            Acks::Leader => 1,
+            Acks::All => -1,
+        }
+    }
+
+    /// Its name in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Acks::None => "0",
+            Acks::Leader => "1",
+            Acks::All => "all",
+        }
+    }
 }
 
 impl Broker {
     /// Every broker msgbench speaks.
-    pub const ALL: [Broker; 3] = [Broker::Nats, Broker::Redis, Broker::Mqtt];
+    pub const ALL: [Broker; 4] = [Broker::Nats, Broker::Redis, Broker::Mqtt, Broker::Kafka];
 
     /// Its name in scenario files.
     pub fn name(self) -> &'static str {
@@ -125,6 +174,7 @@ impl Broker {
             Broker::Nats => "nats",
             Broker::Redis => "redis",
             Broker::Mqtt => "mqtt",
+            Broker::Kafka => "kafka",
         }
     }
 
@@ -134,6 +184,7 @@ impl Broker {
             Broker::Nats => "(start one with `nats-server -a 127.0.0.1 -p PORT`, or let the scenario start it: `[sut] command = \"exec nats-server -a 127.0.0.1 -p PORT\"`)",
             Broker::Redis => "(start one with `redis-server --port PORT`, or let the scenario start it: `[sut] command = \"exec redis-server --port PORT\"`)",
             Broker::Mqtt => "(start one with `mosquitto -p PORT`, or let the scenario start it: `[sut] command = \"exec mosquitto -p PORT\"`)",
+            Broker::Kafka => "(start one with `bash scripts/kafka-broker.sh PORT` from msgbench's folder, or let the scenario start it: `[sut] command = \"exec bash scripts/kafka-broker.sh PORT\"`)",
         }
     }
 }
@@ -156,6 +207,10 @@ pub struct PubsubConfig {
     pub broker: Broker,
     /// MQTT's quality of service (0 elsewhere).
     pub qos: u8,
+    /// Kafka's acks.
+    pub acks: Acks,
+    /// Kafka's partitions per topic (1 elsewhere).
+    pub partitions: u32,
     /// Its `host:port`.
     pub address: String,
     /// Topic names, by index.
@@ -213,6 +268,7 @@ impl PubsubConfig {
             Broker::Nats => false,
             Broker::Redis => true,
             Broker::Mqtt => self.qos > 0,
+            Broker::Kafka => self.acks != Acks::None,
         }
     }
 
@@ -230,6 +286,11 @@ impl PubsubConfig {
     pub fn describe(&self) -> String {
         let broker = match self.broker {
             Broker::Mqtt => format!("mqtt qos={}", self.qos),
+            Broker::Kafka => format!(
+                "kafka acks={} partitions={}",
+                self.acks.name(),
+                self.partitions
+            ),
             other => other.name().to_string(),
         };
         let mut s = format!(
@@ -344,6 +405,7 @@ impl PubsubSpec {
                 },
             ));
         }
+        self.check_kafka(invalid)?;
         if self.slow_subscriptions > self.subscriptions_per_topic {
             return Err(invalid(
                 "pubsub.slow_subscriptions",
@@ -393,6 +455,8 @@ impl PubsubSpec {
         Ok(PubsubConfig {
             broker: self.broker,
             qos: self.qos,
+            acks: self.acks,
+            partitions: self.partitions,
             address: address.clone(),
             topics: (0..self.topics)
                 .map(|t| format!("{}.{t}", self.topic_prefix))
@@ -412,6 +476,65 @@ impl PubsubSpec {
         })
     }
 }
+
+impl PubsubSpec {
+    /// Kafka's settings: partitions and acks only where the broker has them; a shared
+    /// subscription needs a partition per consumer.
+    fn check_kafka(&self, invalid: &Invalid) -> Result<(), ScenarioError> {
+        if self.partitions == 0 || self.partitions > MAX_PARTITIONS {
+            return Err(invalid(
+                "pubsub.partitions",
+                format!("is {}", self.partitions),
+                &format!("give 1 to {MAX_PARTITIONS}"),
+            ));
+        }
+        if self.broker == Broker::Kafka {
+            if self.message_bytes > MAX_KAFKA_MESSAGE_BYTES {
+                return Err(invalid(
+                    "pubsub.message_bytes",
+                    format!("is {} with broker = \"kafka\"", self.message_bytes),
+                    &format!("give at most {MAX_KAFKA_MESSAGE_BYTES} bytes: a record batch must stay under the broker's default max.message.bytes (1048588)"),
+                ));
+            }
+            if self.consumers_per_subscription > self.partitions {
+                return Err(invalid(
+                    "pubsub.consumers_per_subscription",
+                    format!(
+                        "is {} with {} partitions per topic",
+                        self.consumers_per_subscription, self.partitions
+                    ),
+                    "a Kafka consumer reads whole partitions: give at least as many partitions as consumers per subscription (the others would get nothing)",
+                ));
+            }
+            return Ok(());
+        }
+        if self.partitions != 1 {
+            return Err(invalid(
+                "pubsub.partitions",
+                format!(
+                    "is {} with broker = \"{}\"",
+                    self.partitions,
+                    self.broker.name()
+                ),
+                "partitions are Kafka's: set it to 1, or use broker = \"kafka\"",
+            ));
+        }
+        if self.acks != Acks::Leader {
+            return Err(invalid(
+                "pubsub.acks",
+                format!("is \"{}\" with broker = \"{}\"", self.acks.name(), self.broker.name()),
+                "acks is Kafka's: remove it, or use broker = \"kafka\" (MQTT's acknowledgements are qos = 1)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Largest Kafka message (its batch, with framing, under `max.message.bytes`).
+pub const MAX_KAFKA_MESSAGE_BYTES: u32 = 1_000_000;
+
+/// Most partitions per topic.
+pub const MAX_PARTITIONS: u32 = 1024;
 
 #[cfg(test)]
 mod tests {
@@ -450,9 +573,9 @@ mod tests {
         let redis = text.replace("[pubsub]", "[pubsub]\nbroker = \"redis\"");
         assert_eq!(config(&redis).address, "127.0.0.1:4296");
         let (field, message) =
-            refused("system = \"pubsub\"\n[pubsub]\naddresses = { kafka = \"127.0.0.1:9092\" }");
-        assert_eq!(field, "pubsub.addresses.kafka");
-        assert!(message.contains("nats, redis, mqtt"), "{message}");
+            refused("system = \"pubsub\"\n[pubsub]\naddresses = { pulsar = \"127.0.0.1:6650\" }");
+        assert_eq!(field, "pubsub.addresses.pulsar");
+        assert!(message.contains("nats, redis, mqtt, kafka"), "{message}");
     }
 
     #[test]
@@ -476,6 +599,14 @@ mod tests {
             ("[pubsub]\naddress = \"nats\"", "pubsub.address", "host:port"),
             ("[pubsub]\ntopics = 5000\nsubscriptions_per_topic = 2", "pubsub.topics", "at most 10000"),
             ("[pubsub]\nmax_unsent_bytes = 100", "pubsub.max_unsent_bytes", "4096"),
+            ("[pubsub]\npartitions = 4", "pubsub.partitions", "Kafka's"),
+            ("[pubsub]\nacks = \"all\"", "pubsub.acks", "Kafka's"),
+            ("[pubsub]\nbroker = \"kafka\"\npartitions = 0", "pubsub.partitions", "1 to 1024"),
+            (
+                "[pubsub]\nbroker = \"kafka\"\npartitions = 2\nconsumers_per_subscription = 3",
+                "pubsub.consumers_per_subscription",
+                "partition per consumer",
+            ),
         ] {
             let (f, message) = refused(&format!("system = \"pubsub\"\n{extra}"));
             assert_eq!(f, field, "{extra}: {message}");

@@ -14,6 +14,7 @@ use crate::cpu::CpuSnapshot;
 use crate::error::EngineError;
 use crate::harness::timer::Timer;
 use crate::harness::{worker, RunStop, Timeline, STOP_CHECK_NS};
+use crate::net::kafka;
 use crate::net::pubsub::{self as wire, Header, Incoming, PublishFrame};
 use crate::pacer::Pacer;
 use crate::recorder::Recorder;
@@ -56,6 +57,12 @@ pub struct Publisher {
     out: Vec<u8>,
     written: usize,
     input: Vec<u8>,
+    /// Kafka: its Produce requests (records batched per request, one partition each).
+    pub kafka: Option<kafka::Producer>,
+    /// Kafka: records per request not answered yet, in order.
+    requests: std::collections::VecDeque<u32>,
+    /// Wall-clock ms of this turn (Kafka's record timestamps).
+    wall_ms: i64,
     /// What it measured.
     pub stats: PublisherStats,
 }
@@ -100,6 +107,9 @@ impl Publisher {
             out: Vec::with_capacity(capacity),
             written: 0,
             input: leftover,
+            kafka: None,
+            requests: std::collections::VecDeque::new(),
+            wall_ms: 0,
             stats: PublisherStats::default(),
         })
     }
@@ -108,11 +118,23 @@ impl Publisher {
         self.out.len() - self.written
     }
 
+    /// It still holds bytes to write, or publishes the broker has not answered: closing its
+    /// connection now with answers unread would reset it, and a broker may drop what it had
+    /// not read yet (Kafka does).
+    fn owes(&self) -> bool {
+        self.unsent() > 0 || self.unanswered.as_ref().is_some_and(|q| !q.is_empty())
+    }
+
     /// Room for one more message: its buffer under `bound`, and (MQTT QoS 1) fewer publishes
     /// unacknowledged than there are packet ids.
     fn room(&self, bound: usize) -> bool {
         self.unsent() < bound
             && (!self.acked || self.stats.sent_all - self.stats.acks < 65_535)
+            && self.kafka.as_ref().is_none_or(|k| {
+                // Kafka producers' default max.in.flight.requests.per.connection: what is due
+                // meanwhile waits and leaves in the next request, one batch.
+                k.open_records() > 0 || self.requests.len() < KAFKA_IN_FLIGHT
+            })
             && self
                 .unanswered
                 .as_ref()
@@ -123,14 +145,28 @@ impl Publisher {
     #[inline]
     fn encode(&mut self, intended_ns: u64, size: usize, timeline: &Timeline) {
         let seq = self.stats.sent_all;
-        self.frame.put_prefix(seq, &mut self.out);
+        if let Some(k) = self.kafka.as_mut() {
+            if k.open_bytes(&self.out) + size + 32 > kafka::MAX_BATCH_BYTES {
+                let records = k.seal(&mut self.out);
+                if self.unanswered.is_some() {
+                    self.requests.push_back(records);
+                }
+            }
+            k.put_record_prefix(size, self.wall_ms, &mut self.out);
+        } else {
+            self.frame.put_prefix(seq, &mut self.out);
+        }
         Header {
             intended_ns,
             seq,
             publisher: self.index,
         }
         .write(size, self.mark, &mut self.out);
-        self.out.extend_from_slice(self.frame.suffix);
+        if self.kafka.is_some() {
+            kafka::Producer::put_record_suffix(&mut self.out);
+        } else {
+            self.out.extend_from_slice(self.frame.suffix);
+        }
         self.stats.sent_all += 1;
         let measured = intended_ns >= timeline.measure_start_ns && intended_ns < timeline.end_ns;
         if measured {
@@ -138,6 +174,16 @@ impl Publisher {
         }
         if let Some(q) = self.unanswered.as_mut() {
             q.push_back(if measured { intended_ns } else { 0 });
+        }
+    }
+
+    /// Kafka: closes the request being filled (it leaves with the next write).
+    fn seal(&mut self) {
+        if let Some(k) = self.kafka.as_mut() {
+            let records = k.seal(&mut self.out);
+            if records > 0 && self.unanswered.is_some() {
+                self.requests.push_back(records);
+            }
         }
     }
 
@@ -205,6 +251,9 @@ impl Publisher {
     /// Handles every complete answer in the input: acknowledgements counted, pings answered,
     /// an error ends the publisher.
     fn handle(&mut self, broker: msgbench_model::pubsub::Broker) -> Result<(), String> {
+        if self.kafka.is_some() {
+            return self.handle_produced();
+        }
         let mut at = 0;
         let now = crate::clock::now_ns();
         while let Some((incoming, used)) = wire::decode(broker, &self.input[at..])? {
@@ -234,6 +283,39 @@ impl Publisher {
         Ok(())
     }
 }
+
+impl Publisher {
+    /// Kafka: every whole Produce response in the input — a refusal ends the publisher; else
+    /// each record of its request is answered.
+    fn handle_produced(&mut self) -> Result<(), String> {
+        let mut at = 0;
+        let now = crate::clock::now_ns();
+        while let Some((body, _, used)) = kafka::frame(&self.input[at..])? {
+            if let Some(refusal) = kafka::produce_error(body)? {
+                return Err(format!("the broker refused a publish: {refusal}"));
+            }
+            let records = self
+                .requests
+                .pop_front()
+                .ok_or("the broker answered a request that was not sent")?;
+            self.stats.acks += u64::from(records);
+            let queue = self.unanswered.as_mut().expect("answers are expected");
+            for _ in 0..records {
+                if let Some(intended) = queue.pop_front().filter(|&t| t != 0) {
+                    self.answer_latency
+                        .saturating_record(now.saturating_sub(intended));
+                }
+            }
+            at += used;
+        }
+        self.input.drain(..at);
+        Ok(())
+    }
+}
+
+/// Kafka requests one publisher leaves unanswered at most (the Java producer's default
+/// `max.in.flight.requests.per.connection`).
+const KAFKA_IN_FLIGHT: usize = 5;
 
 /// One publisher thread.
 pub struct PublisherThread<'a> {
@@ -341,11 +423,13 @@ impl PublisherThread<'_> {
             }
             let mut next_due = now + STOP_CHECK_NS;
             let mut more_now = false;
+            let wall_ms = wall_clock_ms();
             for i in 0..self.publishers.len() {
                 let p = &mut self.publishers[i];
                 if p.stats.broken {
                     continue;
                 }
+                p.wall_ms = wall_ms;
                 let mut n = 0;
                 while p.room(bound) && n < BATCH {
                     if let Some(t) = p.pacer.upcoming_ns() {
@@ -363,6 +447,7 @@ impl PublisherThread<'_> {
                     p.encode(slot.intended_ns, size, &self.timeline);
                     n += 1;
                 }
+                p.seal();
                 more_now |= p.room(bound) && (n == BATCH || immediate);
                 if let Err(why) = p.flush() {
                     self.fail(i, why);
@@ -427,7 +512,8 @@ impl PublisherThread<'_> {
         Ok(())
     }
 
-    /// Writes out what the publishers still hold, until the drain's deadline.
+    /// Writes out what the publishers still hold and reads the answers to it, until the
+    /// drain's deadline.
     fn drain(
         &mut self,
         poll: &mut Poll,
@@ -438,10 +524,7 @@ impl PublisherThread<'_> {
         let deadline = self.stop.drain_deadline(&self.timeline, send_end_ns);
         loop {
             let now = crate::clock::now_ns();
-            let pending = self
-                .publishers
-                .iter()
-                .any(|p| !p.stats.broken && p.unsent() > 0);
+            let pending = self.publishers.iter().any(|p| !p.stats.broken && p.owes());
             if !pending || now >= deadline {
                 return Ok(());
             }
@@ -458,4 +541,11 @@ impl PublisherThread<'_> {
         self.stop
             .stop_because(format!("publisher {} on {}: {why}", p.index, p.topic));
     }
+}
+
+/// Milliseconds since the Unix epoch (Kafka's record timestamps).
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }

@@ -16,6 +16,7 @@ use super::stream_stats::closed_when;
 use super::subscriber::{Consumer, SubscriberThread, SubscriptionState};
 use crate::error::EngineError;
 use crate::harness::{DriverOutput, RunContext, RunStop, SpanCpu, Timeline};
+use crate::net::kafka;
 use crate::net::pubsub::{self as wire, Incoming};
 use crate::net::tick::Schedule;
 use msgbench_model::histogram::{encode, Percentiles};
@@ -256,6 +257,133 @@ fn open(
     Ok((stream, input.split_off(at)))
 }
 
+/// The error of a broker `problem` at the run's address.
+fn broker_error(config: &PubsubConfig, problem: String) -> EngineError {
+    EngineError::Broker {
+        address: config.address.clone(),
+        broker: config.broker.name(),
+        problem,
+    }
+}
+
+/// A Kafka connection, its reads bounded by the opening's timeout.
+fn connect_kafka(
+    config: &PubsubConfig,
+    address: SocketAddr,
+    receive_buffer: u32,
+) -> Result<TcpStream, EngineError> {
+    let stream = connect(address, receive_buffer).map_err(|source| EngineError::Connect {
+        address: config.address.clone(),
+        source,
+        hint: config.broker.hint().into(),
+    })?;
+    stream
+        .set_read_timeout(Some(OPEN_TIMEOUT))
+        .map_err(EngineError::Io)?;
+    Ok(stream)
+}
+
+/// Kafka: the run's topics exist with `partitions` partitions each (created when missing,
+/// one replica), and every partition has a leader, before any consumer asks for its end.
+fn prepare_kafka_topics(config: &PubsubConfig, address: SocketAddr) -> Result<(), EngineError> {
+    let mut stream = connect_kafka(config, address, 0)?;
+    let fail = |problem: String| broker_error(config, problem);
+    let found = kafka::metadata(&mut stream, &config.topics).map_err(fail)?;
+    let missing: Vec<&str> = found
+        .iter()
+        .filter(|(_, error, _)| *error == 3)
+        .map(|(name, ..)| name.as_str())
+        .collect();
+    if !missing.is_empty() {
+        for (name, error, message) in
+            kafka::create_topics(&mut stream, &missing, config.partitions).map_err(fail)?
+        {
+            if error != 0 && error != 36 {
+                return Err(fail(format!(
+                    "it refused to create topic {name}: {}{}",
+                    kafka::error_name(error),
+                    if message.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({message})")
+                    }
+                )));
+            }
+        }
+    }
+    let deadline = std::time::Instant::now() + OPEN_TIMEOUT * 3;
+    loop {
+        let found = kafka::metadata(&mut stream, &config.topics).map_err(fail)?;
+        let mut waiting = None;
+        for (name, error, partitions) in &found {
+            if *error == 0 && partitions.len() != config.partitions as usize {
+                return Err(fail(format!(
+                    "topic {name} exists with {} partitions, and the scenario asks for {}: set pubsub.partitions = {}, or use another pubsub.topic_prefix",
+                    partitions.len(),
+                    config.partitions,
+                    partitions.len()
+                )));
+            }
+            if *error != 0 && *error != 3 && *error != 5 {
+                return Err(fail(format!(
+                    "it refused the metadata of topic {name}: {}",
+                    kafka::error_name(*error)
+                )));
+            }
+            if *error != 0 || partitions.iter().any(|&(_, leader)| leader < 0) {
+                waiting = Some(name.clone());
+            }
+        }
+        let Some(name) = waiting else {
+            return Ok(());
+        };
+        if std::time::Instant::now() > deadline {
+            return Err(fail(format!(
+                "topic {name} has no leader for every partition after {} s",
+                (OPEN_TIMEOUT * 3).as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The partitions that consumer `k` of `consumers` reads (shared subscription: each a share).
+fn kafka_share(partitions: u32, k: u32, consumers: u32) -> Vec<i32> {
+    (0..partitions as i32)
+        .filter(|p| *p as u32 % consumers == k)
+        .collect()
+}
+
+/// The partitions publisher `j` of a topic's `publishers` fills, in turn.
+fn kafka_publisher_partitions(partitions: u32, j: u32, publishers: u32) -> Vec<i32> {
+    if partitions < publishers {
+        return vec![(j % partitions) as i32];
+    }
+    kafka_share(partitions, j, publishers)
+}
+
+/// Opens a Kafka consumer of `partitions` of `topic`: their end offsets, and its first fetch
+/// sent (the subscription is in place from those offsets on).
+fn open_kafka_consumer(
+    config: &PubsubConfig,
+    address: SocketAddr,
+    topic: &str,
+    partitions: &[i32],
+    max_bytes: i32,
+) -> Result<(TcpStream, kafka::Fetcher), EngineError> {
+    let mut stream = connect_kafka(config, address, config.receive_buffer)?;
+    let offsets = kafka::end_offsets(&mut stream, topic, partitions)
+        .map_err(|problem| broker_error(config, problem))?;
+    let mut fetcher = kafka::Fetcher::new(topic, offsets, max_bytes);
+    let mut out = Vec::new();
+    fetcher.request(&mut out);
+    stream
+        .write_all(&out)
+        .map_err(|e| broker_error(config, format!("writing a fetch failed ({e})")))?;
+    stream.set_read_timeout(None).map_err(EngineError::Io)?;
+    Ok((stream, fetcher))
+}
+
 /// Runs the publishers and subscribers of `config` against the broker at `address`.
 pub fn drive(
     scenario: &Scenario,
@@ -270,20 +398,36 @@ pub fn drive(
     // process, another host) is not counted as ours.
     let mark: crate::net::pubsub::RunMark = rand::random();
     let classes = config.class_names();
+    let kafka = config.broker == Broker::Kafka;
+    if kafka {
+        prepare_kafka_topics(config, address)?;
+    }
     let mut subscriptions = Vec::with_capacity(plan.len());
     let mut sid = 0;
     for sub in &plan {
         let topic = &config.topics[sub.topic as usize];
         let group = (config.consumers_per_subscription > 1).then_some(sub.name.as_str());
+        let cost = if sub.slow { config.slow_cost_ns } else { 0 };
         let mut consumers = Vec::new();
         for k in 0..config.consumers_per_subscription {
             sid += 1;
             let name = format!("{}-c{k}", sub.name);
+            if kafka {
+                let share = kafka_share(config.partitions, k, config.consumers_per_subscription);
+                // A slow subscription fetches about what it handles in one of its turns.
+                let max_bytes = super::subscriber::turn_bytes(config, cost)
+                    .min(kafka::FETCH_MAX_BYTES as usize) as i32;
+                let (stream, fetcher) =
+                    open_kafka_consumer(config, address, topic, &share, max_bytes)?;
+                let mut consumer = Consumer::new(stream, &[], size).map_err(EngineError::Io)?;
+                consumer.kafka = Some(fetcher);
+                consumers.push(consumer);
+                continue;
+            }
             let (stream, leftover) = open(config, address, &name, Some((topic, group, sid)))?;
             consumers.push(Consumer::new(stream, &leftover, size).map_err(EngineError::Io)?);
         }
         let class = usize::from(sub.slow);
-        let cost = if sub.slow { config.slow_cost_ns } else { 0 };
         subscriptions.push(SubscriptionState::new(
             sub.name.clone(),
             class,
@@ -297,7 +441,11 @@ pub fn drive(
     let topic_of = config.publishers();
     let mut opened = Vec::with_capacity(topic_of.len());
     for (i, _) in topic_of.iter().enumerate() {
-        opened.push(open(config, address, &format!("p{i}"), None)?);
+        opened.push(if kafka {
+            (connect_kafka(config, address, 0)?, Vec::new())
+        } else {
+            open(config, address, &format!("p{i}"), None)?
+        });
     }
     let timeline = Timeline::from_now(&scenario.run);
     let stop = RunStop::new(&ctx.stop);
@@ -315,7 +463,7 @@ pub fn drive(
     let mut by_thread: Vec<Vec<Publisher>> = (0..publisher_threads).map(|_| Vec::new()).collect();
     for (i, (stream, leftover)) in opened.into_iter().enumerate() {
         let topic = &config.topics[topic_of[i] as usize];
-        let p = Publisher::new(
+        let mut p = Publisher::new(
             (stream, leftover),
             i as u32,
             topic,
@@ -325,6 +473,14 @@ pub fn drive(
             mark,
         )
         .map_err(EngineError::Io)?;
+        if kafka {
+            let ppt = config.publishers_per_topic;
+            p.kafka = Some(kafka::Producer::new(
+                topic,
+                config.acks.wire(),
+                kafka_publisher_partitions(config.partitions, i as u32 % ppt, ppt),
+            ));
+        }
         by_thread[i % publisher_threads].push(p);
     }
     let publishers: Vec<PublisherThread> = by_thread

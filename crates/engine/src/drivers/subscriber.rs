@@ -14,6 +14,7 @@ use crate::cpu::CpuSnapshot;
 use crate::error::EngineError;
 use crate::harness::timer::Timer;
 use crate::harness::{worker, RunStop, Timeline, STOP_CHECK_NS};
+use crate::net::kafka;
 use crate::net::pubsub::{self as wire, Header, Incoming, RunMark};
 use crate::net::tick::Schedule;
 use crate::recorder::{Recorder, SequenceChecker};
@@ -39,8 +40,10 @@ pub struct Consumer {
     closed: bool,
     /// The last error the broker sent on it.
     last_error: Option<String>,
-    /// Acknowledgements (MQTT QoS 1) not written yet.
+    /// Acknowledgements (MQTT QoS 1) and requests (Kafka's next fetch) not written yet.
     acks: Vec<u8>,
+    /// Kafka: what it fetches, from where (it asks for more after each answer).
+    pub kafka: Option<kafka::Fetcher>,
 }
 
 impl Consumer {
@@ -62,6 +65,7 @@ impl Consumer {
             closed: false,
             last_error: None,
             acks: Vec::with_capacity(4096),
+            kafka: None,
         })
     }
 }
@@ -113,6 +117,9 @@ pub struct SubscriptionState {
     consumer_highest: Vec<Vec<Option<u64>>>,
     /// Shared: per publisher, messages received (any).
     seen: Vec<u64>,
+    /// The broker keeps every message until it is read (Kafka's log): one that has not come
+    /// is on its way, never lost.
+    retains: bool,
     /// This run's mark: messages without it are not this run's.
     mark: RunMark,
     /// Bytes read per turn: a slow subscription's turn reads only what its cost lets it
@@ -141,7 +148,10 @@ impl SubscriptionState {
         mark: RunMark,
     ) -> SubscriptionState {
         let p = config.publishers_per_topic as usize;
-        let shared = consumers.len() > 1;
+        let kafka = config.broker == Broker::Kafka;
+        // Kafka keeps order within a partition only: a topic of several partitions is
+        // followed like a shared subscription (counted, not sequenced).
+        let shared = consumers.len() > 1 || (kafka && config.partitions > 1);
         SubscriptionState {
             topic,
             first_publisher: topic * config.publishers_per_topic,
@@ -152,15 +162,9 @@ impl SubscriptionState {
             shared,
             consumer_highest: vec![vec![None; p]; consumers.len()],
             seen: vec![0; p],
+            retains: kafka,
             mark,
-            turn_bytes: match cost_ns {
-                0 => READ_BUDGET,
-                cost => {
-                    let frame = config.message_bytes as usize + 64;
-                    let messages = (STOP_CHECK_NS / 2 / cost).max(1) as usize;
-                    (messages * frame).clamp(frame, READ_BUDGET)
-                }
-            },
+            turn_bytes: turn_bytes(config, cost_ns),
             stats: StreamStats::new(name, class, "native"),
             cost: super::cost::Cost::new(cost_ns, config.slow_work),
             consumers,
@@ -182,6 +186,9 @@ impl SubscriptionState {
     /// open consumers' highest (each connection is in order, so below it nothing is still on
     /// its way to any of them), `None` while one of them got none.
     pub fn loss_horizon(&self) -> Vec<Option<u64>> {
+        if self.retains {
+            return vec![None; self.highest.len()];
+        }
         if !self.shared {
             return self.highest.clone();
         }
@@ -261,6 +268,19 @@ impl SubscriptionState {
         }
         self.stats
             .on_checked(h.intended_ns, completed, gaps_added, window, rec);
+    }
+}
+
+/// Bytes a subscription reads per turn: all there is for a fast one (to [`READ_BUDGET`]); for
+/// one that spends `cost_ns` per message, what it handles in about half a stop check.
+pub fn turn_bytes(config: &PubsubConfig, cost_ns: u64) -> usize {
+    match cost_ns {
+        0 => READ_BUDGET,
+        cost => {
+            let frame = config.message_bytes as usize + 64;
+            let messages = (STOP_CHECK_NS / 2 / cost).max(1) as usize;
+            (messages * frame).clamp(frame, READ_BUDGET)
+        }
     }
 }
 
@@ -443,6 +463,9 @@ impl SubscriberThread<'_> {
 
     /// Handles every complete message in consumer `c`'s buffer.
     fn parse(&mut self, s: usize, c: usize, window: &Schedule) {
+        if self.subscriptions[s].consumers[c].kafka.is_some() {
+            return self.parse_fetches(s, c, window);
+        }
         let broker = self.broker;
         let sub = &mut self.subscriptions[s];
         let mut consumer = std::mem::take(&mut sub.consumers[c].input);
@@ -488,6 +511,56 @@ impl SubscriberThread<'_> {
         let failure = failure.or_else(|| sub.consumers[c].write_acks().err());
         if let Some(why) = failure {
             sub.stats.faults.protocol_errors += 1;
+            self.close(s, c, why);
+        }
+    }
+
+    /// Handles every complete fetch response in Kafka consumer `c`'s buffer, asking for the
+    /// next fetch after each.
+    fn parse_fetches(&mut self, s: usize, c: usize, window: &Schedule) {
+        let sub = &mut self.subscriptions[s];
+        let input = std::mem::take(&mut sub.consumers[c].input);
+        let mut fetcher = sub.consumers[c].kafka.take().expect("a Kafka consumer");
+        let len = sub.consumers[c].len;
+        let rec = &mut self.rec;
+        let mut at = 0;
+        let mut failure = None;
+        loop {
+            match kafka::frame(&input[at..len]) {
+                Ok(Some((body, correlation, used))) => {
+                    let read = fetcher
+                        .on_response(body, correlation, |v| sub.on_message(c, v, window, rec));
+                    match read {
+                        Ok(unread) => {
+                            sub.foreign += unread;
+                            fetcher.request(&mut sub.consumers[c].acks);
+                        }
+                        Err(e) => {
+                            sub.stats.faults.server_errors += 1;
+                            failure = Some(e);
+                            break;
+                        }
+                    }
+                    at += used;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    sub.stats.faults.protocol_errors += 1;
+                    failure = Some(format!(
+                        "the broker sent what Kafka's protocol does not allow: {e}"
+                    ));
+                    break;
+                }
+            }
+        }
+        let sub = &mut self.subscriptions[s];
+        let mut input = input;
+        input.copy_within(at..len, 0);
+        sub.consumers[c].input = input;
+        sub.consumers[c].len = len - at;
+        sub.consumers[c].kafka = Some(fetcher);
+        let failure = failure.or_else(|| sub.consumers[c].write_acks().err());
+        if let Some(why) = failure {
             self.close(s, c, why);
         }
     }

@@ -4,6 +4,7 @@ pub mod frame;
 pub mod grpc_frame;
 pub mod http;
 pub mod json_rpc;
+pub mod kafka;
 pub mod mqtt;
 pub mod nats;
 pub mod proto_wire;

@@ -107,6 +107,9 @@ pub fn decode(broker: Broker, buf: &[u8]) -> Result<Option<(Incoming<'_>, usize)
                 };
                 (incoming, used)
             })),
+        // A consumer's fetch responses and a producer's answers are read by kafka::Fetcher
+        // and the publisher, not message by message.
+        Broker::Kafka => Err("Kafka's responses are read whole (net::kafka)".into()),
     }
 }
 
@@ -151,6 +154,8 @@ pub fn hello(broker: Broker, name: &str, out: &mut Vec<u8>) {
         // Client ids are unique per broker: two runs (or two processes) must not take over
         // each other's connections.
         Broker::Mqtt => mqtt::connect(&format!("msgbench-{}-{name}", std::process::id()), out),
+        // Kafka's opening is its own (drivers::pubsub::open_kafka): metadata and offsets.
+        Broker::Kafka => {}
     }
 }
 
@@ -183,6 +188,7 @@ pub fn subscribe(
             };
             mqtt::subscribe(&filter, qos, (sid % 65_535 + 1) as u16, out);
         }
+        Broker::Kafka => {}
     }
 }
 
@@ -224,6 +230,12 @@ impl PublishFrame {
                     suffix: b"",
                 }
             }
+            // Records are framed by kafka::Producer, in batches.
+            Broker::Kafka => PublishFrame {
+                prefix: Vec::new(),
+                id_at: None,
+                suffix: b"",
+            },
         }
     }
 
@@ -251,7 +263,7 @@ pub fn ack(broker: Broker, id: u16, out: &mut Vec<u8>) {
 pub fn pong(broker: Broker) -> &'static [u8] {
     match broker {
         Broker::Nats => nats::PONG,
-        Broker::Redis | Broker::Mqtt => b"",
+        Broker::Redis | Broker::Mqtt | Broker::Kafka => b"",
     }
 }
 
