@@ -605,7 +605,7 @@ mod tests {
             (
                 "[pubsub]\nbroker = \"kafka\"\npartitions = 2\nconsumers_per_subscription = 3",
                 "pubsub.consumers_per_subscription",
-                "partition per consumer",
+                "as many partitions as consumers",
             ),
         ] {
             let (f, message) = refused(&format!("system = \"pubsub\"\n{extra}"));
