@@ -20,6 +20,10 @@ command -v prometheus >/dev/null || need+=(prometheus)
 # (MQTT) and Redis.
 command -v nats-server >/dev/null || [ -x /usr/sbin/nats-server ] || need+=(nats-server)
 command -v mosquitto >/dev/null || [ -x /usr/sbin/mosquitto ] || need+=(mosquitto)
+# Kafka (the pubsub tests' fourth broker) runs on Java from jars Maven fetches
+# (scripts/setup-kafka.sh, after the packages).
+command -v java >/dev/null || need+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null || need+=(maven)
 # scripts/check-manifest.sh makes a virtualenv for kubernetes-validate (PyPI).
 python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 # The Node.js feed of the feed tests (feeds/node): the `ws` package from the npm registry, into
@@ -30,7 +34,10 @@ if [ ! -d "$FEED/node_modules/ws" ]; then
   echo "scripts/setup.sh: installing the ws package into feeds/node (npm ci)" >&2
   (cd "$FEED" && npm ci --no-audit --no-fund --silent >/dev/null)
 fi
-[ ${#need[@]} -eq 0 ] && exit 0
+if [ ${#need[@]} -eq 0 ]; then
+  bash "$(dirname "${BASH_SOURCE[0]}")/setup-kafka.sh"
+  exit 0
+fi
 
 if [ "$(id -u)" -eq 0 ]; then
   SUDO=()
@@ -55,3 +62,4 @@ if ! "${SUDO[@]}" apt-get install -y --no-install-recommends "${need[@]}" >/dev/
   "${SUDO[@]}" apt-get update >/dev/null
   "${SUDO[@]}" apt-get install -y --no-install-recommends "${need[@]}" >/dev/null
 fi
+bash "$(dirname "${BASH_SOURCE[0]}")/setup-kafka.sh"

@@ -372,8 +372,27 @@ fn open_kafka_consumer(
     max_bytes: i32,
 ) -> Result<(TcpStream, kafka::Fetcher), EngineError> {
     let mut stream = connect_kafka(config, address, config.receive_buffer)?;
-    let offsets = kafka::end_offsets(&mut stream, topic, partitions)
-        .map_err(|problem| broker_error(config, problem))?;
+    // A topic just created may not be served yet though it has a leader: ask again.
+    let deadline = std::time::Instant::now() + OPEN_TIMEOUT * 3;
+    let offsets = loop {
+        let answer = kafka::end_offsets(&mut stream, topic, partitions)
+            .map_err(|problem| broker_error(config, problem))?;
+        match answer {
+            Ok(offsets) => break offsets,
+            Err((_, code)) if kafka::retriable(code) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err((p, code)) => {
+                return Err(broker_error(
+                    config,
+                    format!(
+                        "it refused the end offset of {topic} partition {p}: {}",
+                        kafka::error_name(code)
+                    ),
+                ))
+            }
+        }
+    };
     let mut fetcher = kafka::Fetcher::new(topic, offsets, max_bytes);
     let mut out = Vec::new();
     fetcher.request(&mut out);

@@ -180,9 +180,12 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// A response's body (after its correlation id), its correlation id, and its bytes in all.
+pub type Frame<'a> = (&'a [u8], i32, usize);
+
 /// The response at the start of `buf` — its body after the correlation id, the correlation
 /// id, and the bytes it took; `Ok(None)` when incomplete.
-pub fn frame(buf: &[u8]) -> Result<Option<(&[u8], i32, usize)>, String> {
+pub fn frame(buf: &[u8]) -> Result<Option<Frame<'_>>, String> {
     let Some(size) = buf.get(..4) else {
         return Ok(None);
     };
@@ -232,7 +235,7 @@ fn read_exact(stream: &mut TcpStream, buf: &mut [u8]) -> Result<(), String> {
             "it closed the connection; is this a kafka server? check pubsub.broker and pubsub.address".to_string()
         }
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
-            "no answer in time; is this a kafka server?".to_string()
+            "no answer in time; is this a kafka server? check pubsub.broker and pubsub.address".to_string()
         }
         _ => format!("reading failed ({e})"),
     })
@@ -317,12 +320,16 @@ pub fn create_topics(
     Ok(results)
 }
 
-/// ListOffsets v4: the end offset (the next record's) of each of `partitions` of `topic`.
+/// Per partition its end offset, or the first partition refused and the error code.
+pub type EndOffsets = Result<Vec<(i32, i64)>, (i32, i16)>;
+
+/// ListOffsets v4: the end offset (the next record's) of each of `partitions` of `topic`, or
+/// the first partition's refusal (its error code).
 pub fn end_offsets(
     stream: &mut TcpStream,
     topic: &str,
     partitions: &[i32],
-) -> Result<Vec<(i32, i64)>, String> {
+) -> Result<EndOffsets, String> {
     let mut out = Vec::new();
     let start = begin(LIST_OFFSETS, 4, 3, &mut out);
     put_i32(-1, &mut out); // replica: a consumer
@@ -349,10 +356,7 @@ pub fn end_offsets(
             let offset = r.i64()?;
             r.i32()?;
             if error != 0 {
-                return Err(format!(
-                    "it refused the end offset of {topic} partition {p}: {}",
-                    error_name(error)
-                ));
+                return Ok(Err((p, error)));
             }
             offsets.push((p, offset));
         }
@@ -364,7 +368,12 @@ pub fn end_offsets(
             partitions.len()
         ));
     }
-    Ok(offsets)
+    Ok(Ok(offsets))
+}
+
+/// A refusal that passes once the broker has settled (a new topic's leadership).
+pub fn retriable(code: i16) -> bool {
+    matches!(code, 3 | 5 | 6 | 7)
 }
 
 // ---- producing ----

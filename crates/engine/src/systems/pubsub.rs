@@ -1,5 +1,5 @@
 //! The `pubsub` system: publishers and subscriptions on a message broker (NATS core, Redis
-//! Pub/Sub) at any address, or one started by `[sut]`. The driver is
+//! Pub/Sub, MQTT, Kafka) at any address, or one started by `[sut]`. The driver is
 //! [`crate::drivers::pubsub`]; this file joins what it measured into the run's record: one
 //! stream record per subscription, the run's counters their sum, and what the reader must know.
 use crate::cpu::CpuSnapshot;
@@ -88,6 +88,23 @@ fn info(config: &PubsubConfig, acks: u64) -> Vec<String> {
         (Broker::Mqtt, 1) => info.push(format!(
             "MQTT QoS 1: the broker acknowledged {acks} publishes (PUBACK), and every delivery was acknowledged"
         )),
+        (Broker::Kafka, _) => {
+            info.push(format!(
+                "Kafka, acks={}: {}; each consumer fetches from the end of its partitions (as they were when the run opened), nothing committed; Kafka keeps every message, so one that had not come when the run ended is undelivered (lag), never dropped",
+                config.acks.name(),
+                if config.answers_publishes() {
+                    format!("the broker answered {acks} published records, one Produce response per batch")
+                } else {
+                    "the broker answers no publish".to_string()
+                }
+            ));
+            if config.partitions > 1 {
+                info.push(format!(
+                    "{} partitions per topic: Kafka orders messages within a partition only, so a subscription's messages are counted (none missing, none twice) rather than checked in sequence; a publisher fills its partitions in turn, one request's batch each",
+                    config.partitions
+                ));
+            }
+        }
         _ => {}
     }
     info

@@ -356,3 +356,55 @@ impl Drop for BrokerProcess {
         self.kill();
     }
 }
+
+/// Where the one Kafka broker of this test binary listens: started on first use (a JVM takes
+/// seconds to start, so the Kafka tests share it, each on topics of its own) by
+/// `scripts/kafka-broker.sh`, and killed when the test binary exits (it dies with the thread
+/// that started it, which lives as long as the process).
+#[allow(dead_code)]
+pub fn kafka() -> SocketAddr {
+    static KAFKA: std::sync::OnceLock<SocketAddr> = std::sync::OnceLock::new();
+    *KAFKA.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::os::unix::process::CommandExt;
+            let port = free_port();
+            let dir = tempfile::tempdir().unwrap();
+            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/kafka-broker.sh");
+            let mut command = std::process::Command::new("bash");
+            command
+                .arg(script)
+                .arg(port.to_string())
+                .arg(dir.path())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null());
+            // SAFETY: prctl is async-signal-safe; the child only sets its own parent-death
+            // signal before exec.
+            unsafe {
+                command.pre_exec(|| {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    Ok(())
+                });
+            }
+            let mut child = command
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start Kafka: {e} (run `bash scripts/setup.sh`)"));
+            let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+            let deadline = std::time::Instant::now() + Duration::from_secs(90);
+            while TcpStream::connect(addr).is_err() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("Kafka exited ({status}) before it listened; run `bash scripts/kafka-broker.sh {port}` to see why");
+                }
+                assert!(std::time::Instant::now() < deadline, "Kafka did not listen within 90 s");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            tx.send(addr).unwrap();
+            // Lives (and keeps the broker and its folder) until the process ends.
+            let _keep = (child, dir);
+            loop {
+                std::thread::park();
+            }
+        });
+        rx.recv().expect("Kafka started")
+    })
+}

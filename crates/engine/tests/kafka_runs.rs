@@ -1,0 +1,147 @@
+//! The `pubsub` system on a real Kafka broker (KRaft mode, one node, from the jars
+//! `scripts/setup.sh` fetches; one broker for this file, each test on topics of its own):
+//! partitions and shared subscriptions accounted message by message, acks 0, 1 and all, a slow
+//! subscription whose lag grows while a fast one keeps up, and a broker that is not Kafka.
+mod common;
+
+use common::{dead_address, kafka, try_run, BrokerProcess};
+use msgbench_model::RunResult;
+
+fn scenario(prefix: &str, addr: std::net::SocketAddr, extra: &str) -> String {
+    format!(
+        "name = \"kafka\"\nsystem = \"pubsub\"\n[run]\nduration = \"1s\"\nwarmup = \"300ms\"\ndrain_timeout = \"3s\"\n[pacing]\nmode = \"rate\"\nper_sec = 4000\n[pubsub]\nbroker = \"kafka\"\naddress = \"{addr}\"\ntopic_prefix = \"{prefix}\"\n{extra}"
+    )
+}
+
+fn run_ok(toml: &str, sets: &[&str]) -> RunResult {
+    let (outcome, _dir) = try_run(toml, sets);
+    let mut results = outcome.unwrap_or_else(|e| panic!("{e}")).results;
+    assert_eq!(results.len(), 1);
+    results.remove(0)
+}
+
+/// Every subscription's accounting holds and the run's counters are their sum.
+fn assert_accounted(r: &RunResult) {
+    r.counters.check().unwrap_or_else(|e| panic!("run: {e}"));
+    let mut sum = msgbench_model::result::Counters::default();
+    for s in &r.streams {
+        s.counters
+            .check()
+            .unwrap_or_else(|e| panic!("{}: {e}", s.name));
+        assert_eq!(s.latency.count, s.counters.delivered, "{}", s.name);
+        sum += s.counters;
+    }
+    assert_eq!(sum, r.counters);
+}
+
+#[test]
+fn partitions_and_shared_subscriptions_deliver_every_message_once() {
+    let addr = kafka();
+    // 2 topics × 4 partitions, 2 publishers per topic, 2 subscriptions per topic each read by
+    // 2 consumers (2 partitions each).
+    let r = run_ok(
+        &scenario(
+            "shared",
+            addr,
+            "topics = 2\npartitions = 4\npublishers_per_topic = 2\nsubscriptions_per_topic = 2\nconsumers_per_subscription = 2",
+        ),
+        &[],
+    );
+    assert_accounted(&r);
+    assert_eq!(r.streams.len(), 4);
+    for s in &r.streams {
+        let c = s.counters;
+        // 4000/s over 2 topics, 1 s measured.
+        assert!((1900..=2100).contains(&c.sent), "{}: {c:?}", s.name);
+        assert_eq!(c.delivered, c.sent, "{}: {c:?}", s.name);
+        assert_eq!((c.dropped, c.failed), (0, 0), "{}", s.name);
+        assert_eq!(s.sequence.duplicates, 0, "{}", s.name);
+        assert_eq!(s.kind, "kafka");
+        assert!(s.latency.p50_ns > 0 && s.latency.p50_ns < 200_000_000);
+    }
+    let text = r.info.join("\n");
+    assert!(text.contains("4 partitions per topic"), "{text}");
+    assert!(text.contains("publish latency"), "{text}");
+    // Each request answered: every record published, warm-up included, acknowledged.
+    assert!(text.contains("acks=1"), "{text}");
+}
+
+#[test]
+fn every_acks_setting_delivers_in_order_on_one_partition() {
+    let addr = kafka();
+    for acks in ["0", "1", "all"] {
+        let r = run_ok(
+            &scenario(
+                &format!("acks-{}", acks.replace("all", "a")),
+                addr,
+                "subscriptions_per_topic = 2",
+            ),
+            &[&format!("pubsub.acks=\"{acks}\"")],
+        );
+        assert_accounted(&r);
+        for s in &r.streams {
+            let c = s.counters;
+            assert_eq!(c.delivered, c.sent, "acks={acks} {}: {c:?}", s.name);
+            // One partition: Kafka keeps each publisher's order, checked message by message.
+            assert_eq!(s.sequence.total() + s.gaps_seen, 0, "acks={acks}");
+        }
+        let answered = r.info.iter().any(|i| i.contains("publish latency"));
+        assert_eq!(answered, acks != "0", "acks={acks}: {:?}", r.info);
+    }
+}
+
+#[test]
+fn a_slow_subscriber_lags_behind_while_the_fast_one_keeps_up() {
+    let addr = kafka();
+    let r = run_ok(
+        &scenario(
+            "slow",
+            addr,
+            "subscriptions_per_topic = 2\nslow_subscriptions = 1\nslow_cost = \"1ms\"\nslow_work = \"sleep\"",
+        ),
+        &["run.drain_timeout=\"1s\""],
+    );
+    assert_accounted(&r);
+    let (slow, fast) = (&r.streams[0], &r.streams[1]);
+    assert_eq!(slow.group, "slow-subscriber");
+    // 4000/s offered, 1000/s handled: Kafka keeps the rest in its log, so what has not come
+    // is lag (in flight), never lost; the backlog line climbs.
+    assert_eq!(slow.counters.dropped, 0, "{:?}", slow.counters);
+    assert!(slow.counters.in_flight_end > 1000, "{:?}", slow.counters);
+    let backlog: Vec<i64> = slow.intervals.iter().map(|i| i.backlog).collect();
+    assert!(backlog.last().copied().unwrap_or(0) > 1000, "{backlog:?}");
+    assert!(slow.latency.p50_ns > 100_000_000, "{:?}", slow.latency);
+    assert_eq!(fast.counters.delivered, fast.counters.sent);
+    assert!(fast.latency.p99_ns < 200_000_000, "{:?}", fast.latency);
+}
+
+#[test]
+fn a_broker_that_is_not_kafka_or_not_there_is_one_clear_error() {
+    let (outcome, dir) = try_run(&scenario("dead", dead_address(), ""), &[]);
+    let e = outcome.map(|_| ()).expect_err("refused").to_string();
+    assert!(
+        e.contains("cannot connect") && e.contains("kafka-broker.sh"),
+        "{e}"
+    );
+    assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
+    let redis = BrokerProcess::redis(&[]);
+    let (outcome, _dir) = try_run(&scenario("notkafka", redis.addr, ""), &[]);
+    let e = outcome.map(|_| ()).expect_err("refused").to_string();
+    // Redis waits for the end of a line that Kafka's binary request never sends.
+    assert!(
+        e.contains("a kafka server") && e.contains("pubsub.broker"),
+        "{e}"
+    );
+    // A topic that exists with other partitions than the scenario's.
+    let addr = kafka();
+    run_ok(
+        &scenario("fixed", addr, "partitions = 2"),
+        &["run.duration=\"300ms\""],
+    );
+    let (outcome, _dir) = try_run(&scenario("fixed", addr, "partitions = 3"), &[]);
+    let e = outcome.map(|_| ()).expect_err("refused").to_string();
+    assert!(
+        e.contains("exists with 2 partitions") && e.contains("pubsub.partitions = 2"),
+        "{e}"
+    );
+}

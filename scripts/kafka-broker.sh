@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Starts one Kafka broker in KRaft mode (broker and controller in one process) on
+# 127.0.0.1:PORT, its log in DIR (default: a new folder under ${TMPDIR:-/tmp}), from the jars
+# scripts/setup-kafka.sh fetched from Maven Central into target/kafka/libs. The process
+# becomes the broker (exec): stop it by its PID. Warnings and errors go to stderr.
+#
+#   bash scripts/kafka-broker.sh 9092
+#   [sut] command = "exec bash scripts/kafka-broker.sh PORT"   (in a scenario)
+set -euo pipefail
+usage() { echo "usage: bash scripts/kafka-broker.sh PORT [DIR]" >&2; exit 2; }
+[ $# -ge 1 ] && [ $# -le 2 ] || usage
+PORT="$1"
+[[ "$PORT" =~ ^[0-9]+$ ]] && [ "$PORT" -ge 1 ] && [ "$PORT" -le 65535 ] || usage
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+LIBS="$ROOT/target/kafka/libs"
+if ! ls "$LIBS"/kafka_2.13-*.jar >/dev/null 2>&1; then
+  echo "kafka-broker.sh: no Kafka jars in $LIBS; fetch them with: bash scripts/setup-kafka.sh" >&2
+  exit 1
+fi
+DIR="${2:-$(mktemp -d "${TMPDIR:-/tmp}/msgbench-kafka-$PORT-XXXXXX")}"
+mkdir -p "$DIR"
+# The controller listens on a second free loopback port.
+CONTROLLER=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat > "$DIR/server.properties" <<PROPS
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$CONTROLLER
+listeners=PLAINTEXT://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$CONTROLLER
+advertised.listeners=PLAINTEXT://127.0.0.1:$PORT
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$DIR/data
+num.partitions=1
+auto.create.topics.enable=false
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+PROPS
+JAVA_OPTS=(-Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true
+  "-Dlog4j2.configurationFile=$ROOT/scripts/kafka/log4j2.xml")
+# A fixed cluster id: each broker has its own log folder, so ids never meet.
+java "${JAVA_OPTS[@]}" -cp "$LIBS/*" kafka.tools.StorageTool format \
+  -t MkU3OEVBNTcwNTJENDM2Qg -c "$DIR/server.properties" --ignore-formatted >/dev/null
+exec java "${JAVA_OPTS[@]}" -cp "$LIBS/*" kafka.Kafka "$DIR/server.properties"
