@@ -10,7 +10,9 @@ use std::time::Duration;
 #[serde(deny_unknown_fields, default)]
 pub struct SutSpec {
     /// Shell command that starts the server in the foreground (run with `sh -c`, in its own
-    /// process group, so everything it starts is measured and stopped).
+    /// process group, so everything it starts is measured and stopped). In it, `$MSGBENCH` is
+    /// msgbench itself and `$MSGBENCH_READY` the address the run waits on (a scenario that
+    /// compares servers starts the one of its point).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
     /// `host:port` that accepts TCP connections once the server is ready (default: the

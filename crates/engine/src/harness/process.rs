@@ -31,7 +31,7 @@ impl SutProcess {
                 config.ready
             )));
         }
-        let mut sut = SutProcess::spawn(&config.command).map_err(fail)?;
+        let mut sut = SutProcess::spawn_with(&config.command, Some(&config.ready)).map_err(fail)?;
         let deadline = Instant::now() + config.ready_timeout;
         loop {
             if let Some(status) = sut.child.try_wait().ok().flatten() {
@@ -62,11 +62,20 @@ impl SutProcess {
     /// Starts `command` with `sh -c` in a process group of its own, its output going to an
     /// unlinked temporary file; does not wait for anything.
     pub fn spawn(command: &str) -> Result<SutProcess, String> {
+        SutProcess::spawn_with(command, None)
+    }
+
+    /// [`SutProcess::spawn`], with `$MSGBENCH_READY` set to `ready` (the address the run waits
+    /// on: a scenario comparing servers starts only the one its point uses).
+    pub fn spawn_with(command: &str, ready: Option<&str>) -> Result<SutProcess, String> {
         let log = tempfile_log().map_err(|e| format!("cannot create its log file: {e}"))?;
         let mut sh = Command::new("sh");
         // `$MSGBENCH` in a command is this binary (a scenario can start `serve http`).
         if let Ok(me) = std::env::current_exe() {
             sh.env("MSGBENCH", me);
+        }
+        if let Some(ready) = ready {
+            sh.env("MSGBENCH_READY", ready);
         }
         let child = sh
             .arg("-c")
