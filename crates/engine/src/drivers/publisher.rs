@@ -63,6 +63,10 @@ pub struct Publisher {
     requests: std::collections::VecDeque<u32>,
     /// Wall-clock ms of this turn (Kafka's record timestamps).
     wall_ms: i64,
+    /// Kafka: the end of the requests sealed (what follows is the open batch, not written).
+    sealed: usize,
+    /// Kafka: bytes of one record at most (framing and value).
+    record_bytes: usize,
     /// What it measured.
     pub stats: PublisherStats,
 }
@@ -110,6 +114,8 @@ impl Publisher {
             kafka: None,
             requests: std::collections::VecDeque::new(),
             wall_ms: 0,
+            sealed: 0,
+            record_bytes: size + 32,
             stats: PublisherStats::default(),
         })
     }
@@ -128,12 +134,14 @@ impl Publisher {
     /// Room for one more message: its buffer under `bound`, and (MQTT QoS 1) fewer publishes
     /// unacknowledged than there are packet ids.
     fn room(&self, bound: usize) -> bool {
-        self.unsent() < bound
+        // A Kafka batch still open is bounded apart (MAX_BATCH_BYTES): the bound is on what
+        // waits for the socket.
+        self.writable_end() - self.written < bound
             && (!self.acked || self.stats.sent_all - self.stats.acks < 65_535)
             && self.kafka.as_ref().is_none_or(|k| {
-                // Kafka producers' default max.in.flight.requests.per.connection: what is due
-                // meanwhile waits and leaves in the next request, one batch.
-                k.open_records() > 0 || self.requests.len() < KAFKA_IN_FLIGHT
+                // A full batch that cannot leave yet: what is due waits.
+                k.open_bytes(&self.out) + self.record_bytes <= kafka::MAX_BATCH_BYTES
+                    || self.may_seal()
             })
             && self
                 .unanswered
@@ -145,13 +153,11 @@ impl Publisher {
     #[inline]
     fn encode(&mut self, intended_ns: u64, size: usize, timeline: &Timeline) {
         let seq = self.stats.sent_all;
-        if let Some(k) = self.kafka.as_mut() {
-            if k.open_bytes(&self.out) + size + 32 > kafka::MAX_BATCH_BYTES {
-                let records = k.seal(&mut self.out);
-                if self.unanswered.is_some() {
-                    self.requests.push_back(records);
-                }
+        if let Some(k) = self.kafka.as_ref() {
+            if k.open_bytes(&self.out) + self.record_bytes > kafka::MAX_BATCH_BYTES {
+                self.seal();
             }
+            let k = self.kafka.as_mut().expect("a Kafka publisher");
             k.put_record_prefix(size, self.wall_ms, &mut self.out);
         } else {
             self.frame.put_prefix(seq, &mut self.out);
@@ -177,7 +183,27 @@ impl Publisher {
         }
     }
 
-    /// Kafka: closes the request being filled (it leaves with the next write).
+    /// Kafka: the batch being filled may close and leave: fewer requests unanswered than a
+    /// Java producer allows (`max.in.flight.requests.per.connection`, 5). Until then, and
+    /// while the socket has not taken what was sealed before, messages due join the open
+    /// batch: the busier the broker, the bigger the batches (as a Java producer's
+    /// accumulator), never a request per message queued behind others.
+    ///
+    /// At acks 0 nothing is answered: requests count as in flight while the broker's TCP has
+    /// not taken their bytes (over [`KAFKA_ACKS0_QUEUE`] of them in this socket's send
+    /// queue). Kafka reads one request of a connection at a time, so without this a request
+    /// per message would queue by the thousand in the socket buffers, seconds deep, where a
+    /// Java producer batches.
+    fn may_seal(&self) -> bool {
+        if self.unanswered.is_none() {
+            let queued = unacknowledged_bytes(&self.stream);
+            let open = self.kafka.as_ref().map_or(0, |k| k.open_bytes(&self.out));
+            return queued == 0 || (open >= KAFKA_ACKS0_BATCH && queued < KAFKA_ACKS0_QUEUE);
+        }
+        self.requests.len() < KAFKA_IN_FLIGHT
+    }
+
+    /// Kafka: closes the request being filled; its bytes may be written from now on.
     fn seal(&mut self) {
         if let Some(k) = self.kafka.as_mut() {
             let records = k.seal(&mut self.out);
@@ -185,12 +211,36 @@ impl Publisher {
                 self.requests.push_back(records);
             }
         }
+        self.sealed = self.out.len();
     }
 
-    /// Writes what the socket takes; an error ends the publisher.
+    /// Bytes that may be written: all but a Kafka batch still open.
+    fn writable_end(&self) -> usize {
+        if self.kafka.is_some() {
+            self.sealed
+        } else {
+            self.out.len()
+        }
+    }
+
+    /// Writes what the socket takes; an error ends the publisher. Kafka: once everything
+    /// sealed is written, the open batch is sealed and written too when it may leave.
     fn flush(&mut self) -> Result<(), String> {
-        while self.written < self.out.len() {
-            match self.stream.write(&self.out[self.written..]) {
+        loop {
+            self.write_out()?;
+            let open = self.kafka.as_ref().is_some_and(|k| k.open_records() > 0);
+            if !(open && self.written == self.sealed && self.may_seal()) {
+                return Ok(());
+            }
+            self.seal();
+        }
+    }
+
+    /// Writes what the socket takes of the bytes that may be written.
+    fn write_out(&mut self) -> Result<(), String> {
+        let end = self.writable_end();
+        while self.written < end {
+            match self.stream.write(&self.out[self.written..end]) {
                 Ok(0) => return Err("the broker stopped reading (write returned 0)".into()),
                 Ok(n) => self.written += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -201,8 +251,13 @@ impl Publisher {
         if self.written == self.out.len() {
             self.out.clear();
             self.written = 0;
+            self.sealed = 0;
         } else if self.written > self.out.capacity() / 2 {
             self.out.drain(..self.written);
+            if let Some(k) = self.kafka.as_mut() {
+                k.shift(self.written);
+            }
+            self.sealed -= self.written.min(self.sealed);
             self.written = 0;
         }
         Ok(())
@@ -316,6 +371,15 @@ impl Publisher {
 /// Kafka requests one publisher leaves unanswered at most (the Java producer's default
 /// `max.in.flight.requests.per.connection`).
 const KAFKA_IN_FLIGHT: usize = 5;
+
+/// Kafka at acks 0: a batch leaves when the broker's TCP took every byte before it, or, once
+/// it holds this many bytes, while under [`KAFKA_ACKS0_QUEUE`] bytes wait for the broker.
+const KAFKA_ACKS0_BATCH: usize = 64 * 1024;
+/// See [`KAFKA_ACKS0_BATCH`].
+const KAFKA_ACKS0_QUEUE: u32 = 1 << 20;
+
+/// How often the drain looks at what publishers still hold.
+const DRAIN_CHECK_NS: u64 = 1_000_000;
 
 /// One publisher thread.
 pub struct PublisherThread<'a> {
@@ -447,7 +511,6 @@ impl PublisherThread<'_> {
                     p.encode(slot.intended_ns, size, &self.timeline);
                     n += 1;
                 }
-                p.seal();
                 more_now |= p.room(bound) && (n == BATCH || immediate);
                 if let Err(why) = p.flush() {
                     self.fail(i, why);
@@ -523,12 +586,20 @@ impl PublisherThread<'_> {
     ) -> Result<(), EngineError> {
         let deadline = self.stop.drain_deadline(&self.timeline, send_end_ns);
         loop {
+            // A Kafka batch waits for the broker's TCP (acks 0), which raises no event here.
+            for i in 0..self.publishers.len() {
+                if !self.publishers[i].stats.broken {
+                    if let Err(why) = self.publishers[i].flush() {
+                        self.fail(i, why);
+                    }
+                }
+            }
             let now = crate::clock::now_ns();
             let pending = self.publishers.iter().any(|p| !p.stats.broken && p.owes());
             if !pending || now >= deadline {
                 return Ok(());
             }
-            timer.arm_by(deadline.min(now + STOP_CHECK_NS), now);
+            timer.arm_by(deadline.min(now + DRAIN_CHECK_NS), now);
             self.wait(poll, events, timer, None)?;
         }
     }
@@ -548,4 +619,18 @@ fn wall_clock_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Bytes written to `stream` that its peer's TCP has not acknowledged yet (`SIOCOUTQ`); 0 when
+/// it cannot be told.
+fn unacknowledged_bytes(stream: &TcpStream) -> u32 {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ writes one int through the pointer, which outlives the call.
+    let r = unsafe { libc::ioctl(stream.as_raw_fd(), libc::TIOCOUTQ, &mut n) };
+    if r == 0 {
+        n.max(0) as u32
+    } else {
+        0
+    }
 }

@@ -488,6 +488,14 @@ impl Producer {
         }
     }
 
+    /// The buffer the open request is in lost its first `n` bytes (written).
+    pub fn shift(&mut self, n: usize) {
+        if let Some(b) = self.open.as_mut() {
+            b.request -= n;
+            b.batch -= n;
+        }
+    }
+
     /// Closes the open request (its sizes, record count and CRC written); returns its record
     /// count (0: none was open).
     pub fn seal(&mut self, out: &mut [u8]) -> u32 {
