@@ -89,6 +89,22 @@ fn the_duration_placeholder_takes_the_environment_and_redis_gets_its_address() {
 }
 
 #[test]
+fn kafka_keeps_the_workloads_partitions_and_its_consumer_group() {
+    let (text, o) = import(&[
+        &workload("10-topics-3-partitions-100b-shared.yaml"),
+        "--broker",
+        "kafka",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(text.contains("broker = \"kafka\""), "{text}");
+    assert!(text.contains("address = \"127.0.0.1:9092\""), "{text}");
+    assert!(text.contains("partitions = 3"), "{text}");
+    assert!(text.contains("consumers_per_subscription = 2"), "{text}");
+    // Partitions have a counterpart here: no note says they are dropped.
+    assert!(!text.contains("has no partitions"), "{text}");
+}
+
+#[test]
 fn bad_workloads_are_one_message_and_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
