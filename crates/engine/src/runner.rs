@@ -379,6 +379,7 @@ fn assemble(
         service: Percentiles::of(&service_all),
         send_lag: Percentiles::of(&rec.send_lag),
         unanswered: Percentiles::of(&rec.unanswered),
+        publish_latency: m.publish_latency.clone(),
         classes: m
             .classes
             .iter()

@@ -87,6 +87,12 @@ fn every_acks_setting_delivers_in_order_on_one_partition() {
         }
         let answered = r.info.iter().any(|i| i.contains("publish latency"));
         assert_eq!(answered, acks != "0", "acks={acks}: {:?}", r.info);
+        // Every measured publish answered (one topic: what its subscription was sent), in the
+        // result's publish latency.
+        match r.publish_latency {
+            Some(p) => assert_eq!(p.count, r.streams[0].counters.sent, "acks={acks}"),
+            None => assert_eq!(acks, "0"),
+        }
     }
 }
 

@@ -62,6 +62,12 @@ pub struct RunResult {
     /// requests and in files written before it.
     #[serde(default)]
     pub unanswered: Percentiles,
+    /// Publish latency (the broker's answer to a publish − its intended publish time) of the
+    /// measured messages the broker answered: `pubsub` on Redis (PUBLISH's reply), MQTT at
+    /// QoS 1 (PUBACK) and Kafka at acks 1 or all (the Produce response of its batch). Absent
+    /// for other systems and brokers that answer no publish.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish_latency: Option<Percentiles>,
     /// Per operation class.
     pub classes: Vec<ClassResult>,
     /// CPU used by the driver (and the system under test, when in-process).

@@ -199,6 +199,7 @@ pub fn drive<P: RingProducer<Item>, C: RingConsumer<Item>>(
         notes: Vec::new(),
         streams: Vec::new(),
         info: Vec::new(),
+        publish_latency: None,
     })
 }
 

@@ -47,6 +47,8 @@ pub struct Measured {
     pub streams: Vec<StreamClient>,
     /// How to read the figures (not a warning: the run is not less valid for it).
     pub info: Vec<String>,
+    /// Publish latency (pubsub: the broker's answer − intended publish time), when measured.
+    pub publish_latency: Option<msgbench_model::histogram::Percentiles>,
 }
 
 /// What a driver measured besides the recording.
@@ -94,6 +96,7 @@ impl Measured {
             notes,
             streams: Vec::new(),
             info: Vec::new(),
+            publish_latency: None,
         }
     }
 }

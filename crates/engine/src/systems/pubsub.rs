@@ -67,6 +67,11 @@ pub fn run(
         notes,
         streams: measured.streams,
         info,
+        publish_latency: measured
+            .publish_latency
+            .as_ref()
+            .filter(|h| !h.is_empty())
+            .map(msgbench_model::histogram::Percentiles::of),
     })
 }
 

@@ -447,6 +447,7 @@ impl Run<'_> {
             notes,
             streams,
             info: self.info(),
+            publish_latency: None,
         })
     }
 }
