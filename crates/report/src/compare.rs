@@ -299,6 +299,7 @@ mod tests {
             service: Percentiles::default(),
             send_lag: Percentiles::default(),
             unanswered: Percentiles::default(),
+            publish_latency: None,
             classes: vec![],
             cpu: CpuUsage {
                 driver_cpu_s: 1.0,

@@ -57,6 +57,7 @@ fn run(point: usize, window: u32, replicate: u32, rate: f64, base_ns: u64) -> Ru
         service: Percentiles::of(&h),
         send_lag: Percentiles::default(),
         unanswered: Percentiles::default(),
+        publish_latency: None,
         classes: vec![ClassResult {
             name: "call".into(),
             latency: Percentiles::of(&h),
