@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Starts one Kafka broker in KRaft mode (broker and controller in one process) on
-# 127.0.0.1:PORT, its log in DIR (default: a new folder under ${TMPDIR:-/tmp}), from the jars
-# scripts/setup-kafka.sh fetched from Maven Central into target/kafka/libs. The process
-# becomes the broker (exec): stop it by its PID. Warnings and errors go to stderr.
+# 127.0.0.1:PORT, from the jars scripts/setup-kafka.sh fetched from Maven Central into
+# target/kafka/libs. Its log goes to DIR, and the process becomes the broker (exec: stop it by
+# its PID); without DIR, to a new folder under ${TMPDIR:-/tmp} that is removed when the broker
+# is stopped (SIGTERM or Ctrl-C to this script's process group, as a scenario's [sut] does).
+# Warnings and errors go to stderr.
 #
 #   bash scripts/kafka-broker.sh 9092
 #   [sut] command = "exec bash scripts/kafka-broker.sh PORT"   (in a scenario)
@@ -17,8 +19,13 @@ if ! ls "$LIBS"/kafka_2.13-*.jar >/dev/null 2>&1; then
   echo "kafka-broker.sh: no Kafka jars in $LIBS; fetch them with: bash scripts/setup-kafka.sh" >&2
   exit 1
 fi
-DIR="${2:-$(mktemp -d "${TMPDIR:-/tmp}/msgbench-kafka-$PORT-XXXXXX")}"
-mkdir -p "$DIR"
+if [ $# -eq 2 ]; then
+  DIR="$2"
+  mkdir -p "$DIR"
+else
+  DIR="$(mktemp -d "${TMPDIR:-/tmp}/msgbench-kafka-$PORT-XXXXXX")"
+  trap 'rm -rf "$DIR"' EXIT
+fi
 # The controller listens on a second free loopback port.
 CONTROLLER=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat > "$DIR/server.properties" <<PROPS
@@ -45,4 +52,12 @@ JAVA_OPTS=(-Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true
 # A fixed cluster id: each broker has its own log folder, so ids never meet.
 java "${JAVA_OPTS[@]}" -cp "$LIBS/*" kafka.tools.StorageTool format \
   -t MkU3OEVBNTcwNTJENDM2Qg -c "$DIR/server.properties" --ignore-formatted >/dev/null
-exec java "${JAVA_OPTS[@]}" -cp "$LIBS/*" kafka.Kafka "$DIR/server.properties"
+if [ $# -eq 2 ]; then
+  exec java "${JAVA_OPTS[@]}" -cp "$LIBS/*" kafka.Kafka "$DIR/server.properties"
+fi
+# The folder is ours: the broker runs as a child, and the folder goes when it stops.
+java "${JAVA_OPTS[@]}" -cp "$LIBS/*" kafka.Kafka "$DIR/server.properties" &
+BROKER=$!
+trap 'kill $BROKER 2>/dev/null; rm -rf "$DIR"; wait $BROKER 2>/dev/null' EXIT
+trap 'exit 143' TERM INT
+wait $BROKER || true

@@ -127,10 +127,12 @@ pub enum Broker {
     Kafka,
 }
 
-/// Kafka's `acks` setting of a producer.
+/// Kafka's `acks` setting of a producer: `"0"`, `"1"` or `"all"` (the integers 0, 1 and -1
+/// too, as Kafka's own configuration writes them).
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
 )]
+#[serde(try_from = "AcksText")]
 pub enum Acks {
     /// No answer: a publish is done once written.
     #[serde(rename = "0")]
@@ -142,6 +144,30 @@ pub enum Acks {
     /// Every in-sync replica has it.
     #[serde(rename = "all")]
     All,
+}
+
+/// What a scenario may write for [`Acks`].
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum AcksText {
+    Number(i64),
+    Text(String),
+}
+
+impl TryFrom<AcksText> for Acks {
+    type Error = String;
+    fn try_from(t: AcksText) -> Result<Acks, String> {
+        match t {
+            AcksText::Number(0) => Ok(Acks::None),
+            AcksText::Number(1) => Ok(Acks::Leader),
+            AcksText::Number(-1) => Ok(Acks::All),
+            AcksText::Text(s) if s == "0" => Ok(Acks::None),
+            AcksText::Text(s) if s == "1" => Ok(Acks::Leader),
+            AcksText::Text(s) if s == "all" || s == "-1" => Ok(Acks::All),
+            AcksText::Number(n) => Err(format!("acks {n} is not Kafka's: give 0, 1 or \"all\"")),
+            AcksText::Text(s) => Err(format!("acks \"{s}\" is not Kafka's: give 0, 1 or \"all\"")),
+        }
+    }
 }
 
 impl Acks {
@@ -380,6 +406,8 @@ impl PubsubSpec {
                 "use 1 to 200 letters, digits, `-` or `_` (topics are named <prefix>.<n>)",
             ));
         }
+        // Kafka's own bound first: one message, one answer.
+        self.check_kafka(invalid)?;
         if !(HEADER_BYTES..=MAX_MESSAGE_BYTES).contains(&self.message_bytes) {
             return Err(invalid(
                 "pubsub.message_bytes",
@@ -405,7 +433,6 @@ impl PubsubSpec {
                 },
             ));
         }
-        self.check_kafka(invalid)?;
         if self.slow_subscriptions > self.subscriptions_per_topic {
             return Err(invalid(
                 "pubsub.slow_subscriptions",
@@ -430,11 +457,15 @@ impl PubsubSpec {
                 "give at most 1s per message",
             ));
         }
-        if self.max_unsent_bytes < self.message_bytes.saturating_mul(2).max(4096) {
+        let least = self.message_bytes.saturating_mul(2).max(4096);
+        if self.max_unsent_bytes < least {
             return Err(invalid(
                 "pubsub.max_unsent_bytes",
-                format!("is {}", self.max_unsent_bytes),
-                "give at least 4096 bytes and two messages' worth",
+                format!(
+                    "is {} with {}-byte messages",
+                    self.max_unsent_bytes, self.message_bytes
+                ),
+                &format!("give at least {least} (4096 bytes and two messages' worth)"),
             ));
         }
         let pacing = pacing_spec.validate(invalid)?;
@@ -550,6 +581,25 @@ mod tests {
     }
 
     #[test]
+    fn kafka_acks_are_written_as_kafka_writes_them() {
+        use super::Acks;
+        for (text, acks) in [
+            ("0", Acks::None),
+            ("1", Acks::Leader),
+            ("-1", Acks::All),
+            ("\"0\"", Acks::None),
+            ("\"all\"", Acks::All),
+        ] {
+            let c = config(&format!("[pubsub]\nbroker = \"kafka\"\nacks = {text}"));
+            assert_eq!(c.acks, acks, "{text}");
+        }
+        for bad in ["2", "\"ALL\""] {
+            let e = toml::from_str::<super::PubsubSpec>(&format!("acks = {bad}")).unwrap_err();
+            assert!(e.to_string().contains("give 0, 1 or \"all\""), "{e}");
+        }
+    }
+
+    #[test]
     fn the_rate_is_split_over_every_publisher_and_topics_are_named_by_prefix() {
         let c = config(
             "[pacing]\nmode = \"rate\"\nper_sec = 6000\n[pubsub]\ntopics = 3\npublishers_per_topic = 2\nsubscriptions_per_topic = 2\nslow_subscriptions = 1\nslow_cost = \"1ms\"",
@@ -601,6 +651,11 @@ mod tests {
             ("[pubsub]\nmax_unsent_bytes = 100", "pubsub.max_unsent_bytes", "4096"),
             ("[pubsub]\npartitions = 4", "pubsub.partitions", "Kafka's"),
             ("[pubsub]\nacks = \"all\"", "pubsub.acks", "Kafka's"),
+            (
+                "[pubsub]\nbroker = \"kafka\"\nmessage_bytes = 2000000",
+                "pubsub.message_bytes",
+                "at most 1000000",
+            ),
             ("[pubsub]\nbroker = \"kafka\"\npartitions = 0", "pubsub.partitions", "1 to 1024"),
             (
                 "[pubsub]\nbroker = \"kafka\"\npartitions = 2\nconsumers_per_subscription = 3",

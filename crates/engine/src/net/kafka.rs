@@ -235,7 +235,7 @@ fn read_exact(stream: &mut TcpStream, buf: &mut [u8]) -> Result<(), String> {
             "it closed the connection; is this a kafka server? check pubsub.broker and pubsub.address".to_string()
         }
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
-            "no answer in time; is this a kafka server? check pubsub.broker and pubsub.address".to_string()
+            "no answer within 3 s; is this a kafka server? check pubsub.broker and pubsub.address".to_string()
         }
         _ => format!("reading failed ({e})"),
     })
@@ -602,7 +602,7 @@ impl Fetcher {
         r.i32()?;
         let error = r.i16()?;
         if error != 0 {
-            return Err(format!("it refused a fetch: {}", error_name(error)));
+            return Err(format!("the broker refused a fetch: {}", error_name(error)));
         }
         r.i32()?;
         let mut unread = 0;
@@ -626,13 +626,15 @@ impl Fetcher {
                 };
                 if error != 0 {
                     return Err(format!(
-                        "it refused a fetch of {} partition {p}: {}",
+                        "the broker refused a fetch of {} partition {p}: {}",
                         self.topic,
                         error_name(error)
                     ));
                 }
                 let Some(position) = self.positions.iter_mut().find(|(q, _)| *q == p) else {
-                    return Err(format!("it sent partition {p}, which was not fetched"));
+                    return Err(format!(
+                        "the broker sent partition {p}, which was not fetched"
+                    ));
                 };
                 unread += read_batches(records, &mut position.1, &mut on_value)?;
             }
