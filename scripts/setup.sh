@@ -4,6 +4,7 @@
 # report's browser check, nginx (nginx-light) for the http system's tests and wrk, the HTTP
 # peer of the benchmarks, and h2load (nghttp2-client), their HTTP/2 peer; prometheus, which a
 # test starts to scrape a run's live metrics; nats-server and mosquitto, brokers of the pubsub tests;
+# Java and Maven, which fetch and run Kafka, their fourth (scripts/setup-kafka.sh);
 # python3-venv for the manifest check's kubernetes-validate; and, from npm, the `ws` package of the Node.js feed (feeds/node).
 # Idempotent: does nothing when present.
 # msgbench never relies on a running Redis: tests and examples start their own on loopback.

@@ -801,7 +801,7 @@ fn import_omb(args: &crate::args::ImportOmbArgs) -> ExitCode {
         match broker {
             Broker::Nats => "127.0.0.1:4222",
             Broker::Redis => "127.0.0.1:6379",
-            Broker::Mqtt => "127.0.0.1:1883",
+            Broker::Mqtt | Broker::Mqtt5 => "127.0.0.1:1883",
             Broker::Kafka => "127.0.0.1:9092",
         }
         .into()

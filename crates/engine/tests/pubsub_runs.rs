@@ -277,9 +277,10 @@ fn a_paused_broker_delays_every_message_due_during_the_pause_as_the_model_says()
 #[test]
 fn mqtt_at_qos_0_and_1_delivers_every_message_to_every_subscription_and_shares_one() {
     let mosquitto = BrokerProcess::mosquitto("");
-    for qos in [0, 1] {
+    // MQTT 3.1.1 and 5 (properties in every packet), each at QoS 0 and 1.
+    for (broker, qos) in [("mqtt", 0), ("mqtt", 1), ("mqtt5", 0), ("mqtt5", 1)] {
         let r = run_ok(&scenario(
-            "mqtt",
+            broker,
             mosquitto.addr,
             &format!("qos = {qos}\ntopics = 2\nsubscriptions_per_topic = 2\nconsumers_per_subscription = 2"),
         ));
@@ -298,6 +299,7 @@ fn mqtt_at_qos_0_and_1_delivers_every_message_to_every_subscription_and_shares_o
         // At QoS 1 each answered publish is timed from its intended publish time.
         let timed = r.info.iter().any(|i| i.starts_with("publish latency"));
         assert_eq!(timed, qos == 1, "{:?}", r.info);
+        assert_eq!(r.publish_latency.is_some(), qos == 1, "{broker}");
     }
 }
 

@@ -262,6 +262,7 @@ fn broker_title(broker: Broker) -> &'static str {
         Broker::Nats => "NATS core",
         Broker::Redis => "Redis Pub/Sub",
         Broker::Mqtt => "MQTT (QoS 0)",
+        Broker::Mqtt5 => "MQTT 5 (QoS 0)",
         Broker::Kafka => "Kafka (acks=1)",
     }
 }

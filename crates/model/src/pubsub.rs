@@ -27,8 +27,8 @@ pub const MAX_CONNECTIONS: u64 = 10_000;
 pub struct PubsubSpec {
     /// Which broker, and which of its ways to publish and subscribe: `nats` (NATS core
     /// publish/subscribe; shared subscriptions are queue groups), `redis` (Redis Pub/Sub:
-    /// PUBLISH and SUBSCRIBE) or `mqtt` (MQTT 3.1.1, e.g. Mosquitto; shared subscriptions are
-    /// `$share/` filters).
+    /// PUBLISH and SUBSCRIBE), `mqtt` (MQTT 3.1.1, e.g. Mosquitto; shared subscriptions are
+    /// `$share/` filters), `mqtt5` (the same in MQTT 5) or `kafka`.
     pub broker: Broker,
     /// MQTT's quality of service, for publishing and subscribing: 0 (at most once) or 1 (at
     /// least once: the broker acknowledges each publish, each delivery is acknowledged).
@@ -122,6 +122,8 @@ pub enum Broker {
     Redis,
     /// MQTT 3.1.1: PUBLISH and SUBSCRIBE at QoS 0 or 1.
     Mqtt,
+    /// MQTT 5: the same, with version 5's packets (properties, reason codes).
+    Mqtt5,
     /// Apache Kafka: Produce requests (a batch of records per request, `acks`), Fetch from the
     /// end of each partition; shared subscriptions split the partitions.
     Kafka,
@@ -192,7 +194,18 @@ impl Acks {
 
 impl Broker {
     /// Every broker msgbench speaks.
-    pub const ALL: [Broker; 4] = [Broker::Nats, Broker::Redis, Broker::Mqtt, Broker::Kafka];
+    pub const ALL: [Broker; 5] = [
+        Broker::Nats,
+        Broker::Redis,
+        Broker::Mqtt,
+        Broker::Mqtt5,
+        Broker::Kafka,
+    ];
+
+    /// MQTT, of either version.
+    pub fn is_mqtt(self) -> bool {
+        matches!(self, Broker::Mqtt | Broker::Mqtt5)
+    }
 
     /// Its name in scenario files.
     pub fn name(self) -> &'static str {
@@ -200,6 +213,7 @@ impl Broker {
             Broker::Nats => "nats",
             Broker::Redis => "redis",
             Broker::Mqtt => "mqtt",
+            Broker::Mqtt5 => "mqtt5",
             Broker::Kafka => "kafka",
         }
     }
@@ -209,7 +223,7 @@ impl Broker {
         match self {
             Broker::Nats => "(start one with `nats-server -a 127.0.0.1 -p PORT`, or let the scenario start it: `[sut] command = \"exec nats-server -a 127.0.0.1 -p PORT\"`)",
             Broker::Redis => "(start one with `redis-server --port PORT`, or let the scenario start it: `[sut] command = \"exec redis-server --port PORT\"`)",
-            Broker::Mqtt => "(start one with `mosquitto -p PORT`, or let the scenario start it: `[sut] command = \"exec mosquitto -p PORT\"`)",
+            Broker::Mqtt | Broker::Mqtt5 => "(start one with `mosquitto -p PORT`, or let the scenario start it: `[sut] command = \"exec mosquitto -p PORT\"`)",
             Broker::Kafka => "(start one with `bash scripts/kafka-broker.sh PORT` from msgbench's folder, or let the scenario start it: `[sut] command = \"exec bash scripts/kafka-broker.sh PORT\"`)",
         }
     }
@@ -293,7 +307,7 @@ impl PubsubConfig {
         match self.broker {
             Broker::Nats => false,
             Broker::Redis => true,
-            Broker::Mqtt => self.qos > 0,
+            Broker::Mqtt | Broker::Mqtt5 => self.qos > 0,
             Broker::Kafka => self.acks != Acks::None,
         }
     }
@@ -311,7 +325,7 @@ impl PubsubConfig {
     /// One line with every setting, in scenario-file spelling.
     pub fn describe(&self) -> String {
         let broker = match self.broker {
-            Broker::Mqtt => format!("mqtt qos={}", self.qos),
+            Broker::Mqtt | Broker::Mqtt5 => format!("{} qos={}", self.broker.name(), self.qos),
             Broker::Kafka => format!(
                 "kafka acks={} partitions={}",
                 self.acks.name(),
@@ -422,7 +436,7 @@ impl PubsubSpec {
                 "Redis Pub/Sub sends every message to every subscriber and has no shared subscription: set it to 1, or use broker = \"nats\" (queue groups) or \"mqtt\" ($share)",
             ));
         }
-        if self.qos > 1 || (self.qos > 0 && self.broker != Broker::Mqtt) {
+        if self.qos > 1 || (self.qos > 0 && !self.broker.is_mqtt()) {
             return Err(invalid(
                 "pubsub.qos",
                 format!("is {} with broker = \"{}\"", self.qos, self.broker.name()),
@@ -625,7 +639,10 @@ mod tests {
         let (field, message) =
             refused("system = \"pubsub\"\n[pubsub]\naddresses = { pulsar = \"127.0.0.1:6650\" }");
         assert_eq!(field, "pubsub.addresses.pulsar");
-        assert!(message.contains("nats, redis, mqtt, kafka"), "{message}");
+        assert!(
+            message.contains("nats, redis, mqtt, mqtt5, kafka"),
+            "{message}"
+        );
     }
 
     #[test]

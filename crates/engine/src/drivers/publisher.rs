@@ -98,7 +98,7 @@ impl Publisher {
             ),
             frame,
             mark,
-            acked: config.broker == msgbench_model::pubsub::Broker::Mqtt && config.qos > 0,
+            acked: config.broker.is_mqtt() && config.qos > 0,
             unanswered: config
                 .answers_publishes()
                 .then(|| std::collections::VecDeque::with_capacity(1024)),

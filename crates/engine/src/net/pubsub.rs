@@ -91,7 +91,7 @@ pub fn decode(broker: Broker, buf: &[u8]) -> Result<Option<(Incoming<'_>, usize)
                 (incoming, used)
             })),
         Broker::Redis => redis_incoming(buf),
-        Broker::Mqtt => Ok(mqtt::decode(buf)
+        Broker::Mqtt | Broker::Mqtt5 => Ok(mqtt::decode(buf, broker == Broker::Mqtt5)
             .map_err(|e| e.to_string())?
             .map(|(p, used)| {
                 let incoming = match p {
@@ -104,6 +104,12 @@ pub fn decode(broker: Broker, buf: &[u8]) -> Result<Option<(Incoming<'_>, usize)
                     mqtt::Packet::Publish { payload, ack } => Incoming::Message { payload, ack },
                     mqtt::Packet::PubAck(_) => Incoming::Ack,
                     mqtt::Packet::PingResp => Incoming::Other,
+                    mqtt::Packet::PubRefused(_) => Incoming::Error(
+                        b"the broker refused a publish (an MQTT 5 PUBACK reason code of 0x80 or above)",
+                    ),
+                    mqtt::Packet::Disconnect(_) => {
+                        Incoming::Error(b"the broker sent DISCONNECT (MQTT 5)")
+                    }
                 };
                 (incoming, used)
             })),
@@ -153,7 +159,11 @@ pub fn hello(broker: Broker, name: &str, out: &mut Vec<u8>) {
         Broker::Redis => out.extend_from_slice(b"*1\r\n$4\r\nPING\r\n"),
         // Client ids are unique per broker: two runs (or two processes) must not take over
         // each other's connections.
-        Broker::Mqtt => mqtt::connect(&format!("msgbench-{}-{name}", std::process::id()), out),
+        Broker::Mqtt | Broker::Mqtt5 => mqtt::connect(
+            &format!("msgbench-{}-{name}", std::process::id()),
+            broker == Broker::Mqtt5,
+            out,
+        ),
         // Kafka's opening is its own (drivers::pubsub::open_kafka): metadata and offsets.
         Broker::Kafka => {}
     }
@@ -181,12 +191,18 @@ pub fn subscribe(
                 format!("*2\r\n$9\r\nSUBSCRIBE\r\n${}\r\n{topic}\r\n", topic.len()).as_bytes(),
             );
         }
-        Broker::Mqtt => {
+        Broker::Mqtt | Broker::Mqtt5 => {
             let filter = match group {
                 Some(g) => format!("$share/{g}/{topic}"),
                 None => topic.to_string(),
             };
-            mqtt::subscribe(&filter, qos, (sid % 65_535 + 1) as u16, out);
+            mqtt::subscribe(
+                &filter,
+                qos,
+                (sid % 65_535 + 1) as u16,
+                broker == Broker::Mqtt5,
+                out,
+            );
         }
         Broker::Kafka => {}
     }
@@ -222,10 +238,12 @@ impl PublishFrame {
                 id_at: None,
                 suffix: b"\r\n",
             },
-            Broker::Mqtt => {
-                let prefix = mqtt::publish_prefix(topic, qos, size);
+            Broker::Mqtt | Broker::Mqtt5 => {
+                let v5 = broker == Broker::Mqtt5;
+                let prefix = mqtt::publish_prefix(topic, qos, size, v5);
                 PublishFrame {
-                    id_at: (qos > 0).then(|| prefix.len() - 2),
+                    // MQTT 5's empty properties block follows the id.
+                    id_at: (qos > 0).then(|| prefix.len() - 2 - usize::from(v5)),
                     prefix,
                     suffix: b"",
                 }
@@ -254,7 +272,7 @@ impl PublishFrame {
 
 /// Acknowledges message `id` (MQTT QoS 1: PUBACK).
 pub fn ack(broker: Broker, id: u16, out: &mut Vec<u8>) {
-    if broker == Broker::Mqtt {
+    if broker.is_mqtt() {
         mqtt::puback(id, out);
     }
 }
@@ -263,7 +281,7 @@ pub fn ack(broker: Broker, id: u16, out: &mut Vec<u8>) {
 pub fn pong(broker: Broker) -> &'static [u8] {
     match broker {
         Broker::Nats => nats::PONG,
-        Broker::Redis | Broker::Mqtt | Broker::Kafka => b"",
+        Broker::Redis | Broker::Mqtt | Broker::Mqtt5 | Broker::Kafka => b"",
     }
 }
 

@@ -90,7 +90,7 @@ fn info(config: &PubsubConfig, acks: u64) -> Vec<String> {
         (Broker::Redis, _) => info.push(format!(
             "Redis answered {acks} PUBLISH commands with the number of subscribers reached"
         )),
-        (Broker::Mqtt, 1) => info.push(format!(
+        (Broker::Mqtt | Broker::Mqtt5, 1) => info.push(format!(
             "MQTT QoS 1: the broker acknowledged {acks} publishes (PUBACK), and every delivery was acknowledged"
         )),
         (Broker::Kafka, _) => {
