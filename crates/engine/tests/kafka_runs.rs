@@ -4,8 +4,9 @@
 //! subscription whose lag grows while a fast one keeps up, and a broker that is not Kafka.
 mod common;
 
-use common::{dead_address, kafka, try_run, BrokerProcess};
-use msgbench_model::RunResult;
+use common::{
+    assert_subscriptions_accounted, dead_address, kafka, run_one, try_run, BrokerProcess,
+};
 
 fn scenario(prefix: &str, addr: std::net::SocketAddr, extra: &str) -> String {
     format!(
@@ -13,33 +14,12 @@ fn scenario(prefix: &str, addr: std::net::SocketAddr, extra: &str) -> String {
     )
 }
 
-fn run_ok(toml: &str, sets: &[&str]) -> RunResult {
-    let (outcome, _dir) = try_run(toml, sets);
-    let mut results = outcome.unwrap_or_else(|e| panic!("{e}")).results;
-    assert_eq!(results.len(), 1);
-    results.remove(0)
-}
-
-/// Every subscription's accounting holds and the run's counters are their sum.
-fn assert_accounted(r: &RunResult) {
-    r.counters.check().unwrap_or_else(|e| panic!("run: {e}"));
-    let mut sum = msgbench_model::result::Counters::default();
-    for s in &r.streams {
-        s.counters
-            .check()
-            .unwrap_or_else(|e| panic!("{}: {e}", s.name));
-        assert_eq!(s.latency.count, s.counters.delivered, "{}", s.name);
-        sum += s.counters;
-    }
-    assert_eq!(sum, r.counters);
-}
-
 #[test]
 fn partitions_and_shared_subscriptions_deliver_every_message_once() {
     let addr = kafka();
     // 2 topics × 4 partitions, 2 publishers per topic, 2 subscriptions per topic each read by
     // 2 consumers (2 partitions each).
-    let r = run_ok(
+    let r = run_one(
         &scenario(
             "shared",
             addr,
@@ -47,7 +27,7 @@ fn partitions_and_shared_subscriptions_deliver_every_message_once() {
         ),
         &[],
     );
-    assert_accounted(&r);
+    assert_subscriptions_accounted(&r);
     assert_eq!(r.streams.len(), 4);
     for s in &r.streams {
         let c = s.counters;
@@ -70,7 +50,7 @@ fn partitions_and_shared_subscriptions_deliver_every_message_once() {
 fn every_acks_setting_delivers_in_order_on_one_partition() {
     let addr = kafka();
     for acks in ["0", "1", "all"] {
-        let r = run_ok(
+        let r = run_one(
             &scenario(
                 &format!("acks-{}", acks.replace("all", "a")),
                 addr,
@@ -78,7 +58,7 @@ fn every_acks_setting_delivers_in_order_on_one_partition() {
             ),
             &[&format!("pubsub.acks=\"{acks}\"")],
         );
-        assert_accounted(&r);
+        assert_subscriptions_accounted(&r);
         for s in &r.streams {
             let c = s.counters;
             assert_eq!(c.delivered, c.sent, "acks={acks} {}: {c:?}", s.name);
@@ -99,7 +79,7 @@ fn every_acks_setting_delivers_in_order_on_one_partition() {
 #[test]
 fn a_slow_subscriber_lags_behind_while_the_fast_one_keeps_up() {
     let addr = kafka();
-    let r = run_ok(
+    let r = run_one(
         &scenario(
             "slow",
             addr,
@@ -107,7 +87,7 @@ fn a_slow_subscriber_lags_behind_while_the_fast_one_keeps_up() {
         ),
         &["run.drain_timeout=\"1s\""],
     );
-    assert_accounted(&r);
+    assert_subscriptions_accounted(&r);
     let (slow, fast) = (&r.streams[0], &r.streams[1]);
     assert_eq!(slow.group, "slow-subscriber");
     // 4000/s offered, 1000/s handled: Kafka keeps the rest in its log, so what has not come
@@ -140,7 +120,7 @@ fn a_broker_that_is_not_kafka_or_not_there_is_one_clear_error() {
     );
     // A topic that exists with other partitions than the scenario's.
     let addr = kafka();
-    run_ok(
+    run_one(
         &scenario("fixed", addr, "partitions = 2"),
         &["run.duration=\"300ms\""],
     );

@@ -5,7 +5,7 @@
 //! named, or killed mid-run.
 mod common;
 
-use common::{dead_address, try_run, BrokerProcess};
+use common::{assert_subscriptions_accounted, dead_address, run_one, try_run, BrokerProcess};
 use msgbench_model::RunResult;
 
 fn scenario(broker: &str, addr: std::net::SocketAddr, extra: &str) -> String {
@@ -15,26 +15,7 @@ fn scenario(broker: &str, addr: std::net::SocketAddr, extra: &str) -> String {
 }
 
 fn run_ok(toml: &str) -> RunResult {
-    let (outcome, _dir) = try_run(toml, &[]);
-    let mut results = outcome.unwrap_or_else(|e| panic!("{e}")).results;
-    assert_eq!(results.len(), 1);
-    results.remove(0)
-}
-
-/// Every subscription's own accounting holds, the run's counters are their sum, and every
-/// delivery's latency is recorded once.
-fn assert_subscriptions_accounted(r: &RunResult) {
-    r.counters.check().unwrap_or_else(|e| panic!("run: {e}"));
-    let mut sum = msgbench_model::result::Counters::default();
-    for s in &r.streams {
-        s.counters
-            .check()
-            .unwrap_or_else(|e| panic!("{}: {e}", s.name));
-        assert_eq!(s.latency.count, s.counters.delivered, "{}", s.name);
-        sum += s.counters;
-    }
-    assert_eq!(sum, r.counters);
-    assert_eq!(r.latency.count, r.counters.delivered);
+    run_one(toml, &[])
 }
 
 #[test]

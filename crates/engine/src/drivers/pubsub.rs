@@ -157,23 +157,12 @@ fn open(
     name: &str,
     subscription: Option<(&str, Option<&str>, u64)>,
 ) -> Result<(TcpStream, Vec<u8>), EngineError> {
-    let broker_error = |problem: String| EngineError::Broker {
-        address: config.address.clone(),
-        broker: config.broker.name(),
-        problem,
-    };
+    let broker_error = |problem: String| broker_error(config, problem);
     let receive_buffer = match subscription {
         Some(_) => config.receive_buffer,
         None => 0,
     };
-    let mut stream = connect(address, receive_buffer).map_err(|source| EngineError::Connect {
-        address: config.address.clone(),
-        source,
-        hint: config.broker.hint().into(),
-    })?;
-    stream
-        .set_read_timeout(Some(OPEN_TIMEOUT))
-        .map_err(EngineError::Io)?;
+    let mut stream = connect_for_opening(config, address, receive_buffer)?;
     let mut out = Vec::new();
     wire::hello(config.broker, name, &mut out);
     let mut expected = 1;
@@ -266,8 +255,9 @@ fn broker_error(config: &PubsubConfig, problem: String) -> EngineError {
     }
 }
 
-/// A Kafka connection, its reads bounded by the opening's timeout.
-fn connect_kafka(
+/// A connection to the broker, its reads bounded by the opening's timeout; a failure to connect
+/// says how to start the broker.
+fn connect_for_opening(
     config: &PubsubConfig,
     address: SocketAddr,
     receive_buffer: u32,
@@ -286,7 +276,7 @@ fn connect_kafka(
 /// Kafka: the run's topics exist with `partitions` partitions each (created when missing,
 /// one replica), and every partition has a leader, before any consumer asks for its end.
 fn prepare_kafka_topics(config: &PubsubConfig, address: SocketAddr) -> Result<(), EngineError> {
-    let mut stream = connect_kafka(config, address, 0)?;
+    let mut stream = connect_for_opening(config, address, 0)?;
     let fail = |problem: String| broker_error(config, problem);
     let found = kafka::metadata(&mut stream, &config.topics).map_err(fail)?;
     let missing: Vec<&str> = found
@@ -371,7 +361,7 @@ fn open_kafka_consumer(
     partitions: &[i32],
     max_bytes: i32,
 ) -> Result<(TcpStream, kafka::Fetcher), EngineError> {
-    let mut stream = connect_kafka(config, address, config.receive_buffer)?;
+    let mut stream = connect_for_opening(config, address, config.receive_buffer)?;
     // A topic just created may not be served yet though it has a leader: ask again.
     let deadline = std::time::Instant::now() + OPEN_TIMEOUT * 3;
     let offsets = loop {
@@ -461,7 +451,7 @@ pub fn drive(
     let mut opened = Vec::with_capacity(topic_of.len());
     for (i, _) in topic_of.iter().enumerate() {
         opened.push(if kafka {
-            (connect_kafka(config, address, 0)?, Vec::new())
+            (connect_for_opening(config, address, 0)?, Vec::new())
         } else {
             open(config, address, &format!("p{i}"), None)?
         });

@@ -408,3 +408,29 @@ pub fn kafka() -> SocketAddr {
         rx.recv().expect("Kafka started")
     })
 }
+
+/// A pubsub run's accounting: every subscription's own counters hold, every delivery's
+/// latency is recorded once, and the run's counters are the subscriptions' sum.
+#[allow(dead_code)]
+pub fn assert_subscriptions_accounted(r: &RunResult) {
+    r.counters.check().unwrap_or_else(|e| panic!("run: {e}"));
+    let mut sum = msgbench_model::result::Counters::default();
+    for s in &r.streams {
+        s.counters
+            .check()
+            .unwrap_or_else(|e| panic!("{}: {e}", s.name));
+        assert_eq!(s.latency.count, s.counters.delivered, "{}", s.name);
+        sum += s.counters;
+    }
+    assert_eq!(sum, r.counters);
+    assert_eq!(r.latency.count, r.counters.delivered);
+}
+
+/// Runs an experiment of one run that must succeed; returns that run.
+#[allow(dead_code)]
+pub fn run_one(toml: &str, sets: &[&str]) -> RunResult {
+    let (outcome, _dir) = try_run(toml, sets);
+    let mut results = outcome.unwrap_or_else(|e| panic!("{e}")).results;
+    assert_eq!(results.len(), 1);
+    results.remove(0)
+}
