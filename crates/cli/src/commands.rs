@@ -799,8 +799,8 @@ fn import_omb(args: &crate::args::ImportOmbArgs) -> ExitCode {
         .unwrap_or(Broker::Nats);
     let address = args.address.clone().unwrap_or_else(|| {
         match broker {
-            Broker::Nats => "127.0.0.1:4222",
-            Broker::Redis => "127.0.0.1:6379",
+            Broker::Nats | Broker::Jetstream => "127.0.0.1:4222",
+            Broker::Redis | Broker::RedisStreams => "127.0.0.1:6379",
             Broker::Mqtt | Broker::Mqtt5 => "127.0.0.1:1883",
             Broker::Kafka => "127.0.0.1:9092",
         }

@@ -264,6 +264,8 @@ fn broker_title(broker: Broker) -> &'static str {
         Broker::Mqtt => "MQTT (QoS 0)",
         Broker::Mqtt5 => "MQTT 5 (QoS 0)",
         Broker::Kafka => "Kafka (acks=1)",
+        Broker::RedisStreams => "Redis Streams (a consumer group per subscription)",
+        Broker::Jetstream => "NATS JetStream (a durable consumer per subscription)",
     }
 }
 

@@ -28,7 +28,10 @@ pub struct PubsubSpec {
     /// Which broker, and which of its ways to publish and subscribe: `nats` (NATS core
     /// publish/subscribe; shared subscriptions are queue groups), `redis` (Redis Pub/Sub:
     /// PUBLISH and SUBSCRIBE), `mqtt` (MQTT 3.1.1, e.g. Mosquitto; shared subscriptions are
-    /// `$share/` filters), `mqtt5` (the same in MQTT 5) or `kafka`.
+    /// `$share/` filters), `mqtt5` (the same in MQTT 5), `kafka`, `redis-streams` (Redis
+    /// Streams: XADD, XREADGROUP and XACK; a subscription is a consumer group) or `jetstream`
+    /// (NATS JetStream: a stream per topic, a push consumer per subscription, every publish
+    /// and delivery acknowledged).
     pub broker: Broker,
     /// MQTT's quality of service, for publishing and subscribing: 0 (at most once) or 1 (at
     /// least once: the broker acknowledges each publish, each delivery is acknowledged).
@@ -40,6 +43,10 @@ pub struct PubsubSpec {
     /// have them). A publisher fills its partitions in turn, one request's batch each;
     /// order holds within a partition only.
     pub partitions: u32,
+    /// Redis Streams and JetStream: the most messages a topic's stream keeps (older ones are
+    /// removed: Redis's `XADD … MAXLEN ~`, JetStream's `max_msgs` with `discard: old`). A
+    /// subscription that falls further behind loses what was removed: counted as dropped.
+    pub stream_max_messages: u64,
     /// `host:port` of the broker.
     pub address: String,
     /// `host:port` per broker, for a scenario that compares brokers (a sweep over
@@ -90,6 +97,7 @@ impl Default for PubsubSpec {
             qos: 0,
             acks: Acks::Leader,
             partitions: 1,
+            stream_max_messages: DEFAULT_STREAM_MAX_MESSAGES,
             address: "127.0.0.1:4222".into(),
             addresses: BTreeMap::new(),
             topics: 1,
@@ -127,7 +135,20 @@ pub enum Broker {
     /// Apache Kafka: Produce requests (a batch of records per request, `acks`), Fetch from the
     /// end of each partition; shared subscriptions split the partitions.
     Kafka,
+    /// Redis Streams: `XADD` (answered with the entry's id), a consumer group per
+    /// subscription read with `XREADGROUP` and acknowledged with `XACK`; shared subscriptions
+    /// are consumers of one group.
+    RedisStreams,
+    /// NATS JetStream: a stream per topic, publishes answered by the stream (PubAck), a
+    /// durable push consumer per subscription (shared: a deliver group), every delivery
+    /// acknowledged (`ack_policy: explicit`).
+    Jetstream,
 }
+
+/// Messages a stream keeps by default (Redis Streams, JetStream).
+pub const DEFAULT_STREAM_MAX_MESSAGES: u64 = 1_000_000;
+/// Most messages a stream may be told to keep.
+pub const MAX_STREAM_MAX_MESSAGES: u64 = 1_000_000_000;
 
 /// Kafka's `acks` setting of a producer: `"0"`, `"1"` or `"all"` (the integers 0, 1 and -1
 /// too, as Kafka's own configuration writes them).
@@ -194,13 +215,21 @@ impl Acks {
 
 impl Broker {
     /// Every broker msgbench speaks.
-    pub const ALL: [Broker; 5] = [
+    pub const ALL: [Broker; 7] = [
         Broker::Nats,
         Broker::Redis,
         Broker::Mqtt,
         Broker::Mqtt5,
         Broker::Kafka,
+        Broker::RedisStreams,
+        Broker::Jetstream,
     ];
+
+    /// Its messages are kept in a stream until removed by the stream's bound (Redis Streams,
+    /// JetStream).
+    pub fn is_stream(self) -> bool {
+        matches!(self, Broker::RedisStreams | Broker::Jetstream)
+    }
 
     /// MQTT, of either version.
     pub fn is_mqtt(self) -> bool {
@@ -215,6 +244,8 @@ impl Broker {
             Broker::Mqtt => "mqtt",
             Broker::Mqtt5 => "mqtt5",
             Broker::Kafka => "kafka",
+            Broker::RedisStreams => "redis-streams",
+            Broker::Jetstream => "jetstream",
         }
     }
 
@@ -222,7 +253,8 @@ impl Broker {
     pub fn hint(self) -> &'static str {
         match self {
             Broker::Nats => "(start one with `nats-server -a 127.0.0.1 -p PORT`, or let the scenario start it: `[sut] command = \"exec nats-server -a 127.0.0.1 -p PORT\"`)",
-            Broker::Redis => "(start one with `redis-server --port PORT`, or let the scenario start it: `[sut] command = \"exec redis-server --port PORT\"`)",
+            Broker::Redis | Broker::RedisStreams => "(start one with `redis-server --port PORT`, or let the scenario start it: `[sut] command = \"exec redis-server --port PORT\"`)",
+            Broker::Jetstream => "(start one with `nats-server -js -a 127.0.0.1 -p PORT`, or let the scenario start it: `[sut] command = \"exec nats-server -js -a 127.0.0.1 -p PORT\"`)",
             Broker::Mqtt | Broker::Mqtt5 => "(start one with `mosquitto -p PORT`, or let the scenario start it: `[sut] command = \"exec mosquitto -p PORT\"`)",
             Broker::Kafka => "(start one with `bash scripts/kafka-broker.sh PORT` from msgbench's folder, or let the scenario start it: `[sut] command = \"exec bash scripts/kafka-broker.sh PORT\"`)",
         }
@@ -251,6 +283,8 @@ pub struct PubsubConfig {
     pub acks: Acks,
     /// Kafka's partitions per topic (1 elsewhere).
     pub partitions: u32,
+    /// Redis Streams and JetStream: messages a topic's stream keeps.
+    pub stream_max_messages: u64,
     /// Its `host:port`.
     pub address: String,
     /// Topic names, by index.
@@ -302,13 +336,15 @@ impl PubsubConfig {
             .collect()
     }
 
-    /// The broker answers every publish: Redis (PUBLISH's reply) and MQTT at QoS 1 (PUBACK).
+    /// The broker answers every publish: Redis (PUBLISH's reply, XADD's id), MQTT at QoS 1
+    /// (PUBACK), Kafka at acks 1 or all, JetStream (its PubAck).
     pub fn answers_publishes(&self) -> bool {
         match self.broker {
             Broker::Nats => false,
             Broker::Redis => true,
             Broker::Mqtt | Broker::Mqtt5 => self.qos > 0,
             Broker::Kafka => self.acks != Acks::None,
+            Broker::RedisStreams | Broker::Jetstream => true,
         }
     }
 
@@ -330,6 +366,11 @@ impl PubsubConfig {
                 "kafka acks={} partitions={}",
                 self.acks.name(),
                 self.partitions
+            ),
+            Broker::RedisStreams | Broker::Jetstream => format!(
+                "{} stream_max_messages={}",
+                self.broker.name(),
+                self.stream_max_messages
             ),
             other => other.name().to_string(),
         };
@@ -422,6 +463,7 @@ impl PubsubSpec {
         }
         // Kafka's own bound first: one message, one answer.
         self.check_kafka(invalid)?;
+        self.check_stream(invalid)?;
         if !(HEADER_BYTES..=MAX_MESSAGE_BYTES).contains(&self.message_bytes) {
             return Err(invalid(
                 "pubsub.message_bytes",
@@ -502,6 +544,7 @@ impl PubsubSpec {
             qos: self.qos,
             acks: self.acks,
             partitions: self.partitions,
+            stream_max_messages: self.stream_max_messages,
             address: address.clone(),
             topics: (0..self.topics)
                 .map(|t| format!("{}.{t}", self.topic_prefix))
@@ -523,6 +566,29 @@ impl PubsubSpec {
 }
 
 impl PubsubSpec {
+    /// A stream's bound, where the broker keeps streams.
+    fn check_stream(&self, invalid: &Invalid) -> Result<(), ScenarioError> {
+        if !(1..=MAX_STREAM_MAX_MESSAGES).contains(&self.stream_max_messages) {
+            return Err(invalid(
+                "pubsub.stream_max_messages",
+                format!("is {}", self.stream_max_messages),
+                &format!("give 1 to {MAX_STREAM_MAX_MESSAGES}"),
+            ));
+        }
+        if !self.broker.is_stream() && self.stream_max_messages != DEFAULT_STREAM_MAX_MESSAGES {
+            return Err(invalid(
+                "pubsub.stream_max_messages",
+                format!(
+                    "is {} with broker = \"{}\"",
+                    self.stream_max_messages,
+                    self.broker.name()
+                ),
+                "a stream's bound is Redis Streams' and JetStream's: remove it, or use broker = \"redis-streams\" or \"jetstream\"",
+            ));
+        }
+        Ok(())
+    }
+
     /// Kafka's settings: partitions and acks only where the broker has them; a shared
     /// subscription needs a partition per consumer.
     fn check_kafka(&self, invalid: &Invalid) -> Result<(), ScenarioError> {

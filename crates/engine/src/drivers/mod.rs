@@ -28,6 +28,7 @@ pub mod launcher;
 pub mod producer_consumer;
 pub mod publisher;
 pub mod pubsub;
+pub mod stream_setup;
 pub mod stream_stats;
 pub mod subscriber;
 pub mod tick_client;

@@ -21,7 +21,7 @@ use crate::recorder::Recorder;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use msgbench_model::pacing::Pacing;
-use msgbench_model::pubsub::PubsubConfig;
+use msgbench_model::pubsub::{Broker, PubsubConfig};
 use msgbench_model::result::{CpuTimes, Faults, ThreadCpu};
 use std::io::{self, Read, Write};
 use std::sync::mpsc::Sender;
@@ -85,7 +85,9 @@ impl Publisher {
     ) -> io::Result<Publisher> {
         stream.set_nonblocking(true)?;
         let size = config.message_bytes as usize;
-        let frame = PublishFrame::new(config.broker, topic, size, config.qos);
+        let inbox = (config.broker == Broker::Jetstream)
+            .then(|| crate::net::jetstream::publisher_inbox(mark, index));
+        let frame = PublishFrame::new(config, topic, inbox.as_deref());
         let capacity = config.max_unsent_bytes as usize + frame.prefix.len() + size + 2;
         Ok(Publisher {
             stream: TcpStream::from_std(stream),
@@ -303,9 +305,20 @@ impl Publisher {
         }
     }
 
+    /// The broker answered the oldest publish not answered yet, at `now`. Answers come in
+    /// publish order (Redis replies, PUBACKs and PubAcks on one connection).
+    fn on_answer(&mut self, now: u64) {
+        self.stats.acks += 1;
+        let intended = self.unanswered.as_mut().and_then(|q| q.pop_front());
+        if let Some(intended) = intended.filter(|&t| t != 0) {
+            self.answer_latency
+                .saturating_record(now.saturating_sub(intended));
+        }
+    }
+
     /// Handles every complete answer in the input: acknowledgements counted, pings answered,
     /// an error ends the publisher.
-    fn handle(&mut self, broker: msgbench_model::pubsub::Broker) -> Result<(), String> {
+    fn handle(&mut self, broker: Broker) -> Result<(), String> {
         if self.kafka.is_some() {
             return self.handle_produced();
         }
@@ -313,22 +326,19 @@ impl Publisher {
         let now = crate::clock::now_ns();
         while let Some((incoming, used)) = wire::decode(broker, &self.input[at..])? {
             match incoming {
-                Incoming::Ack => {
-                    self.stats.acks += 1;
-                    // Answers come in publish order (Redis replies, and PUBACKs on one
-                    // connection).
-                    let intended = self.unanswered.as_mut().and_then(|q| q.pop_front());
-                    if let Some(intended) = intended.filter(|&t| t != 0) {
-                        self.answer_latency
-                            .saturating_record(now.saturating_sub(intended));
-                    }
-                }
+                Incoming::Ack => self.on_answer(now),
                 Incoming::Ping => self.out.extend_from_slice(wire::pong(broker)),
                 Incoming::Error(text) => {
                     return Err(format!(
                         "the broker refused a publish: {}",
                         String::from_utf8_lossy(text)
                     ))
+                }
+                // JetStream's answer to a publish arrives as a message on the publisher's inbox.
+                Incoming::Message { payload, .. } if broker == Broker::Jetstream => {
+                    wire::pub_ack(payload)
+                        .map_err(|why| format!("the broker refused a publish: {why}"))?;
+                    self.on_answer(now);
                 }
                 Incoming::Message { .. } | Incoming::Reply | Incoming::Other => {}
             }

@@ -12,13 +12,14 @@
 //! drain. The run's counters are the sum over its subscriptions: every subscription of a topic
 //! is meant to get every message of it.
 use super::publisher::{Publisher, PublisherThread};
+use super::stream_setup::{reset_redis_groups, JetstreamApi};
 use super::stream_stats::closed_when;
-use super::subscriber::{Consumer, SubscriberThread, SubscriptionState};
+use super::subscriber::{Consumer, Pull, SubscriberThread, SubscriptionState};
 use crate::error::EngineError;
 use crate::harness::{DriverOutput, RunContext, RunStop, SpanCpu, Timeline};
-use crate::net::kafka;
 use crate::net::pubsub::{self as wire, Incoming};
 use crate::net::tick::Schedule;
+use crate::net::{jetstream, kafka, redis_streams};
 use msgbench_model::histogram::{encode, Percentiles};
 use msgbench_model::pubsub::{Broker, PubsubConfig};
 use msgbench_model::result::{
@@ -31,7 +32,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// Longest a connection's opening (connect, handshake, subscription) may take.
-const OPEN_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const OPEN_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// What one publisher measured.
 #[derive(Debug, Clone, Default)]
@@ -151,7 +152,7 @@ fn connect(address: SocketAddr, receive_buffer: u32) -> std::io::Result<TcpStrea
 
 /// Opens one connection: connect, the broker's hello, and (for a consumer) the subscription,
 /// each answered before it returns. Returns the stream and any bytes read past the answers.
-fn open(
+pub(crate) fn open(
     config: &PubsubConfig,
     address: SocketAddr,
     name: &str,
@@ -247,7 +248,7 @@ fn open(
 }
 
 /// The error of a broker `problem` at the run's address.
-fn broker_error(config: &PubsubConfig, problem: String) -> EngineError {
+pub(crate) fn broker_error(config: &PubsubConfig, problem: String) -> EngineError {
     EngineError::Broker {
         address: config.address.clone(),
         broker: config.broker.name(),
@@ -257,7 +258,7 @@ fn broker_error(config: &PubsubConfig, problem: String) -> EngineError {
 
 /// A connection to the broker, its reads bounded by the opening's timeout; a failure to connect
 /// says how to start the broker.
-fn connect_for_opening(
+pub(crate) fn connect_for_opening(
     config: &PubsubConfig,
     address: SocketAddr,
     receive_buffer: u32,
@@ -411,16 +412,68 @@ pub fn drive(
     if kafka {
         prepare_kafka_topics(config, address)?;
     }
+    let redis_group = |sub: &str| format!("msgbench-{sub}");
+    if config.broker == Broker::RedisStreams {
+        let groups: Vec<(String, String)> = plan
+            .iter()
+            .map(|s| {
+                (
+                    config.topics[s.topic as usize].clone(),
+                    redis_group(&s.name),
+                )
+            })
+            .collect();
+        reset_redis_groups(config, address, &groups)?;
+    }
+    let mut jetstream_api = match config.broker {
+        Broker::Jetstream => Some(JetstreamApi::open(config, address, mark)?),
+        _ => None,
+    };
+    if let Some(api) = jetstream_api.as_mut() {
+        for topic in &config.topics {
+            api.ensure_stream(topic)?;
+        }
+    }
     let mut subscriptions = Vec::with_capacity(plan.len());
     let mut sid = 0;
     for sub in &plan {
         let topic = &config.topics[sub.topic as usize];
         let group = (config.consumers_per_subscription > 1).then_some(sub.name.as_str());
         let cost = if sub.slow { config.slow_cost_ns } else { 0 };
+        let deliver = jetstream::deliver_subject(mark, &sub.name);
         let mut consumers = Vec::new();
         for k in 0..config.consumers_per_subscription {
             sid += 1;
             let name = format!("{}-c{k}", sub.name);
+            if config.broker == Broker::RedisStreams {
+                // About a turn's worth per read, as a Kafka fetch.
+                let count = (super::subscriber::turn_bytes(config, cost)
+                    / (config.message_bytes as usize + 64))
+                    .clamp(1, 10_000) as u32;
+                let reader = redis_streams::Reader::new(
+                    topic,
+                    &redis_group(&sub.name),
+                    &format!("msgbench-{name}"),
+                    count,
+                );
+                let (mut stream, leftover) = open(config, address, &name, None)?;
+                let mut first = Vec::new();
+                reader.request(&mut first);
+                stream
+                    .write_all(&first)
+                    .map_err(|e| broker_error(config, format!("writing a read failed ({e})")))?;
+                let mut consumer =
+                    Consumer::new(stream, &leftover, size).map_err(EngineError::Io)?;
+                consumer.pull = Some(Pull::Streams(reader));
+                consumers.push(consumer);
+                continue;
+            }
+            if config.broker == Broker::Jetstream {
+                let (stream, leftover) =
+                    open(config, address, &name, Some((&deliver, group, sid)))?;
+                consumers.push(Consumer::new(stream, &leftover, size).map_err(EngineError::Io)?);
+                continue;
+            }
             if kafka {
                 let share = kafka_share(config.partitions, k, config.consumers_per_subscription);
                 // A slow subscription fetches about what it handles in one of its turns.
@@ -429,12 +482,21 @@ pub fn drive(
                 let (stream, fetcher) =
                     open_kafka_consumer(config, address, topic, &share, max_bytes)?;
                 let mut consumer = Consumer::new(stream, &[], size).map_err(EngineError::Io)?;
-                consumer.kafka = Some(fetcher);
+                consumer.pull = Some(Pull::Kafka(fetcher));
                 consumers.push(consumer);
                 continue;
             }
             let (stream, leftover) = open(config, address, &name, Some((topic, group, sid)))?;
             consumers.push(Consumer::new(stream, &leftover, size).map_err(EngineError::Io)?);
+        }
+        if let Some(api) = jetstream_api.as_mut() {
+            // Its deliveries have somewhere to go: the consumer is made once they listen.
+            api.create_consumer(
+                topic,
+                &jetstream::durable_name(topic, &sub.name),
+                &deliver,
+                group,
+            )?;
         }
         let class = usize::from(sub.slow);
         subscriptions.push(SubscriptionState::new(
@@ -450,12 +512,18 @@ pub fn drive(
     let topic_of = config.publishers();
     let mut opened = Vec::with_capacity(topic_of.len());
     for (i, _) in topic_of.iter().enumerate() {
-        opened.push(if kafka {
-            (connect_for_opening(config, address, 0)?, Vec::new())
-        } else {
-            open(config, address, &format!("p{i}"), None)?
+        let name = format!("p{i}");
+        opened.push(match config.broker {
+            Broker::Kafka => (connect_for_opening(config, address, 0)?, Vec::new()),
+            // Its PubAcks come to its inbox.
+            Broker::Jetstream => {
+                let inbox = jetstream::publisher_inbox(mark, i as u32);
+                open(config, address, &name, Some((&inbox, None, 1)))?
+            }
+            _ => open(config, address, &name, None)?,
         });
     }
+    drop(jetstream_api);
     let timeline = Timeline::from_now(&scenario.run);
     let stop = RunStop::new(&ctx.stop);
     let progress = Progress::new(topic_of.len());

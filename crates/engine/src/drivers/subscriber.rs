@@ -14,9 +14,9 @@ use crate::cpu::CpuSnapshot;
 use crate::error::EngineError;
 use crate::harness::timer::Timer;
 use crate::harness::{worker, RunStop, Timeline, STOP_CHECK_NS};
-use crate::net::kafka;
 use crate::net::pubsub::{self as wire, Header, Incoming, RunMark};
 use crate::net::tick::Schedule;
+use crate::net::{kafka, redis_streams};
 use crate::recorder::{Recorder, SequenceChecker};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
@@ -40,10 +40,64 @@ pub struct Consumer {
     closed: bool,
     /// The last error the broker sent on it.
     last_error: Option<String>,
-    /// Acknowledgements (MQTT QoS 1) and requests (Kafka's next fetch) not written yet.
+    /// Acknowledgements (MQTT QoS 1, JetStream, Redis Streams' XACK) and requests (Kafka's
+    /// next fetch, Redis Streams' next XREADGROUP) not written yet.
     acks: Vec<u8>,
-    /// Kafka: what it fetches, from where (it asks for more after each answer).
-    pub kafka: Option<kafka::Fetcher>,
+    /// A consumer that asks for its messages (Kafka, Redis Streams): it asks for more after
+    /// each answer.
+    pub pull: Option<Pull>,
+}
+
+/// How a consumer that asks for its messages asks, and reads the answers.
+pub enum Pull {
+    /// Kafka: Fetch requests, from where.
+    Kafka(kafka::Fetcher),
+    /// Redis Streams: XREADGROUP, then XACK.
+    Streams(redis_streams::Reader),
+}
+
+impl Pull {
+    /// Handles the whole answers at the start of `input`: each message's payload to
+    /// `on_message`, the next request (and acknowledgements) appended to `out`. Returns the
+    /// bytes used and the messages that were not records of this run (Kafka's compressed or
+    /// control batches); an error says why the consumer cannot go on, and whether the bytes
+    /// broke the protocol (else the broker refused).
+    fn on_input(
+        &mut self,
+        input: &[u8],
+        out: &mut Vec<u8>,
+        mut on_message: impl FnMut(&[u8]),
+    ) -> Result<(usize, u64), (String, bool)> {
+        match self {
+            Pull::Streams(reader) => reader
+                .on_replies(input, out, on_message)
+                .map(|used| (used, 0))
+                .map_err(|e| (e, false)),
+            Pull::Kafka(fetcher) => {
+                let (mut at, mut foreign) = (0, 0);
+                loop {
+                    match kafka::frame(&input[at..]) {
+                        Ok(Some((body, correlation, used))) => {
+                            foreign += fetcher
+                                .on_response(body, correlation, &mut on_message)
+                                .map_err(|e| (e, false))?;
+                            fetcher.request(out);
+                            at += used;
+                        }
+                        Ok(None) => return Ok((at, foreign)),
+                        Err(e) => {
+                            return Err((
+                                format!(
+                                    "the broker sent what Kafka's protocol does not allow: {e}"
+                                ),
+                                true,
+                            ))
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 impl Consumer {
@@ -65,7 +119,7 @@ impl Consumer {
             closed: false,
             last_error: None,
             acks: Vec::with_capacity(4096),
-            kafka: None,
+            pull: None,
         })
     }
 }
@@ -463,8 +517,8 @@ impl SubscriberThread<'_> {
 
     /// Handles every complete message in consumer `c`'s buffer.
     fn parse(&mut self, s: usize, c: usize, window: &Schedule) {
-        if self.subscriptions[s].consumers[c].kafka.is_some() {
-            return self.parse_fetches(s, c, window);
+        if self.subscriptions[s].consumers[c].pull.is_some() {
+            return self.parse_pulled(s, c, window);
         }
         let broker = self.broker;
         let sub = &mut self.subscriptions[s];
@@ -479,7 +533,7 @@ impl SubscriberThread<'_> {
                         Incoming::Message { payload, ack } => {
                             sub.on_message(c, payload, window, &mut self.rec);
                             if let Some(id) = ack {
-                                wire::ack(broker, id, &mut sub.consumers[c].acks);
+                                wire::ack(id, &mut sub.consumers[c].acks);
                             }
                         }
                         Incoming::Ping => {
@@ -515,51 +569,39 @@ impl SubscriberThread<'_> {
         }
     }
 
-    /// Handles every complete fetch response in Kafka consumer `c`'s buffer, asking for the
-    /// next fetch after each.
-    fn parse_fetches(&mut self, s: usize, c: usize, window: &Schedule) {
+    /// Handles every complete answer in the buffer of consumer `c` (one that asks for its
+    /// messages), asking for more after each.
+    fn parse_pulled(&mut self, s: usize, c: usize, window: &Schedule) {
         let sub = &mut self.subscriptions[s];
-        let input = std::mem::take(&mut sub.consumers[c].input);
-        let mut fetcher = sub.consumers[c].kafka.take().expect("a Kafka consumer");
+        let mut input = std::mem::take(&mut sub.consumers[c].input);
+        let mut pull = sub.consumers[c].pull.take().expect("a consumer that asks");
+        let mut requests = std::mem::take(&mut sub.consumers[c].acks);
         let len = sub.consumers[c].len;
         let rec = &mut self.rec;
-        let mut at = 0;
-        let mut failure = None;
-        loop {
-            match kafka::frame(&input[at..len]) {
-                Ok(Some((body, correlation, used))) => {
-                    let read = fetcher
-                        .on_response(body, correlation, |v| sub.on_message(c, v, window, rec));
-                    match read {
-                        Ok(unread) => {
-                            sub.foreign += unread;
-                            fetcher.request(&mut sub.consumers[c].acks);
-                        }
-                        Err(e) => {
-                            sub.stats.faults.server_errors += 1;
-                            failure = Some(e);
-                            break;
-                        }
-                    }
-                    at += used;
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    sub.stats.faults.protocol_errors += 1;
-                    failure = Some(format!(
-                        "the broker sent what Kafka's protocol does not allow: {e}"
-                    ));
-                    break;
-                }
+        let answered = pull.on_input(&input[..len], &mut requests, |v| {
+            sub.on_message(c, v, window, rec)
+        });
+        let (used, failure) = match answered {
+            Ok((used, foreign)) => {
+                sub.foreign += foreign;
+                (used, None)
             }
-        }
-        let sub = &mut self.subscriptions[s];
-        let mut input = input;
-        input.copy_within(at..len, 0);
-        sub.consumers[c].input = input;
-        sub.consumers[c].len = len - at;
-        sub.consumers[c].kafka = Some(fetcher);
-        let failure = failure.or_else(|| sub.consumers[c].write_acks().err());
+            Err((why, protocol)) => {
+                if protocol {
+                    sub.stats.faults.protocol_errors += 1;
+                } else {
+                    sub.stats.faults.server_errors += 1;
+                }
+                (0, Some(why))
+            }
+        };
+        input.copy_within(used..len, 0);
+        let consumer = &mut sub.consumers[c];
+        consumer.input = input;
+        consumer.len = len - used;
+        consumer.pull = Some(pull);
+        consumer.acks = requests;
+        let failure = failure.or_else(|| consumer.write_acks().err());
         if let Some(why) = failure {
             self.close(s, c, why);
         }

@@ -15,12 +15,18 @@ pub const MAX_PAYLOAD: usize = 64 << 20;
 pub enum ServerOp<'a> {
     /// `INFO {…}`: the server's description (first on a connection, again on cluster changes).
     Info(&'a [u8]),
-    /// `MSG <subject> <sid> [reply-to] <bytes>`: a message for subscription `sid`.
+    /// `MSG <subject> <sid> [reply-to] <bytes>` (or `HMSG`, with headers): a message for
+    /// subscription `sid`.
     Msg {
         /// The subscription it is for.
         sid: u64,
-        /// Its payload.
+        /// The subject to answer it on, if any (JetStream: where its acknowledgement goes).
+        reply: Option<&'a [u8]>,
+        /// Its payload (after the headers, if any).
         payload: &'a [u8],
+        /// A status message's code and text (`NATS/1.0 503` headers: no responders,
+        /// JetStream's 100 heartbeats, 409 …), for an `HMSG` whose headers carry one.
+        status: Option<&'a [u8]>,
     },
     /// `PING`: answer `PONG` or be disconnected.
     Ping,
@@ -68,7 +74,9 @@ pub fn decode(buf: &[u8]) -> Result<Option<(ServerOp<'_>, usize)>, NatsError> {
     let op = &line[..word_end];
     let rest = trim(&line[word_end..]);
     let parsed = if op.eq_ignore_ascii_case(b"MSG") {
-        return msg(buf, rest, after);
+        return msg(buf, rest, after, false);
+    } else if op.eq_ignore_ascii_case(b"HMSG") {
+        return msg(buf, rest, after, true);
     } else if op.eq_ignore_ascii_case(b"PING") {
         ServerOp::Ping
     } else if op.eq_ignore_ascii_case(b"PONG") {
@@ -87,26 +95,50 @@ pub fn decode(buf: &[u8]) -> Result<Option<(ServerOp<'_>, usize)>, NatsError> {
     Ok(Some((parsed, after)))
 }
 
-/// `MSG <subject> <sid> [reply-to] <#bytes>` and its payload.
+/// `MSG <subject> <sid> [reply-to] <#bytes>` and its payload, or (`headers`)
+/// `HMSG <subject> <sid> [reply-to] <#header bytes> <#total bytes>` and its headers and
+/// payload.
 fn msg<'a>(
     buf: &'a [u8],
-    args: &[u8],
+    args: &'a [u8],
     after: usize,
+    headers: bool,
 ) -> Result<Option<(ServerOp<'a>, usize)>, NatsError> {
-    let mut words = args
+    // Per message: the fields in place, no allocation.
+    let mut fields: [&[u8]; 6] = [b""; 6];
+    let mut count = 0;
+    for w in args
         .split(|b| *b == b' ' || *b == b'\t')
-        .filter(|w| !w.is_empty());
-    let (Some(_subject), Some(sid)) = (words.next(), words.next()) else {
-        return Err(NatsError::BadMsg("too few fields".into()));
-    };
-    let (Some(third), fourth, None) = (words.next(), words.next(), words.next()) else {
+        .filter(|w| !w.is_empty())
+    {
+        if count == fields.len() {
+            return Err(NatsError::BadMsg("wrong number of fields".into()));
+        }
+        fields[count] = w;
+        count += 1;
+    }
+    let words = &fields[..count];
+    let sizes = 1 + usize::from(headers);
+    if words.len() < 2 + sizes || words.len() > 3 + sizes {
         return Err(NatsError::BadMsg("wrong number of fields".into()));
+    }
+    let reply = (words.len() == 3 + sizes).then(|| words[2]);
+    let sid = number(words[1]).ok_or_else(|| NatsError::BadMsg("subscription id".into()))?;
+    let size_of = |w: &[u8], what: &str| {
+        number(w)
+            .filter(|&n| n <= MAX_PAYLOAD as u64)
+            .map(|n| n as usize)
+            .ok_or_else(|| NatsError::BadMsg(what.into()))
     };
-    let size = fourth.unwrap_or(third);
-    let sid = number(sid).ok_or_else(|| NatsError::BadMsg("subscription id".into()))?;
-    let size = number(size)
-        .filter(|&n| n <= MAX_PAYLOAD as u64)
-        .ok_or_else(|| NatsError::BadMsg("payload size".into()))? as usize;
+    let size = size_of(words[words.len() - 1], "payload size")?;
+    let header_size = if headers {
+        size_of(words[words.len() - 2], "header size")?
+    } else {
+        0
+    };
+    if header_size > size {
+        return Err(NatsError::BadMsg("headers longer than the message".into()));
+    }
     let total = after + size + 2;
     if buf.len() < total {
         return Ok(None);
@@ -114,13 +146,25 @@ fn msg<'a>(
     if &buf[after + size..total] != b"\r\n" {
         return Err(NatsError::BadMsg("no CRLF after the payload".into()));
     }
+    let status = headers
+        .then(|| status(&buf[after..after + header_size]))
+        .flatten();
     Ok(Some((
         ServerOp::Msg {
             sid,
-            payload: &buf[after..after + size],
+            reply,
+            payload: &buf[after + header_size..after + size],
+            status,
         },
         total,
     )))
+}
+
+/// The status of a header block whose first line is `NATS/1.0 <code> [text]`.
+fn status(headers: &[u8]) -> Option<&[u8]> {
+    let line = &headers[..find_crlf(headers).unwrap_or(headers.len())];
+    let rest = trim(line.strip_prefix(b"NATS/1.0")?);
+    (!rest.is_empty()).then_some(rest)
 }
 
 fn number(digits: &[u8]) -> Option<u64> {
@@ -152,16 +196,30 @@ fn trim_quotes(s: &[u8]) -> &[u8] {
 }
 
 /// `CONNECT` (no echo of our own messages, no +OK per operation) and a `PING`, whose `PONG`
-/// says the server took it.
-pub fn connect(name: &str, out: &mut Vec<u8>) {
+/// says the server took it. With `headers`, the server may send `HMSG` (JetStream's status
+/// messages) and answers a request nobody listens to with a 503 status.
+pub fn connect(name: &str, headers: bool, out: &mut Vec<u8>) {
     out.extend_from_slice(
         format!(
-            "CONNECT {{\"verbose\":false,\"pedantic\":false,\"echo\":false,\"lang\":\"rust\",\"version\":\"{}\",\"name\":\"msgbench-{}\",\"protocol\":1}}\r\nPING\r\n",
+            "CONNECT {{\"verbose\":false,\"pedantic\":false,\"echo\":false,\"lang\":\"rust\",\"version\":\"{}\",\"name\":\"msgbench-{}\",\"protocol\":1,\"headers\":{headers},\"no_responders\":{headers}}}\r\nPING\r\n",
             env!("CARGO_PKG_VERSION"),
             name
         )
         .as_bytes(),
     );
+}
+
+/// `PUB <subject> [reply] <size>` followed by `payload`.
+pub fn publish(subject: &str, reply: Option<&str>, payload: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(b"PUB ");
+    out.extend_from_slice(subject.as_bytes());
+    if let Some(r) = reply {
+        out.push(b' ');
+        out.extend_from_slice(r.as_bytes());
+    }
+    out.extend_from_slice(format!(" {}\r\n", payload.len()).as_bytes());
+    out.extend_from_slice(payload);
+    out.extend_from_slice(b"\r\n");
 }
 
 /// `SUB <subject> [queue group] <sid>`.
@@ -175,9 +233,13 @@ pub fn subscribe(subject: &str, group: Option<&str>, sid: u64, out: &mut Vec<u8>
     out.extend_from_slice(format!(" {sid}\r\n").as_bytes());
 }
 
-/// The bytes before a payload of `size` bytes published on `subject`: `PUB <subject> <size>`.
-pub fn publish_prefix(subject: &str, size: usize) -> Vec<u8> {
-    format!("PUB {subject} {size}\r\n").into_bytes()
+/// The bytes before a payload of `size` bytes published on `subject` (answered on `reply`):
+/// `PUB <subject> [reply] <size>`.
+pub fn publish_prefix(subject: &str, reply: Option<&str>, size: usize) -> Vec<u8> {
+    match reply {
+        Some(r) => format!("PUB {subject} {r} {size}\r\n").into_bytes(),
+        None => format!("PUB {subject} {size}\r\n").into_bytes(),
+    }
 }
 
 /// What follows every published payload.
@@ -192,7 +254,7 @@ mod tests {
 
     #[test]
     fn every_server_operation_is_read_whole_or_waited_for() {
-        let stream = b"INFO {\"server_id\":\"x\"}\r\nMSG a.b 7 5\r\nhello\r\nMSG a.b 7 _INBOX.1 0\r\n\r\nPING\r\nPONG\r\n+OK\r\n-ERR 'Slow Consumer'\r\n";
+        let stream = b"INFO {\"server_id\":\"x\"}\r\nMSG a.b 7 5\r\nhello\r\nMSG a.b 7 _INBOX.1 0\r\n\r\nPING\r\nPONG\r\n+OK\r\n-ERR 'Slow Consumer'\r\nHMSG _INBOX.2 3 16 16\r\nNATS/1.0 503\r\n\r\n\r\nHMSG a 4 $JS.ACK.x 12 14\r\nNATS/1.0\r\n\r\nhi\r\n";
         let mut ops = Vec::new();
         let mut at = 0;
         while at < stream.len() {
@@ -206,7 +268,45 @@ mod tests {
             ops.push(format!("{op:?}"));
             at += used;
         }
-        assert_eq!(ops.len(), 7);
+        assert_eq!(ops.len(), 9);
+        let (op, _) = decode(b"MSG a.b 7 _INBOX.1 0\r\n\r\n").unwrap().unwrap();
+        assert!(matches!(
+            op,
+            ServerOp::Msg {
+                reply: Some(b"_INBOX.1"),
+                payload: b"",
+                status: None,
+                ..
+            }
+        ));
+        let (op, _) = decode(b"HMSG _INBOX.2 3 16 16\r\nNATS/1.0 503\r\n\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(matches!(
+            op,
+            ServerOp::Msg {
+                sid: 3,
+                reply: None,
+                payload: b"",
+                status: Some(b"503")
+            }
+        ));
+        let (op, _) = decode(b"HMSG a 4 $JS.ACK.x 12 14\r\nNATS/1.0\r\n\r\nhi\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(matches!(
+            op,
+            ServerOp::Msg {
+                sid: 4,
+                reply: Some(b"$JS.ACK.x"),
+                payload: b"hi",
+                status: None
+            }
+        ));
+        assert!(matches!(
+            decode(b"HMSG a 1 20 10\r\n"),
+            Err(NatsError::BadMsg(_))
+        ));
         assert!(ops[1].contains("sid: 7") && ops[1].contains("[104, 101, 108, 108, 111]"));
         assert!(ops[2].contains("payload: []"));
         assert_eq!(ops[3], "Ping");
@@ -266,9 +366,13 @@ mod tests {
         subscribe("msgbench.0", Some("g"), 3, &mut out);
         subscribe("msgbench.1", None, 4, &mut out);
         assert_eq!(out, b"SUB msgbench.0 g 3\r\nSUB msgbench.1 4\r\n");
-        assert_eq!(publish_prefix("t.0", 256), b"PUB t.0 256\r\n");
+        assert_eq!(publish_prefix("t.0", None, 256), b"PUB t.0 256\r\n");
+        assert_eq!(
+            publish_prefix("t.0", Some("_I.1"), 2),
+            b"PUB t.0 _I.1 2\r\n"
+        );
         let mut c = Vec::new();
-        connect("p0", &mut c);
+        connect("p0", false, &mut c);
         assert!(c.starts_with(b"CONNECT {\"verbose\":false") && c.ends_with(b"}\r\nPING\r\n"));
     }
 }

@@ -3,9 +3,10 @@
 //! per broker, how a message is published, how a topic is subscribed to, and what the broker
 //! sends back ([`Incoming`]). NATS's protocol is [`super::nats`]; Redis's is RESP
 //! ([`super::resp`]): `PUBLISH` and `SUBSCRIBE`, messages as `message` arrays; MQTT's is
-//! [`super::mqtt`].
-use super::{mqtt, nats, resp};
-use msgbench_model::pubsub::{Broker, HEADER_BYTES};
+//! [`super::mqtt`]; Kafka's [`super::kafka`]; Redis Streams' [`super::redis_streams`];
+//! JetStream's is NATS's with [`super::jetstream`]'s subjects and answers.
+use super::{jetstream, mqtt, nats, redis_streams, resp};
+use msgbench_model::pubsub::{Broker, PubsubConfig, HEADER_BYTES};
 
 /// The last 4 bytes of every header: the run's own mark (random per run), so that a
 /// subscription tells its run's messages from another run's on the same topic.
@@ -50,16 +51,25 @@ impl Header {
     }
 }
 
+/// How a delivered message is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckId<'a> {
+    /// MQTT QoS 1: a PUBACK of its packet id.
+    Packet(u16),
+    /// JetStream: an empty publish to its reply subject.
+    Subject(&'a [u8]),
+}
+
 /// One thing a broker sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Incoming<'a> {
-    /// A message of a subscription: its payload, and the id to acknowledge it by (MQTT QoS 1:
-    /// answer [`ack`]).
+    /// A message of a subscription: its payload, and how to acknowledge it (answer [`ack`]).
+    /// On a JetStream publisher's connection, the answer to a publish (its PubAck).
     Message {
         /// The payload.
         payload: &'a [u8],
-        /// Its packet id, when the broker waits for an acknowledgement.
-        ack: Option<u16>,
+        /// What the broker waits for, if anything.
+        ack: Option<AckId<'a>>,
     },
     /// The broker checks the connection is alive: answer [`pong`].
     Ping,
@@ -78,11 +88,28 @@ pub enum Incoming<'a> {
 /// error for bytes that are not the broker's protocol.
 pub fn decode(broker: Broker, buf: &[u8]) -> Result<Option<(Incoming<'_>, usize)>, String> {
     match broker {
-        Broker::Nats => Ok(nats::decode(buf)
+        Broker::Nats | Broker::Jetstream => Ok(nats::decode(buf)
             .map_err(|e| e.to_string())?
             .map(|(op, used)| {
                 let incoming = match op {
-                    nats::ServerOp::Msg { payload, .. } => Incoming::Message { payload, ack: None },
+                    // JetStream's heartbeats and flow control (not asked for): nothing to act on.
+                    nats::ServerOp::Msg {
+                        status: Some(s), ..
+                    } if s.starts_with(b"100") => Incoming::Other,
+                    nats::ServerOp::Msg {
+                        status: Some(s), ..
+                    } if s.starts_with(b"503") => Incoming::Error(
+                        b"no responders (503): no JetStream stream takes this subject; is JetStream enabled (nats-server -js)?",
+                    ),
+                    nats::ServerOp::Msg {
+                        status: Some(s), ..
+                    } => Incoming::Error(s),
+                    nats::ServerOp::Msg { payload, reply, .. } => Incoming::Message {
+                        payload,
+                        ack: reply
+                            .filter(|_| broker == Broker::Jetstream)
+                            .map(AckId::Subject),
+                    },
                     nats::ServerOp::Ping => Incoming::Ping,
                     nats::ServerOp::Err(text) => Incoming::Error(text),
                     nats::ServerOp::Pong => Incoming::Reply,
@@ -91,6 +118,9 @@ pub fn decode(broker: Broker, buf: &[u8]) -> Result<Option<(Incoming<'_>, usize)
                 (incoming, used)
             })),
         Broker::Redis => redis_incoming(buf),
+        // A publisher's answers: XADD's id (a bulk string). A consumer's replies are read
+        // whole by redis_streams::Reader.
+        Broker::RedisStreams => redis_streams_incoming(buf),
         Broker::Mqtt | Broker::Mqtt5 => Ok(mqtt::decode(buf, broker == Broker::Mqtt5)
             .map_err(|e| e.to_string())?
             .map(|(p, used)| {
@@ -101,7 +131,10 @@ pub fn decode(broker: Broker, buf: &[u8]) -> Result<Option<(Incoming<'_>, usize)
                         Incoming::Error(b"the broker refused the subscription (SUBACK 0x80)")
                     }
                     mqtt::Packet::SubAck(_) => Incoming::Reply,
-                    mqtt::Packet::Publish { payload, ack } => Incoming::Message { payload, ack },
+                    mqtt::Packet::Publish { payload, ack } => Incoming::Message {
+                        payload,
+                        ack: ack.map(AckId::Packet),
+                    },
                     mqtt::Packet::PubAck(_) => Incoming::Ack,
                     mqtt::Packet::PingResp => Incoming::Other,
                     mqtt::Packet::PubRefused(_) => Incoming::Error(
@@ -142,6 +175,21 @@ fn redis_incoming(buf: &[u8]) -> Result<Option<(Incoming<'_>, usize)>, String> {
     Ok(Some((incoming, used)))
 }
 
+/// A RESP reply on a Redis Streams publisher's connection: `XADD`'s entry id, an error, or
+/// other (`+PONG`).
+fn redis_streams_incoming(buf: &[u8]) -> Result<Option<(Incoming<'_>, usize)>, String> {
+    let Some((reply, used)) = resp::decode(buf).map_err(|e| e.to_string())? else {
+        return Ok(None);
+    };
+    let incoming = match (reply, buf[0]) {
+        (resp::Reply::Error, _) => Incoming::Error(resp::error_text(buf, used)),
+        (_, b'$') => Incoming::Ack,
+        _ if buf.starts_with(b"+PONG") => Incoming::Reply,
+        _ => Incoming::Other,
+    };
+    Ok(Some((incoming, used)))
+}
+
 /// The bulk string at the start of `buf` (already known complete) and what follows it.
 fn bulk(buf: &[u8]) -> Option<(&[u8], &[u8])> {
     let rest = buf.strip_prefix(b"$")?;
@@ -155,8 +203,10 @@ fn bulk(buf: &[u8]) -> Option<(&[u8], &[u8])> {
 /// (NATS: `CONNECT` + `PING` → `PONG`; Redis: `PING` → `+PONG`).
 pub fn hello(broker: Broker, name: &str, out: &mut Vec<u8>) {
     match broker {
-        Broker::Nats => nats::connect(name, out),
-        Broker::Redis => out.extend_from_slice(b"*1\r\n$4\r\nPING\r\n"),
+        Broker::Nats => nats::connect(name, false, out),
+        // Headers on: JetStream's refusals of a publish nobody stores are 503 statuses.
+        Broker::Jetstream => nats::connect(name, true, out),
+        Broker::Redis | Broker::RedisStreams => out.extend_from_slice(b"*1\r\n$4\r\nPING\r\n"),
         // Client ids are unique per broker: two runs (or two processes) must not take over
         // each other's connections.
         Broker::Mqtt | Broker::Mqtt5 => mqtt::connect(
@@ -172,7 +222,9 @@ pub fn hello(broker: Broker, name: &str, out: &mut Vec<u8>) {
 /// Subscribes to `topic` (in shared `group`: NATS queue groups, MQTT `$share/`) as
 /// subscription `sid` at `qos` (MQTT); the broker answers with one [`Incoming::Reply`] once the
 /// subscription is in place (NATS: the `PONG` of a `PING` sent after it; Redis: its
-/// `subscribe` confirmation; MQTT: its SUBACK).
+/// `subscribe` confirmation; MQTT: its SUBACK). JetStream: `topic` is the subject its consumer
+/// delivers to (or a publisher's inbox). Redis Streams and Kafka subscribe otherwise (a
+/// consumer group, a fetch).
 pub fn subscribe(
     broker: Broker,
     topic: &str,
@@ -182,7 +234,7 @@ pub fn subscribe(
     out: &mut Vec<u8>,
 ) {
     match broker {
-        Broker::Nats => {
+        Broker::Nats | Broker::Jetstream => {
             nats::subscribe(topic, group, sid, out);
             out.extend_from_slice(b"PING\r\n");
         }
@@ -204,7 +256,7 @@ pub fn subscribe(
                 out,
             );
         }
-        Broker::Kafka => {}
+        Broker::Kafka | Broker::RedisStreams => {}
     }
 }
 
@@ -221,11 +273,17 @@ pub struct PublishFrame {
 }
 
 impl PublishFrame {
-    /// The framing of `size`-byte messages on `topic` at `qos` (MQTT).
-    pub fn new(broker: Broker, topic: &str, size: usize, qos: u8) -> PublishFrame {
+    /// The framing of `config`'s messages on `topic` (JetStream: answered on `inbox`).
+    pub fn new(config: &PubsubConfig, topic: &str, inbox: Option<&str>) -> PublishFrame {
+        let (broker, size, qos) = (config.broker, config.message_bytes as usize, config.qos);
         match broker {
-            Broker::Nats => PublishFrame {
-                prefix: nats::publish_prefix(topic, size),
+            Broker::Nats | Broker::Jetstream => PublishFrame {
+                prefix: nats::publish_prefix(topic, inbox, size),
+                id_at: None,
+                suffix: b"\r\n",
+            },
+            Broker::RedisStreams => PublishFrame {
+                prefix: redis_streams::publish_prefix(topic, size, config.stream_max_messages),
                 id_at: None,
                 suffix: b"\r\n",
             },
@@ -270,18 +328,32 @@ impl PublishFrame {
     }
 }
 
-/// Acknowledges message `id` (MQTT QoS 1: PUBACK).
-pub fn ack(broker: Broker, id: u16, out: &mut Vec<u8>) {
-    if broker.is_mqtt() {
-        mqtt::puback(id, out);
+/// Acknowledges a delivered message (MQTT QoS 1: PUBACK; JetStream: an empty publish to its
+/// reply subject, `+ACK`).
+pub fn ack(id: AckId<'_>, out: &mut Vec<u8>) {
+    match id {
+        AckId::Packet(id) => mqtt::puback(id, out),
+        AckId::Subject(subject) => {
+            out.extend_from_slice(b"PUB ");
+            out.extend_from_slice(subject);
+            out.extend_from_slice(b" 0\r\n\r\n");
+        }
+    }
+}
+
+/// A JetStream publisher's answer (a message on its inbox): taken, or refused (why).
+pub fn pub_ack(payload: &[u8]) -> Result<(), String> {
+    match jetstream::pub_ack_refusal(payload) {
+        None => Ok(()),
+        Some(why) => Err(why),
     }
 }
 
 /// The answer to [`Incoming::Ping`].
 pub fn pong(broker: Broker) -> &'static [u8] {
     match broker {
-        Broker::Nats => nats::PONG,
-        Broker::Redis | Broker::Mqtt | Broker::Mqtt5 | Broker::Kafka => b"",
+        Broker::Nats | Broker::Jetstream => nats::PONG,
+        Broker::Redis | Broker::RedisStreams | Broker::Mqtt | Broker::Mqtt5 | Broker::Kafka => b"",
     }
 }
 

@@ -93,6 +93,15 @@ fn info(config: &PubsubConfig, acks: u64) -> Vec<String> {
         (Broker::Mqtt | Broker::Mqtt5, 1) => info.push(format!(
             "MQTT QoS 1: the broker acknowledged {acks} publishes (PUBACK), and every delivery was acknowledged"
         )),
+        (Broker::RedisStreams, _) => info.push(format!(
+            "Redis Streams: each publish is an XADD (answered {acks} times with the entry's id) to a stream kept to about {} entries (MAXLEN ~); each subscription is a consumer group set at the stream's end when the run opened, read with XREADGROUP and acknowledged with XACK; what the stream removed before a group read it is dropped, what it still held at the end undelivered",
+            config.stream_max_messages
+        )),
+        (Broker::Jetstream, _) => info.push(format!(
+            "NATS JetStream: each topic a stream kept to {} messages (file storage, oldest removed first); the stream answered {acks} publishes (PubAck); each subscription a durable push consumer from the stream's end (a deliver group when shared), at most {} deliveries unacknowledged per consumer, each acknowledged",
+            config.stream_max_messages,
+            crate::drivers::stream_setup::max_ack_pending(config)
+        )),
         (Broker::Kafka, _) => {
             info.push(format!(
                 "Kafka, acks={}: {}; each consumer fetches from the end of its partitions (as they were when the run opened), nothing committed; Kafka keeps every message, so one that had not come when the run ended is undelivered (lag), never dropped",

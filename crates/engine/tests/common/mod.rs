@@ -277,6 +277,15 @@ impl BrokerProcess {
         BrokerProcess::spawn(&["/usr/sbin/nats-server", "nats-server"], &args, port)
     }
 
+    /// `nats-server` with JetStream on, storing in a folder of its own (removed when dropped).
+    pub fn jetstream() -> BrokerProcess {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().display().to_string();
+        let mut broker = BrokerProcess::nats(&["-js", "-sd", &store]);
+        broker._dir = Some(dir);
+        broker
+    }
+
     /// `redis-server` without persistence, with `extra` arguments.
     pub fn redis(extra: &[&str]) -> BrokerProcess {
         let port = free_port();
