@@ -697,6 +697,21 @@ mod tests {
     }
 
     #[test]
+    fn stream_brokers_take_a_bound_and_shared_subscriptions() {
+        let c = config("[pubsub]\nbroker = \"redis-streams\"\nconsumers_per_subscription = 3\nstream_max_messages = 5000");
+        assert_eq!(
+            (c.consumers_per_subscription, c.stream_max_messages),
+            (3, 5000)
+        );
+        assert!(c.answers_publishes());
+        assert!(c
+            .describe()
+            .contains("redis-streams stream_max_messages=5000"));
+        let c = config("[pubsub]\nbroker = \"jetstream\"");
+        assert_eq!(c.stream_max_messages, super::DEFAULT_STREAM_MAX_MESSAGES);
+    }
+
+    #[test]
     fn a_broker_comparison_takes_each_brokers_own_address() {
         let text = "[pubsub]\naddress = \"127.0.0.1:1\"\naddresses = { nats = \"127.0.0.1:4297\", redis = \"127.0.0.1:4296\" }";
         assert_eq!(config(text).address, "127.0.0.1:4297");
@@ -706,7 +721,7 @@ mod tests {
             refused("system = \"pubsub\"\n[pubsub]\naddresses = { pulsar = \"127.0.0.1:6650\" }");
         assert_eq!(field, "pubsub.addresses.pulsar");
         assert!(
-            message.contains("nats, redis, mqtt, mqtt5, kafka"),
+            message.contains("nats, redis, mqtt, mqtt5, kafka, redis-streams, jetstream"),
             "{message}"
         );
     }
@@ -734,6 +749,12 @@ mod tests {
             ("[pubsub]\nmax_unsent_bytes = 100", "pubsub.max_unsent_bytes", "4096"),
             ("[pubsub]\npartitions = 4", "pubsub.partitions", "Kafka's"),
             ("[pubsub]\nacks = \"all\"", "pubsub.acks", "Kafka's"),
+            ("[pubsub]\nstream_max_messages = 100", "pubsub.stream_max_messages", "redis-streams"),
+            (
+                "[pubsub]\nbroker = \"jetstream\"\nstream_max_messages = 0",
+                "pubsub.stream_max_messages",
+                "give 1 to",
+            ),
             (
                 "[pubsub]\nbroker = \"kafka\"\nmessage_bytes = 2000000",
                 "pubsub.message_bytes",
