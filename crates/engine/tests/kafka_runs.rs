@@ -44,6 +44,39 @@ fn partitions_and_shared_subscriptions_deliver_every_message_once() {
     assert!(text.contains("publish latency"), "{text}");
     // Each request answered: every record published, warm-up included, acknowledged.
     assert!(text.contains("acks=1"), "{text}");
+    // Each subscription was a consumer group of the broker's: its positions committed at the
+    // end (nothing left to read: lag 0 on every partition), and its members gone.
+    let described = describe_group("shared.1-t1-s0");
+    assert!(described.contains("has no active members"), "{described}");
+    let rows: Vec<&str> = described
+        .lines()
+        .filter(|l| l.starts_with("shared.1-t1-s0 "))
+        .collect();
+    assert_eq!(rows.len(), 4, "{described}");
+    for row in rows {
+        let lag = row.split_whitespace().nth(5);
+        assert_eq!(lag, Some("0"), "{row}");
+    }
+}
+
+/// Kafka's own `kafka-consumer-groups --describe` of `group` (the tools' jars fetched by
+/// scripts/setup-kafka.sh).
+fn describe_group(group: &str) -> String {
+    let libs = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/kafka/libs/*");
+    let o = std::process::Command::new("java")
+        .args([
+            "-cp",
+            libs,
+            "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+            "--bootstrap-server",
+            &kafka().to_string(),
+            "--describe",
+            "--group",
+            group,
+        ])
+        .output()
+        .expect("java (scripts/setup.sh installs it)");
+    String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
 }
 
 #[test]

@@ -12,9 +12,9 @@
 //! drain. The run's counters are the sum over its subscriptions: every subscription of a topic
 //! is meant to get every message of it.
 use super::publisher::{Publisher, PublisherThread};
-use super::stream_setup::{reset_redis_groups, JetstreamApi};
+use super::stream_setup::{join_kafka_group, leave_kafka_group, reset_redis_groups, JetstreamApi};
 use super::stream_stats::closed_when;
-use super::subscriber::{Consumer, Pull, SubscriberThread, SubscriptionState};
+use super::subscriber::{Consumer, KafkaConsumer, Pull, SubscriberThread, SubscriptionState};
 use crate::error::EngineError;
 use crate::harness::{DriverOutput, RunContext, RunStop, SpanCpu, Timeline};
 use crate::net::pubsub::{self as wire, Incoming};
@@ -121,6 +121,8 @@ pub struct PubsubOutput {
     /// Publish latency (answer − intended publish time) of measured messages, when the
     /// broker answers publishes.
     pub publish_latency: Option<hdrhistogram::Histogram<u64>>,
+    /// What the reader must know of the run's end (a Kafka group not left).
+    pub notes: Vec<String>,
 }
 
 /// Why a connection's `reading` or `writing` failed with `e`: a reset or a broken pipe is
@@ -338,31 +340,25 @@ fn prepare_kafka_topics(config: &PubsubConfig, address: SocketAddr) -> Result<()
     }
 }
 
-/// The partitions that consumer `k` of `consumers` reads (shared subscription: each a share).
-fn kafka_share(partitions: u32, k: u32, consumers: u32) -> Vec<i32> {
-    (0..partitions as i32)
-        .filter(|p| *p as u32 % consumers == k)
-        .collect()
-}
-
 /// The partitions publisher `j` of a topic's `publishers` fills, in turn.
 fn kafka_publisher_partitions(partitions: u32, j: u32, publishers: u32) -> Vec<i32> {
     if partitions < publishers {
         return vec![(j % partitions) as i32];
     }
-    kafka_share(partitions, j, publishers)
+    (0..partitions as i32)
+        .filter(|p| *p as u32 % publishers == j)
+        .collect()
 }
 
-/// Opens a Kafka consumer of `partitions` of `topic`: their end offsets, and its first fetch
-/// sent (the subscription is in place from those offsets on).
+/// Starts a Kafka consumer of `partitions` of `topic` on its `stream`: their end offsets, and
+/// its first fetch sent (the subscription is in place from those offsets on).
 fn open_kafka_consumer(
     config: &PubsubConfig,
-    address: SocketAddr,
+    mut stream: TcpStream,
     topic: &str,
     partitions: &[i32],
     max_bytes: i32,
 ) -> Result<(TcpStream, kafka::Fetcher), EngineError> {
-    let mut stream = connect_for_opening(config, address, config.receive_buffer)?;
     // A topic just created may not be served yet though it has a leader: ask again.
     let deadline = std::time::Instant::now() + OPEN_TIMEOUT * 3;
     let offsets = loop {
@@ -442,6 +438,20 @@ pub fn drive(
         let cost = if sub.slow { config.slow_cost_ns } else { 0 };
         let deliver = jetstream::deliver_subject(mark, &sub.name);
         let mut consumers = Vec::new();
+        // Kafka: each subscription a consumer group, its consumers the group's members.
+        let mut members = if kafka {
+            let group = kafka_group_id(topic, &sub.name);
+            join_kafka_group(
+                config,
+                address,
+                topic,
+                &group,
+                config.consumers_per_subscription,
+            )?
+        } else {
+            Vec::new()
+        }
+        .into_iter();
         for k in 0..config.consumers_per_subscription {
             sid += 1;
             let name = format!("{}-c{k}", sub.name);
@@ -474,15 +484,24 @@ pub fn drive(
                 consumers.push(Consumer::new(stream, &leftover, size).map_err(EngineError::Io)?);
                 continue;
             }
-            if kafka {
-                let share = kafka_share(config.partitions, k, config.consumers_per_subscription);
+            if let Some(joined) = members.next() {
                 // A slow subscription fetches about what it handles in one of its turns.
                 let max_bytes = super::subscriber::turn_bytes(config, cost)
                     .min(kafka::FETCH_MAX_BYTES as usize) as i32;
-                let (stream, fetcher) =
-                    open_kafka_consumer(config, address, topic, &share, max_bytes)?;
+                let (stream, fetcher) = open_kafka_consumer(
+                    config,
+                    joined.stream,
+                    topic,
+                    &joined.partitions,
+                    max_bytes,
+                )?;
                 let mut consumer = Consumer::new(stream, &[], size).map_err(EngineError::Io)?;
-                consumer.pull = Some(Pull::Kafka(fetcher));
+                consumer.pull = Some(Pull::Kafka(KafkaConsumer {
+                    fetcher,
+                    member: joined.member,
+                    next_heartbeat_ns: crate::clock::now_ns()
+                        + crate::net::kafka_group::HEARTBEAT_EVERY_NS,
+                }));
                 consumers.push(consumer);
                 continue;
             }
@@ -662,6 +681,29 @@ pub fn drive(
         states.extend(out.subscriptions);
     }
     states.sort_by_key(|s| plan.iter().position(|p| p.name == s.stats.name));
+    let mut notes = Vec::new();
+    if kafka {
+        for s in &states {
+            let members: Vec<_> = s
+                .consumers
+                .iter()
+                .filter_map(|c| match &c.pull {
+                    Some(Pull::Kafka(k)) => {
+                        Some((k.member.clone(), k.fetcher.positions().to_vec()))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let topic = &config.topics[s.topic as usize];
+            if let Err(why) = leave_kafka_group(config, address, topic, &members) {
+                notes.push(format!(
+                    "consumer group {} was not committed and left at the end ({why}): its members expire after {} s",
+                    kafka_group_id(topic, &s.stats.name),
+                    crate::net::kafka_group::SESSION_TIMEOUT_MS / 1000
+                ));
+            }
+        }
+    }
     let window = Schedule {
         t0_ns: timeline.t0_ns,
         measure_start_ns: timeline.measure_start_ns,
@@ -699,7 +741,14 @@ pub fn drive(
         streams,
         acks,
         publish_latency,
+        notes,
     })
+}
+
+/// The consumer group of Kafka subscription `subscription` of `topic` (`msgbench.0-t0-s1`):
+/// named after its topic, so runs on other topics never share a group.
+pub fn kafka_group_id(topic: &str, subscription: &str) -> String {
+    format!("{topic}-{subscription}")
 }
 
 /// A subscription's accounting against what the publishers of its topic sent (see the module

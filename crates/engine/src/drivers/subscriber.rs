@@ -16,7 +16,7 @@ use crate::harness::timer::Timer;
 use crate::harness::{worker, RunStop, Timeline, STOP_CHECK_NS};
 use crate::net::pubsub::{self as wire, Header, Incoming, RunMark};
 use crate::net::tick::Schedule;
-use crate::net::{kafka, redis_streams};
+use crate::net::{kafka, kafka_group, redis_streams};
 use crate::recorder::{Recorder, SequenceChecker};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
@@ -48,10 +48,20 @@ pub struct Consumer {
     pub pull: Option<Pull>,
 }
 
+/// A Kafka consumer: what it fetches, and its group membership.
+pub struct KafkaConsumer {
+    /// Its fetch positions.
+    pub fetcher: kafka::Fetcher,
+    /// Its membership of the subscription's consumer group.
+    pub member: kafka_group::Member,
+    /// When its next heartbeat is due (clock ns).
+    pub next_heartbeat_ns: u64,
+}
+
 /// How a consumer that asks for its messages asks, and reads the answers.
 pub enum Pull {
-    /// Kafka: Fetch requests, from where.
-    Kafka(kafka::Fetcher),
+    /// Kafka: Fetch requests, from where, and heartbeats to its group's coordinator.
+    Kafka(KafkaConsumer),
     /// Redis Streams: XREADGROUP, then XACK.
     Streams(redis_streams::Reader),
 }
@@ -73,15 +83,31 @@ impl Pull {
                 .on_replies(input, out, on_message)
                 .map(|used| (used, 0))
                 .map_err(|e| (e, false)),
-            Pull::Kafka(fetcher) => {
+            Pull::Kafka(k) => {
                 let (mut at, mut foreign) = (0, 0);
                 loop {
                     match kafka::frame(&input[at..]) {
+                        Ok(Some((body, kafka_group::HEARTBEAT_CORRELATION, used))) => {
+                            let refusal = kafka_group::heartbeat_refusal(body, &k.member)
+                                .map_err(|e| (e, true))?;
+                            if let Some(why) = refusal {
+                                return Err((why, false));
+                            }
+                            at += used;
+                        }
                         Ok(Some((body, correlation, used))) => {
-                            foreign += fetcher
+                            foreign += k
+                                .fetcher
                                 .on_response(body, correlation, &mut on_message)
                                 .map_err(|e| (e, false))?;
-                            fetcher.request(out);
+                            k.fetcher.request(out);
+                            // Between two fetches: a fetch waits at most 500 ms for records,
+                            // so heartbeats keep well inside the session (30 s).
+                            let now = now_ns();
+                            if now >= k.next_heartbeat_ns {
+                                kafka_group::heartbeat_request(&k.member, out);
+                                k.next_heartbeat_ns = now + kafka_group::HEARTBEAT_EVERY_NS;
+                            }
                             at += used;
                         }
                         Ok(None) => return Ok((at, foreign)),

@@ -56,6 +56,15 @@ pub fn error_name(code: i16) -> String {
         41 => "NOT_CONTROLLER",
         42 => "INVALID_REQUEST",
         87 => "INVALID_RECORD",
+        14 => "COORDINATOR_LOAD_IN_PROGRESS",
+        15 => "COORDINATOR_NOT_AVAILABLE",
+        16 => "NOT_COORDINATOR",
+        22 => "ILLEGAL_GENERATION",
+        25 => "UNKNOWN_MEMBER_ID",
+        26 => "INVALID_SESSION_TIMEOUT",
+        27 => "REBALANCE_IN_PROGRESS",
+        30 => "GROUP_AUTHORIZATION_FAILED",
+        79 => "MEMBER_ID_REQUIRED",
         _ => return format!("error code {code}"),
     };
     format!("{name} ({code})")
@@ -63,16 +72,16 @@ pub fn error_name(code: i16) -> String {
 
 // ---- encoding ----
 
-fn put_i16(v: i16, out: &mut Vec<u8>) {
+pub(crate) fn put_i16(v: i16, out: &mut Vec<u8>) {
     out.extend_from_slice(&v.to_be_bytes());
 }
-fn put_i32(v: i32, out: &mut Vec<u8>) {
+pub(crate) fn put_i32(v: i32, out: &mut Vec<u8>) {
     out.extend_from_slice(&v.to_be_bytes());
 }
-fn put_i64(v: i64, out: &mut Vec<u8>) {
+pub(crate) fn put_i64(v: i64, out: &mut Vec<u8>) {
     out.extend_from_slice(&v.to_be_bytes());
 }
-fn put_str(s: &str, out: &mut Vec<u8>) {
+pub(crate) fn put_str(s: &str, out: &mut Vec<u8>) {
     put_i16(s.len() as i16, out);
     out.extend_from_slice(s.as_bytes());
 }
@@ -97,7 +106,7 @@ fn varint_len(v: i64) -> usize {
 }
 
 /// Starts a request (size placeholder and header v1); returns where its size goes.
-fn begin(api: i16, version: i16, correlation: i32, out: &mut Vec<u8>) -> usize {
+pub(crate) fn begin(api: i16, version: i16, correlation: i32, out: &mut Vec<u8>) -> usize {
     let start = out.len();
     put_i32(0, out);
     put_i16(api, out);
@@ -108,7 +117,7 @@ fn begin(api: i16, version: i16, correlation: i32, out: &mut Vec<u8>) -> usize {
 }
 
 /// Writes the size of the request begun at `start`.
-fn finish(start: usize, out: &mut [u8]) {
+pub(crate) fn finish(start: usize, out: &mut [u8]) {
     let size = (out.len() - start - 4) as i32;
     out[start..start + 4].copy_from_slice(&size.to_be_bytes());
 }
@@ -129,7 +138,7 @@ impl<'a> Reader<'a> {
     pub fn new(buf: &'a [u8]) -> Reader<'a> {
         Reader { buf, at: 0 }
     }
-    fn take(&mut self, n: usize) -> Result<&'a [u8], &'static str> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], &'static str> {
         let end = self.at.checked_add(n).ok_or(SHORT)?;
         let s = self.buf.get(self.at..end).ok_or(SHORT)?;
         self.at = end;
@@ -138,17 +147,17 @@ impl<'a> Reader<'a> {
     fn i8(&mut self) -> Result<i8, &'static str> {
         Ok(self.take(1)?[0] as i8)
     }
-    fn i16(&mut self) -> Result<i16, &'static str> {
+    pub(crate) fn i16(&mut self) -> Result<i16, &'static str> {
         Ok(i16::from_be_bytes(self.take(2)?.try_into().expect("2")))
     }
-    fn i32(&mut self) -> Result<i32, &'static str> {
+    pub(crate) fn i32(&mut self) -> Result<i32, &'static str> {
         Ok(i32::from_be_bytes(self.take(4)?.try_into().expect("4")))
     }
-    fn i64(&mut self) -> Result<i64, &'static str> {
+    pub(crate) fn i64(&mut self) -> Result<i64, &'static str> {
         Ok(i64::from_be_bytes(self.take(8)?.try_into().expect("8")))
     }
     /// A string (or a null one: empty).
-    fn str(&mut self) -> Result<&'a [u8], &'static str> {
+    pub(crate) fn str(&mut self) -> Result<&'a [u8], &'static str> {
         let n = self.i16()?;
         if n < 0 {
             return Ok(b"");
@@ -156,7 +165,7 @@ impl<'a> Reader<'a> {
         self.take(n as usize)
     }
     /// An array's length (a null array: 0).
-    fn len(&mut self) -> Result<usize, &'static str> {
+    pub(crate) fn len(&mut self) -> Result<usize, &'static str> {
         let n = self.i32()?;
         if n > 1 << 24 {
             return Err("a Kafka array longer than any response holds");
@@ -211,6 +220,11 @@ pub fn call(stream: &mut TcpStream, request: &[u8], correlation: i32) -> Result<
     stream
         .write_all(request)
         .map_err(|e| format!("writing a request failed ({e})"))?;
+    read_response(stream, correlation)
+}
+
+/// Reads the response to the request of `correlation` (sent before) and returns its body.
+pub fn read_response(stream: &mut TcpStream, correlation: i32) -> Result<Vec<u8>, String> {
     let mut size = [0u8; 4];
     read_exact(stream, &mut size)?;
     let n = i32::from_be_bytes(size);
@@ -559,6 +573,11 @@ impl Fetcher {
             max_bytes,
             correlation: 0,
         }
+    }
+
+    /// The partitions it reads and the next offset of each.
+    pub fn positions(&self) -> &[(i32, i64)] {
+        &self.positions
     }
 
     /// Appends a Fetch v10 request for everything past the current positions.

@@ -6,6 +6,7 @@ pub mod http;
 pub mod jetstream;
 pub mod json_rpc;
 pub mod kafka;
+pub mod kafka_group;
 pub mod mqtt;
 pub mod nats;
 pub mod proto_wire;

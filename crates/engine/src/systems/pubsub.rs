@@ -24,6 +24,7 @@ pub fn run(
     let address = resolve(&config.address)?;
     let measured = pubsub::drive(scenario, config, address, ctx, &|| server.cpu_ns())?;
     let mut notes = server.process_notes();
+    notes.extend(measured.notes.iter().cloned());
     notes.extend(measured.streams.iter().filter_map(|s| {
         let why = s.closed.as_deref()?;
         Some(format!("subscription {} ended early: {why}", s.name))
@@ -104,7 +105,7 @@ fn info(config: &PubsubConfig, acks: u64) -> Vec<String> {
         )),
         (Broker::Kafka, _) => {
             info.push(format!(
-                "Kafka, acks={}: {}; each consumer fetches from the end of its partitions (as they were when the run opened), nothing committed; Kafka keeps every message, so one that had not come when the run ended is undelivered (lag), never dropped",
+                "Kafka, acks={}: {}; each subscription is a consumer group (named <topic>-<subscription>) joined through the broker's group coordinator, its consumers fetching from the end of the partitions assigned to them (as they were when the run opened), heartbeating while the run lasts, committing their positions and leaving at the end; Kafka keeps every message, so one that had not come when the run ended is undelivered (lag), never dropped",
                 config.acks.name(),
                 if config.answers_publishes() {
                     format!("the broker answered {acks} published records, one Produce response per batch")
