@@ -498,9 +498,11 @@ pub struct ScenarioArgs {
     /// A check every run must pass, added to report.thresholds (repeatable); a run that fails
     /// one makes `run` exit 3 once everything is written. Latency percentiles with a
     /// duration, delivered/failed/dropped/skipped with a count or a percentage, rate in
-    /// messages/s or % of the target, scoped to a class or stream client.
+    /// messages/s or % of the target, scoped to a class or stream client (a pubsub
+    /// subscription or its group), or a pubsub run's publish latency (`publish.`).
     /// Examples: --threshold "p99 < 10ms" --threshold "delivered >= 99.9%"
     /// --threshold "failed == 0" --threshold "rate >= 95%" --threshold "class.get.p99 < 5ms"
+    /// --threshold "client.slow-subscriber.dropped == 0" --threshold "publish.p99 < 5ms"
     #[arg(long = "threshold", value_name = "CHECK")]
     pub thresholds: Vec<String>,
 }

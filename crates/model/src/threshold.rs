@@ -5,6 +5,7 @@
 //! ```text
 //! threshold := [scope "."] metric op value
 //! scope     := "class." NAME | "client." NAME      (a stream client or its group)
+//!            | "publish."                          (pubsub: the broker's answers to publishes)
 //! metric    := p50 | p90 | p95 | p99 | p99.9 | p99.99 | max        (value: a duration)
 //!            | delivered | failed | dropped | skipped                (value: a count or N%)
 //!            | rate                                  (value: messages/s, or N% of the target)
@@ -22,7 +23,8 @@ use std::time::Duration;
 pub const HELP: &str = "write it like `p99 < 10ms`, `delivered >= 99.9%`, `failed == 0`, \
 `rate >= 95%` or `class.get.p99 < 5ms` (latency: p50, p90, p95, p99, p99.9, p99.99, max with a \
 duration; delivered, failed, dropped, skipped with a count or a percentage; rate in messages/s \
-or % of the target; operators <, <=, >, >=, ==; scopes class.NAME. and client.NAME.)";
+or % of the target; operators <, <=, >, >=, ==; scopes class.NAME., client.NAME. and publish. \
+(a pubsub run's publish latency: `publish.p99 < 5ms`))";
 
 /// A parsed threshold.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,6 +50,8 @@ pub enum Scope {
     Class(String),
     /// A stream client by name (`native-0`) or every client of a group (`native`).
     Client(String),
+    /// A pubsub run's publish latency (the broker's answer − the intended publish time).
+    Publish,
 }
 
 /// The figures a threshold may name.
@@ -148,6 +152,11 @@ impl Threshold {
                 "a class has latency figures only, not `{metric_text}`"
             )));
         }
+        if scope == Scope::Publish && !matches!(metric, Metric::Latency(_)) {
+            return Err(fail(format!(
+                "publish latency has latency figures only, not `{metric_text}`"
+            )));
+        }
         let bound = bound(metric, right).map_err(&fail)?;
         Ok(Threshold {
             text: text.to_string(),
@@ -211,6 +220,13 @@ impl Threshold {
                 };
                 Ok(vec![self.figure(&run.counters, &class.latency, run)])
             }
+            Scope::Publish => match &run.publish_latency {
+                Some(p) => Ok(vec![self.figure(&run.counters, p, run)]),
+                None => Err(
+                    "the run has no publish latency (its broker answers no publish: NATS core, MQTT at QoS 0, Kafka at acks 0, or not a pubsub run)"
+                        .into(),
+                ),
+            },
             Scope::Client(name) => {
                 let clients: Vec<_> = run
                     .streams
@@ -276,6 +292,17 @@ impl Threshold {
     pub fn check_names(&self, system: &crate::scenario::System) -> Result<(), String> {
         match &self.scope {
             Scope::Run => Ok(()),
+            Scope::Publish => match system {
+                crate::scenario::System::Pubsub { pubsub, .. } if pubsub.answers_publishes() => {
+                    Ok(())
+                }
+                crate::scenario::System::Pubsub { pubsub, .. } => Err(format!(
+                    "it names publish latency, and broker \"{}\"{} answers no publish: use redis, redis-streams, jetstream, mqtt with qos = 1, or kafka with acks 1 or all",
+                    pubsub.broker.name(),
+                    if pubsub.broker.is_mqtt() { " at qos 0" } else if pubsub.broker == crate::pubsub::Broker::Kafka { " at acks 0" } else { "" }
+                )),
+                _ => Err("it names publish latency, which only a pubsub run has".to_string()),
+            },
             Scope::Class(name) => {
                 let classes = system.class_names();
                 if classes.iter().any(|c| c.eq_ignore_ascii_case(name)) {
@@ -287,9 +314,30 @@ impl Threshold {
                 ))
             }
             Scope::Client(name) => {
+                if let crate::scenario::System::Pubsub { pubsub, .. } = system {
+                    // A pubsub run's clients are its subscriptions (t0-s1), grouped as
+                    // subscriber and slow-subscriber.
+                    let mut names: Vec<String> =
+                        pubsub.subscriptions().into_iter().map(|s| s.name).collect();
+                    names.extend(pubsub.class_names());
+                    if names.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+                        return Ok(());
+                    }
+                    let subs: Vec<String> =
+                        pubsub.subscriptions().into_iter().map(|s| s.name).collect();
+                    let listed = if subs.len() <= 8 {
+                        subs.join(", ")
+                    } else {
+                        format!("{} … {} (tT-sS)", subs[0], subs[subs.len() - 1])
+                    };
+                    return Err(format!(
+                        "it names client `{name}`, which the scenario does not have (its subscriptions: {listed}; its groups: {})",
+                        pubsub.class_names().join(", ")
+                    ));
+                }
                 let crate::scenario::System::Ticks { ticks, .. } = system else {
                     return Err(
-                        "it names a stream client, and only the ticks system has them: \
+                        "it names a stream client, and only the ticks and pubsub systems have them: \
                                 use class.NAME for an operation class"
                             .to_string(),
                     );
@@ -357,6 +405,9 @@ fn list_or_none(names: &[&str]) -> String {
 
 /// `class.get.p99` → (Class("get"), "p99"); `p99.9` → (Run, "p99.9").
 fn split_scope(left: &str) -> Result<(Scope, &str), String> {
+    if let Some(metric) = left.strip_prefix("publish.") {
+        return Ok((Scope::Publish, metric.trim()));
+    }
     for (prefix, make) in [
         ("class.", Scope::Class as fn(String) -> Scope),
         ("client.", Scope::Client as fn(String) -> Scope),
@@ -522,6 +573,7 @@ mod tests {
             ("class..p99 < 1ms", "empty name"),
             ("p99 <", "nothing after"),
             ("failed == 0.5", "not a whole number"),
+            ("publish.dropped == 0", "latency figures only"),
         ] {
             let e = Threshold::parse(bad).unwrap_err();
             assert!(e.contains(why) && e.contains("p99 < 10ms"), "{bad}: {e}");
@@ -564,5 +616,24 @@ mod tests {
             .unwrap()
             .check(&r, Err("target missed"));
         assert!(!invalid.passed && invalid.note.unwrap().contains("target missed"));
+    }
+
+    #[test]
+    fn publish_latency_is_checked_where_the_broker_answers_publishes() {
+        let t = Threshold::parse("publish.p99 < 5ms").unwrap();
+        assert_eq!(
+            (t.scope.clone(), t.metric),
+            (Scope::Publish, Metric::Latency(SloMetric::P99))
+        );
+        let mut r = run(1000, 1000, 40);
+        let none = t.check(&r, Ok(()));
+        assert!(!none.passed && none.note.unwrap().contains("no publish latency"));
+        r.publish_latency = Some(Percentiles {
+            p99_ns: 3_000_000,
+            ..Percentiles::default()
+        });
+        let answered = t.check(&r, Ok(()));
+        assert!(answered.passed, "{answered:?}");
+        assert_eq!(answered.measured, "3.00 ms");
     }
 }
