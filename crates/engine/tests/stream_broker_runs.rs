@@ -155,3 +155,51 @@ fn a_server_without_jetstream_and_a_key_of_another_type_are_one_clear_error_each
     let e = outcome.expect_err("a string key").to_string();
     assert!(e.contains("WRONGTYPE") && e.contains("topic_prefix"), "{e}");
 }
+
+#[test]
+fn a_stream_that_is_not_msgbenchs_is_refused_not_trimmed() {
+    use std::io::{Read, Write};
+    // Redis: someone's stream (one entry, no group of msgbench's).
+    let redis = BrokerProcess::redis(&[]);
+    let mut c = std::net::TcpStream::connect(redis.addr).unwrap();
+    c.write_all(b"*5\r\n$4\r\nXADD\r\n$8\r\ntheirs.0\r\n$1\r\n*\r\n$1\r\na\r\n$1\r\nb\r\n")
+        .unwrap();
+    let mut id = [0u8; 8];
+    c.read_exact(&mut id).unwrap();
+    let (outcome, _dir) = try_run(
+        &scenario("redis-streams", redis.addr, "topic_prefix = \"theirs\""),
+        &[],
+    );
+    let e = outcome.expect_err("someone's stream").to_string();
+    assert!(
+        e.contains("stream theirs.0 exists and is not msgbench's") && e.contains("topic_prefix"),
+        "{e}"
+    );
+    // JetStream: someone's stream on the run's subject, with another bound than the run's.
+    let nats = BrokerProcess::jetstream();
+    let mut c = std::net::TcpStream::connect(nats.addr).unwrap();
+    let body = br#"{"name":"theirs_0","subjects":["theirs.0"],"storage":"memory"}"#;
+    c.write_all(
+        format!(
+            "CONNECT {{\"verbose\":false}}\r\nSUB _R 1\r\nPUB $JS.API.STREAM.CREATE.theirs_0 _R {}\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    c.write_all(body).unwrap();
+    c.write_all(b"\r\nPING\r\n").unwrap();
+    let mut seen = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("theirs_0") {
+        let n = c.read(&mut chunk).unwrap();
+        assert!(n > 0);
+        seen.extend_from_slice(&chunk[..n]);
+    }
+    let (outcome, _dir) = try_run(
+        &scenario("jetstream", nats.addr, "topic_prefix = \"theirs\""),
+        &[],
+    );
+    let e = outcome.expect_err("someone's stream").to_string();
+    assert!(e.contains("exists and is not msgbench's"), "{e}");
+}

@@ -611,8 +611,10 @@ impl PubsubSpec {
                 return Err(invalid(
                     "pubsub.consumers_per_subscription",
                     format!(
-                        "is {} with {} partitions per topic",
-                        self.consumers_per_subscription, self.partitions
+                        "is {} with {} partition{} per topic",
+                        self.consumers_per_subscription,
+                        self.partitions,
+                        if self.partitions == 1 { "" } else { "s" }
                     ),
                     "a Kafka consumer reads whole partitions: give at least as many partitions as consumers per subscription (the others would get nothing)",
                 ));

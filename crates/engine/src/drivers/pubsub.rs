@@ -183,7 +183,9 @@ pub(crate) fn open(
         match wire::decode(config.broker, &input[at..]) {
             // NATS servers speak first: their INFO.
             Ok(Some(_))
-                if config.broker == Broker::Nats && at == 0 && !input.starts_with(b"INFO") =>
+                if matches!(config.broker, Broker::Nats | Broker::Jetstream)
+                    && at == 0
+                    && !input.starts_with(b"INFO") =>
             {
                 return Err(broker_error(format!(
                     "this is not a nats server (it did not begin with INFO but with {:?}); check pubsub.broker and pubsub.address",

@@ -18,6 +18,7 @@ pub fn reset_redis_groups(
 ) -> Result<(), EngineError> {
     let fail = |problem: String| broker_error(config, problem);
     let mut stream = connect_for_opening(config, address, 0)?;
+    refuse_streams_of_others(config, &mut stream, groups)?;
     let mut out = Vec::new();
     for (topic, group) in groups {
         redis_streams::reset_group(topic, group, &mut out);
@@ -48,6 +49,56 @@ pub fn reset_redis_groups(
                 }
             }
             at += used;
+        }
+    }
+    Ok(())
+}
+
+/// Every publish trims its stream to `stream_max_messages`: a stream that exists and is not
+/// msgbench's (it has no consumer group, or one msgbench did not make) is refused, not trimmed.
+fn refuse_streams_of_others(
+    config: &PubsubConfig,
+    stream: &mut TcpStream,
+    groups: &[(String, String)],
+) -> Result<(), EngineError> {
+    let mut topics: Vec<&str> = groups.iter().map(|(t, _)| t.as_str()).collect();
+    topics.dedup();
+    let mut out = Vec::new();
+    for t in &topics {
+        redis_streams::groups_request(t, &mut out);
+    }
+    stream
+        .write_all(&out)
+        .map_err(|e| broker_error(config, format!("writing the opening failed ({e})")))?;
+    let mut input = Vec::new();
+    let mut at = 0;
+    for t in topics {
+        let (reply, used) = read_reply(config, stream, &mut input, at)?;
+        let text = &input[at..at + used];
+        at += used;
+        if reply == resp::Reply::Error {
+            // No such key: the run makes the stream. A key of another type is named when its
+            // group is made.
+            continue;
+        }
+        let names = redis_streams::group_names(text).map_err(|e| broker_error(config, e))?;
+        let others: Vec<&String> = names
+            .iter()
+            .filter(|n| !n.starts_with("msgbench-"))
+            .collect();
+        if names.is_empty() || !others.is_empty() {
+            return Err(broker_error(
+                config,
+                format!(
+                    "stream {t} exists and is not msgbench's ({}): every publish would trim it to pubsub.stream_max_messages = {}; use another pubsub.topic_prefix",
+                    if names.is_empty() {
+                        "it has no consumer group".to_string()
+                    } else {
+                        format!("its consumer groups include {}", others.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "))
+                    },
+                    config.stream_max_messages
+                ),
+            ));
         }
     }
     Ok(())
@@ -99,12 +150,24 @@ fn read_more(
             }
             Ok(())
         }
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            Err(broker_error(
+                config,
+                format!(
+                    "no answer to the opening within {} s; is this a {} server? check pubsub.broker and pubsub.address",
+                    OPEN_TIMEOUT.as_secs(),
+                    config.broker.name()
+                ),
+            ))
+        }
         Err(e) => Err(broker_error(
             config,
-            format!(
-                "no answer during the opening within {} s ({e})",
-                OPEN_TIMEOUT.as_secs()
-            ),
+            format!("reading during the opening failed ({e})"),
         )),
     }
 }
@@ -193,6 +256,17 @@ impl<'a> JetstreamApi<'a> {
         let answer = self.request(&subject, &body)?;
         let error = match jetstream::api_error(&answer) {
             Some(e) if e.code == jetstream::STREAM_NAME_IN_USE => {
+                // Another bound: updated only if msgbench made it.
+                let info = self.request(&jetstream::stream_info_subject(topic), b"")?;
+                if !jetstream::made_by_msgbench(&info) {
+                    return Err(broker_error(
+                        self.config,
+                        format!(
+                            "JetStream stream {} (subject {topic}) exists and is not msgbench's: msgbench would change its bound to pubsub.stream_max_messages = {max}; use another pubsub.topic_prefix",
+                            jetstream::stream_name(topic)
+                        ),
+                    ));
+                }
                 let (subject, body) = jetstream::stream_request(topic, max, true);
                 let answer = self.request(&subject, &body)?;
                 jetstream::api_error(&answer)

@@ -517,8 +517,11 @@ impl SubscriberThread<'_> {
                 }
                 consumer.input.resize(grown, 0);
             }
+            // At most the turn's budget: a slow subscription must not take more than it can
+            // handle before the loop looks at the clock and the drain deadline again.
             let room = (consumer.input.len() - consumer.len).min(budget);
-            match consumer.stream.read(&mut consumer.input[consumer.len..]) {
+            let end = consumer.len + room;
+            match consumer.stream.read(&mut consumer.input[consumer.len..end]) {
                 Ok(0) => {
                     self.close(s, c, "the broker closed the connection".into());
                     return false;

@@ -43,12 +43,33 @@ pub fn stream_request(topic: &str, max_msgs: u64, update: bool) -> (String, Vec<
         "discard": "old",
         "storage": "file",
         "num_replicas": 1,
+        "description": MSGBENCH_STREAM,
     });
     let verb = if update { "UPDATE" } else { "CREATE" };
     (
         format!("$JS.API.STREAM.{verb}.{name}"),
         body.to_string().into_bytes(),
     )
+}
+
+/// The description of the streams msgbench makes: the only ones it changes.
+pub const MSGBENCH_STREAM: &str = "made by msgbench (pubsub)";
+
+/// `$JS.API.STREAM.INFO.<stream>`.
+pub fn stream_info_subject(topic: &str) -> String {
+    format!("$JS.API.STREAM.INFO.{}", stream_name(topic))
+}
+
+/// A STREAM.INFO answer describes a stream msgbench made.
+pub fn made_by_msgbench(info: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(info)
+        .ok()
+        .and_then(|v| {
+            v["config"]["description"]
+                .as_str()
+                .map(|d| d == MSGBENCH_STREAM)
+        })
+        .unwrap_or(false)
 }
 
 /// `$JS.API.CONSUMER.DELETE.<stream>.<durable>`.

@@ -196,6 +196,29 @@ impl Reader {
     }
 }
 
+/// `XINFO GROUPS <topic>`: the stream's consumer groups (answered with an error when there
+/// is no such stream).
+pub fn groups_request(topic: &str, out: &mut Vec<u8>) {
+    command(&[b"XINFO", b"GROUPS", topic.as_bytes()], out);
+}
+
+/// The names of the groups in an `XINFO GROUPS` reply (whole): an array of flat maps.
+pub fn group_names(reply: &[u8]) -> Result<Vec<String>, String> {
+    let mut c = Cursor { buf: reply, at: 0 };
+    let mut names = Vec::new();
+    for _ in 0..c.array()?.unwrap_or(0) {
+        let fields = c.array()?.unwrap_or(0);
+        for _ in 0..fields / 2 {
+            let key = c.value()?;
+            let value = c.value()?;
+            if key == Some(&b"name"[..]) {
+                names.push(String::from_utf8_lossy(value.unwrap_or_default()).into_owned());
+            }
+        }
+    }
+    Ok(names)
+}
+
 /// Reads RESP elements of a reply already known whole (by [`resp::decode`]).
 struct Cursor<'a> {
     buf: &'a [u8],
@@ -229,6 +252,14 @@ impl<'a> Cursor<'a> {
             }
             (b'_', _) => Ok(None),
             (kind, _) => Err(format!("an array expected, {:?} found", kind as char)),
+        }
+    }
+
+    /// A scalar (a bulk string, a simple string or an integer, as its text); `None` for nil.
+    fn value(&mut self) -> Result<Option<&'a [u8]>, String> {
+        match self.buf.get(self.at) {
+            Some(b':' | b'+') => self.line().map(|(_, text)| Some(text)),
+            _ => self.bulk(),
         }
     }
 
@@ -309,6 +340,13 @@ mod tests {
         // The nil reply (a timeout) asks again, with nothing to acknowledge.
         expected.extend_from_slice(&read);
         assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn group_names_are_read_from_xinfo_groups() {
+        let reply = b"*2\r\n*8\r\n$4\r\nname\r\n$10\r\nmsgbench-a\r\n$9\r\nconsumers\r\n:1\r\n$7\r\npending\r\n:0\r\n$3\r\nlag\r\n$-1\r\n*2\r\n$4\r\nname\r\n$5\r\ntheir\r\n";
+        assert_eq!(group_names(reply).unwrap(), ["msgbench-a", "their"]);
+        assert!(group_names(b"*0\r\n").unwrap().is_empty());
     }
 
     #[test]

@@ -31,9 +31,16 @@ pub fn run(
     }));
     let lost: u64 = measured.streams.iter().map(|s| s.counters.dropped).sum();
     if lost > 0 {
-        notes.push(format!(
-            "the broker lost {lost} messages on their way to subscriptions (gaps in a publisher's sequence before a later message that came)"
-        ));
+        notes.push(if config.broker == Broker::RedisStreams {
+            format!(
+                "{lost} messages were removed from their streams before a subscription read them (each stream keeps about pubsub.stream_max_messages = {}: gaps in a publisher's sequence before a later message that came)",
+                config.stream_max_messages
+            )
+        } else {
+            format!(
+                "the broker lost {lost} messages on their way to subscriptions (gaps in a publisher's sequence before a later message that came)"
+            )
+        });
     }
     let out = measured.out;
     let mut info = info(config, measured.acks);
