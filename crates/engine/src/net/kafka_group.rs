@@ -57,6 +57,15 @@ pub struct Member {
     pub generation: i32,
 }
 
+/// A member's identity, as SyncGroup, Heartbeat and OffsetCommit begin: group, generation,
+/// member id, no static membership.
+fn put_member(member: &Member, out: &mut Vec<u8>) {
+    put_str(&member.group, out);
+    put_i32(member.generation, out);
+    put_str(&member.id, out);
+    put_i16(-1, out);
+}
+
 fn put_bytes(b: &[u8], out: &mut Vec<u8>) {
     put_i32(b.len() as i32, out);
     out.extend_from_slice(b);
@@ -175,10 +184,7 @@ pub fn sync_request(
     out: &mut Vec<u8>,
 ) {
     let start = begin(SYNC_GROUP, 3, correlation, out);
-    put_str(&member.group, out);
-    put_i32(member.generation, out);
-    put_str(&member.id, out);
-    put_i16(-1, out);
+    put_member(member, out);
     put_i32(assignments.len() as i32, out);
     for (id, partitions) in assignments {
         put_str(id, out);
@@ -227,10 +233,7 @@ pub fn sync_response(body: &[u8], topic: &str) -> Result<Result<Vec<i32>, i16>, 
 /// Heartbeat v3 of `member`.
 pub fn heartbeat_request(member: &Member, out: &mut Vec<u8>) {
     let start = begin(HEARTBEAT, 3, HEARTBEAT_CORRELATION, out);
-    put_str(&member.group, out);
-    put_i32(member.generation, out);
-    put_str(&member.id, out);
-    put_i16(-1, out);
+    put_member(member, out);
     finish(start, out);
 }
 
@@ -269,10 +272,7 @@ pub fn commit_request(
     out: &mut Vec<u8>,
 ) {
     let start = begin(OFFSET_COMMIT, 7, correlation, out);
-    put_str(&member.group, out);
-    put_i32(member.generation, out);
-    put_str(&member.id, out);
-    put_i16(-1, out);
+    put_member(member, out);
     put_i32(1, out);
     put_str(topic, out);
     put_i32(positions.len() as i32, out);
