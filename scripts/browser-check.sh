@@ -16,10 +16,11 @@ mkdir -p "$OUT"
 if [ $# -ge 1 ]; then
   DIR="$1"
 else
-  (cd "$ROOT" && cargo build --release --quiet)
+  PROFILE=${MSGBENCH_PROFILE:-release}
+  (cd "$ROOT" && cargo build --profile "$PROFILE" --quiet)
   rm -rf "$OUT/results"
   # A small real sweep with two operation classes: every chart kind, the knee and advice.
-  "$ROOT/target/release/msgbench" run "$ROOT/examples/pipeline-depth.toml" --duration 1200ms \
+  "$ROOT/target/$PROFILE/msgbench" run "$ROOT/examples/pipeline-depth.toml" --duration 1200ms \
     --warmup 200ms --slo "p99 < 4ms" --quiet --out "$OUT/results"
   DIR=$(ls -d "$OUT"/results/*/* | head -1)
 fi

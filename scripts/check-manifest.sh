@@ -12,10 +12,11 @@ if [ ! -x "$VENV/bin/kubernetes-validate" ]; then
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install --quiet "kubernetes-validate==$VERSION"
 fi
-cargo build --release --quiet
+PROFILE=${MSGBENCH_PROFILE:-release}
+cargo build --profile "$PROFILE" --quiet
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-target/release/msgbench kube examples/sharded-rpc.toml --shards 4 \
+"target/$PROFILE/msgbench" kube examples/sharded-rpc.toml --shards 4 \
   --set 'rpc.address="rpc.bench.svc:7000"' \
   --image registry.example/msgbench:0.1 --start-at +10m > "$tmp/job.yaml"
 "$VENV/bin/kubernetes-validate" --strict --kubernetes-version "$VERSION" "$tmp/job.yaml"

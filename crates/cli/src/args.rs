@@ -279,6 +279,11 @@ pub struct ServeGrpcArgs {
     /// Concurrent streams per connection (SETTINGS_MAX_CONCURRENT_STREAMS).
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_streams: u32,
+    /// Answer server reflection with UNIMPLEMENTED, as a server without it does (by default
+    /// it describes its services, so scenarios and tools may use `reflection` instead of the
+    /// .proto).
+    #[arg(long)]
+    pub no_reflection: bool,
     /// Most connections open at once; more are closed on accept.
     #[arg(long, value_name = "N", default_value_t = 4096)]
     pub max_connections: u32,

@@ -807,9 +807,7 @@ fn import_omb(args: &crate::args::ImportOmbArgs) -> ExitCode {
         .into()
     });
     let scenario = workload.to_scenario(&source, &Target { broker, address });
-    let limits = msgbench_model::check::MachineLimits {
-        cpus: msgbench_engine::affinity::allowed_cpus(),
-    };
+    let limits = msgbench_engine::machine_limits();
     if let Err(e) =
         msgbench_model::Experiment::load(&scenario, "the imported scenario", &[], &limits)
     {

@@ -135,6 +135,7 @@ fn grpc_options(
         max_message: args.max_message as usize,
         max_streams: args.max_streams,
         max_connections: args.max_connections as usize,
+        reflection: !args.no_reflection,
     };
     let run_for = match &args.run_for {
         Some(t) => Some(parse_duration("for", t)?),

@@ -1,7 +1,6 @@
 //! What every command shares before it runs: the machine's limits, Ctrl-C handling, and how a
 //! failure is reported (one line on stderr and the exit code).
 use crate::EXIT_INTERRUPTED;
-use msgbench_engine::affinity::allowed_cpus;
 use msgbench_model::check::MachineLimits;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,9 +14,7 @@ pub(crate) fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
 
 /// The CPUs this process may run on, for validating pins.
 pub(crate) fn machine_limits() -> MachineLimits {
-    MachineLimits {
-        cpus: allowed_cpus(),
-    }
+    msgbench_engine::machine_limits()
 }
 
 /// Raises `stop` on the first Ctrl-C (saying what happens now), quits on the second.

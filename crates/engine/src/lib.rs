@@ -40,4 +40,5 @@ pub mod store;
 pub mod systems;
 pub mod wait;
 
+pub use drivers::grpc_reflection::machine_limits;
 pub use error::EngineError;

@@ -93,9 +93,7 @@ fn refused(sets: &[&str]) -> String {
     let overrides: Vec<_> = (sets.iter())
         .map(|s| msgbench_model::sweep::Override::parse(s).unwrap())
         .collect();
-    let limits = msgbench_model::check::MachineLimits {
-        cpus: msgbench_engine::affinity::allowed_cpus(),
-    };
+    let limits = msgbench_engine::machine_limits();
     match msgbench_model::Experiment::load(GRPC, "test.toml", &overrides, &limits) {
         Ok(_) => panic!("{sets:?} was taken"),
         Err(e) => e.to_string(),
@@ -216,9 +214,7 @@ fn chat_refused(sets: &[&str]) -> String {
     let overrides: Vec<_> = (sets.iter())
         .map(|s| msgbench_model::sweep::Override::parse(s).unwrap())
         .collect();
-    let limits = msgbench_model::check::MachineLimits {
-        cpus: msgbench_engine::affinity::allowed_cpus(),
-    };
+    let limits = msgbench_engine::machine_limits();
     match msgbench_model::Experiment::load(CHAT, "test.toml", &overrides, &limits) {
         Ok(_) => panic!("{sets:?} was taken"),
         Err(e) => e.to_string(),
@@ -288,4 +284,81 @@ fn client_streaming_calls_send_their_messages_and_are_timed_to_the_one_response(
         "http.requests.echo.messages=0",
     ]);
     assert!(e.contains("http.requests.echo.messages"), "{e}");
+}
+
+#[test]
+fn without_a_proto_the_calls_are_described_by_the_servers_reflection() {
+    let server = start(GrpcServerOptions::default(), "127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = url(server.local_addr());
+    let r = &run(GRPC, &[&addr, "http.reflection=true"])[0];
+    assert_accounted(r);
+    assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
+    assert!(r.counters.delivered > 800, "{:?}", r.counters);
+    // What reflection offers is checked like a .proto: methods and fields by name.
+    let e = refused(&[
+        &addr,
+        "http.reflection=true",
+        "http.requests.echo.grpc=\"msgbench.Echo/Cal\"",
+    ]);
+    assert!(e.contains("it has: Call, Chat, Upload"), "{e}");
+    let e = refused(&[
+        &addr,
+        "http.reflection=true",
+        "http.requests.echo.message='{\"size\":3}'",
+    ]);
+    assert!(e.contains("size") && e.contains("payload"), "{e}");
+    let e = refused(&[&addr, "http.reflection=true", &proto()]);
+    assert!(
+        e.contains("http.reflection") && e.contains("give one"),
+        "{e}"
+    );
+    server.stop();
+    // A server without reflection, and no server: said before any load.
+    let options = GrpcServerOptions {
+        reflection: false,
+        ..GrpcServerOptions::default()
+    };
+    let server = start(options, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let e = refused(&[&url(server.local_addr()), "http.reflection=true"]);
+    assert!(
+        e.contains("does not offer server reflection") && e.contains("UNIMPLEMENTED"),
+        "{e}"
+    );
+    let gone = server.local_addr();
+    server.stop();
+    let e = refused(&[&url(gone), "http.reflection=true"]);
+    assert!(e.contains("cannot connect"), "{e}");
+}
+
+#[test]
+fn a_protoset_of_compiled_descriptors_describes_the_calls_like_a_proto() {
+    let source = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../protos/msgbench.proto"),
+    )
+    .unwrap();
+    let files = msgbench_model::grpc::compile_source("msgbench.proto", &source).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("msgbench.protoset");
+    std::fs::write(
+        &set,
+        msgbench_engine::net::grpc_reflection::descriptor_set(&files),
+    )
+    .unwrap();
+    let server = start(GrpcServerOptions::default(), "127.0.0.1:0".parse().unwrap()).unwrap();
+    let r = &run(
+        GRPC,
+        &[
+            &url(server.local_addr()),
+            &format!("http.proto=\"{}\"", set.display()),
+        ],
+    )[0];
+    assert_accounted(r);
+    assert!(r.counters.delivered > 800, "{:?}", r.counters);
+    let broken = dir.path().join("broken.pb");
+    std::fs::write(&broken, b"\x0a\x05abc").unwrap();
+    let e = refused(&[
+        "http.url=\"http://127.0.0.1:50051\"",
+        &format!("http.proto=\"{}\"", broken.display()),
+    ]);
+    assert!(e.contains("FileDescriptorSet"), "{e}");
 }

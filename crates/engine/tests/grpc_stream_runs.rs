@@ -153,9 +153,7 @@ fn a_server_that_is_not_there_or_not_grpc_fails_before_any_load() {
 
 /// What the scenario check says of `toml` (bad input: the CLI's exit 2, nothing run).
 fn refused(toml: &str) -> String {
-    let limits = msgbench_model::check::MachineLimits {
-        cpus: msgbench_engine::affinity::allowed_cpus(),
-    };
+    let limits = msgbench_engine::machine_limits();
     let toml = toml.replace(
         "[ticks]\n",
         "[ticks]\naddress = \"http://127.0.0.1:50051\"\n",
@@ -210,9 +208,7 @@ fn streams_and_fields_the_proto_does_not_have_are_refused_before_any_load() {
     );
     let e = refused(&quotes.replace("head.seq", "ids"));
     assert!(e.contains("repeated"), "{e}");
-    let limits = msgbench_model::check::MachineLimits {
-        cpus: msgbench_engine::affinity::allowed_cpus(),
-    };
+    let limits = msgbench_engine::machine_limits();
     let ok = quotes.replace("monotonic-ns", "unix-ns").replace(
         "[ticks]\n",
         "[ticks]\naddress = \"http://127.0.0.1:50051\"\n",
@@ -240,4 +236,18 @@ fn a_wrong_clock_and_a_stream_finished_early_are_said() {
     let r = &run(&toml, &[&addr])[0];
     assert!(r.counters.delivered > 500, "{:?}", r.counters);
     assert!(said(r).contains("finished the stream"), "{}", said(r));
+}
+
+#[test]
+fn a_stream_described_by_the_servers_reflection_is_read_like_one_from_a_proto() {
+    let server = start(GrpcServerOptions::default(), "127.0.0.1:0".parse().unwrap()).unwrap();
+    let toml = stream(r#"{"rate": "20000", "gapEvery": "100", "size": 32}"#).replace(
+        &format!("proto = \"{}\"", proto_path()),
+        "reflection = true",
+    );
+    assert!(toml.contains("reflection = true"));
+    let r = &run(&toml, &[&address(server.local_addr())])[0];
+    assert!(r.counters.delivered > 36_000, "{:?}", r.counters);
+    assert_gaps_are_the_skipped(r, 100.0);
+    server.stop();
 }

@@ -555,7 +555,7 @@ fn ws_rpc_slow_call_flood_is_bounded_and_idle_connections_close() {
 fn ticks_ping_flood_without_reading_is_bounded() {
     // Before: JSON pings from a client that never reads grew the pong queue by 2 GB in 8 s.
     let _turn = common::turn();
-    let limits = msgbench_model::check::MachineLimits { cpus: vec![] };
+    let limits = msgbench_model::check::MachineLimits::default();
     let config = TickServerSpec::default()
         .validate(&limits, &|f, p, _| msgbench_model::ScenarioError::Invalid {
             source_name: "test".into(),
@@ -605,7 +605,7 @@ fn ticks_idle_connections_are_closed_and_subscribed_ones_are_not() {
     // Before: a connection that asked to wait (`?wait=1`) and never subscribed held its slot
     // for ever; 1024 of them locked every other client out.
     let _turn = common::turn();
-    let limits = msgbench_model::check::MachineLimits { cpus: vec![] };
+    let limits = msgbench_model::check::MachineLimits::default();
     let spec = TickServerSpec {
         idle_timeout: Duration::from_millis(300),
         ..Default::default()

@@ -340,7 +340,7 @@ fn the_server_protects_itself_from_clients_that_never_read_or_send_too_much() {
         max_frame: 4096,
         ..Default::default()
     };
-    let limits = MachineLimits { cpus: vec![0, 1] };
+    let limits = MachineLimits::cpus(vec![0, 1]);
     let config = spec
         .validate(&limits, &|f, p, _| msgbench_model::ScenarioError::Invalid {
             source_name: "test".into(),

@@ -6,7 +6,6 @@ mod common;
 
 use msgbench_engine::drivers::byte_stream::{drive, Plan, Response, Wire};
 use msgbench_engine::harness::RunContext;
-use msgbench_model::check::MachineLimits;
 use msgbench_model::scenario::System;
 use msgbench_model::Experiment;
 use std::io::{BufRead, BufReader, Write};
@@ -76,9 +75,7 @@ fn line_server() -> SocketAddr {
 fn a_new_protocol_needs_only_its_wire_format() {
     let _turn = common::turn();
     let toml = "system = \"rpc\"\n[run]\nduration = \"300ms\"\nwarmup = \"50ms\"\n[pacing]\nmode = \"rate\"\nper_sec = 4000\n[client]\nconnections = 2\nwindow = 8\n";
-    let limits = MachineLimits {
-        cpus: msgbench_engine::affinity::allowed_cpus(),
-    };
+    let limits = msgbench_engine::machine_limits();
     let experiment = Experiment::load(toml, "t.toml", &[], &limits).unwrap();
     let scenario = &experiment.points[0].scenario;
     let System::Rpc { client, .. } = &scenario.system else {

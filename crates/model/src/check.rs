@@ -36,11 +36,41 @@ pub enum ScenarioError {
     },
 }
 
-/// CPUs that the process may run on, passed in by the caller so validation stays pure.
-#[derive(Debug, Clone)]
+/// What the machine that checks a scenario offers, passed in by the caller so validation stays
+/// pure: the CPUs this process may run on, and a way to ask a gRPC server for its descriptors
+/// (server reflection), which needs the network.
+#[derive(Debug, Clone, Default)]
 pub struct MachineLimits {
     /// Allowed CPU ids.
     pub cpus: Vec<usize>,
+    /// Asks a gRPC server for its descriptors; `None` where no network may be used.
+    pub reflection: Option<Reflector>,
+}
+
+impl MachineLimits {
+    /// These CPUs, and no server reflection.
+    pub fn cpus(cpus: Vec<usize>) -> MachineLimits {
+        MachineLimits {
+            cpus,
+            reflection: None,
+        }
+    }
+}
+
+/// How descriptors are asked of a server: its target → `FileDescriptorSet` bytes, or why not.
+pub type ReflectFn =
+    dyn Fn(&crate::grpc::ReflectionTarget) -> Result<Vec<u8>, String> + Send + Sync;
+
+/// Fetches the descriptors a gRPC server offers through server reflection, as the bytes of a
+/// `FileDescriptorSet`, or says why it could not. Called when a scenario is checked, once per
+/// distinct server (the caller caches).
+#[derive(Clone)]
+pub struct Reflector(pub std::sync::Arc<ReflectFn>);
+
+impl std::fmt::Debug for Reflector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Reflector")
+    }
 }
 
 /// Builds the error for an invalid field: `(field, problem, fix)`.
@@ -240,7 +270,7 @@ pub(crate) mod testing {
     /// Validates a scenario file on a machine with CPUs 0 and 1.
     pub fn validate(text: &str) -> Result<Scenario, ScenarioError> {
         let spec: ScenarioSpec = toml::from_str(text).expect("well-formed TOML of known keys");
-        spec.validate("t.toml", &MachineLimits { cpus: vec![0, 1] })
+        spec.validate("t.toml", &MachineLimits::cpus(vec![0, 1]))
     }
 
     /// The validated scenario; panics with the error when it is refused.

@@ -8,12 +8,20 @@ use prost_reflect::{DescriptorPool, DynamicMessage, MethodDescriptor};
 use std::path::Path;
 
 /// The `.proto` at `path` and everything it imports (looked up in `include`, then in the
-/// `.proto`'s own folder; Google's well-known types are built in).
+/// `.proto`'s own folder; Google's well-known types are built in); or, for a `.protoset` or
+/// `.pb` file, the compiled descriptors it holds (`protoc --descriptor_set_out
+/// --include_imports`, as ghz's `--protoset` takes).
 pub fn load(path: &str, include: &[String]) -> Result<DescriptorPool, String> {
     if !Path::new(path).is_file() {
         return Err(format!(
             "\"{path}\" is not a file that can be read (relative paths start where msgbench runs)"
         ));
+    }
+    if path.ends_with(".protoset") || path.ends_with(".pb") {
+        let bytes = std::fs::read(path).map_err(|e| format!("\"{path}\" cannot be read ({e})"))?;
+        return DescriptorPool::decode(bytes.as_slice()).map_err(|e| {
+            format!("\"{path}\" is not a FileDescriptorSet with its imports ({e}); write one with protoc --include_imports --descriptor_set_out")
+        });
     }
     let own_dir = Path::new(path)
         .parent()
@@ -52,6 +60,78 @@ pub fn load(path: &str, include: &[String]) -> Result<DescriptorPool, String> {
     Ok(compiler.descriptor_pool())
 }
 
+/// A gRPC server to ask for its descriptors (server reflection), from the scenario's address
+/// and TLS settings.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ReflectionTarget {
+    /// The address as the scenario gives it (`http://…` or `https://…`).
+    pub url: String,
+    /// `host:port` to connect to.
+    pub address: String,
+    /// `:authority`.
+    pub authority: String,
+    /// TLS (`https://`): the name the certificate must carry.
+    pub server_name: Option<String>,
+    /// A private CA's certificates.
+    pub ca_file: Option<String>,
+    /// No certificate check.
+    pub insecure: bool,
+}
+
+/// The descriptors `target` offers through server reflection, asked through `limits`; the
+/// error says what the server did, for the field `reflection`.
+pub fn reflected(
+    limits: &crate::check::MachineLimits,
+    target: &ReflectionTarget,
+) -> Result<DescriptorPool, String> {
+    let Some(reflector) = &limits.reflection else {
+        return Err("needs the server, and this check may not use the network".into());
+    };
+    let set = (reflector.0)(target)?;
+    DescriptorPool::decode(set.as_slice()).map_err(|e| {
+        format!(
+            "got descriptors from {} that do not fit together ({e})",
+            target.url
+        )
+    })
+}
+
+/// The files of one `.proto` given as text (importing nothing but Google's well-known types),
+/// each a serialized `FileDescriptorProto`, imports included: what a server that was built from
+/// it offers through reflection.
+pub fn compile_source(name: &str, source: &str) -> Result<Vec<Vec<u8>>, String> {
+    struct Text {
+        name: String,
+        source: String,
+    }
+    impl protox::file::FileResolver for Text {
+        fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
+            if name == self.name {
+                protox::file::File::from_source(name, &self.source)
+            } else {
+                Err(protox::Error::file_not_found(name))
+            }
+        }
+    }
+    let mut resolver = protox::file::ChainFileResolver::new();
+    resolver.add(Text {
+        name: name.into(),
+        source: source.into(),
+    });
+    resolver.add(protox::file::GoogleFileResolver::new());
+    let mut compiler = protox::Compiler::with_file_resolver(resolver);
+    compiler
+        .include_imports(true)
+        .open_file(name)
+        .map_err(|e| format!("{name} does not compile: {e}"))?;
+    Ok(compiler
+        .file_descriptor_set()
+        .file
+        .iter()
+        .map(Message::encode_to_vec)
+        .collect())
+}
+
 /// Where a compile error points: file, line and column (from 1), when it says.
 fn location(e: &protox::Error) -> Option<(String, usize, usize)> {
     use miette::Diagnostic;
@@ -78,8 +158,11 @@ fn location(e: &protox::Error) -> Option<(String, usize, usize)> {
 )]
 #[serde(deny_unknown_fields, default)]
 pub struct GrpcStreamSpec {
-    /// The `.proto` that describes the call.
+    /// The `.proto` that describes the call (or a `.protoset`/`.pb` of compiled descriptors).
     pub proto: String,
+    /// Ask the server for its descriptors (server reflection) when the scenario is checked,
+    /// instead of reading `proto`.
+    pub reflection: bool,
     /// Folders its imports are looked up in (its own folder is searched last).
     pub include: Vec<String>,
     /// The server-streaming method, `package.Service/Method`.
@@ -116,6 +199,8 @@ impl GrpcStreamSpec {
     pub(crate) fn validate(
         &self,
         address: &str,
+        (ca_file, insecure): (Option<&str>, bool),
+        limits: &crate::check::MachineLimits,
     ) -> Result<(GrpcStream, prost_reflect::MessageDescriptor), (String, String, String)> {
         let wrong = |field: &str, problem: String, fix: &str| {
             Err((format!("ticks.grpc.{field}"), problem, fix.to_string()))
@@ -130,16 +215,38 @@ impl GrpcStreamSpec {
                 ))
             }
         };
-        if self.proto.is_empty() {
-            return wrong(
-                "proto",
-                "is missing".into(),
-                "give the .proto that describes the call, e.g. proto = \"protos/msgbench.proto\"",
-            );
-        }
-        let pool = match load(&self.proto, &self.include) {
-            Ok(p) => p,
-            Err(e) => return wrong("proto", e, "give a .proto file that protoc would compile, and `include` folders for its imports"),
+        let pool = if self.reflection {
+            if !self.proto.is_empty() {
+                return wrong(
+                    "reflection",
+                    "is given with ticks.grpc.proto".into(),
+                    "give one: the .proto (read here), or reflection = true (asked of the server)",
+                );
+            }
+            let target = ReflectionTarget {
+                url: address.to_string(),
+                address: url.address.clone(),
+                authority: url.authority.clone(),
+                server_name: url.tls.then(|| url.host.clone()),
+                ca_file: ca_file.map(str::to_string),
+                insecure,
+            };
+            match reflected(limits, &target) {
+                Ok(p) => p,
+                Err(e) => return wrong("reflection", e, "start the server (reflection is asked when the scenario is checked), or give its .proto with proto = \"feed.proto\""),
+            }
+        } else {
+            if self.proto.is_empty() {
+                return wrong(
+                    "proto",
+                    "is missing".into(),
+                    "give the .proto that describes the call, e.g. proto = \"protos/msgbench.proto\", or ask the server: reflection = true",
+                );
+            }
+            match load(&self.proto, &self.include) {
+                Ok(p) => p,
+                Err(e) => return wrong("proto", e, "give a .proto file that protoc would compile, and `include` folders for its imports"),
+            }
         };
         let method = match method(&pool, &self.call, Shape::ServerStreaming) {
             Ok(m) => m,

@@ -36,11 +36,14 @@ pub struct HttpSpec {
     /// The requests of the mix by name, each its own operation class. Default: `GET /`.
     pub requests: BTreeMap<String, HttpRequestSpec>,
     /// gRPC: the `.proto` file that describes the calls (`grpc` requests), compiled when the
-    /// scenario is checked.
+    /// scenario is checked; or a `.protoset`/`.pb` file of compiled descriptors.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proto: Option<String>,
     /// gRPC: folders the `.proto`'s imports are looked up in (its own folder is searched last).
     pub include: Vec<String>,
+    /// gRPC: ask the server for its descriptors (server reflection, `grpc.reflection.v1` or
+    /// `v1alpha`) when the scenario is checked, instead of reading a `.proto`.
+    pub reflection: bool,
 }
 
 impl Default for HttpSpec {
@@ -56,6 +59,7 @@ impl Default for HttpSpec {
             requests: BTreeMap::new(),
             proto: None,
             include: Vec::new(),
+            reflection: false,
         }
     }
 }
@@ -285,7 +289,11 @@ fn is_token(s: &str) -> bool {
 }
 
 impl HttpSpec {
-    pub(crate) fn validate(&self, invalid: &Invalid) -> Result<HttpConfig, ScenarioError> {
+    pub(crate) fn validate(
+        &self,
+        limits: &crate::check::MachineLimits,
+        invalid: &Invalid,
+    ) -> Result<HttpConfig, ScenarioError> {
         if self.url.is_empty() {
             return Err(invalid(
                 "http.url",
@@ -296,7 +304,7 @@ impl HttpSpec {
         let url = parse_url(&self.url)
             .map_err(|(why, fix)| invalid("http.url", format!("\"{}\" {why}", self.url), fix))?;
         let tls = self.tls(&url, invalid)?;
-        let protos = self.protos(invalid)?;
+        let protos = self.protos(&url, limits, invalid)?;
         let version = match self.version.as_deref() {
             Some("1.1") if protos.is_some() => {
                 return Err(invalid(
@@ -408,26 +416,60 @@ fn check_h2_headers(
 }
 
 impl HttpSpec {
-    /// The compiled `.proto` when a request is a gRPC call (`None` when none is).
+    /// The descriptors of the calls when a request is a gRPC call (`None` when none is): the
+    /// compiled `.proto`, or what the server's reflection offers.
     fn protos(
         &self,
+        url: &Url,
+        limits: &crate::check::MachineLimits,
         invalid: &Invalid,
     ) -> Result<Option<prost_reflect::DescriptorPool>, ScenarioError> {
+        let given = if self.reflection {
+            Some("http.reflection")
+        } else {
+            self.proto.as_ref().map(|_| "http.proto")
+        };
         if !self.requests.values().any(|r| r.grpc.is_some()) {
-            if self.proto.is_some() {
+            if let Some(field) = given {
                 return Err(invalid(
-                    "http.proto",
+                    field,
                     "is given, but no request is a gRPC call".into(),
                     "name a call in a request, e.g. grpc = \"helloworld.Greeter/SayHello\"",
                 ));
             }
             return Ok(None);
         }
+        if self.reflection {
+            if self.proto.is_some() {
+                return Err(invalid(
+                    "http.reflection",
+                    "is given with http.proto".into(),
+                    "give one: the .proto (read here), or reflection = true (asked of the server)",
+                ));
+            }
+            let target = crate::grpc::ReflectionTarget {
+                url: self.url.clone(),
+                address: url.address.clone(),
+                authority: url.authority.clone(),
+                server_name: url.tls.then(|| url.host.clone()),
+                ca_file: self.ca_file.clone(),
+                insecure: self.insecure,
+            };
+            return crate::grpc::reflected(limits, &target)
+                .map(Some)
+                .map_err(|e| {
+                    invalid(
+                        "http.reflection",
+                        e,
+                        "start the server (reflection is asked when the scenario is checked), or give its .proto with http.proto = \"service.proto\"",
+                    )
+                });
+        }
         let Some(proto) = &self.proto else {
             return Err(invalid(
                 "http.proto",
                 "is missing, and a request is a gRPC call".into(),
-                "give the .proto that describes it, e.g. proto = \"protos/helloworld.proto\"",
+                "give the .proto that describes it, e.g. proto = \"protos/helloworld.proto\", or ask the server: reflection = true",
             ));
         };
         crate::grpc::load(proto, &self.include).map(Some).map_err(|e| {
@@ -469,7 +511,8 @@ impl HttpRequestSpec {
         field: &dyn Fn(&str) -> String,
         invalid: &Invalid,
     ) -> Result<HttpRequest, ScenarioError> {
-        let fix = "see the methods and fields of your .proto";
+        let fix =
+            "see the methods and fields of your .proto (or of what the server's reflection lists)";
         let pool = protos.expect("a gRPC call has its .proto");
         if self.rpc_method.is_some() || !self.body.is_empty() || self.body_file.is_some() {
             return Err(invalid(

@@ -193,15 +193,14 @@ pub struct RpcServerConfig {
 impl Default for RpcServerConfig {
     fn default() -> Self {
         RpcServerSpec::default()
-            .validate(
-                &MachineLimits { cpus: Vec::new() },
-                &|field, problem, fix| ScenarioError::Invalid {
+            .validate(&MachineLimits::default(), &|field, problem, fix| {
+                ScenarioError::Invalid {
                     source_name: "default".into(),
                     field: field.into(),
                     problem,
                     fix: fix.into(),
-                },
-            )
+                }
+            })
             .expect("defaults are valid")
     }
 }

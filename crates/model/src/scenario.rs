@@ -611,7 +611,7 @@ impl ScenarioSpec {
             }
             SystemKind::Http => {
                 let client = self.client.validate(pacing_spec, limits, &invalid)?;
-                let http = self.http.validate(&invalid)?;
+                let http = self.http.validate(limits, &invalid)?;
                 let sut = self.sut.validate(Some(&http.address), &invalid)?;
                 System::Http { client, http, sut }
             }

@@ -503,7 +503,7 @@ mod tests {
     use super::*;
 
     fn limits() -> MachineLimits {
-        MachineLimits { cpus: vec![0, 1] }
+        MachineLimits::cpus(vec![0, 1])
     }
 
     #[test]

@@ -447,6 +447,7 @@ impl TicksSpec {
     /// `[ticks.grpc]`: the call, and the message its stream carries.
     fn grpc_stream(
         &self,
+        limits: &MachineLimits,
         invalid: &Invalid,
     ) -> Result<Option<(crate::grpc::GrpcStream, prost_reflect::MessageDescriptor)>, ScenarioError>
     {
@@ -460,7 +461,7 @@ impl TicksSpec {
                 "name the gRPC server, e.g. address = \"http://127.0.0.1:50051\"",
             ));
         };
-        spec.validate(address)
+        spec.validate(address, (self.ca_file.as_deref(), self.insecure), limits)
             .map(Some)
             .map_err(|(field, problem, fix)| invalid(&field, problem, &fix))
     }
@@ -486,7 +487,7 @@ impl TicksSpec {
                 "use `rate` or `interval` (an absolute schedule), or `immediate` (as fast as the slowest client takes them)",
             ));
         }
-        let grpc = self.grpc_stream(invalid)?;
+        let grpc = self.grpc_stream(limits, invalid)?;
         if let (Some(a), None) = (&self.address, &grpc) {
             check_ws_address("ticks.address", a, invalid)?;
         }

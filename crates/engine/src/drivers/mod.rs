@@ -21,6 +21,7 @@ pub mod cost;
 pub mod failure;
 pub mod grpc_bidi;
 pub mod grpc_feed;
+pub mod grpc_reflection;
 pub mod h2_connect;
 pub mod h2_socket;
 pub mod in_flight;

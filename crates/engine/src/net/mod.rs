@@ -2,6 +2,7 @@
 pub mod feed;
 pub mod frame;
 pub mod grpc_frame;
+pub mod grpc_reflection;
 pub mod http;
 pub mod jetstream;
 pub mod json_rpc;

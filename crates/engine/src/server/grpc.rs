@@ -4,7 +4,9 @@
 //! `msgbench.Echo/Call`; any other service's unary methods are echoed the same way) after the
 //! service time — fixed or exponential, spent busy (the one server thread computes: calls are
 //! served one at a time) or asleep (a timer holds the answer: any number at once). Stall
-//! injection holds every answer due during a stall until its end, as `serve rpc` does.
+//! injection holds every answer due during a stall until its end, as `serve rpc` does. Server
+//! reflection (`grpc.reflection.v1`, `v1alpha`) describes its services
+//! ([`super::grpc_reflection`]).
 //!
 //! Bounded like the other built-in servers: concurrent streams per connection
 //! (`SETTINGS_MAX_CONCURRENT_STREAMS`), message size (a larger one is answered
@@ -42,6 +44,8 @@ pub struct GrpcServerOptions {
     pub max_streams: u32,
     /// Most connections open at once.
     pub max_connections: usize,
+    /// Answer server reflection (else UNIMPLEMENTED, as a server without it).
+    pub reflection: bool,
 }
 
 impl Default for GrpcServerOptions {
@@ -56,6 +60,7 @@ impl Default for GrpcServerOptions {
             max_message: 4 << 20,
             max_streams: 256,
             max_connections: 4096,
+            reflection: true,
         }
     }
 }
@@ -202,6 +207,8 @@ struct Shared {
     started: Instant,
     rng: std::cell::RefCell<rand::rngs::SmallRng>,
     open: std::cell::Cell<usize>,
+    /// What server reflection answers.
+    descriptors: super::grpc_reflection::Descriptors,
 }
 
 impl Shared {
@@ -215,6 +222,7 @@ impl Shared {
             started: Instant::now(),
             rng: std::cell::RefCell::new(rand::rngs::SmallRng::seed_from_u64(0x6772_7063)),
             open: std::cell::Cell::new(0),
+            descriptors: super::grpc_reflection::Descriptors::own(),
         }
     }
 
@@ -319,6 +327,19 @@ async fn answer(
     if request.uri().path() == UPLOAD_PATH {
         return upload(request.into_body(), respond, shared).await;
     }
+    let path = request.uri().path();
+    if path == crate::net::grpc_reflection::V1 || path == crate::net::grpc_reflection::V1ALPHA {
+        if !shared.options.reflection {
+            return refuse(
+                &mut respond,
+                shared,
+                12,
+                "server reflection is off (--no-reflection)",
+            );
+        }
+        let body = request.into_body();
+        return super::grpc_reflection::serve(body, respond, &shared.descriptors).await;
+    }
     let ticks = request.uri().path() == TICKS_PATH;
     let message = match read_message(request.into_body(), shared, held).await? {
         Ok(m) => m,
@@ -355,7 +376,7 @@ fn spin(service: Duration) {
 }
 
 /// The head of every answer: 200, `application/grpc`.
-fn grpc_head() -> http::Response<()> {
+pub(super) fn grpc_head() -> http::Response<()> {
     http::Response::builder()
         .status(200)
         .header("content-type", "application/grpc")
@@ -377,7 +398,7 @@ fn reply(
 }
 
 /// Ends a response stream with its trailers: `grpc-status` and, if any, `grpc-message`.
-fn end_stream(
+pub(super) fn end_stream(
     stream: &mut h2::SendStream<Bytes>,
     (code, why): (&'static str, Option<&'static str>),
 ) -> Result<(), h2::Error> {

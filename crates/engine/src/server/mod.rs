@@ -1,6 +1,7 @@
 //! Built-in servers: systems under test msgbench ships, started in-process by a scenario or
 //! standalone with `msgbench serve`.
 pub mod grpc;
+pub mod grpc_reflection;
 pub mod http;
 pub mod rpc;
 pub mod ticks;

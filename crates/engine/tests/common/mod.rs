@@ -4,7 +4,6 @@
 
 use msgbench_engine::environment::Environment;
 use msgbench_engine::runner::{run_experiment, Outcome, RunError, Silent};
-use msgbench_model::check::MachineLimits;
 use msgbench_model::sweep::Override;
 use msgbench_model::warning::Warning;
 use msgbench_model::{Experiment, RunResult};
@@ -25,9 +24,7 @@ pub fn turn() -> std::sync::MutexGuard<'static, ()> {
 pub fn try_run(toml: &str, sets: &[&str]) -> (Result<Outcome, RunError>, tempfile::TempDir) {
     let _turn = turn();
     let overrides: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
-    let limits = MachineLimits {
-        cpus: msgbench_engine::affinity::allowed_cpus(),
-    };
+    let limits = msgbench_engine::machine_limits();
     let experiment = Experiment::load(toml, "test.toml", &overrides, &limits).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let outcome = run_experiment(
