@@ -108,6 +108,11 @@ pub struct HttpRequestSpec {
     /// back to back on its stream; its latency runs to the call's one response.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub messages: Option<u32>,
+    /// A client-streaming call whose messages are paced: each message is a request of its own,
+    /// sent on its schedule on the class's open call of its connection; after `messages` of
+    /// them the call ends, and its one response confirms them all (each message's latency runs
+    /// from its intended send to that response). Off: a call's messages go back to back.
+    pub paced: bool,
 }
 
 impl Default for HttpRequestSpec {
@@ -126,6 +131,7 @@ impl Default for HttpRequestSpec {
             message: None,
             match_field: None,
             messages: None,
+            paced: false,
         }
     }
 }
@@ -154,6 +160,9 @@ pub struct HttpRequest {
     /// A bidirectional gRPC call: requests are messages on one stream per connection (their
     /// bodies unframed in `parts.body`), paired with replies by this field.
     pub bidi: Option<crate::grpc::BidiMatch>,
+    /// A paced client-streaming call: requests are messages (their frame in `parts.body`) on
+    /// one open call per connection, this many to a call, confirmed by its response.
+    pub paced: Option<u32>,
 }
 
 /// A request's parts, for a transport that frames them itself (HTTP/2).
@@ -353,6 +362,13 @@ impl HttpSpec {
             let field = |key: &str| format!("http.requests.{name}.{key}");
             let request = match &r.grpc {
                 Some(call) => r.grpc_call(call, protos.as_ref(), (name, share), &field, invalid)?,
+                None if r.paced => {
+                    return Err(invalid(
+                        &field("paced"),
+                        "is given without a gRPC call".into(),
+                        "`paced` sends a client-streaming gRPC call's messages on their schedule: give grpc = \"package.Service/Method\" and messages = N too",
+                    ))
+                }
                 None if r.match_field.is_some() => {
                     return Err(invalid(
                         &field("match"),
@@ -566,7 +582,15 @@ impl HttpRequestSpec {
                     ),
                 ));
             }
-            frame = frame.repeat(n as usize);
+            if !self.paced {
+                frame = frame.repeat(n as usize);
+            }
+        } else if self.paced {
+            return Err(invalid(
+                &field("paced"),
+                "is given without `messages`".into(),
+                "a paced client-streaming call ends after `messages` messages, its response confirming them: give messages = N (e.g. 100)",
+            ));
         }
         let mut headers = vec![
             ("content-type".to_string(), "application/grpc".to_string()),
@@ -596,6 +620,7 @@ impl HttpRequestSpec {
             },
             grpc: true,
             bidi,
+            paced: self.messages.filter(|_| self.paced),
         })
     }
 
@@ -733,8 +758,33 @@ impl HttpRequestSpec {
             parts,
             grpc: false,
             bidi: None,
+            paced: None,
         })
     }
+}
+
+/// A paced client-streaming call holds each of its messages in flight until the call's one
+/// response: the window must take a whole call, or the call could never end.
+pub(crate) fn check_paced_calls(
+    http: &HttpConfig,
+    client: &crate::client::ClientConfig,
+    invalid: &Invalid,
+) -> Result<(), ScenarioError> {
+    for r in &http.requests {
+        if let Some(n) = r.paced {
+            if client.window < n as usize {
+                return Err(invalid(
+                    "client.window",
+                    format!(
+                        "is {}, and a call of http.requests.{} holds its {n} paced messages in flight until its response",
+                        client.window, r.name
+                    ),
+                    &format!("give window = {n} or more, or fewer messages a call"),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -35,6 +35,10 @@ use std::time::Duration;
 
 /// `Request::class` of a request to drop the connection and open a new one.
 pub const RESET: u32 = u32::MAX;
+/// `Request::class` that says the caller sends no more on the connection: what waits for more
+/// requests ends now (a paced client-streaming call ends, and its response confirms what it
+/// carries). Socket threads with nothing of the kind let it pass.
+pub const FLUSH: u32 = u32::MAX - 1;
 
 /// A request from the caller.
 #[derive(Debug, Clone, Copy)]
@@ -522,6 +526,7 @@ impl Caller<'_> {
                     Some(_) => {
                         used = self.cpu_since(&before);
                         let _ = done.send(());
+                        self.flush();
                     }
                     None => self.send_due(now),
                 }
@@ -695,6 +700,18 @@ impl Caller<'_> {
                 self.reset(i);
             }
         }
+    }
+
+    /// Tells the socket thread that nothing more will be sent on any connection.
+    fn flush(&mut self) {
+        for i in 0..self.conns.len() {
+            let _ = self.requests.push(Request {
+                conn: i as u32,
+                class: FLUSH,
+                id: 0,
+            });
+        }
+        self.notify.notify_one();
     }
 
     /// Asks for a fresh connection `i`: answers to failed requests may still come on the old

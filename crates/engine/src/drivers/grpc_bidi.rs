@@ -78,6 +78,53 @@ impl BidiStream {
         self.send.send_data(arena.split().freeze(), false)
     }
 
+    /// Sends one message already framed (`end`: the last of the call).
+    pub fn send_frame(&mut self, frame: Bytes, end: bool) -> Result<(), h2::Error> {
+        self.send.send_data(frame, end)
+    }
+
+    /// How the call ended, for a call with one response (client streaming): `Ok` when the
+    /// server answered `grpc-status` 0, else what is counted. Its reply is read and let go.
+    pub fn poll_end(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), String>> {
+        if let Some(head) = self.head.as_mut() {
+            let response = match std::pin::Pin::new(head).poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(stream_error(&e))),
+                Poll::Ready(Ok(r)) => r,
+            };
+            self.head = None;
+            if let Some(status) = grpc_frame::status(response.headers()) {
+                return Poll::Ready(status); // trailers-only: the call's end
+            }
+            if let Err(why) = accepted(&response) {
+                return Poll::Ready(Err(why));
+            }
+            self.body = Some(response.into_body());
+        }
+        let Some(body) = self.body.as_mut() else {
+            return Poll::Ready(Err("the call has no response".into()));
+        };
+        loop {
+            match body.poll_data(cx) {
+                Poll::Ready(Some(Ok(data))) => {
+                    let _ = body.flow_control().release_capacity(data.len());
+                }
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(stream_error(&e))),
+                Poll::Ready(None) => {
+                    return match body.poll_trailers(cx) {
+                        Poll::Pending => Poll::Pending,
+                        Poll::Ready(Err(e)) => Poll::Ready(Err(stream_error(&e))),
+                        Poll::Ready(Ok(trailers)) => Poll::Ready(match ended(trailers.as_ref()) {
+                            End::Finished => Ok(()),
+                            End::Failed(why) | End::Protocol(why) => Err(why),
+                        }),
+                    }
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
     /// The id of the next reply (`field` read from it), or how the stream ended.
     pub fn poll_reply(
         &mut self,

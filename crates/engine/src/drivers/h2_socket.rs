@@ -15,8 +15,9 @@
 //! is followed (counted as closed by the server, not failed). A connection that ends otherwise
 //! (GOAWAY with an error, a connection error, a lost socket) is down: its streams in flight
 //! fail with it, and under `on_error = "reconnect"` it is opened again.
-use super::caller::{Down, Ends, Event, SocketBody, Sockets, RESET};
+use super::caller::{Down, Ends, Event, SocketBody, Sockets, FLUSH, RESET};
 use super::grpc_bidi::{BidiStream, End};
+use super::grpc_client_stream::PacedCall;
 use super::h2_connect::{self, connection_error, stream_error, Failure, Open, Target};
 use crate::error::EngineError;
 use crate::harness::worker;
@@ -225,6 +226,11 @@ struct Conn {
     calls: Vec<Option<BidiStream>>,
     /// Calls on retired connections (class, call), still read until the server ends them.
     old_calls: Vec<(usize, BidiStream)>,
+    /// Per class: the open call of a paced client-streaming class, taking messages.
+    paced: Vec<Option<PacedCall>>,
+    /// Paced calls that have all their messages, waiting for their response (at most a
+    /// window's worth of messages in all).
+    closing: Vec<PacedCall>,
 }
 
 impl Conn {
@@ -239,6 +245,20 @@ impl Conn {
             retry: None,
             calls: (0..classes).map(|_| None).collect(),
             old_calls: Vec::new(),
+            paced: (0..classes).map(|_| None).collect(),
+            closing: Vec::new(),
+        }
+    }
+
+    /// Ends the open paced calls before they have all their messages (nothing more comes for
+    /// them): their responses confirm the messages they carry.
+    fn end_paced_calls(&mut self) {
+        for slot in self.paced.iter_mut() {
+            if let Some(mut call) = slot.take() {
+                if call.end().is_ok() {
+                    self.closing.push(call);
+                }
+            }
         }
     }
 }
@@ -350,6 +370,8 @@ impl Io {
         if c.old_calls.len() > RETIRING {
             c.old_calls.remove(0);
         }
+        // Paced calls end early on it: their responses confirm the messages they carry.
+        c.end_paced_calls();
         c.retry = Some(if c.retiring.len() > 1 {
             RECONNECT_EVERY
         } else {
@@ -368,6 +390,43 @@ impl Io {
             let Some(&(class, id)) = c.waiting.front() else {
                 return;
             };
+            if class == FLUSH {
+                // The caller sends no more: its paced calls end, their responses confirming
+                // the messages they carry.
+                c.waiting.pop_front();
+                c.end_paced_calls();
+                continue;
+            }
+            if let Some(per_call) = self.plan.config.requests[class as usize].paced {
+                // A message on the class's open call, opened by the first message after the
+                // last call filled up.
+                if c.paced[class as usize].is_none() {
+                    match open.send.poll_ready(cx) {
+                        Poll::Pending => return,
+                        Poll::Ready(Err(e)) if graceful(&e) => return self.retire(i),
+                        Poll::Ready(Err(e)) => {
+                            return self.down(i, Down::Closed, Some(connection_error(&e)))
+                        }
+                        Poll::Ready(Ok(())) => {}
+                    }
+                    let head = &self.plan.requests[class as usize].0;
+                    match PacedCall::open(&mut open.send, head, per_call) {
+                        Ok(call) => c.paced[class as usize] = Some(call),
+                        Err(e) => return self.down(i, Down::Closed, Some(stream_error(&e))),
+                    }
+                }
+                let call = c.paced[class as usize].as_mut().expect("opened above");
+                let frame = &self.plan.requests[class as usize].1;
+                if let Err(e) = call.send(frame, id) {
+                    return self.down(i, Down::Closed, Some(stream_error(&e)));
+                }
+                c.waiting.pop_front();
+                if call.is_full() {
+                    let full = c.paced[class as usize].take().expect("there");
+                    c.closing.push(full);
+                }
+                continue;
+            }
             if let Some(pair) = &self.plan.config.requests[class as usize].bidi {
                 // A message on the class's open call, opened by its first request.
                 if c.calls[class as usize].is_none() {
@@ -487,6 +546,24 @@ impl Io {
         for k in finished.into_iter().rev() {
             c.old_calls.remove(k);
         }
+        // Paced client-streaming calls: a response confirms (or fails) every message of its
+        // call; a server may also end a call before it has all of them.
+        let mut k = 0;
+        while k < c.closing.len() {
+            match c.closing[k].poll_response(cx) {
+                Poll::Pending => k += 1,
+                Poll::Ready(end) => {
+                    let call = c.closing.swap_remove(k);
+                    confirm(&call, end, (i, &mut self.ends, &mut self.errors));
+                }
+            }
+        }
+        for slot in c.paced.iter_mut() {
+            if let Some(Poll::Ready(end)) = slot.as_mut().map(|call| call.poll_response(cx)) {
+                let call = slot.take().expect("there");
+                confirm(&call, end, (i, &mut self.ends, &mut self.errors));
+            }
+        }
         if let Some((kind, why)) = ended {
             self.down(i, kind, Some(why));
         }
@@ -540,6 +617,8 @@ impl Io {
         c.waiting.clear();
         c.calls.iter_mut().for_each(|call| *call = None);
         c.old_calls.clear();
+        c.paced.iter_mut().for_each(|call| *call = None);
+        c.closing.clear();
         if let Some(why) = why {
             ErrorCount::add(&mut self.errors, &why, 1);
         }
@@ -654,6 +733,25 @@ fn send_body(
 
 /// Pushes the replies a bidirectional call has for the caller (at most a turn's worth); `Err`
 /// once the call ended.
+/// Hands the caller a paced call's messages as its response says: each delivered, or each
+/// failed with the reason counted once per message.
+fn confirm(
+    call: &PacedCall,
+    end: Result<(), String>,
+    (conn, ends, errors): (usize, &mut Ends, &mut Vec<ErrorCount>),
+) {
+    if let Err(why) = &end {
+        ErrorCount::add(errors, why, call.ids().len() as u64);
+    }
+    for &id in call.ids() {
+        ends.push(Event::Reply {
+            conn: conn as u32,
+            id,
+            ok: end.is_ok(),
+        });
+    }
+}
+
 fn replies(
     call: &mut BidiStream,
     cx: &mut Context<'_>,

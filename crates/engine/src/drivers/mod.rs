@@ -20,6 +20,7 @@ pub mod caller;
 pub mod cost;
 pub mod failure;
 pub mod grpc_bidi;
+pub mod grpc_client_stream;
 pub mod grpc_feed;
 pub mod grpc_reflection;
 pub mod h2_connect;

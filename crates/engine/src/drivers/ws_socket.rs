@@ -5,7 +5,7 @@
 //! flushed once per batch. Responses are parsed for their id and outcome and handed back
 //! through a second ring; the caller waits for them with its wait strategy, and this thread
 //! wakes it when that strategy may park.
-use super::caller::{Down, Ends, Event, SocketBody, Sockets, RESET};
+use super::caller::{Down, Ends, Event, SocketBody, Sockets, FLUSH, RESET};
 use super::tick_client::{open, ClientWs, OpenError};
 use crate::error::EngineError;
 use crate::harness::worker;
@@ -163,6 +163,9 @@ impl Io {
             if r.class == RESET {
                 self.down(i, Down::Reset);
                 continue;
+            }
+            if r.class == FLUSH {
+                continue; // nothing here waits for more requests
             }
             let Some(ws) = self.conns[i].as_mut() else {
                 continue; // it went down after the caller sent: the caller learns from `Down`
