@@ -418,4 +418,53 @@ fn paced_client_stream_messages_are_each_confirmed_by_their_calls_response() {
     );
     let e = refused(&[url, "http.proto=", "http.requests.echo.grpc=", paced[2]]);
     assert!(e.contains("without a gRPC call"), "{e}");
+    // 10 messages a second on each connection: a call of 20 takes 2 s, over a 1 s timeout.
+    let slow = ["pacing.per_sec=20", "client.timeout=\"1s\""];
+    let e = refused(&[
+        url,
+        &proto(),
+        paced[0],
+        paced[1],
+        paced[2],
+        paced[4],
+        slow[0],
+        slow[1],
+    ]);
+    assert!(
+        e.contains("client.timeout") && e.contains("time out"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_paced_call_the_server_ends_early_fails_each_of_its_messages_and_the_next_opens() {
+    // Messages over 4 bytes are refused: the server ends each call at its first message.
+    let options = GrpcServerOptions {
+        max_message: 4,
+        ..GrpcServerOptions::default()
+    };
+    let server = start(options, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let sets = [
+        url(server.local_addr()),
+        proto(),
+        "http.requests.echo.grpc=\"msgbench.Echo/Upload\"".into(),
+        "http.requests.echo.messages=100".into(),
+        "http.requests.echo.paced=true".into(),
+        "client.connections=2".into(),
+        "client.window=100".into(),
+        "run.duration=\"1s\"".into(),
+    ];
+    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+    let r = &run(GRPC, &sets)[0];
+    assert_accounted(r);
+    assert_eq!(r.counters.delivered, 0, "{:?}", r.counters);
+    assert!(r.counters.failed > 1900, "{:?}", r.counters);
+    assert_eq!(r.counters.in_flight_end, 0, "{:?}", r.counters);
+    assert_eq!(r.faults.disconnects, 0, "{:?}", r.faults);
+    assert!(
+        (r.faults.errors.iter()).all(|e| e.message.starts_with("gRPC RESOURCE_EXHAUSTED")),
+        "{:?}",
+        r.faults.errors
+    );
+    server.stop();
 }

@@ -233,7 +233,7 @@ impl GrpcStreamSpec {
             };
             match reflected(limits, &target) {
                 Ok(p) => p,
-                Err(e) => return wrong("reflection", e, "start the server (reflection is asked when the scenario is checked), or give its .proto with proto = \"feed.proto\""),
+                Err(e) => return wrong("reflection", e, "the server must run and offer server reflection when the scenario is checked; or give its .proto with proto = \"feed.proto\""),
             }
         } else {
             if self.proto.is_empty() {

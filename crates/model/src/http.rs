@@ -477,7 +477,7 @@ impl HttpSpec {
                     invalid(
                         "http.reflection",
                         e,
-                        "start the server (reflection is asked when the scenario is checked), or give its .proto with http.proto = \"service.proto\"",
+                        "the server must run and offer server reflection when the scenario is checked; or give its .proto with http.proto = \"service.proto\"",
                     )
                 });
         }
@@ -768,10 +768,35 @@ impl HttpRequestSpec {
 pub(crate) fn check_paced_calls(
     http: &HttpConfig,
     client: &crate::client::ClientConfig,
+    pacing: &crate::pacing::Pacing,
     invalid: &Invalid,
 ) -> Result<(), ScenarioError> {
+    use crate::pacing::Pacing;
     for r in &http.requests {
         if let Some(n) = r.paced {
+            // Its first message waits for the call's response, as long as the call takes to
+            // fill on the schedule: longer than client.timeout, every call would time out.
+            let per_connection = match pacing {
+                Pacing::Interval { .. } | Pacing::Relative { .. } => pacing.target_per_sec(),
+                _ => pacing
+                    .target_per_sec()
+                    .map(|rate| rate / client.total_connections().max(1) as f64),
+            };
+            if let Some(rate) = per_connection.map(|p| p * r.share).filter(|p| *p > 0.0) {
+                let call_ns = n as f64 / rate * 1e9;
+                if call_ns >= client.timeout_ns as f64 {
+                    return Err(invalid(
+                        "client.timeout",
+                        format!(
+                            "is {:.3} s, and a call of http.requests.{} takes {:.3} s to send its {n} paced messages ({rate:.0} a second on each connection): each would time out",
+                            client.timeout_ns as f64 / 1e9,
+                            r.name,
+                            call_ns / 1e9
+                        ),
+                        "give client.timeout longer than a call plus the server's answer, fewer messages a call, or a higher rate",
+                    ));
+                }
+            }
             if client.window < n as usize {
                 return Err(invalid(
                     "client.window",

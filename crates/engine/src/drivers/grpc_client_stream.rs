@@ -37,21 +37,27 @@ impl PacedCall {
     }
 
     /// Sends request `id`'s message (`frame`, framed once when the scenario was checked); the
-    /// call's last one ends the stream.
-    pub fn send(&mut self, frame: &Bytes, id: u64) -> Result<(), h2::Error> {
+    /// call's last one ends the stream. A call the server already ended (it answered early,
+    /// with an error, or reset it) takes no more: the message is its call's all the same, and
+    /// the call's end — read by [`PacedCall::poll_response`] — is its outcome too.
+    pub fn send(&mut self, frame: &Bytes, id: u64) {
         self.ids.push(id);
-        self.ended = self.ids.len() >= self.per_call as usize;
-        self.call.send_frame(frame.clone(), self.ended)
+        let last = self.ids.len() >= self.per_call as usize;
+        if self.call.send_frame(frame.clone(), last).is_err() {
+            self.ended = true;
+            return;
+        }
+        self.ended = last;
     }
 
     /// Ends the call before it has all its messages (its connection is retired): the response
     /// confirms those it has.
-    pub fn end(&mut self) -> Result<(), h2::Error> {
-        if self.ended {
-            return Ok(());
+    pub fn end(&mut self) {
+        if !self.ended {
+            self.ended = true;
+            // A stream the server already ended needs no end: its response says how it went.
+            let _ = self.call.send_frame(Bytes::new(), true);
         }
-        self.ended = true;
-        self.call.send_frame(Bytes::new(), true)
     }
 
     /// Whether the call has all its messages (a new one takes the next).

@@ -255,9 +255,8 @@ impl Conn {
     fn end_paced_calls(&mut self) {
         for slot in self.paced.iter_mut() {
             if let Some(mut call) = slot.take() {
-                if call.end().is_ok() {
-                    self.closing.push(call);
-                }
+                call.end();
+                self.closing.push(call);
             }
         }
     }
@@ -417,9 +416,7 @@ impl Io {
                 }
                 let call = c.paced[class as usize].as_mut().expect("opened above");
                 let frame = &self.plan.requests[class as usize].1;
-                if let Err(e) = call.send(frame, id) {
-                    return self.down(i, Down::Closed, Some(stream_error(&e)));
-                }
+                call.send(frame, id);
                 c.waiting.pop_front();
                 if call.is_full() {
                     let full = c.paced[class as usize].take().expect("there");
@@ -575,7 +572,10 @@ impl Io {
             match self.streams.poll_next_unpin(cx) {
                 Poll::Ready(Some((conn, generation, id, outcome))) => {
                     let i = conn as usize;
-                    if self.conns[i].generation == generation && self.conns[i].open.is_some() {
+                    // Answers of an earlier connection that went down are dropped (the
+                    // caller failed its requests); a retired one's still count, also while
+                    // its replacement is not open yet.
+                    if self.conns[i].generation == generation {
                         self.answered(i, id, outcome);
                     }
                 }
