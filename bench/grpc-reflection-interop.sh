@@ -33,10 +33,11 @@ P=$(port)
 "$MSGBENCH" serve grpc --listen "127.0.0.1:$P" --for 60s >/dev/null 2>&1 & SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true' EXIT
 sleep 0.5
-G="$PEERS/grpcurl -plaintext 127.0.0.1:$P"
-check "grpcurl list: msgbench.Echo and msgbench.Feed" bash -c "$G list | tr '\n' ' ' | grep -q 'msgbench.Echo msgbench.Feed'"
-check "grpcurl describe msgbench.Echo: Call, Chat, Upload" bash -c "$G describe msgbench.Echo | grep -q 'rpc Upload ( stream .msgbench.Message )'"
-check "grpcurl calls msgbench.Echo/Call from the reflected descriptors" bash -c "$G -d '{\"seq\":\"5\",\"note\":\"hi\"}' msgbench.Echo/Call | grep -q '\"note\": \"hi\"'"
+G="$PEERS/grpcurl -plaintext"
+A="127.0.0.1:$P"
+check "grpcurl list: msgbench.Echo and msgbench.Feed" bash -c "$G $A list | tr '\n' ' ' | grep -q 'msgbench.Echo msgbench.Feed'"
+check "grpcurl describe msgbench.Echo: Call, Chat, Upload" bash -c "$G $A describe msgbench.Echo | grep -q 'rpc Upload ( stream .msgbench.Message )'"
+check "grpcurl calls msgbench.Echo/Call from the reflected descriptors" bash -c "$G -d '{\"seq\":\"5\",\"note\":\"hi\"}' $A msgbench.Echo/Call | grep -q '\"note\": \"hi\"'"
 kill $SERVER; wait $SERVER 2>/dev/null || true
 
 P=$(port)
