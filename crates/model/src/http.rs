@@ -588,8 +588,8 @@ impl HttpRequestSpec {
         } else if self.paced {
             return Err(invalid(
                 &field("paced"),
-                "is given without `messages`".into(),
-                "a paced client-streaming call ends after `messages` messages, its response confirming them: give messages = N (e.g. 100)",
+                format!("is given for {call}, which is no client-streaming call with `messages`"),
+                "`paced` sends a client-streaming method's messages on their schedule: name one, with messages = N (its call ends after N), or leave `paced` out",
             ));
         }
         let mut headers = vec![
