@@ -14,6 +14,17 @@ fn proto() -> String {
     format!("http.proto=\"{}\"", p.display())
 }
 
+/// GRPC against `server`, described by the project's `.proto`, with `sets` over it.
+fn run_against(
+    server: &msgbench_engine::server::grpc::GrpcServer,
+    sets: &[&str],
+) -> msgbench_model::RunResult {
+    let (url, proto) = (url(server.local_addr()), proto());
+    let mut all = vec![url.as_str(), proto.as_str()];
+    all.extend_from_slice(sets);
+    run(GRPC, &all).remove(0)
+}
+
 /// `msgbench.Echo/Call` at 2000 calls/s on 4 connections of 8 streams.
 const GRPC: &str = "system = \"http\"\n[run]\nduration = \"500ms\"\nwarmup = \"100ms\"\n[pacing]\nmode = \"rate\"\nper_sec = 2000\n[client]\nconnections = 4\nwindow = 8\n[http.requests.echo]\ngrpc = \"msgbench.Echo/Call\"\nmessage = '{\"payload\":\"aGVsbG8=\",\"seq\":\"7\",\"note\":\"hi\"}'\n";
 
@@ -256,10 +267,7 @@ fn client_streaming_calls_send_their_messages_and_are_timed_to_the_one_response(
             "QUJD".repeat(768)
         ),
     ];
-    let mut sets = vec![url(server.local_addr()), proto()];
-    sets.extend(upload.iter().map(|s| s.to_string()));
-    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
-    let r = &run(GRPC, &sets)[0];
+    let r = &run_against(&server, &upload);
     assert_accounted(r);
     assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
     assert!(r.counters.delivered > 800, "{:?}", r.counters);
@@ -375,10 +383,7 @@ fn paced_client_stream_messages_are_each_confirmed_by_their_calls_response() {
         "client.window=64",
         "run.duration=\"1s\"",
     ];
-    let mut sets = vec![url(server.local_addr()), proto()];
-    sets.extend(paced.iter().map(|s| s.to_string()));
-    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
-    let r = &run(GRPC, &sets)[0];
+    let r = &run_against(&server, &paced);
     assert_accounted(r);
     assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
     // 2000 messages/s for 1 s; the calls open when sending stops are ended then, their
@@ -444,18 +449,17 @@ fn a_paced_call_the_server_ends_early_fails_each_of_its_messages_and_the_next_op
         ..GrpcServerOptions::default()
     };
     let server = start(options, "127.0.0.1:0".parse().unwrap()).unwrap();
-    let sets = [
-        url(server.local_addr()),
-        proto(),
-        "http.requests.echo.grpc=\"msgbench.Echo/Upload\"".into(),
-        "http.requests.echo.messages=100".into(),
-        "http.requests.echo.paced=true".into(),
-        "client.connections=2".into(),
-        "client.window=100".into(),
-        "run.duration=\"1s\"".into(),
-    ];
-    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
-    let r = &run(GRPC, &sets)[0];
+    let r = &run_against(
+        &server,
+        &[
+            "http.requests.echo.grpc=\"msgbench.Echo/Upload\"",
+            "http.requests.echo.messages=100",
+            "http.requests.echo.paced=true",
+            "client.connections=2",
+            "client.window=100",
+            "run.duration=\"1s\"",
+        ],
+    );
     assert_accounted(r);
     assert_eq!(r.counters.delivered, 0, "{:?}", r.counters);
     assert!(r.counters.failed > 1900, "{:?}", r.counters);

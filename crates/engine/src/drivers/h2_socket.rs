@@ -379,6 +379,16 @@ impl Io {
         self.ends.push(Event::Retired { conn: i as u32 });
     }
 
+    /// Connection `i` takes no new stream: the server retired it (GOAWAY with NO_ERROR, a
+    /// new one opens), or it failed.
+    fn no_new_stream(&mut self, i: usize, e: &h2::Error) {
+        if graceful(e) {
+            self.retire(i)
+        } else {
+            self.down(i, Down::Closed, Some(connection_error(e)))
+        }
+    }
+
     /// Gives waiting requests of connection `i` a stream each, as far as the server allows.
     fn start_streams(&mut self, i: usize, cx: &mut Context<'_>) {
         loop {
@@ -402,10 +412,7 @@ impl Io {
                 if c.paced[class as usize].is_none() {
                     match open.send.poll_ready(cx) {
                         Poll::Pending => return,
-                        Poll::Ready(Err(e)) if graceful(&e) => return self.retire(i),
-                        Poll::Ready(Err(e)) => {
-                            return self.down(i, Down::Closed, Some(connection_error(&e)))
-                        }
+                        Poll::Ready(Err(e)) => return self.no_new_stream(i, &e),
                         Poll::Ready(Ok(())) => {}
                     }
                     let head = &self.plan.requests[class as usize].0;
@@ -429,10 +436,7 @@ impl Io {
                 if c.calls[class as usize].is_none() {
                     match open.send.poll_ready(cx) {
                         Poll::Pending => return,
-                        Poll::Ready(Err(e)) if graceful(&e) => return self.retire(i),
-                        Poll::Ready(Err(e)) => {
-                            return self.down(i, Down::Closed, Some(connection_error(&e)))
-                        }
+                        Poll::Ready(Err(e)) => return self.no_new_stream(i, &e),
                         Poll::Ready(Ok(())) => {}
                     }
                     let head = &self.plan.requests[class as usize].0;
@@ -453,11 +457,7 @@ impl Io {
             }
             match open.send.poll_ready(cx) {
                 Poll::Pending => return,
-                Poll::Ready(Err(e)) if graceful(&e) => return self.retire(i),
-                Poll::Ready(Err(e)) => {
-                    let why = connection_error(&e);
-                    return self.down(i, Down::Closed, Some(why));
-                }
+                Poll::Ready(Err(e)) => return self.no_new_stream(i, &e),
                 Poll::Ready(Ok(())) => {}
             }
             c.waiting.pop_front();
