@@ -451,9 +451,15 @@ enum JoinState {
     Syncing,
     /// It holds an assignment; its heartbeat waits for the answer.
     Beating,
-    /// Its heartbeat after the assignment was answered: it is in the group.
+    /// Its heartbeat after the assignment was answered: it is in the group (it beats again
+    /// every [`READY_BEAT`] while the others settle, to learn of a rebalance they start).
     Ready,
 }
+
+/// How often a member already in the group beats while the others are still joining: a member
+/// that joined alone first must learn that the group rebalances for the next one (else the
+/// coordinator waits for it, then forms a generation without it).
+const READY_BEAT: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// One member on its way into the group.
 struct Joining {
@@ -462,6 +468,8 @@ struct Joining {
     state: JoinState,
     member: kafka_group::Member,
     partitions: Vec<i32>,
+    /// When it last became Ready.
+    ready_at: std::time::Instant,
 }
 
 impl Joining {
@@ -476,6 +484,7 @@ impl Joining {
                 generation: -1,
             },
             partitions: Vec::new(),
+            ready_at: std::time::Instant::now(),
         }
     }
 
@@ -524,6 +533,12 @@ impl Joining {
                 kafka_group::join_request(group, &self.member.id, topic, 2, &mut out);
                 self.send(&out)?;
                 self.state = JoinState::Joining;
+                return Ok(true);
+            }
+            JoinState::Ready if self.ready_at.elapsed() >= READY_BEAT => {
+                kafka_group::heartbeat_request(&self.member, &mut out);
+                self.send(&out)?;
+                self.state = JoinState::Beating;
                 return Ok(true);
             }
             JoinState::Ready => return Ok(false),
@@ -586,7 +601,10 @@ impl Joining {
             JoinState::Beating => {
                 let error = kafka_group::heartbeat_error(&body)?;
                 match error {
-                    0 => self.state = JoinState::Ready,
+                    0 => {
+                        self.state = JoinState::Ready;
+                        self.ready_at = std::time::Instant::now();
+                    }
                     code if rejoin(code) => self.restart(code),
                     code => {
                         return Err(format!(
