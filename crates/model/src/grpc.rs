@@ -78,6 +78,24 @@ pub struct ReflectionTarget {
     pub insecure: bool,
 }
 
+impl ReflectionTarget {
+    /// The server at `url` (as given: `text`), with the section's TLS options.
+    pub(crate) fn of(
+        text: &str,
+        url: &crate::http::Url,
+        (ca_file, insecure): (Option<&str>, bool),
+    ) -> ReflectionTarget {
+        ReflectionTarget {
+            url: text.to_string(),
+            address: url.address.clone(),
+            authority: url.authority.clone(),
+            server_name: url.tls.then(|| url.host.clone()),
+            ca_file: ca_file.map(str::to_string),
+            insecure,
+        }
+    }
+}
+
 /// The descriptors `target` offers through server reflection, asked through `limits`; the
 /// error says what the server did, for the field `reflection`.
 pub fn reflected(
@@ -223,14 +241,7 @@ impl GrpcStreamSpec {
                     "give one: the .proto (read here), or reflection = true (asked of the server)",
                 );
             }
-            let target = ReflectionTarget {
-                url: address.to_string(),
-                address: url.address.clone(),
-                authority: url.authority.clone(),
-                server_name: url.tls.then(|| url.host.clone()),
-                ca_file: ca_file.map(str::to_string),
-                insecure,
-            };
+            let target = ReflectionTarget::of(address, &url, (ca_file, insecure));
             match reflected(limits, &target) {
                 Ok(p) => p,
                 Err(e) => return wrong("reflection", e, "the server must run and offer server reflection when the scenario is checked; or give its .proto with proto = \"feed.proto\""),

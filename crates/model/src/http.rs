@@ -463,14 +463,8 @@ impl HttpSpec {
                     "give one: the .proto (read here), or reflection = true (asked of the server)",
                 ));
             }
-            let target = crate::grpc::ReflectionTarget {
-                url: self.url.clone(),
-                address: url.address.clone(),
-                authority: url.authority.clone(),
-                server_name: url.tls.then(|| url.host.clone()),
-                ca_file: self.ca_file.clone(),
-                insecure: self.insecure,
-            };
+            let tls = (self.ca_file.as_deref(), self.insecure);
+            let target = crate::grpc::ReflectionTarget::of(&self.url, url, tls);
             return crate::grpc::reflected(limits, &target)
                 .map(Some)
                 .map_err(|e| {

@@ -86,43 +86,48 @@ impl BidiStream {
     /// How the call ended, for a call with one response (client streaming): `Ok` when the
     /// server answered `grpc-status` 0, else what is counted. Its reply is read and let go.
     pub fn poll_end(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), String>> {
-        if let Some(head) = self.head.as_mut() {
-            let response = match std::pin::Pin::new(head).poll(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(stream_error(&e))),
-                Poll::Ready(Ok(r)) => r,
-            };
-            self.head = None;
-            if let Some(status) = grpc_frame::status(response.headers()) {
-                return Poll::Ready(status); // trailers-only: the call's end
-            }
-            if let Err(why) = accepted(&response) {
-                return Poll::Ready(Err(why));
-            }
-            self.body = Some(response.into_body());
-        }
-        let Some(body) = self.body.as_mut() else {
-            return Poll::Ready(Err("the call has no response".into()));
+        let outcome = |end: End| match end {
+            End::Finished => Ok(()),
+            End::Failed(why) | End::Protocol(why) => Err(why),
         };
+        match self.poll_head(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Err(end)) => return Poll::Ready(outcome(end)),
+            Poll::Ready(Ok(())) => {}
+        }
+        let body = self.body.as_mut().expect("the head came");
         loop {
             match body.poll_data(cx) {
                 Poll::Ready(Some(Ok(data))) => {
                     let _ = body.flow_control().release_capacity(data.len());
                 }
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(stream_error(&e))),
-                Poll::Ready(None) => {
-                    return match body.poll_trailers(cx) {
-                        Poll::Pending => Poll::Pending,
-                        Poll::Ready(Err(e)) => Poll::Ready(Err(stream_error(&e))),
-                        Poll::Ready(Ok(trailers)) => Poll::Ready(match ended(trailers.as_ref()) {
-                            End::Finished => Ok(()),
-                            End::Failed(why) | End::Protocol(why) => Err(why),
-                        }),
-                    }
-                }
+                Poll::Ready(None) => return poll_trailers(body, cx).map(outcome),
                 Poll::Pending => return Poll::Pending,
             }
         }
+    }
+
+    /// Waits for the response's head and takes its body; `Err` when the head already ends
+    /// the call (trailers-only: `Finished` for status 0) or refuses it.
+    fn poll_head(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), End>> {
+        let Some(head) = self.head.as_mut() else {
+            return Poll::Ready(match self.body {
+                Some(_) => Ok(()),
+                None => Err(End::Failed("the call has no response".into())),
+            });
+        };
+        let response = match std::pin::Pin::new(head).poll(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(End::Failed(stream_error(&e)))),
+            Poll::Ready(Ok(r)) => r,
+        };
+        self.head = None;
+        if let Err(end) = accepted(&response) {
+            return Poll::Ready(Err(end));
+        }
+        self.body = Some(response.into_body());
+        Poll::Ready(Ok(()))
     }
 
     /// The id of the next reply (`field` read from it), or how the stream ended.
@@ -131,21 +136,16 @@ impl BidiStream {
         cx: &mut Context<'_>,
         field: &ProtoField,
     ) -> Poll<Result<u64, End>> {
-        if let Some(head) = self.head.as_mut() {
-            let response = match std::pin::Pin::new(head).poll(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(End::Failed(stream_error(&e)))),
-                Poll::Ready(Ok(r)) => r,
-            };
-            self.head = None;
-            if let Err(why) = accepted(&response) {
-                return Poll::Ready(Err(End::Failed(why)));
+        match self.poll_head(cx) {
+            Poll::Pending => return Poll::Pending,
+            // Replies were expected: a call ended at once with OK has none.
+            Poll::Ready(Err(End::Finished)) => {
+                return Poll::Ready(Err(End::Failed("gRPC OK before any reply".into())))
             }
-            self.body = Some(response.into_body());
+            Poll::Ready(Err(end)) => return Poll::Ready(Err(end)),
+            Poll::Ready(Ok(())) => {}
         }
-        let Some(body) = self.body.as_mut() else {
-            return Poll::Ready(Err(End::Failed("the call has no response".into())));
-        };
+        let body = self.body.as_mut().expect("the head came");
         loop {
             match self.frames.cut() {
                 Ok(Some(message)) => {
@@ -170,32 +170,24 @@ impl BidiStream {
                 Poll::Ready(Some(Err(e))) => {
                     return Poll::Ready(Err(End::Failed(stream_error(&e))))
                 }
-                Poll::Ready(None) => {
-                    return match body.poll_trailers(cx) {
-                        Poll::Pending => Poll::Pending,
-                        Poll::Ready(Err(e)) => Poll::Ready(Err(End::Failed(stream_error(&e)))),
-                        Poll::Ready(Ok(trailers)) => Poll::Ready(Err(ended(trailers.as_ref()))),
-                    }
-                }
+                Poll::Ready(None) => return poll_trailers(body, cx).map(Err),
                 Poll::Pending => return Poll::Pending,
             }
         }
     }
 }
 
-/// Whether a response head opens the stream of replies (200, gRPC content, no status yet).
-fn accepted(response: &http::Response<h2::RecvStream>) -> Result<(), String> {
+/// Whether a response head opens the stream of replies (200, gRPC content, no status yet);
+/// else how it ends the call (trailers-only: refused, or ended at once — `Finished` for OK).
+fn accepted(response: &http::Response<h2::RecvStream>) -> Result<(), End> {
     if response.status() != http::StatusCode::OK {
-        return Err(format!(
+        return Err(End::Failed(format!(
             "HTTP {} to a gRPC call",
             response.status().as_u16()
-        ));
+        )));
     }
     if let Some(status) = grpc_frame::status(response.headers()) {
-        // Trailers-only: the call was refused (or ended at once).
-        return Err(status
-            .err()
-            .unwrap_or_else(|| "gRPC OK before any reply".into()));
+        return Err(status.map_or_else(End::Failed, |()| End::Finished));
     }
     let content = response
         .headers()
@@ -203,9 +195,20 @@ fn accepted(response: &http::Response<h2::RecvStream>) -> Result<(), String> {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     if !content.starts_with("application/grpc") {
-        return Err(format!("content-type {content:?} to a gRPC call"));
+        return Err(End::Failed(format!(
+            "content-type {content:?} to a gRPC call"
+        )));
     }
     Ok(())
+}
+
+/// How the trailers that follow a call's last DATA frame end it.
+fn poll_trailers(body: &mut h2::RecvStream, cx: &mut Context<'_>) -> Poll<End> {
+    match body.poll_trailers(cx) {
+        Poll::Pending => Poll::Pending,
+        Poll::Ready(Err(e)) => Poll::Ready(End::Failed(stream_error(&e))),
+        Poll::Ready(Ok(trailers)) => Poll::Ready(ended(trailers.as_ref())),
+    }
 }
 
 /// How trailers end the stream.

@@ -55,14 +55,13 @@ pub fn reflector() -> Reflector {
 
 /// The descriptors `target` offers, as `FileDescriptorSet` bytes; or what the server did.
 pub fn fetch(target: &ReflectionTarget) -> Result<Vec<u8>, String> {
-    let target = target.clone();
     std::thread::scope(|s| {
         s.spawn(|| {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .map_err(|e| format!("cannot start the reflection client ({e})"))?;
-            tokio::task::LocalSet::new().block_on(&runtime, fetch_from(&target))
+            tokio::task::LocalSet::new().block_on(&runtime, fetch_from(target))
         })
         .join()
         .unwrap_or_else(|_| Err("the reflection client failed".into()))

@@ -731,8 +731,6 @@ fn send_body(
     });
 }
 
-/// Pushes the replies a bidirectional call has for the caller (at most a turn's worth); `Err`
-/// once the call ended.
 /// Hands the caller a paced call's messages as its response says: each delivered, or each
 /// failed with the reason counted once per message.
 fn confirm(
@@ -752,6 +750,8 @@ fn confirm(
     }
 }
 
+/// Pushes the replies a bidirectional call has for the caller (at most a turn's worth); `Err`
+/// once the call ended.
 fn replies(
     call: &mut BidiStream,
     cx: &mut Context<'_>,

@@ -531,13 +531,8 @@ async fn chat_stream(
             .is_some_and(|Reverse((t, ..))| *t <= Instant::now())
         {
             let Reverse((_, _, message)) = due.pop().expect("peeked");
-            stream.reserve_capacity(5 + message.len());
-            while stream.capacity() < 5 + message.len() {
-                match std::future::poll_fn(|cx| stream.poll_capacity(cx)).await {
-                    Some(Ok(_)) => {}
-                    Some(Err(e)) => return Err(e),
-                    None => return Ok(()), // the client reset the stream
-                }
+            if !window_takes(&mut stream, 5 + message.len()).await? {
+                return Ok(()); // the client reset the stream
             }
             crate::net::grpc_frame::put_head(&mut out, message.len());
             out.extend_from_slice(&message);
@@ -593,6 +588,23 @@ async fn chat_stream(
         }
     };
     end_stream(&mut stream, status)
+}
+
+/// Waits until the client's flow-control window takes `bytes` more on `stream`: a client that
+/// does not read holds its own stream, never the server's memory. `false`: the client reset it.
+pub(super) async fn window_takes(
+    stream: &mut h2::SendStream<Bytes>,
+    bytes: usize,
+) -> Result<bool, h2::Error> {
+    stream.reserve_capacity(bytes);
+    while stream.capacity() < bytes {
+        match std::future::poll_fn(|cx| stream.poll_capacity(cx)).await {
+            Some(Ok(_)) => {}
+            Some(Err(e)) => return Err(e),
+            None => return Ok(false),
+        }
+    }
+    Ok(true)
 }
 
 /// Sleeps until `at` (`None`: forever).

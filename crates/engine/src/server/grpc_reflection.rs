@@ -162,15 +162,8 @@ pub async fn serve(
             crate::net::grpc_frame::put_head(&mut out, response.len());
             out.extend_from_slice(&response);
             let message = out.split().freeze();
-            // Sent only as the client's window takes it: a client that does not read holds
-            // its own stream, never the server's memory.
-            stream.reserve_capacity(message.len());
-            while stream.capacity() < message.len() {
-                match std::future::poll_fn(|cx| stream.poll_capacity(cx)).await {
-                    Some(Ok(_)) => {}
-                    Some(Err(e)) => return Err(e),
-                    None => return Ok(()),
-                }
+            if !super::grpc::window_takes(&mut stream, message.len()).await? {
+                return Ok(()); // the client reset the stream
             }
             stream.send_data(message, false)?;
         }
