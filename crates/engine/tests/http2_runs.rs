@@ -315,3 +315,20 @@ fn request_bodies_larger_than_the_server_s_window_are_sent_as_it_opens_and_their
     )[0];
     assert_eq!(r.faults.connections.flow_control_waits, 0);
 }
+
+#[test]
+fn each_caller_runs_its_connections_on_its_own_thread() {
+    // Over HTTP/2 a caller and its sockets share one thread (no hand-off between threads):
+    // two client threads are two threads, each accounted for.
+    let nginx = Nginx::http2("");
+    let r = &run(H2, &[&plain(&nginx), "client.threads=2"])[0];
+    assert_accounted(r);
+    assert!(r.counters.delivered > 1000, "{:?}", r.counters);
+    let roles: Vec<&str> = r.cpu.threads.iter().map(|t| t.role.as_str()).collect();
+    assert_eq!(roles, ["caller-0", "caller-1"]);
+    assert!(r
+        .cpu
+        .threads
+        .iter()
+        .all(|t| t.cpu.user_s + t.cpu.sys_s > 0.0));
+}

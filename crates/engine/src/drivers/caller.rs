@@ -158,8 +158,8 @@ impl Ends {
 
     /// The end of a turn: hands over what waited for room (looking again soon if some still
     /// waits: the caller frees room as it takes events), and wakes the caller once if events
-    /// were handed over.
-    pub fn end_turn(&mut self, cx: &mut Context<'_>) {
+    /// were handed over; says whether they were.
+    pub fn end_turn(&mut self, cx: &mut Context<'_>) -> bool {
         while let Some(&e) = self.pending.front() {
             if self.events.push(e).is_err() {
                 break;
@@ -169,11 +169,13 @@ impl Ends {
         if !self.pending.is_empty() {
             cx.waker().wake_by_ref();
         }
-        if std::mem::take(&mut self.told) {
+        let told = std::mem::take(&mut self.told);
+        if told {
             if let Some(caller) = &self.caller {
                 caller.wake();
             }
         }
+        told
     }
 }
 
@@ -183,6 +185,12 @@ pub type SocketBody = Box<dyn FnOnce() -> Vec<ErrorCount> + Send + 'static>;
 
 /// What carries a system's requests: one socket thread per caller.
 pub trait Sockets: Sync {
+    /// `Some` when the caller's work runs on its socket thread's own event loop rather than on
+    /// a thread of its own (see [`InlineSockets`]).
+    fn inline(&self) -> Option<&dyn InlineSockets> {
+        None
+    }
+
     /// The body of caller `t`'s socket thread, owning `connections` connections: it connects
     /// them, reports on `ready`, and serves `ends` until told to stop.
     fn thread(
@@ -192,6 +200,47 @@ pub trait Sockets: Sync {
         ends: Ends,
         ready: Sender<Result<(), EngineError>>,
     ) -> SocketBody;
+}
+
+/// Sockets whose event loop also runs the caller: one thread per caller instead of two.
+///
+/// Why: over HTTP/2 every response crossed from the socket thread to the caller and every new
+/// request back, each crossing a wake-up of a sleeping thread (a futex one way, an eventfd the
+/// other). Against nginx (4 connections x 64 streams, 95k requests/s) the caller slept and woke
+/// 66k times in 3 s and its wake-ups, with the socket thread's side of them, were ~12 % of the
+/// client's CPU. On one thread the hand-off rings stay (they cost no wake-up there) and the
+/// loop sleeps in one place, its sockets' `epoll`, with a `timerfd` for the next send.
+/// A system whose wait strategies are compared (`ws-rpc`) keeps the two threads.
+pub trait InlineSockets: Sync {
+    /// Runs caller `t`'s sockets on this thread, owning `connections` connections: it
+    /// connects them, reports on `ready`, then calls `turns` whenever something happened or
+    /// the time it asked for came, until it says [`Next::Done`]; returns the failed answers it
+    /// read, by message. The thread's CPU is the caller's (no socket CPU clock is published).
+    fn run_here(
+        &self,
+        t: usize,
+        connections: usize,
+        ends: Ends,
+        ready: Sender<Result<(), EngineError>>,
+        turns: &mut dyn Turns,
+    ) -> Vec<ErrorCount>;
+}
+
+/// The caller's loop cut into turns, for an event loop that runs it ([`InlineSockets`]).
+pub trait Turns {
+    /// Takes what the sockets handed over and hands over what is due; says when to call again.
+    fn turn(&mut self) -> Next;
+}
+
+/// When a caller wants its next turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// At once: it made progress.
+    Again,
+    /// At this time (ns) or when a response comes, whichever is first.
+    At(u64),
+    /// Never: it is done (its recording is closed).
+    Done,
 }
 
 /// How the callers of a system work.
@@ -318,74 +367,57 @@ struct Conn {
 
 type CallerResult = Result<Option<(Vec<ThreadCpu>, Faults)>, EngineError>;
 
-/// The caller's end of its socket thread.
-struct SocketThread {
-    handle: std::thread::JoinHandle<Vec<ErrorCount>>,
-    requests: crate::ring::Producer<Request>,
-    events: crate::ring::Consumer<Event>,
+/// The caller's ends of the rings to its sockets.
+type Handover = (crate::ring::Producer<Request>, crate::ring::Consumer<Event>);
+
+/// The caller's signals to its sockets, and where a socket thread publishes its CPU clock.
+struct CallerEnds {
     notify: Arc<tokio::sync::Notify>,
     stop: Arc<AtomicBool>,
     cpu: Arc<OnceLock<ThreadCpuClock>>,
 }
 
-impl SocketThread {
-    /// Starts caller `t`'s socket thread; it connects and then reports on `ready`.
-    fn start(
-        shared: &Shared,
-        t: usize,
-        waiter: &Waiter,
-        ready: Sender<Result<(), EngineError>>,
-    ) -> SocketThread {
-        let client = shared.client;
-        // Room for every request in flight, plus a reset and two state changes per connection.
-        let connections = client.thread_connections(t).len();
-        let capacity = (client.window + 3) * connections + 16;
-        let (req_tx, req_rx) = crate::ring::channel::<Request>(capacity);
-        let (ev_tx, ev_rx) = crate::ring::channel::<Event>(capacity);
-        let notify = Arc::new(tokio::sync::Notify::new());
-        let stop = Arc::new(AtomicBool::new(false));
-        let cpu = Arc::new(OnceLock::new());
-        let ends = Ends {
-            cpu_clock: cpu.clone(),
-            requests: req_rx,
-            events: ev_tx,
-            pending: VecDeque::new(),
-            told: false,
-            notified: Box::pin(notify.clone().notified_owned()),
-            notify: notify.clone(),
-            caller: Waiter::may_park(shared.callers.wait).then(|| waiter.sleeper()),
-            stop: stop.clone(),
-        };
-        let body = shared.callers.sockets.thread(t, connections, ends, ready);
-        let handle = std::thread::Builder::new()
-            .name(format!("msgbench-socket-{t}"))
-            .spawn(body)
-            .expect("spawning a thread");
-        SocketThread {
-            handle,
-            requests: req_tx,
-            events: ev_rx,
-            notify,
-            stop,
-            cpu,
-        }
-    }
-
-    /// Tells the socket thread to close its connections and waits for it; returns the error
-    /// replies it read, by message.
-    fn stop(
-        stop: &AtomicBool,
-        notify: &tokio::sync::Notify,
-        handle: std::thread::JoinHandle<Vec<ErrorCount>>,
-    ) -> Vec<ErrorCount> {
-        stop.store(true, Ordering::Release);
-        notify.notify_one();
-        handle.join().unwrap_or_default()
-    }
+/// The rings between caller `t` and its sockets: the sockets' ends and the caller's. `caller`:
+/// the caller to wake when events are handed over (`None`: it need not be woken).
+fn rings(shared: &Shared, t: usize, caller: Option<Arc<Sleeper>>) -> (Ends, Handover, CallerEnds) {
+    let client = shared.client;
+    // Room for every request in flight, plus a reset and two state changes per connection.
+    let connections = client.thread_connections(t).len();
+    let capacity = (client.window + 3) * connections + 16;
+    let (req_tx, req_rx) = crate::ring::channel::<Request>(capacity);
+    let (ev_tx, ev_rx) = crate::ring::channel::<Event>(capacity);
+    let notify = Arc::new(tokio::sync::Notify::new());
+    let stop = Arc::new(AtomicBool::new(false));
+    let cpu = Arc::new(OnceLock::new());
+    let ends = Ends {
+        cpu_clock: cpu.clone(),
+        requests: req_rx,
+        events: ev_tx,
+        pending: VecDeque::new(),
+        told: false,
+        notified: Box::pin(notify.clone().notified_owned()),
+        notify: notify.clone(),
+        caller,
+        stop: stop.clone(),
+    };
+    let mine = CallerEnds { notify, stop, cpu };
+    (ends, (req_tx, ev_rx), mine)
 }
 
-/// A caller thread: starts its socket thread, then paces, hands requests over and takes
-/// responses back until its schedule and drain are over.
+/// Tells a socket thread to close its connections and waits for it; returns the error replies
+/// it read, by message.
+fn stop_socket_thread(
+    mine: &CallerEnds,
+    handle: std::thread::JoinHandle<Vec<ErrorCount>>,
+) -> Vec<ErrorCount> {
+    mine.stop.store(true, Ordering::Release);
+    mine.notify.notify_one();
+    handle.join().unwrap_or_default()
+}
+
+/// A caller thread: runs its sockets on this thread when they can ([`InlineSockets`]), else
+/// starts its socket thread, then paces, hands requests over and takes responses back until
+/// its schedule and drain are over.
 fn caller(
     shared: &Shared,
     t: usize,
@@ -393,69 +425,35 @@ fn caller(
     start: Receiver<Start>,
     done: Sender<()>,
 ) -> CallerResult {
-    let client = shared.client;
-    let pin = client.pin.get(t).copied();
+    let pin = shared.client.pin.get(t).copied();
     if let Err(e) = worker::prepare(shared.callers.name, pin, true) {
         let _ = ready.send(Err(e));
         return Ok(None);
     }
     let waiter = Waiter::new(shared.callers.wait);
-    let socket = SocketThread::start(shared, t, &waiter, ready);
-    let SocketThread {
-        handle,
-        requests,
-        events,
-        notify,
-        stop,
-        cpu,
-    } = socket;
+    if let Some(inline) = shared.callers.sockets.inline() {
+        return inline_caller(inline, shared, t, ready, (start, done), waiter);
+    }
+    let (ends, handover, mine) = rings(
+        shared,
+        t,
+        Waiter::may_park(shared.callers.wait).then(|| waiter.sleeper()),
+    );
+    let connections = shared.client.thread_connections(t).len();
+    let body = shared.callers.sockets.thread(t, connections, ends, ready);
+    let handle = std::thread::Builder::new()
+        .name(format!("msgbench-socket-{t}"))
+        .spawn(body)
+        .expect("spawning a thread");
     let Ok((timeline, rec)) = start.recv() else {
-        SocketThread::stop(&stop, &notify, handle);
+        stop_socket_thread(&mine, handle);
         let _ = done.send(());
         return Ok(None);
     };
-    let me = Caller {
-        shared,
-        index: t,
-        conns: client
-            .thread_connections(t)
-            .map(|local| Conn {
-                in_flight: InFlight::new(client.window),
-                launcher: Launcher::new(
-                    shared.scenario.pacing,
-                    shared.scenario.run.seed,
-                    timeline.t0_ns,
-                    (client.global_index(local), client.total_connections()),
-                    connection_budget(shared.scenario.run.operations, client, local),
-                ),
-                up: true,
-                down_since: 0,
-            })
-            .collect(),
-        timeline,
-        rules: Rules {
-            client,
-            shares: &shared.callers.shares,
-            measure_start_ns: timeline.measure_start_ns,
-            end_ns: timeline.end_ns,
-        },
-        rec,
-        faults: Faults::default(),
-        clock: MonotonicClock::new(client.spin_ns),
-        budget: Budget::of_connections(
-            shared.scenario.run.operations,
-            client,
-            client.thread_connections(t),
-        ),
-        requests,
-        events,
-        notify: notify.clone(),
-        waiter,
-        socket_cpu: cpu,
-    };
+    let me = Caller::new(shared, t, (timeline, rec), handover, &mine, waiter, true);
     let (cpu, socket_cpu_ns, mut faults) = me.run(&done);
     faults += Faults {
-        errors: SocketThread::stop(&stop, &notify, handle),
+        errors: stop_socket_thread(&mine, handle),
         ..Faults::default()
     };
     Ok(Some((
@@ -479,6 +477,114 @@ fn caller(
     )))
 }
 
+/// A caller whose sockets run on its own thread: the sockets' event loop calls its turns.
+fn inline_caller(
+    inline: &dyn InlineSockets,
+    shared: &Shared,
+    t: usize,
+    ready: Sender<Result<(), EngineError>>,
+    (start, done): (Receiver<Start>, Sender<()>),
+    waiter: Waiter,
+) -> CallerResult {
+    let (ends, handover, mine) = rings(shared, t, None);
+    let mut turns = InlineCaller {
+        shared,
+        t,
+        start,
+        done,
+        mine,
+        waiting: Some((handover, waiter)),
+        running: None,
+        finished: None,
+    };
+    let connections = shared.client.thread_connections(t).len();
+    let errors = inline.run_here(t, connections, ends, ready, &mut turns);
+    let Some((cpu, _, mut faults)) = turns.finished else {
+        let _ = turns.done.send(()); // the run never started (or was abandoned): not counted
+        return Ok(None);
+    };
+    faults += Faults {
+        errors,
+        ..Faults::default()
+    };
+    Ok(Some((
+        vec![ThreadCpu {
+            role: format!("caller-{t}"),
+            pinned_cpu: shared.client.pin.get(t).copied(),
+            cpu,
+        }],
+        faults,
+    )))
+}
+
+/// A caller run by its sockets' event loop, turn by turn.
+struct InlineCaller<'a> {
+    shared: &'a Shared<'a>,
+    t: usize,
+    start: Receiver<Start>,
+    done: Sender<()>,
+    mine: CallerEnds,
+    /// Until the run starts: what its caller is made of.
+    waiting: Option<(Handover, Waiter)>,
+    /// Once the run started.
+    running: Option<Caller<'a>>,
+    /// Once it is done: its CPU, its socket CPU (none here) and faults.
+    finished: Option<(CpuTimes, u64, Faults)>,
+}
+
+impl Turns for InlineCaller<'_> {
+    fn turn(&mut self) -> Next {
+        if self.running.is_none() {
+            let Some((handover, waiter)) = self.waiting.take() else {
+                return Next::Done; // done, or never started
+            };
+            // Every caller is connected once this thread is asked for its first turn; the
+            // start comes when the others are too.
+            let Ok(start) = self.start.recv() else {
+                return Next::Done;
+            };
+            let me = Caller::new(
+                self.shared,
+                self.t,
+                start,
+                handover,
+                &self.mine,
+                waiter,
+                false,
+            );
+            me.clock.sleep_until(me.timeline.t0_ns);
+            self.running = Some(me);
+        }
+        let me = self.running.as_mut().expect("set above");
+        match me.turn(&self.done) {
+            Next::Done => {
+                let me = self.running.take().expect("set above");
+                let used = me.progress.used;
+                self.finished = Some((used.0, used.1, me.finish()));
+                Next::Done
+            }
+            // The last `spin_ns` before a send are spun (turn after turn), as the threaded
+            // caller's sleep spins them: waking from the kernel is not that exact.
+            Next::At(wake) => match wake.checked_sub(self.shared.client.spin_ns) {
+                Some(sleep_to) if sleep_to > me.clock.now_ns() => Next::At(sleep_to),
+                _ => Next::Again,
+            },
+            Next::Again => Next::Again,
+        }
+    }
+}
+
+/// Where a caller's loop stands between turns.
+#[derive(Debug, Default)]
+struct Progress {
+    /// CPU at the measured span's start.
+    before: SpanCpuUse,
+    /// CPU over the measured span (once sending stopped).
+    used: (CpuTimes, u64),
+    /// When sending stopped.
+    send_end_ns: Option<u64>,
+}
+
 struct Caller<'a> {
     shared: &'a Shared<'a>,
     index: usize,
@@ -491,9 +597,11 @@ struct Caller<'a> {
     budget: Budget,
     requests: crate::ring::Producer<Request>,
     events: crate::ring::Consumer<Event>,
-    notify: Arc<tokio::sync::Notify>,
+    /// `Some` when the sockets run on another thread: raised after handing requests over.
+    notify: Option<Arc<tokio::sync::Notify>>,
     waiter: Waiter,
     socket_cpu: Arc<OnceLock<ThreadCpuClock>>,
+    progress: Progress,
 }
 
 /// The caller's and its socket thread's CPU over the measured span.
@@ -503,48 +611,114 @@ struct SpanCpuUse {
     socket_ns: Option<u64>,
 }
 
-impl Caller<'_> {
-    /// The caller's loop; returns its CPU and its socket thread's (ns) over the measured span,
-    /// and its faults.
+impl<'a> Caller<'a> {
+    /// A caller of `shared`'s thread `t` for a run that `start`s: its connections' launchers
+    /// and in-flight tables, the rings to its sockets. `threaded`: its sockets run on another
+    /// thread (it raises their notification after handing requests over).
+    fn new(
+        shared: &'a Shared<'a>,
+        t: usize,
+        (timeline, rec): Start,
+        (requests, events): Handover,
+        mine: &CallerEnds,
+        waiter: Waiter,
+        threaded: bool,
+    ) -> Caller<'a> {
+        let client = shared.client;
+        Caller {
+            shared,
+            index: t,
+            conns: client
+                .thread_connections(t)
+                .map(|local| Conn {
+                    in_flight: InFlight::new(client.window),
+                    launcher: Launcher::new(
+                        shared.scenario.pacing,
+                        shared.scenario.run.seed,
+                        timeline.t0_ns,
+                        (client.global_index(local), client.total_connections()),
+                        connection_budget(shared.scenario.run.operations, client, local),
+                    ),
+                    up: true,
+                    down_since: 0,
+                })
+                .collect(),
+            timeline,
+            rules: Rules {
+                client,
+                shares: &shared.callers.shares,
+                measure_start_ns: timeline.measure_start_ns,
+                end_ns: timeline.end_ns,
+            },
+            rec,
+            faults: Faults::default(),
+            clock: MonotonicClock::new(client.spin_ns),
+            budget: Budget::of_connections(
+                shared.scenario.run.operations,
+                client,
+                client.thread_connections(t),
+            ),
+            requests,
+            events,
+            notify: threaded.then(|| mine.notify.clone()),
+            waiter,
+            socket_cpu: mine.cpu.clone(),
+            progress: Progress::default(),
+        }
+    }
+
+    /// The caller's loop on a thread of its own; returns its CPU and its socket thread's (ns)
+    /// over the measured span, and its faults.
     fn run(mut self, done: &Sender<()>) -> (CpuTimes, u64, Faults) {
         self.clock.sleep_until(self.timeline.t0_ns);
-        let mut before = SpanCpuUse::default();
-        let mut used = (CpuTimes::default(), 0);
-        let mut send_end_ns = None;
         loop {
-            let now = self.clock.now_ns();
-            self.rec.roll_if_due(now);
-            if send_end_ns.is_none() {
-                if before.caller.is_none() && now >= self.timeline.measure_start_ns {
-                    before = SpanCpuUse {
-                        caller: Some(CpuSnapshot::thread()),
-                        socket_ns: self.socket_cpu_ns(),
-                    };
-                }
-                send_end_ns = self.stop_sending_at(now);
-                match send_end_ns {
-                    Some(_) => {
-                        used = self.cpu_since(&before);
-                        let _ = done.send(());
-                        self.flush();
-                    }
-                    None => self.send_due(now),
-                }
+            match self.turn(done) {
+                Next::Done => break,
+                Next::Again => self.waiter.progressed(),
+                Next::At(wake) => self.idle_until(wake),
             }
-            let progressed = self.take_events();
-            self.check_timeouts(self.clock.now_ns());
-            let in_flight: usize = self.conns.iter().map(|c| c.in_flight.in_flight()).sum();
-            let drain_end = send_end_ns.map(|e| self.shared.stop.drain_deadline(&self.timeline, e));
-            if drain_end.is_some_and(|d| in_flight == 0 || now > d) {
-                break;
-            }
-            if progressed {
-                self.waiter.progressed();
-                continue;
-            }
-            self.wait(now, drain_end, in_flight);
         }
+        let used = self.progress.used;
         (used.0, used.1, self.finish())
+    }
+
+    /// One turn: sends what is due (or stops sending), takes the responses and state changes
+    /// handed over, fails what timed out; says when the next turn is due.
+    fn turn(&mut self, done: &Sender<()>) -> Next {
+        let now = self.clock.now_ns();
+        self.rec.roll_if_due(now);
+        if self.progress.send_end_ns.is_none() {
+            if self.progress.before.caller.is_none() && now >= self.timeline.measure_start_ns {
+                self.progress.before = SpanCpuUse {
+                    caller: Some(CpuSnapshot::thread()),
+                    socket_ns: self.socket_cpu_ns(),
+                };
+            }
+            self.progress.send_end_ns = self.stop_sending_at(now);
+            match self.progress.send_end_ns {
+                Some(_) => {
+                    self.progress.used = self.cpu_since(&self.progress.before);
+                    let _ = done.send(());
+                    self.flush();
+                }
+                None => self.send_due(now),
+            }
+        }
+        let progressed = self.take_events();
+        self.check_timeouts(self.clock.now_ns());
+        let in_flight: usize = self.conns.iter().map(|c| c.in_flight.in_flight()).sum();
+        let drain_end =
+            (self.progress.send_end_ns).map(|e| self.shared.stop.drain_deadline(&self.timeline, e));
+        if drain_end.is_some_and(|d| in_flight == 0 || now > d) {
+            return Next::Done;
+        }
+        if progressed {
+            return Next::Again;
+        }
+        match self.wake_at(now, drain_end) {
+            Some(wake) => Next::At(wake),
+            None => Next::Again,
+        }
     }
 
     /// `Some(send end)` when this caller stops sending at `now`: Ctrl-C, an error that stops
@@ -611,7 +785,7 @@ impl Caller<'_> {
             );
         }
         if pushed {
-            self.notify.notify_one();
+            self.tell_sockets();
         }
     }
 
@@ -702,6 +876,14 @@ impl Caller<'_> {
         }
     }
 
+    /// Wakes a socket thread for the requests just handed over (sockets on this thread take
+    /// them on their next turn).
+    fn tell_sockets(&self) {
+        if let Some(notify) = &self.notify {
+            notify.notify_one();
+        }
+    }
+
     /// Tells the socket thread that nothing more will be sent on any connection.
     fn flush(&mut self) {
         for i in 0..self.conns.len() {
@@ -711,7 +893,7 @@ impl Caller<'_> {
                 id: 0,
             });
         }
-        self.notify.notify_one();
+        self.tell_sockets();
     }
 
     /// Asks for a fresh connection `i`: answers to failed requests may still come on the old
@@ -729,7 +911,7 @@ impl Caller<'_> {
             class: RESET,
             id: 0,
         });
-        self.notify.notify_one();
+        self.tell_sockets();
     }
 
     /// Fails every request in flight on connection `i`; stops the run under `on_error = stop`.
@@ -750,14 +932,14 @@ impl Caller<'_> {
         }
     }
 
-    /// Nothing happened: wait for the next send, a response, or the drain's end.
-    /// `drain_end`: `None` while sending, the drain's deadline after.
-    fn wait(&mut self, now: u64, drain_end: Option<u64>, in_flight: usize) {
+    /// Nothing happened: when the next send, timeout, stop check or the drain's end is due
+    /// (`None`: now). `drain_end`: `None` while sending, the drain's deadline after.
+    fn wake_at(&mut self, now: u64, drain_end: Option<u64>) -> Option<u64> {
         let sending = drain_end.is_none();
         // Every schedule is over: stop sending now (where the measured span ends), not after
         // the next response or the next stop check.
         if sending && self.conns.iter().all(|c| c.launcher.done) {
-            return;
+            return None;
         }
         let mut wake = drain_end.unwrap_or(u64::MAX);
         if sending {
@@ -778,10 +960,14 @@ impl Caller<'_> {
             }
         }
         let wake = wake.min(now + STOP_CHECK_NS);
-        if wake <= now {
-            return;
-        }
-        if in_flight == 0 {
+        (wake > now).then_some(wake)
+    }
+
+    /// Waits on this thread until `wake` or a response, whichever is first.
+    fn idle_until(&mut self, wake: u64) {
+        let now = self.clock.now_ns();
+        let in_flight = self.conns.iter().any(|c| c.in_flight.in_flight() > 0);
+        if !in_flight {
             // No response to wait for: sleep precisely to the next send, whatever the wait
             // strategy (it is about responses).
             self.clock.sleep_until(wake);

@@ -15,11 +15,14 @@
 //! is followed (counted as closed by the server, not failed). A connection that ends otherwise
 //! (GOAWAY with an error, a connection error, a lost socket) is down: its streams in flight
 //! fail with it, and under `on_error = "reconnect"` it is opened again.
-use super::caller::{Down, Ends, Event, SocketBody, Sockets, FLUSH, RESET};
+use super::caller::{
+    Down, Ends, Event, InlineSockets, Next, SocketBody, Sockets, Turns, FLUSH, RESET,
+};
 use super::grpc_bidi::{BidiStream, End};
 use super::grpc_client_stream::PacedCall;
 use super::h2_connect::{self, connection_error, stream_error, Failure, Open, Target};
 use crate::error::EngineError;
+use crate::harness::timer::AsyncTimer;
 use crate::harness::worker;
 use crate::net::json_rpc;
 use bytes::{Bytes, BytesMut};
@@ -44,6 +47,9 @@ const RECONNECT_EVERY: Duration = Duration::from_millis(100);
 const RETIRING: usize = 4;
 /// Responses handed to the caller before the other work of a turn gets a look.
 const RESPONSES_PER_TURN: usize = 1024;
+/// Turns of an inline caller and its sockets in one poll before the runtime gets a look (its
+/// connections' tasks write what the turns sent, and read what comes).
+const INLINE_TURNS: usize = 64;
 
 /// `http` over HTTP/2: every caller's socket thread connects to the same server.
 pub struct H2Sockets {
@@ -117,7 +123,31 @@ impl Sockets for H2Sockets {
     ) -> SocketBody {
         let plan = self.shared.clone();
         let pin = self.pins.get(t).copied();
-        Box::new(move || run(plan, connections, pin, ends, ready))
+        Box::new(move || run(plan, connections, Some(pin), ends, ready, None))
+    }
+
+    fn inline(&self) -> Option<&dyn InlineSockets> {
+        Some(self)
+    }
+}
+
+impl InlineSockets for H2Sockets {
+    fn run_here(
+        &self,
+        _t: usize,
+        connections: usize,
+        ends: Ends,
+        ready: Sender<Result<(), EngineError>>,
+        turns: &mut dyn Turns,
+    ) -> Vec<ErrorCount> {
+        run(
+            self.shared.clone(),
+            connections,
+            None,
+            ends,
+            ready,
+            Some(turns),
+        )
     }
 }
 
@@ -147,20 +177,28 @@ async fn open(plan: &H2Plan) -> Result<Open, EngineError> {
     })
 }
 
-/// Runs the socket thread: connects, reports on `ready`, serves until `stop`; returns the
-/// failed answers it read, by message.
+/// Runs the sockets: connects, reports on `ready`, serves until `stop` (or, with `turns`, runs
+/// the caller's turns until it is done); returns the failed answers it read, by message.
+/// `pin`: `Some` on a socket thread of its own (then pinned as given, and its CPU clock
+/// published); `None` on the caller's thread, already prepared.
 fn run(
     plan: Arc<H2Plan>,
     connections: usize,
-    pin: Option<usize>,
+    pin: Option<Option<usize>>,
     mut ends: Ends,
     ready: Sender<Result<(), EngineError>>,
+    mut turns: Option<&mut dyn Turns>,
 ) -> Vec<ErrorCount> {
-    if let Some(clock) = crate::cpu::ThreadCpuClock::current() {
-        let _ = ends.cpu_clock.set(clock);
+    let prepared = match pin {
+        Some(pin) => {
+            if let Some(clock) = crate::cpu::ThreadCpuClock::current() {
+                let _ = ends.cpu_clock.set(clock);
+            }
+            worker::prepare("http/2 socket", pin, true)
+        }
+        None => Ok(()),
     }
-    let prepared = worker::prepare("http/2 socket", pin, true)
-        .and_then(|()| worker::runtime().map_err(EngineError::Io));
+    .and_then(|()| worker::runtime().map_err(EngineError::Io));
     let runtime = match prepared {
         Ok(r) => r,
         Err(e) => {
@@ -186,6 +224,13 @@ fn run(
                 }
             }
         }
+        let mut timer = match AsyncTimer::new() {
+            Ok(t) => t,
+            Err(e) => {
+                let _ = ready.send(Err(EngineError::Io(e)));
+                return Vec::new();
+            }
+        };
         let _ = ready.send(Ok(()));
         let mut io = Io {
             judge: Rc::new(Judge::new(&plan.config)),
@@ -197,7 +242,11 @@ fn run(
             plan,
             ends,
         };
-        std::future::poll_fn(|cx| io.poll(cx)).await;
+        std::future::poll_fn(|cx| match turns.as_deref_mut() {
+            Some(turns) => io.poll_inline(cx, turns, &mut timer),
+            None => io.poll(cx),
+        })
+        .await;
         for c in &mut io.conns {
             if let Some(open) = c.open.take() {
                 open.driver.abort();
@@ -289,10 +338,48 @@ struct Io {
 }
 
 impl Io {
+    /// The socket thread's loop: a turn whenever the caller handed requests over or a
+    /// connection has news, until the caller says stop.
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if !self.ends.begin_turn(cx) {
             return Poll::Ready(());
         }
+        self.turn(cx);
+        Poll::Pending
+    }
+
+    /// The caller's loop and the sockets' on one thread ([`InlineSockets`]): the caller's
+    /// turn, then the sockets', again while either made progress; then asleep until a
+    /// connection has news or the caller's next wake (a timerfd: tokio's own timers have
+    /// millisecond granularity, too coarse for pacing).
+    fn poll_inline(
+        &mut self,
+        cx: &mut Context<'_>,
+        turns: &mut dyn Turns,
+        timer: &mut AsyncTimer,
+    ) -> Poll<()> {
+        self.ends.begin_turn(cx);
+        for _ in 0..INLINE_TURNS {
+            let next = turns.turn();
+            let handed_over = self.turn(cx);
+            match next {
+                Next::Done => return Poll::Ready(()),
+                Next::At(_) if handed_over => {}
+                Next::At(wake) => {
+                    if timer.poll_by(cx, wake).is_pending() {
+                        return Poll::Pending;
+                    }
+                }
+                Next::Again => {}
+            }
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    /// One turn of the sockets: takes the caller's requests, gives them streams, reads what
+    /// came, hands responses and state changes over; says whether anything was handed over.
+    fn turn(&mut self, cx: &mut Context<'_>) -> bool {
         self.take_requests();
         for i in 0..self.conns.len() {
             self.watch(i, cx);
@@ -304,8 +391,7 @@ impl Io {
             self.ends.push(Event::FlowControlWait { ns });
         }
         self.reopen(cx);
-        self.ends.end_turn(cx);
-        Poll::Pending
+        self.ends.end_turn(cx)
     }
 
     fn take_requests(&mut self) {

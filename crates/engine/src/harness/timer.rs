@@ -90,6 +90,9 @@ impl Timer {
 /// (tokio's own timer wheel has millisecond granularity, too coarse to pace a tick stream).
 pub struct AsyncTimer {
     fd: tokio::io::unix::AsyncFd<OwnedFd>,
+    /// The deadline [`AsyncTimer::poll_by`] armed it for (0: none; `sleep_until` does not
+    /// use it: one timer serves one of the two).
+    armed_ns: u64,
 }
 
 impl AsyncTimer {
@@ -102,7 +105,7 @@ impl AsyncTimer {
             tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
         }
         .map_err(io::Error::from)?;
-        Ok(AsyncTimer { fd })
+        Ok(AsyncTimer { fd, armed_ns: 0 })
     }
 
     /// Waits until `deadline_ns` on [`crate::clock::now_ns`]'s timeline (armed relative to now,
@@ -124,6 +127,42 @@ impl AsyncTimer {
                 return;
             }
             guard.clear_ready();
+        }
+    }
+
+    /// For an event loop's own future: ready once `deadline_ns` came (or the timer fired for
+    /// an earlier deadline: look again); else registers `cx` to be woken then. As
+    /// [`Timer::arm_by`], a timer armed for a time from now up to the deadline is left as it
+    /// is, so a deadline that moves with every turn costs no `timerfd_settime` per turn.
+    pub fn poll_by(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        deadline_ns: u64,
+    ) -> std::task::Poll<()> {
+        use std::task::Poll;
+        let now = crate::clock::now_ns();
+        if deadline_ns <= now {
+            return Poll::Ready(());
+        }
+        if !(self.armed_ns != 0 && (now..=deadline_ns).contains(&self.armed_ns)) {
+            arm_in(self.fd.as_raw_fd(), deadline_ns - now);
+            self.armed_ns = deadline_ns;
+        }
+        loop {
+            match self.fd.poll_read_ready(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(_)) => return Poll::Ready(()),
+                Poll::Ready(Ok(mut guard)) => {
+                    let mut buf = [0u8; 8];
+                    // SAFETY: reading 8 bytes into an 8-byte buffer from our own non-blocking fd.
+                    let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+                    if n == 8 {
+                        self.armed_ns = 0;
+                        return Poll::Ready(());
+                    }
+                    guard.clear_ready();
+                }
+            }
         }
     }
 }
