@@ -715,10 +715,8 @@ impl<'a> Caller<'a> {
         if progressed {
             return Next::Again;
         }
-        match self.wake_at(now, drain_end) {
-            Some(wake) => Next::At(wake),
-            None => Next::Again,
-        }
+        // Nothing due later: look again at once (not progress: a backoff keeps its count).
+        Next::At(self.wake_at(now, drain_end).unwrap_or(now))
     }
 
     /// `Some(send end)` when this caller stops sending at `now`: Ctrl-C, an error that stops
@@ -966,6 +964,9 @@ impl<'a> Caller<'a> {
     /// Waits on this thread until `wake` or a response, whichever is first.
     fn idle_until(&mut self, wake: u64) {
         let now = self.clock.now_ns();
+        if wake <= now {
+            return;
+        }
         let in_flight = self.conns.iter().any(|c| c.in_flight.in_flight() > 0);
         if !in_flight {
             // No response to wait for: sleep precisely to the next send, whatever the wait

@@ -748,6 +748,9 @@ impl Io {
                     if std::mem::take(&mut self.conns[i].down) {
                         self.ends.push(Event::Up { conn: i as u32 });
                     }
+                    // Requests that waited for it get their streams on the next turn, now:
+                    // nothing else may wake this loop soon (this turn's streams were started).
+                    cx.waker().wake_by_ref();
                 }
                 Ok(Err(e)) if !self.plan.reconnect && !self.conns[i].down => {
                     // The server retired the connection and its replacement failed: without

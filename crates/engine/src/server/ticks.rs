@@ -352,6 +352,8 @@ struct Local {
     budget: usize,
     /// The ticks of the current round, `(seq, intended_ns, made_ns)` (reused).
     made: RefCell<Vec<(u64, u64, u64)>>,
+    /// When the schedule called for each measured tick of the round (reused).
+    scheduled: RefCell<Vec<u64>>,
 }
 
 /// One client connection, shared by its task and the generator.
@@ -482,6 +484,7 @@ impl Service for TickService {
             queued: Cell::new(0),
             budget: SERVER_TICK_BUDGET / self.settings.threads.max(1),
             made: RefCell::new(Vec::with_capacity(MAX_TICKS_PER_ROUND)),
+            scheduled: RefCell::new(Vec::with_capacity(MAX_TICKS_PER_ROUND)),
         })
     }
 
@@ -655,19 +658,25 @@ fn make(
     mut more: impl FnMut(&mut Pacer) -> bool,
 ) -> usize {
     let mut made = local.made.borrow_mut();
+    let mut scheduled = local.scheduled.borrow_mut();
     made.clear();
-    {
-        let mut lag = local.send_lag.borrow_mut();
-        while made.len() < count && more(pacer) {
-            let slot = pacer.next(clock);
-            if schedule.measures(slot.intended_ns) {
-                lag.record(slot.actual_ns.saturating_sub(slot.scheduled_ns));
-            }
-            made.push((*seq, slot.intended_ns, slot.actual_ns));
-            *seq += 1;
+    scheduled.clear();
+    while made.len() < count && more(pacer) {
+        let slot = pacer.next(clock);
+        if schedule.measures(slot.intended_ns) {
+            scheduled.push(slot.scheduled_ns);
         }
+        made.push((*seq, slot.intended_ns, slot.actual_ns));
+        *seq += 1;
     }
     offer_all(service, local, schedule, &made);
+    // A tick is sent, as far as the generator goes, once every client has it queued: its lag
+    // runs to the end of the round's offers (every tick of the round waits for all of them).
+    let offered_ns = clock.now_ns();
+    let mut lag = local.send_lag.borrow_mut();
+    for &s in scheduled.iter() {
+        lag.record(offered_ns.saturating_sub(s));
+    }
     service
         .generated
         .fetch_add(made.len() as u64, Ordering::Relaxed);
@@ -915,16 +924,19 @@ impl Writer {
                 st.waker = Some(cx.waker().clone());
             }
         }
-        // The slow-client policy closes it (the close frame goes behind any tick frame half
-        // written: see `serve`).
-        if let Some(why) = conn.st.borrow_mut().closing.take() {
-            return Poll::Ready(Ended::Policy(why));
-        }
-        // Tick frames half written go on first: nothing may come between their bytes.
-        match self.write_out(cx, ws) {
-            Poll::Ready(Ok(())) => {}
-            Poll::Ready(Err(e)) => return Poll::Ready(e),
-            Poll::Pending => return Poll::Pending,
+        // Tick frames half written go on first: nothing may come between their bytes (not a
+        // pong, so nothing is read meanwhile). A client that reads nothing keeps them half
+        // written: the slow-client policy closes it here (its close frame goes behind them:
+        // see `serve`).
+        if self.out_written < self.out.len() {
+            if let Some(why) = conn.st.borrow_mut().closing.take() {
+                return Poll::Ready(Ended::Policy(why));
+            }
+            match self.write_out(cx, ws) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(e),
+                Poll::Pending => return Poll::Pending,
+            }
         }
         // Everything the client sent: acknowledgements, pings, reports. After a bounded number
         // their answers (pongs, also those tokio-websockets queues for WebSocket pings) are
@@ -948,6 +960,9 @@ impl Writer {
             }
         }
 
+        if let Some(why) = conn.st.borrow_mut().closing.take() {
+            return Poll::Ready(Ended::Policy(why));
+        }
         for _ in 0..MAX_BATCHES_PER_POLL {
             if self.unflushed {
                 match Pin::new(&mut *ws).poll_flush(cx) {
@@ -1099,7 +1114,12 @@ impl Writer {
         message: Message,
     ) -> Result<(), Ended> {
         conn.st.borrow_mut().heard_ns = crate::clock::now_ns();
-        if message.is_ping() || message.is_pong() || message.is_close() {
+        if message.is_close() {
+            // Nothing may follow its answer (RFC 6455 §5.5.1), not even tick frames written
+            // by hand: the connection is done.
+            return Err(Ended::Peer);
+        }
+        if message.is_ping() || message.is_pong() {
             return Ok(());
         }
         let Some(text) = message.as_text() else {
