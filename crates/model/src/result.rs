@@ -292,7 +292,8 @@ impl AddAssign for Connections {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ErrorCount {
-    /// The message as the server sent it (at most [`ErrorCount::MAX_CHARS`] characters).
+    /// The message as the server sent it (its first 160 characters, [`ErrorCount::MAX_CHARS`], then
+    /// `…` when it was longer).
     pub message: String,
     /// Replies that carried it.
     pub count: u64,
@@ -302,7 +303,7 @@ impl ErrorCount {
     /// Distinct messages kept: error texts that embed an id or a key would otherwise grow the
     /// list with every reply.
     pub const KINDS: usize = 16;
-    /// Characters of a message kept.
+    /// Characters of a message kept (a longer one is cut there and marked with `…`).
     pub const MAX_CHARS: usize = 160;
     /// The message under which replies beyond [`ErrorCount::KINDS`] distinct messages count.
     pub const OTHER: &'static str = "(other messages)";
@@ -310,20 +311,36 @@ impl ErrorCount {
     /// Counts `n` replies with `message` in `list`, keeping it bounded. Allocates only for a
     /// message not seen before.
     pub fn add(list: &mut Vec<ErrorCount>, message: &str, n: u64) {
-        let message = truncate_chars(message, Self::MAX_CHARS);
-        if let Some(e) = list.iter_mut().find(|e| e.message == message) {
+        let kept = truncate_chars(message, Self::MAX_CHARS);
+        let cut = kept.len() < message.len();
+        // A message kept cut reads `kept…`; cutting it again gives it back (merging is exact).
+        let same = |m: &str| match cut {
+            true => m.strip_suffix(CUT).is_some_and(|m| m == kept),
+            false => m == kept,
+        };
+        if let Some(e) = list.iter_mut().find(|e| same(&e.message)) {
             e.count += n;
             return;
         }
-        let name = if list.len() < Self::KINDS {
-            message
-        } else {
-            Self::OTHER
-        };
-        match list.iter_mut().find(|e| e.message == name) {
+        if list.len() >= Self::KINDS {
+            return Self::add_other(list, n);
+        }
+        list.push(ErrorCount {
+            message: if cut {
+                format!("{kept}{CUT}")
+            } else {
+                kept.to_string()
+            },
+            count: n,
+        });
+    }
+
+    /// Counts `n` replies under [`ErrorCount::OTHER`].
+    fn add_other(list: &mut Vec<ErrorCount>, n: u64) {
+        match list.iter_mut().find(|e| e.message == Self::OTHER) {
             Some(e) => e.count += n,
             None => list.push(ErrorCount {
-                message: name.to_string(),
+                message: Self::OTHER.to_string(),
                 count: n,
             }),
         }
@@ -339,6 +356,9 @@ impl ErrorCount {
         });
     }
 }
+
+/// What marks a message cut at [`ErrorCount::MAX_CHARS`].
+const CUT: &str = "…";
 
 fn truncate_chars(s: &str, max: usize) -> &str {
     match s.char_indices().nth(max) {
@@ -670,7 +690,29 @@ mod tests {
         let long = "x".repeat(1000);
         let mut one = Vec::new();
         ErrorCount::add(&mut one, &long, 1);
-        assert_eq!(one[0].message.chars().count(), ErrorCount::MAX_CHARS);
+        ErrorCount::add(&mut one, &format!("{long}y"), 1); // the same once cut
+        let kept = "x".repeat(ErrorCount::MAX_CHARS);
+        assert_eq!(
+            one,
+            [ErrorCount {
+                message: format!("{kept}…"),
+                count: 2
+            }]
+        );
+        // Merging a cut message again (another worker's faults) keeps it as it is.
+        let mut again = one.clone();
+        ErrorCount::add(&mut again, &one[0].message, 3);
+        assert_eq!(
+            again,
+            [ErrorCount {
+                message: format!("{kept}…"),
+                count: 5
+            }]
+        );
+        // A message of exactly MAX_CHARS characters is whole: no mark.
+        let mut whole = Vec::new();
+        ErrorCount::add(&mut whole, &kept, 1);
+        assert_eq!(whole[0].message, kept);
         let mut merged = Faults::default();
         merged += Faults {
             server_errors: 300,
