@@ -224,7 +224,8 @@ fn run(
                 }
             }
         }
-        let mut timer = match AsyncTimer::new() {
+        // The caller's wake-ups, when it runs here.
+        let mut timer = match turns.as_ref().map(|_| AsyncTimer::new()).transpose() {
             Ok(t) => t,
             Err(e) => {
                 let _ = ready.send(Err(EngineError::Io(e)));
@@ -242,9 +243,9 @@ fn run(
             plan,
             ends,
         };
-        std::future::poll_fn(|cx| match turns.as_deref_mut() {
-            Some(turns) => io.poll_inline(cx, turns, &mut timer),
-            None => io.poll(cx),
+        std::future::poll_fn(|cx| match (turns.as_deref_mut(), timer.as_mut()) {
+            (Some(turns), Some(timer)) => io.poll_inline(cx, turns, timer),
+            _ => io.poll(cx),
         })
         .await;
         for c in &mut io.conns {

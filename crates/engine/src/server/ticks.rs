@@ -12,9 +12,9 @@
 //! Per client it counts, for ticks of the measured window: generated, queued, dropped, written
 //! (a completed flush) and acknowledged (the client's cumulative acknowledgements), each also
 //! per second, and publishes them when the connection or the server ends.
-use super::ws::{put_server_frame, OPCODE_BINARY, OPCODE_TEXT};
 use super::ws::{
-    ConnectionCounts, Counts, LocalFuture, Pool, ServerWs, Service, Settings, Upgrade,
+    put_server_frame, ConnectionCounts, Counts, LocalFuture, Pool, ServerWs, Service, Settings,
+    Upgrade, OPCODE_BINARY, OPCODE_TEXT,
 };
 use crate::clock::{Clock, MonotonicClock};
 use crate::harness::timer::AsyncTimer;
@@ -35,6 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
+use tokio::io::AsyncWrite;
 use tokio_websockets::Message;
 
 /// Ticks one generator round makes before letting the writers run.
@@ -1061,7 +1062,6 @@ impl Writer {
             Poll::Pending => return Poll::Pending,
         }
         // Its write buffer is empty now: the frames go to the socket without a copy.
-        use tokio::io::AsyncWrite;
         let socket = ws.get_mut().get_mut();
         while self.out_written < self.out.len() {
             match Pin::new(&mut *socket).poll_write(cx, &self.out[self.out_written..]) {
