@@ -16,9 +16,9 @@ use crate::error::EngineError;
 use crate::harness::worker;
 use crate::net::feed::FeedDecoder;
 use crate::net::tick::{is_control, Schedule, ServerMessage, Tick};
+use crate::net::ws_client::{Msg, RawWs, WsError, OP_TEXT};
 use crate::recorder::Recorder;
 use crate::server::ws::set_socket_buffer;
-use futures_util::{Sink, SinkExt, Stream};
 use msgbench_model::result::ThreadCpu;
 use msgbench_model::ticks::{CostWork, OnClose};
 use std::cell::RefCell;
@@ -31,10 +31,12 @@ use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::net::TcpStream;
-use tokio_websockets::{Connector, MaybeTlsStream, Message, WebSocketStream};
+use tokio_websockets::{Connector, MaybeTlsStream, WebSocketStream};
 
 /// A client-side WebSocket, over TLS for `wss://`.
 pub type ClientWs = WebSocketStream<MaybeTlsStream<TcpStream>>;
+/// The same, read frame by frame in place (the tick client's: see [`crate::net::ws_client`]).
+pub type TickWs = RawWs<MaybeTlsStream<TcpStream>>;
 /// How `wss://` connections verify their server (`None`: the Mozilla roots).
 pub type WsTls = Option<Arc<tokio_rustls::rustls::ClientConfig>>;
 /// Messages handled before a connection lets the others on its thread run.
@@ -209,6 +211,34 @@ async fn tls_wrap(
 
 /// Opens a WebSocket to `url` (`ws://host:port/path?query`).
 pub async fn open(url: &str, receive_buffer: u32, tls: &WsTls) -> Result<ClientWs, OpenError> {
+    let stream = dial(url, receive_buffer, tls).await?;
+    let builder = client_builder(url)?;
+    let opened = tokio::time::timeout(OPEN_TIMEOUT, builder.connect_on(stream)).await;
+    upgraded(opened.map(|r| r.map(|(ws, _)| ws)))
+}
+
+/// Opens a WebSocket to `url` whose messages the tick client reads in place.
+pub async fn open_tick_ws(
+    url: &str,
+    receive_buffer: u32,
+    tls: &WsTls,
+) -> Result<TickWs, OpenError> {
+    let stream = dial(url, receive_buffer, tls).await?;
+    let builder = client_builder(url)?;
+    let opened = tokio::time::timeout(
+        OPEN_TIMEOUT,
+        crate::net::ws_client::connect(&builder, stream, MAX_MESSAGE),
+    )
+    .await;
+    upgraded(opened)
+}
+
+/// The TCP connection (and TLS session, for `wss://`) a WebSocket opens on.
+async fn dial(
+    url: &str,
+    receive_buffer: u32,
+    tls: &WsTls,
+) -> Result<MaybeTlsStream<TcpStream>, OpenError> {
     let authority = msgbench_model::check::ws_authority(url);
     let address = tokio::net::lookup_host(authority)
         .await
@@ -229,17 +259,26 @@ pub async fn open(url: &str, receive_buffer: u32, tls: &WsTls) -> Result<ClientW
         use std::os::fd::AsRawFd;
         set_socket_buffer(stream.as_raw_fd(), libc::SO_RCVBUF, receive_buffer);
     }
-    let stream = if url.starts_with("wss://") {
-        tls_wrap(stream, authority, tls).await?
+    if url.starts_with("wss://") {
+        tls_wrap(stream, authority, tls).await
     } else {
-        MaybeTlsStream::Plain(stream)
-    };
-    let builder = tokio_websockets::ClientBuilder::new()
+        Ok(MaybeTlsStream::Plain(stream))
+    }
+}
+
+fn client_builder(url: &str) -> Result<tokio_websockets::ClientBuilder<'static>, OpenError> {
+    Ok(tokio_websockets::ClientBuilder::new()
         .uri(url)
         .map_err(|e| OpenError::Handshake(format!("`{url}` is not a valid URI: {e}")))?
-        .limits(tokio_websockets::Limits::default().max_payload_len(Some(MAX_MESSAGE)));
-    match tokio::time::timeout(OPEN_TIMEOUT, builder.connect_on(stream)).await {
-        Ok(Ok((ws, _))) => Ok(ws),
+        .limits(tokio_websockets::Limits::default().max_payload_len(Some(MAX_MESSAGE))))
+}
+
+/// The outcome of an upgrade bounded by [`OPEN_TIMEOUT`].
+fn upgraded<W>(
+    opened: Result<Result<W, tokio_websockets::Error>, tokio::time::error::Elapsed>,
+) -> Result<W, OpenError> {
+    match opened {
+        Ok(Ok(ws)) => Ok(ws),
         Ok(Err(e)) => Err(OpenError::Handshake(format!(
             "the WebSocket upgrade failed ({e}); is this a WebSocket server?"
         ))),
@@ -375,7 +414,7 @@ enum Fault {
 #[allow(clippy::large_enum_variant)]
 pub enum Socket {
     /// msgbench's ticks or a WebSocket feed.
-    Ws(ClientWs),
+    Ws(TickWs),
     /// A gRPC server stream.
     Grpc(GrpcFeed),
 }
@@ -483,10 +522,10 @@ async fn open_subscribed(url: &str, name: &str, shared: &Shared) -> Result<Socke
     if let Some(plan) = &shared.grpc {
         return GrpcFeed::open(plan, name).await.map(Socket::Grpc);
     }
-    let mut ws = open(url, shared.receive_buffer, &shared.tls).await?;
+    let mut ws = open_tick_ws(url, shared.receive_buffer, &shared.tls).await?;
     if let Some(feed) = &shared.feed {
         for m in feed.subscribe() {
-            ws.send(Message::text(m.clone())).await.map_err(|e| {
+            ws.send_text(m).await.map_err(|e| {
                 OpenError::Handshake(format!("the subscribe message could not be sent ({e})"))
             })?;
         }
@@ -501,12 +540,8 @@ async fn goodbye(socket: Socket, processed: u64, ack: bool) {
         Socket::Ws(ws) => ws,
         Socket::Grpc(feed) => return feed.close(),
     };
-    let bye = async {
-        if ack {
-            ws.send(Message::text(ack_text(processed))).await?;
-        }
-        ws.close().await
-    };
+    let last_ack = ack.then(|| ack_text(processed));
+    let bye = ws.close(last_ack.as_deref());
     let _ = tokio::time::timeout(Duration::from_millis(500), bye).await;
 }
 
@@ -562,25 +597,27 @@ impl Reader {
     fn poll(
         &mut self,
         cx: &mut Context<'_>,
-        ws: &mut ClientWs,
+        ws: &mut TickWs,
         stats: &mut StreamStats,
         recorder: &RefCell<Recorder>,
     ) -> Poll<Ended> {
-        for _ in 0..MESSAGES_PER_POLL {
-            match Pin::new(&mut *ws).poll_next(cx) {
-                Poll::Ready(Some(Ok(message))) => {
-                    if let Some(ended) = self.on_message(&message, stats, recorder) {
+        let mut handled = 0;
+        while handled < MESSAGES_PER_POLL {
+            match ws.next_message() {
+                Ok(Some(message)) => {
+                    handled += 1;
+                    if let Some(ended) = self.on_message(message, stats, recorder) {
+                        // A close's answer goes if the socket takes it now.
+                        let _ = ws.poll_flush(cx);
                         return Poll::Ready(ended);
                     }
                 }
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(broken(e)),
-                Poll::Ready(None) => {
-                    return Poll::Ready(Ended::Broken(
-                        Fault::Disconnect,
-                        "the server closed the connection".into(),
-                    ))
-                }
-                Poll::Pending => return self.idle(cx, ws, stats),
+                Ok(None) => match ws.poll_fill(cx) {
+                    Poll::Ready(Ok(_)) => {}
+                    Poll::Ready(Err(e)) => return Poll::Ready(broken(e)),
+                    Poll::Pending => return self.idle(cx, ws, stats),
+                },
+                Err(e) => return Poll::Ready(broken(e)),
             }
         }
         // A long backlog never goes idle: look at the deadline between batches too.
@@ -595,12 +632,7 @@ impl Reader {
     }
 
     /// Nothing to read: acknowledge, and look at the clock and the flags now and then.
-    fn idle(
-        &mut self,
-        cx: &mut Context<'_>,
-        ws: &mut ClientWs,
-        stats: &StreamStats,
-    ) -> Poll<Ended> {
+    fn idle(&mut self, cx: &mut Context<'_>, ws: &mut TickWs, stats: &StreamStats) -> Poll<Ended> {
         if let Err(e) = self.write_ack(cx, ws, stats.processed) {
             return Poll::Ready(e);
         }
@@ -624,29 +656,24 @@ impl Reader {
         Poll::Pending
     }
 
-    /// Writes a due acknowledgement and keeps flushing it.
+    /// Writes a due acknowledgement (and answers to pings) and keeps flushing them.
     fn write_ack(
         &mut self,
         cx: &mut Context<'_>,
-        ws: &mut ClientWs,
+        ws: &mut TickWs,
         processed: u64,
     ) -> Result<(), Ended> {
         if self.ack_due && !self.flushing {
-            match Pin::new(&mut *ws).poll_ready(cx) {
-                Poll::Ready(Ok(())) => {
-                    Pin::new(&mut *ws)
-                        .start_send(Message::text(ack_text(self.on_this_connection(processed))))
-                        .map_err(broken)?;
-                    self.acked = processed;
-                    self.ack_due = false;
-                    self.flushing = true;
-                }
-                Poll::Ready(Err(e)) => return Err(broken(e)),
-                Poll::Pending => return Ok(()),
-            }
+            ws.queue(
+                OP_TEXT,
+                ack_text(self.on_this_connection(processed)).as_bytes(),
+            );
+            self.acked = processed;
+            self.ack_due = false;
+            self.flushing = true;
         }
-        if self.flushing {
-            match Pin::new(&mut *ws).poll_flush(cx) {
+        if self.flushing || ws.unflushed() {
+            match ws.poll_flush(cx) {
                 Poll::Ready(Ok(())) => self.flushing = false,
                 Poll::Ready(Err(e)) => return Err(broken(e)),
                 Poll::Pending => {}
@@ -715,27 +742,21 @@ impl Reader {
     #[inline]
     fn on_message(
         &mut self,
-        message: &Message,
+        message: Msg<'_>,
         stats: &mut StreamStats,
         recorder: &RefCell<Recorder>,
     ) -> Option<Ended> {
-        let payload: &[u8] = message.as_payload();
-        if message.is_text() && self.shared.feed.is_none() && is_control(payload) {
-            return self.on_control(payload, stats);
-        }
-        if let Some((code, reason)) = message.as_close() {
-            return Some(Ended::Broken(
+        match message {
+            Msg::Text(payload) if self.shared.feed.is_none() && is_control(payload) => {
+                self.on_control(payload, stats)
+            }
+            Msg::Text(payload) => self.on_payload(payload, true, stats, recorder),
+            Msg::Binary(payload) => self.on_payload(payload, false, stats, recorder),
+            Msg::Close(code, reason) => Some(Ended::Broken(
                 Fault::Disconnect,
-                format!(
-                    "the server closed the connection ({} {reason})",
-                    u16::from(code)
-                ),
-            ));
+                format!("the server closed the connection ({code} {reason})"),
+            )),
         }
-        if !message.is_binary() && !message.is_text() {
-            return None; // ping, pong: tokio-websockets answers them
-        }
-        self.on_payload(payload, message.is_text(), stats, recorder)
     }
 
     /// Measures one data message (a tick, or a feed's message): decode, check its place in
@@ -835,17 +856,15 @@ impl Reader {
     }
 }
 
-fn broken(e: tokio_websockets::Error) -> Ended {
+fn broken(e: WsError) -> Ended {
     match e {
-        tokio_websockets::Error::Io(io) => {
+        WsError::Io(io) => {
             Ended::Broken(Fault::Disconnect, format!("the connection failed ({io})"))
         }
-        tokio_websockets::Error::AlreadyClosed => {
-            Ended::Broken(Fault::Disconnect, "the server closed the connection".into())
-        }
-        other => Ended::Broken(
+        WsError::Eof => Ended::Broken(Fault::Disconnect, "the server closed the connection".into()),
+        WsError::Protocol(what) => Ended::Broken(
             Fault::Protocol,
-            format!("the server broke the WebSocket protocol ({other})"),
+            format!("the server broke the WebSocket protocol ({what})"),
         ),
     }
 }

@@ -15,3 +15,4 @@ pub mod pubsub;
 pub mod redis_streams;
 pub mod resp;
 pub mod tick;
+pub mod ws_client;

@@ -19,7 +19,9 @@ use super::ws::{
 use crate::clock::{Clock, MonotonicClock};
 use crate::harness::timer::AsyncTimer;
 use crate::hot_histogram::HotHistogram;
-use crate::net::tick::{ClientMessage, PageReport, Schedule, ServerMessage, Tick};
+use crate::net::tick::{
+    ClientMessage, PageReport, Schedule, ServerMessage, Tick, BINARY_TICK_BYTES,
+};
 use crate::pacer::Pacer;
 use bytes::BytesMut;
 use futures_util::{Sink, SinkExt, Stream, StreamExt};
@@ -44,6 +46,12 @@ const MAX_TICKS_PER_ROUND: usize = 4096;
 const MAX_BATCHES_PER_POLL: usize = 8;
 /// How often a generator with no subscribed client wakes.
 const IDLE_WAKE_NS: u64 = 1_000_000;
+/// How late a due tick may be before a connection's task makes it rather than wait for the
+/// generator's task. That task waits its turn behind every connection woken before it: at
+/// 1000 clients a turn of writes took milliseconds, and the generator fell tens of ms behind
+/// its schedule (send lag p99 36–70 ms) with the thread half idle. A little slack keeps
+/// rounds of a few ticks (each round looks at every client once).
+const CATCH_UP_NS: u64 = 100_000;
 /// Longest the server waits for a slow client to read through what was written and answer its
 /// close frame (a client at 10k ticks/s needs ~0.4 s to drain 128 KiB of socket buffers).
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -355,6 +363,62 @@ struct Local {
     made: RefCell<Vec<(u64, u64, u64)>>,
     /// When the schedule called for each measured tick of the round (reused).
     scheduled: RefCell<Vec<u64>>,
+    /// The paced generator, once the schedule is known (its task and, when a tick is late,
+    /// the connections' tasks make ticks with it).
+    generator: RefCell<Option<Generator>>,
+    /// When the generator's next tick is due (`u64::MAX`: none, or immediate pacing).
+    next_due_ns: Cell<u64>,
+    /// The latest ticks' binary frames, encoded once for all clients.
+    frames: RefCell<FrameRing>,
+}
+
+/// A binary tick as one WebSocket frame: a two-byte header and the 36-byte tick.
+const BINARY_FRAME_BYTES: usize = 2 + BINARY_TICK_BYTES;
+/// Where the send stamp sits in a binary frame (after the header, `seq` and `intended_ns`).
+const SENT_AT: usize = 2 + 16;
+/// Ticks whose frames [`FrameRing`] keeps (3 MiB a server thread).
+const FRAME_RING: usize = 1 << 16;
+
+/// The binary frames of a thread's latest ticks, encoded once as they are made: a client's
+/// writer copies a tick's frame and stamps its batch's send time in it. At 1000 clients ×
+/// 10k ticks/s, making each tick again for each client (its symbol and price) and encoding it
+/// was a fifth of the server's CPU. A tick older than the ring (a client far behind) and a JSON
+/// client's are encoded for that client.
+struct FrameRing {
+    /// Each slot's sequence number (`u64::MAX`: empty) and frame.
+    slots: Vec<(u64, [u8; BINARY_FRAME_BYTES])>,
+    /// Where a frame is encoded (reused).
+    scratch: BytesMut,
+}
+
+impl FrameRing {
+    fn new() -> FrameRing {
+        FrameRing {
+            slots: vec![(u64::MAX, [0; BINARY_FRAME_BYTES]); FRAME_RING],
+            scratch: BytesMut::with_capacity(BINARY_FRAME_BYTES),
+        }
+    }
+
+    fn put(&mut self, tick: &Tick) {
+        self.scratch.clear();
+        put_tick_frame(&mut self.scratch, OPCODE_BINARY, tick, TickFormat::Binary);
+        let slot = &mut self.slots[tick.seq as usize % FRAME_RING];
+        slot.0 = tick.seq;
+        slot.1.copy_from_slice(&self.scratch);
+    }
+
+    #[inline]
+    fn get(&self, seq: u64) -> Option<&[u8; BINARY_FRAME_BYTES]> {
+        let slot = &self.slots[seq as usize % FRAME_RING];
+        (slot.0 == seq).then_some(&slot.1)
+    }
+}
+
+/// Where a thread's paced generator stands in its schedule.
+struct Generator {
+    pacer: Pacer,
+    clock: MonotonicClock,
+    seq: u64,
 }
 
 /// One client connection, shared by its task and the generator.
@@ -387,6 +451,23 @@ enum Offer {
 }
 
 impl ConnState {
+    /// Queues a whole round (`measured` of them in the window), counted as [`ConnState::offer`]
+    /// counts each tick it queues.
+    fn queue_round(&mut self, made: &[(u64, u64, u64)], measured: u64, schedule: &Schedule) {
+        self.queue
+            .extend(made.iter().map(|&(seq, intended_ns, _)| (seq, intended_ns)));
+        let r = &mut self.report;
+        r.generated_all += made.len() as u64;
+        r.counts.generated += measured;
+        r.counts.queued += measured;
+        r.counts.queue_peak = r.counts.queue_peak.max(self.queue.len() as u64);
+        if self.per_second {
+            for &(_, intended_ns, _) in made.iter().filter(|t| schedule.measures(t.1)) {
+                bump(&mut r.per_second, schedule.second(intended_ns), 0);
+            }
+        }
+    }
+
     /// Offers a generated tick under the slow-client policy.
     #[inline]
     fn offer(
@@ -486,6 +567,9 @@ impl Service for TickService {
             budget: SERVER_TICK_BUDGET / self.settings.threads.max(1),
             made: RefCell::new(Vec::with_capacity(MAX_TICKS_PER_ROUND)),
             scheduled: RefCell::new(Vec::with_capacity(MAX_TICKS_PER_ROUND)),
+            generator: RefCell::new(None),
+            next_due_ns: Cell::new(u64::MAX),
+            frames: RefCell::new(FrameRing::new()),
         })
     }
 
@@ -544,17 +628,37 @@ async fn generate(service: Arc<TickService>, local: Rc<Local>) {
     };
     let clock = MonotonicClock::new(options.spin_ns);
     let mut pacer = Pacer::new(options.pacing, schedule.t0_ns, options.seed);
-    let mut seq = 0u64;
+    let paced = pacer.upcoming_ns().is_some();
+    *local.generator.borrow_mut() = Some(Generator {
+        pacer,
+        clock,
+        seq: 0,
+    });
     loop {
         let end_ns = service.end_ns.load(Ordering::Relaxed);
         let now = clock.now_ns();
-        let made = match pacer.upcoming_ns() {
+        // Connections' tasks make late ticks too: the generator is borrowed only in between.
+        let upcoming = local
+            .generator
+            .borrow_mut()
+            .as_mut()
+            .and_then(|g| g.pacer.upcoming_ns());
+        local.next_due_ns.set(match upcoming {
+            Some(due) if due < end_ns => due,
+            _ => u64::MAX,
+        });
+        let made = match upcoming {
             Some(due) if due >= end_ns => break,
             Some(due) if due > now => {
                 if !has_subscribers(&local) {
                     // Nobody listens (a standalone server between clients): no spinning, wake
                     // once a millisecond and let the schedule run on.
                     timer.sleep_until(due.max(now + IDLE_WAKE_NS)).await;
+                } else if local.queued.get() > 0 {
+                    // Writers have work: spinning would hold them up (a tick every 100 µs
+                    // with 80 µs spun left them a fifth of the thread); the timer's tens of
+                    // µs late, and the writers' tasks make a tick later than `CATCH_UP_NS`.
+                    timer.sleep_until(due).await;
                 } else if due - now > options.spin_ns {
                     timer.sleep_until(due - options.spin_ns).await;
                 } else {
@@ -565,9 +669,8 @@ async fn generate(service: Arc<TickService>, local: Rc<Local>) {
                 }
                 continue;
             }
-            Some(_) => make_due(
-                &service, &local, &schedule, &mut pacer, &clock, &mut seq, end_ns,
-            ),
+            Some(_) => make_due(&service, &local, &schedule, end_ns),
+            None if paced => break,
             None if now >= end_ns => break,
             None => {
                 // Immediate: as fast as the slowest client takes them.
@@ -584,7 +687,9 @@ async fn generate(service: Arc<TickService>, local: Rc<Local>) {
                     continue;
                 }
                 let round = (&*service, &*local, &schedule);
-                make(round, &mut pacer, &clock, &mut seq, batch, |_| true)
+                let mut generator = local.generator.borrow_mut();
+                let g = generator.as_mut().expect("set above");
+                make(round, g, batch, |_| true)
             }
         };
         if made > 0 {
@@ -592,7 +697,25 @@ async fn generate(service: Arc<TickService>, local: Rc<Local>) {
         }
         tokio::task::yield_now().await;
     }
+    local.next_due_ns.set(u64::MAX);
     finish_generator(&service, &local);
+}
+
+/// Makes the ticks due by now when the first of them is more than [`CATCH_UP_NS`] late: called
+/// by each connection's task before it writes, so the schedule holds however many writes stand
+/// between the generator's task and its turn. Cheap when nothing is late: a clock read.
+fn catch_up(service: &TickService, local: &Local) {
+    let due = local.next_due_ns.get();
+    if due == u64::MAX || crate::clock::now_ns() < due.saturating_add(CATCH_UP_NS) {
+        return;
+    }
+    let Some(schedule) = local.schedule.get() else {
+        return;
+    };
+    let end_ns = service.end_ns.load(Ordering::Relaxed);
+    if make_due(service, local, &schedule, end_ns) > 0 {
+        wake_all(local);
+    }
 }
 
 fn finish_generator(service: &TickService, local: &Local) {
@@ -628,48 +751,54 @@ fn has_room(local: &Local, batch: usize) -> bool {
     any
 }
 
-/// Makes every tick due by now (at most a round's worth); returns how many.
-fn make_due(
-    service: &TickService,
-    local: &Local,
-    schedule: &Schedule,
-    pacer: &mut Pacer,
-    clock: &MonotonicClock,
-    seq: &mut u64,
-    end_ns: u64,
-) -> usize {
-    let now = clock.now_ns();
+/// Makes every tick due by now (at most a round's worth); returns how many, and sets when the
+/// next one is due.
+fn make_due(service: &TickService, local: &Local, schedule: &Schedule, end_ns: u64) -> usize {
+    let Ok(mut generator) = local.generator.try_borrow_mut() else {
+        return 0;
+    };
+    let Some(g) = generator.as_mut() else {
+        return 0;
+    };
+    let now = g.clock.now_ns();
     let due = |pacer: &mut Pacer| {
         pacer
             .upcoming_ns()
             .is_some_and(|due| due <= now && due < end_ns)
     };
     let round = (service, local, schedule);
-    make(round, pacer, clock, seq, MAX_TICKS_PER_ROUND, due)
+    let made = make(round, g, MAX_TICKS_PER_ROUND, due);
+    local.next_due_ns.set(match g.pacer.upcoming_ns() {
+        Some(due) if due < end_ns => due,
+        _ => u64::MAX,
+    });
+    made
 }
 
 /// Makes up to `count` ticks from the pacer, while `more` says so, and offers them to every
 /// subscribed client; returns how many.
 fn make(
     (service, local, schedule): (&TickService, &Local, &Schedule),
-    pacer: &mut Pacer,
-    clock: &MonotonicClock,
-    seq: &mut u64,
+    Generator { pacer, clock, seq }: &mut Generator,
     count: usize,
     mut more: impl FnMut(&mut Pacer) -> bool,
 ) -> usize {
     let mut made = local.made.borrow_mut();
     let mut scheduled = local.scheduled.borrow_mut();
+    let mut frames = local.frames.borrow_mut();
+    let symbols = service.options.symbols;
     made.clear();
     scheduled.clear();
     while made.len() < count && more(pacer) {
-        let slot = pacer.next(clock);
+        let slot = pacer.next(&*clock);
         if schedule.measures(slot.intended_ns) {
             scheduled.push(slot.scheduled_ns);
         }
         made.push((*seq, slot.intended_ns, slot.actual_ns));
+        frames.put(&Tick::at(*seq, slot.intended_ns, symbols));
         *seq += 1;
     }
+    drop(frames);
     offer_all(service, local, schedule, &made);
     // A tick is sent, as far as the generator goes, once every client has it queued: its lag
     // runs to the end of the round's offers (every tick of the round waits for all of them).
@@ -686,12 +815,22 @@ fn make(
 
 /// Offers a round's ticks to every subscribed client, client by client: one look at each
 /// client's state per round rather than per tick (at 1000 clients that per-tick look was a
-/// quarter of the server's CPU).
+/// quarter of the server's CPU). A client with room for the whole round takes it at once.
 fn offer_all(service: &TickService, local: &Local, schedule: &Schedule, made: &[(u64, u64, u64)]) {
     let config = &service.options.config;
+    let measured = made.iter().filter(|t| schedule.measures(t.1)).count() as u64;
     for c in local.conns.borrow().iter() {
         let mut st = c.st.borrow_mut();
         if !st.subscribed || st.closing.is_some() {
+            continue;
+        }
+        // Room for every tick of the round, under the server's budget all along: no tick of
+        // it meets the slow-client policy (`offer` would queue each).
+        if st.queue.len() + made.len() <= config.queue
+            && local.queued.get() + made.len() <= local.budget
+        {
+            st.queue_round(made, measured, schedule);
+            local.queued.set(local.queued.get() + made.len());
             continue;
         }
         for &(seq, intended_ns, made_ns) in made {
@@ -925,6 +1064,7 @@ impl Writer {
                 st.waker = Some(cx.waker().clone());
             }
         }
+        catch_up(service, local);
         // Tick frames half written go on first: nothing may come between their bytes (not a
         // pong, so nothing is read meanwhile). A client that reads nothing keeps them half
         // written: the slow-client policy closes it here (its close frame goes behind them:
@@ -1027,13 +1167,26 @@ impl Writer {
         local.queued.set(local.queued.get().saturating_sub(n));
         let mut measured = 0;
         let mut warmup = 0;
+        let frames = local.frames.borrow();
+        let binary = conn.format == TickFormat::Binary;
+        self.out.reserve(n * BINARY_FRAME_BYTES);
         for _ in 0..n {
             let (seq, intended_ns) = st.queue.pop_front().expect("counted");
             measured += u64::from(schedule.measures(intended_ns));
             warmup += u64::from(intended_ns < schedule.measure_start_ns);
-            let mut tick = Tick::at(seq, intended_ns, symbols);
-            tick.sent_ns = sent_ns;
-            put_tick_frame(&mut self.out, opcode, &tick, conn.format);
+            match frames.get(seq).filter(|_| binary) {
+                Some(frame) => {
+                    let at = self.out.len();
+                    self.out.extend_from_slice(frame);
+                    self.out[at + SENT_AT..at + SENT_AT + 8]
+                        .copy_from_slice(&sent_ns.to_le_bytes());
+                }
+                None => {
+                    let mut tick = Tick::at(seq, intended_ns, symbols);
+                    tick.sent_ns = sent_ns;
+                    put_tick_frame(&mut self.out, opcode, &tick, conn.format);
+                }
+            }
         }
         self.unflushed |= n > 0;
         self.unflushed_measured += measured;
