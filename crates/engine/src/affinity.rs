@@ -23,9 +23,17 @@ pub fn allowed_cpus() -> Vec<usize> {
 
 /// Pins the calling thread to `cpu`.
 pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
-    // SAFETY: as above; CPU_SET writes one bit of our own set.
+    pin_current_thread_to(&[cpu])
+}
+
+/// Lets the calling thread run on `cpus` only.
+pub fn pin_current_thread_to(cpus: &[usize]) -> std::io::Result<()> {
+    // SAFETY: as above; CPU_SET writes one bit of our own set (below CPU_SETSIZE: the CPUs
+    // come from `allowed_cpus` or a checked scenario).
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    unsafe { libc::CPU_SET(cpu, &mut set) };
+    for &cpu in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
     // SAFETY: pid 0 is the calling thread; the size matches the set.
     if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } == 0 {
         Ok(())

@@ -86,6 +86,8 @@ pub struct RawWs<S> {
     /// Frames to write (masked), and how much of them is written.
     out: Vec<u8>,
     written: usize,
+    /// Written, but the stream's own flush (a TLS session's) is not done.
+    flush_pending: bool,
     mask_state: u64,
 }
 
@@ -104,6 +106,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> RawWs<S> {
             max_message,
             out: Vec::new(),
             written: 0,
+            flush_pending: false,
             // Masks need not be secret from this client's own user, only vary (RFC 6455 10.3
             // guards proxies against scripted clients).
             mask_state: crate::clock::now_ns() | 1,
@@ -162,10 +165,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> RawWs<S> {
                     "a control frame fragmented or longer than 125 bytes",
                 ));
             }
-            let whole = self.assembled_len() as u64 + len;
-            if whole > self.max_message as u64 {
+            // Control frames (at most 125 bytes) do not count towards a message they interrupt.
+            let room = self.max_message - self.assembled_len();
+            if opcode < OP_CLOSE && len > room as u64 {
                 return Err(protocol(&format!(
-                    "a message of {whole} bytes or more, over the {} accepted",
+                    "a message of more than {} bytes, the most accepted",
                     self.max_message
                 )));
             }
@@ -206,11 +210,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> RawWs<S> {
                         1 => return Err(protocol("a close frame of one byte")),
                         _ => u16::from_be_bytes([self.buf[from], self.buf[from + 1]]),
                     };
-                    // Answered with its code (none for none), as RFC 6455 5.5.1 asks.
-                    let answer = if code == NO_STATUS {
-                        Vec::new()
-                    } else {
-                        code.to_be_bytes().to_vec()
+                    // Answered with its code (none for none), as RFC 6455 5.5.1 asks; a code
+                    // that may not be sent (7.4) with 1002, protocol error.
+                    let answer = match code {
+                        NO_STATUS => Vec::new(),
+                        1000..=1003 | 1007..=1014 | 3000..=4999 => code.to_be_bytes().to_vec(),
+                        _ => 1002u16.to_be_bytes().to_vec(),
                     };
                     self.queue(OP_CLOSE, &answer);
                     let from = (from + 2).min(to);
@@ -303,7 +308,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> RawWs<S> {
 
     /// True while queued frames are not all written.
     pub fn unflushed(&self) -> bool {
-        self.written < self.out.len()
+        self.written < self.out.len() || self.flush_pending
     }
 
     /// Writes the queued frames.
@@ -314,10 +319,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> RawWs<S> {
                 return Poll::Ready(Err(WsError::Io(io::ErrorKind::WriteZero.into())));
             }
             self.written += n;
+            self.flush_pending = true;
         }
         self.out.clear();
         self.written = 0;
-        ready!(Pin::new(&mut self.io).poll_flush(cx))?;
+        if self.flush_pending {
+            ready!(Pin::new(&mut self.io).poll_flush(cx))?;
+            self.flush_pending = false;
+        }
         Poll::Ready(Ok(()))
     }
 
@@ -367,13 +376,15 @@ impl<S> Tap<S> {
         }
     }
 
-    /// The stream and what was read past the HTTP answer's head (`None`: no head read).
+    /// The stream and what was read past the HTTP answer's head (`None`: no whole head read).
+    /// The head ends where httparse says, as for tokio-websockets' handshake, which parsed it
+    /// with httparse too (blank lines before it, bare `\n` line ends).
     pub fn into_parts(self) -> (S, Option<Vec<u8>>) {
-        let past = self
-            .seen
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .map(|at| self.seen[at + 4..].to_vec());
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let past = match httparse::Response::new(&mut headers).parse(&self.seen) {
+            Ok(httparse::Status::Complete(head)) => Some(self.seen[head..].to_vec()),
+            _ => None,
+        };
         (self.inner, past)
     }
 }
@@ -558,6 +569,12 @@ mod tests {
         nested.extend(frame(true, OP_TEXT, b"b"));
         let too_big = frame(true, OP_BINARY, &vec![0; (1 << 20) + 1]);
         let bad_text = frame(true, OP_TEXT, &[0xff, 0xfe]);
+        // A 64-bit length with its top bit set; one that would wrap a fragment's total.
+        let mut huge = vec![0x82, 127];
+        huge.extend_from_slice(&u64::MAX.to_be_bytes());
+        let mut wrapping = frame(false, OP_BINARY, b"abc");
+        wrapping.extend_from_slice(&[0x80, 127]);
+        wrapping.extend_from_slice(&(u64::MAX - 1).to_be_bytes());
         let unknown = frame(true, 0x3, b"x");
         let one_byte_close = frame(true, OP_CLOSE, &[3]);
         for (bytes, says) in [
@@ -567,7 +584,9 @@ mod tests {
             (cut_ping, "control frame"),
             (lone, "continuation"),
             (nested, "inside a fragmented"),
-            (too_big, "over the 1048576 accepted"),
+            (too_big, "more than 1048576 bytes"),
+            (huge, "more than 1048576 bytes"),
+            (wrapping, "more than 1048576 bytes"),
             (bad_text, "not UTF-8"),
             (unknown, "unknown opcode 3"),
             (one_byte_close, "one byte"),
@@ -602,5 +621,19 @@ mod tests {
         let (io, past) = tap.into_parts();
         let mut ws = RawWs::new(io, &past.unwrap(), 1 << 20);
         assert_eq!(ws.next_message().unwrap(), Some(Msg::Binary(b"first")));
+        // A head after a blank line, with bare `\n` line ends; a frame holding "\r\n\r\n".
+        let (client, mut server) = tokio::io::duplex(1 << 16);
+        let mut tap = Tap::new(client);
+        let mut sent = b"\r\nHTTP/1.1 101 Switching Protocols\nUpgrade: websocket\n\n".to_vec();
+        sent.extend(frame(true, OP_BINARY, b"\r\n\r\nx"));
+        server.write_all(&sent).await.unwrap();
+        let n = tap.read(&mut buf).await.unwrap();
+        assert_eq!(n, sent.len());
+        let (io, past) = tap.into_parts();
+        let mut ws = RawWs::new(io, &past.unwrap(), 1 << 20);
+        assert_eq!(
+            ws.next_message().unwrap(),
+            Some(Msg::Binary(&b"\r\n\r\nx"[..]))
+        );
     }
 }

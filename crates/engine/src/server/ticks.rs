@@ -51,7 +51,7 @@ const IDLE_WAKE_NS: u64 = 1_000_000;
 /// 1000 clients a turn of writes took milliseconds, and the generator fell tens of ms behind
 /// its schedule (send lag p99 36–70 ms) with the thread half idle. A little slack keeps
 /// rounds of a few ticks (each round looks at every client once).
-const CATCH_UP_NS: u64 = 100_000;
+const CATCH_UP_NS: u64 = 50_000;
 /// Longest the server waits for a slow client to read through what was written and answer its
 /// close frame (a client at 10k ticks/s needs ~0.4 s to drain 128 KiB of socket buffers).
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -1105,6 +1105,8 @@ impl Writer {
             return Poll::Ready(Ended::Policy(why));
         }
         for _ in 0..MAX_BATCHES_PER_POLL {
+            // A batch's write can take tens of µs: the schedule is looked at between them.
+            catch_up(service, local);
             if self.unflushed {
                 match Pin::new(&mut *ws).poll_flush(cx) {
                     Poll::Ready(Ok(())) => self.flushed(local, conn),
@@ -1335,6 +1337,25 @@ fn ended_by(e: tokio_websockets::Error) -> Ended {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_frame_encoded_once_and_stamped_is_the_frame_encoded_for_the_client() {
+        let mut ring = FrameRing::new();
+        for seq in [0, 1, 77, FRAME_RING as u64 + 77] {
+            ring.put(&Tick::at(seq, 1_000 + seq, 50));
+        }
+        // The slot of 77 now holds FRAME_RING + 77: asked for 77, the ring has nothing.
+        assert!(ring.get(77).is_none());
+        for seq in [0, 1, FRAME_RING as u64 + 77] {
+            let mut stamped = ring.get(seq).expect("kept").to_vec();
+            stamped[SENT_AT..SENT_AT + 8].copy_from_slice(&4_242u64.to_le_bytes());
+            let mut tick = Tick::at(seq, 1_000 + seq, 50);
+            tick.sent_ns = 4_242;
+            let mut direct = BytesMut::new();
+            put_tick_frame(&mut direct, OPCODE_BINARY, &tick, TickFormat::Binary);
+            assert_eq!(stamped, &direct[..], "seq {seq}");
+        }
+    }
 
     fn report(name: &str, generated: u64) -> ConnReport {
         let mut r = ConnReport {

@@ -160,6 +160,9 @@ impl Run<'_> {
         let schedule = self.fix_schedule(&timeline);
         let mut collector =
             timeline.collector(&self.scenario.run, self.ticks.groups.len(), handles.len());
+        if self.sut.builtin.is_some() {
+            collector.keep_off(&self.ticks.server.pin);
+        }
         for start in &starts {
             let _ = start.send(collector.recorder(true));
         }
