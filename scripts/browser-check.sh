@@ -16,11 +16,16 @@ mkdir -p "$OUT"
 if [ $# -ge 1 ]; then
   DIR="$1"
 else
-  PROFILE=${MSGBENCH_PROFILE:-release}
-  (cd "$ROOT" && cargo build --profile "$PROFILE" --quiet)
+  # MSGBENCH_BIN: a msgbench already built (scripts/test.sh passes the tests' one).
+  BIN=${MSGBENCH_BIN:-}
+  if [ -z "$BIN" ]; then
+    PROFILE=${MSGBENCH_PROFILE:-release}
+    (cd "$ROOT" && cargo build --profile "$PROFILE" --quiet)
+    BIN="$ROOT/target/$PROFILE/msgbench"
+  fi
   rm -rf "$OUT/results"
   # A small real sweep with two operation classes: every chart kind, the knee and advice.
-  "$ROOT/target/$PROFILE/msgbench" run "$ROOT/examples/pipeline-depth.toml" --duration 1200ms \
+  "$BIN" run "$ROOT/examples/pipeline-depth.toml" --duration 1200ms \
     --warmup 200ms --slo "p99 < 4ms" --quiet --out "$OUT/results"
   DIR=$(ls -d "$OUT"/results/*/* | head -1)
 fi

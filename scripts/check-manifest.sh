@@ -12,11 +12,16 @@ if [ ! -x "$VENV/bin/kubernetes-validate" ]; then
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install --quiet "kubernetes-validate==$VERSION"
 fi
-PROFILE=${MSGBENCH_PROFILE:-release}
-cargo build --profile "$PROFILE" --quiet
+# MSGBENCH_BIN: a msgbench already built (scripts/test.sh passes the tests' one).
+BIN=${MSGBENCH_BIN:-}
+if [ -z "$BIN" ]; then
+  PROFILE=${MSGBENCH_PROFILE:-release}
+  cargo build --profile "$PROFILE" --quiet
+  BIN="target/$PROFILE/msgbench"
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"target/$PROFILE/msgbench" kube examples/sharded-rpc.toml --shards 4 \
+"$BIN" kube examples/sharded-rpc.toml --shards 4 \
   --set 'rpc.address="rpc.bench.svc:7000"' \
   --image registry.example/msgbench:0.1 --start-at +10m > "$tmp/job.yaml"
 "$VENV/bin/kubernetes-validate" --strict --kubernetes-version "$VERSION" "$tmp/job.yaml"

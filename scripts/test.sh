@@ -10,5 +10,8 @@ bash scripts/setup.sh
 # linking the test binaries two thirds of the suite's time. The scripts after it use its binary.
 export MSGBENCH_PROFILE=ci
 cargo test --workspace --profile ci
+# The binary the tests just built: `cargo build` would build it again (without the tests'
+# dev-dependency features the dependencies differ, and the workspace's crates with them: ~2 min).
+export MSGBENCH_BIN="$PWD/target/ci/msgbench"
 bash scripts/check-manifest.sh
 bash scripts/browser-check.sh
