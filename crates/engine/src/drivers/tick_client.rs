@@ -612,11 +612,21 @@ impl Reader {
                         return Poll::Ready(ended);
                     }
                 }
-                Ok(None) => match ws.poll_fill(cx) {
-                    Poll::Ready(Ok(_)) => {}
-                    Poll::Ready(Err(e)) => return Poll::Ready(broken(e)),
-                    Poll::Pending => return self.idle(cx, ws, stats),
-                },
+                Ok(None) => {
+                    // Answers to pings go before each read, not once per 1024 messages: a
+                    // server that pings a lot and reads its pongs is not cut off as one that
+                    // does not.
+                    if ws.unflushed() {
+                        if let Poll::Ready(Err(e)) = ws.poll_flush(cx) {
+                            return Poll::Ready(broken(e));
+                        }
+                    }
+                    match ws.poll_fill(cx) {
+                        Poll::Ready(Ok(_)) => {}
+                        Poll::Ready(Err(e)) => return Poll::Ready(broken(e)),
+                        Poll::Pending => return self.idle(cx, ws, stats),
+                    }
+                }
                 Err(e) => return Poll::Ready(broken(e)),
             }
         }

@@ -23,6 +23,9 @@ const READ_BUFFER: usize = 64 * 1024;
 /// Most bytes of answers (pongs) waiting to be written: a server that pings without reading
 /// the answers is cut off here rather than grow this client's memory.
 const MAX_UNWRITTEN: usize = 1 << 20;
+/// Most bytes the opening handshake may read (its answer's head, and what came with it): a
+/// server whose head never ends is refused here rather than grow this client's memory.
+pub const MAX_HANDSHAKE_READ: usize = 64 * 1024;
 /// A close frame without a status code reads as 1005 ("no status received").
 pub const NO_STATUS: u16 = 1005;
 
@@ -395,6 +398,15 @@ impl<S: AsyncRead + Unpin> AsyncRead for Tap<S> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        if self.seen.len() >= MAX_HANDSHAKE_READ {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the server's answer to the upgrade ran past {} KiB without ending",
+                    MAX_HANDSHAKE_READ / 1024
+                ),
+            )));
+        }
         let before = buf.filled().len();
         ready!(Pin::new(&mut self.inner).poll_read(cx, buf))?;
         let this = &mut *self;
@@ -605,6 +617,30 @@ mod tests {
         }
         let (_, err) = read_all(&bytes, 1 << 16).await;
         assert!(err.unwrap_or_default().contains("pings"));
+    }
+
+    #[tokio::test]
+    async fn a_handshake_answer_that_never_ends_is_refused_at_its_bound() {
+        let (client, mut server) = tokio::io::duplex(1 << 16);
+        let mut tap = Tap::new(client);
+        let writer = tokio::spawn(async move {
+            let _ = server
+                .write_all(b"HTTP/1.1 101 Switching Protocols\r\n")
+                .await;
+            let junk = vec![b'a'; 4096];
+            while server.write_all(&junk).await.is_ok() {}
+        });
+        let mut buf = [0u8; 8192];
+        let err = loop {
+            match tap.read(&mut buf).await {
+                Ok(n) => assert!(n > 0),
+                Err(e) => break e,
+            }
+        };
+        assert!(err.to_string().contains("64 KiB"), "{err}");
+        assert!(tap.seen.len() < MAX_HANDSHAKE_READ + buf.len());
+        drop(tap);
+        writer.await.unwrap();
     }
 
     #[tokio::test]
