@@ -179,17 +179,21 @@ fn flag_error<'a>(
     server: &'a str,
     prefix: &'a str,
 ) -> impl Fn(&str, String, &str) -> ScenarioError + 'a {
-    move |field, problem, fix| ScenarioError::Invalid {
-        source_name: format!("msgbench serve {server}"),
-        field: format!(
-            "--{}",
-            field
-                .trim_start_matches(prefix)
-                .trim_start_matches("pacing.")
-                .replace('_', "-")
-        ),
-        problem,
-        fix: fix.into(),
+    move |field, problem, fix| {
+        let flag = field
+            .trim_start_matches(prefix)
+            .trim_start_matches("pacing.")
+            .replace('_', "-");
+        ScenarioError::Invalid {
+            source_name: format!("msgbench serve {server}"),
+            // `serve ticks` takes the schedule's rate as `--rate`.
+            field: match flag.as_str() {
+                "per-sec" if server == "ticks" => "--rate".into(),
+                _ => format!("--{flag}"),
+            },
+            problem,
+            fix: fix.into(),
+        }
     }
 }
 

@@ -1537,6 +1537,8 @@ fn bad_stream_settings_are_rejected() {
             &["--policy", "drop-oldest"][..],
         ),
         (&["serve", "ticks", "--queue", "0"], &["--queue", "is 0"]),
+        // The schedule's rate is `--rate` here (a scenario's `pacing.per_sec`).
+        (&["serve", "ticks", "--rate", "0"], &["`--rate` is 0"]),
         (
             &["serve", "ws-rpc", "--result", "0x1"],
             &["--result", "JSON"],
