@@ -29,10 +29,8 @@ use tokio::net::TcpStream;
 
 /// A server-side WebSocket stream with a write-coalescing buffer.
 pub type ServerWs = tokio_websockets::WebSocketStream<BufWriter<TcpStream>>;
-/// WebSocket opcode of a text frame (RFC 6455 §5.2).
-pub const OPCODE_TEXT: u8 = 0x1;
-/// WebSocket opcode of a binary frame.
-pub const OPCODE_BINARY: u8 = 0x2;
+/// WebSocket opcodes of text and binary frames (RFC 6455 §5.2): one set, the client's.
+pub use crate::net::ws_client::{OP_BINARY as OPCODE_BINARY, OP_TEXT as OPCODE_TEXT};
 
 /// Appends one final, unmasked WebSocket frame (what a server sends, RFC 6455 §5.2) carrying
 /// `payload` with `opcode`. Written by hand for the tick server's hot path (see `ticks.rs`'s
