@@ -1,5 +1,6 @@
 //! Cost of recording one message: what the hot path pays per send and per delivery
-//! (counters, send-lag / latency / service-time histograms, sequence check). Target: ≤ 15 ns.
+//! (counters, send-lag / latency / service-time histograms, sequence check; target ≤ 15 ns), and
+//! of the clock read each of those takes.
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use msgbench_engine::recorder::Collector;
 
@@ -36,5 +37,19 @@ fn record(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, record);
+/// The recorder's other per-message cost: one clock read per send and per delivery.
+fn clock(c: &mut Criterion) {
+    let mut group = c.benchmark_group("clock");
+    group.throughput(Throughput::Elements(1));
+    msgbench_engine::clock::calibrate();
+    group.bench_function("now_ns (TSC, slope kept on CLOCK_MONOTONIC)", |b| {
+        b.iter(|| black_box(msgbench_engine::clock::now_ns()))
+    });
+    group.bench_function("CLOCK_MONOTONIC (vDSO clock_gettime)", |b| {
+        b.iter(|| black_box(msgbench_engine::clock::monotonic_ns()))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, record, clock);
 criterion_main!(benches);

@@ -3,11 +3,13 @@
 //!
 //! Reading the clock is the largest per-message cost of the recorder (one read per completion):
 //! `clock_gettime` costs ~20-45 ns here, the TSC ~9 ns (see the `clock_cost` floor). So [`now_ns`]
-//! reads the TSC through `quanta` (calibrated against CLOCK_MONOTONIC at first use; it falls back
-//! to CLOCK_MONOTONIC itself where the CPU has no invariant TSC) and adds the CLOCK_MONOTONIC
-//! reading taken at calibration, so values stay comparable with other processes' CLOCK_MONOTONIC
-//! stamps up to the calibration drift (ppm). Sleeps are relative (`remaining - spin`), so that
-//! drift never shifts a deadline.
+//! reads the TSC through `quanta` (which falls back to CLOCK_MONOTONIC itself where the CPU has
+//! no invariant TSC) and turns it into CLOCK_MONOTONIC nanoseconds with a slope that is
+//! corrected every 100 ms ([`timebase`]), so values stay comparable with other processes'
+//! CLOCK_MONOTONIC stamps (a separate `serve ticks`, a Node.js feed) for as long as they run.
+//! Sleeps are relative (`remaining - spin`), so a correction never shifts a deadline.
+mod timebase;
+
 use std::cell::Cell;
 use std::sync::OnceLock;
 
@@ -24,8 +26,8 @@ pub trait Clock {
 
 struct Timebase {
     clock: quanta::Clock,
-    raw_at_start: u64,
-    monotonic_at_start_ns: u64,
+    baseline: timebase::Baseline,
+    published: timebase::Published,
 }
 
 static TIMEBASE: OnceLock<Timebase> = OnceLock::new();
@@ -33,19 +35,59 @@ static TIMEBASE: OnceLock<Timebase> = OnceLock::new();
 fn timebase() -> &'static Timebase {
     TIMEBASE.get_or_init(|| {
         let clock = quanta::Clock::new();
+        let (raw, mono) = paired_reading(&clock);
+        // The calibration's rate, ns per tick: what quanta scales 2^32 ticks to, over 2^32.
+        let calibrated_rate = clock.delta_as_nanos(0, 1 << 32) as f64 / 4_294_967_296.0;
+        let baseline = timebase::Baseline {
+            raw,
+            mono,
+            calibrated_rate,
+        };
         Timebase {
-            raw_at_start: clock.raw(),
-            monotonic_at_start_ns: monotonic_ns(),
+            published: timebase::Published::new(&baseline.first()),
+            baseline,
             clock,
         }
     })
+}
+
+/// A TSC reading and the CLOCK_MONOTONIC reading taken with it: the TSC read on both sides,
+/// the tightest of a few tries (an interrupt between the reads would skew the pair).
+fn paired_reading(clock: &quanta::Clock) -> (u64, u64) {
+    let mut best = (u64::MAX, 0, 0);
+    for _ in 0..5 {
+        let before = clock.raw();
+        let mono = monotonic_ns();
+        let after = clock.raw();
+        let width = after.wrapping_sub(before);
+        if width < best.0 {
+            best = (width, before + width / 2, mono);
+        }
+    }
+    (best.1, best.2)
 }
 
 /// Current time in ns on the CLOCK_MONOTONIC time base (TSC-backed, ~10 ns).
 #[inline]
 pub fn now_ns() -> u64 {
     let t = timebase();
-    t.monotonic_at_start_ns + t.clock.delta_as_nanos(t.raw_at_start, t.clock.raw())
+    let segment = t.published.current();
+    let raw = t.clock.raw();
+    if raw >= segment.next_check {
+        correct_slope(t, &segment);
+    }
+    segment.at(raw)
+}
+
+/// Starts the next segment of the time function (once per period, by whichever thread reads
+/// the clock first after it ends).
+#[cold]
+#[inline(never)]
+fn correct_slope(t: &Timebase, current: &timebase::Segment) {
+    t.published.advance(current, |live| {
+        let (raw, mono) = paired_reading(&t.clock);
+        t.baseline.next(live, raw, mono)
+    });
 }
 
 /// The wall clock, Unix ns (for agreeing on a start with other hosts; never for latency).
