@@ -2,6 +2,7 @@
 // msgbench's feed tests and examples (a server msgbench did not write).
 //
 //   node feeds/node/feed.js --port 9443 --rate 50000 [--format json|binary] [--skip-every N] [--for SECONDS]
+//                           [--clock-ahead MS]
 //                           [--cert cert.pem --key key.pem]   (wss://)
 //
 // After a client's first message (any subscription) it streams trades to it, at --rate or at
@@ -11,7 +12,8 @@
 //   binary: 24 bytes: trade id (u64 LE), unix µs (u64 LE), price in cents (u64 LE).
 // It answers the subscription with {"result":null,"id":<id>} (json). Trade ids count from
 // 1000 on each connection; with --skip-every N, every id that is a multiple of N is skipped
-// (never sent): the gaps a client must count. Messages go out in batches every millisecond
+// (never sent): the gaps a client must count. With --clock-ahead MS every stamp is MS later than
+// the time it was made, as from a host whose clock runs ahead. Messages go out in batches every millisecond
 // on an absolute schedule, so the rate holds on average.
 'use strict';
 const { WebSocketServer } = require('ws');
@@ -25,8 +27,9 @@ const defaultRate = Number(arg('rate', 10000));
 const format = arg('format', 'json');
 const skipEvery = Number(arg('skip-every', 0));
 const runFor = Number(arg('for', 0));
-if (!(defaultRate > 0) || !['json', 'binary'].includes(format) || !(port >= 0)) {
-  console.error('usage: node feed.js --port N --rate PER_SEC [--format json|binary] [--skip-every N] [--for S]');
+const aheadMs = Number(arg('clock-ahead', 0));
+if (!(defaultRate > 0) || !['json', 'binary'].includes(format) || !(port >= 0) || !(aheadMs >= 0)) {
+  console.error('usage: node feed.js --port N --rate PER_SEC [--format json|binary] [--skip-every N] [--for S] [--clock-ahead MS]');
   process.exit(2);
 }
 
@@ -72,12 +75,12 @@ wss.on('connection', (ws, req) => {
       let id = next++;
       if (skipEvery > 0 && id % skipEvery === 0) id = next++;
       if (format === 'json') {
-        ws.send(`{"e":"trade","E":${Date.now()},"s":"BTCUSDT","t":${id},"p":"97012.5","q":"0.01"}`);
+        ws.send(`{"e":"trade","E":${Date.now() + aheadMs},"s":"BTCUSDT","t":${id},"p":"97012.5","q":"0.01"}`);
         if (sent % 100 === 99) ws.send(`{"e":"depthUpdate","E":${Date.now()},"s":"BTCUSDT","u":${id}}`);
       } else {
         const b = Buffer.allocUnsafe(24);
         b.writeBigUInt64LE(BigInt(id), 0);
-        b.writeBigUInt64LE(BigInt(Math.round((performance.timeOrigin + performance.now()) * 1000)), 8);
+        b.writeBigUInt64LE(BigInt(Math.round((performance.timeOrigin + performance.now() + aheadMs) * 1000)), 8);
         b.writeBigUInt64LE(9701250n, 16);
         ws.send(b);
       }

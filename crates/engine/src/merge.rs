@@ -367,6 +367,7 @@ pub fn merge_runs(parts: &[&RunResult], seconds: &Seconds) -> Result<RunResult, 
         shards: parts.iter().map(|r| shard_row(r)).collect(),
         counters: Default::default(),
         sequence: Default::default(),
+        early: Default::default(),
         faults: Default::default(),
         streams: Vec::new(),
         connections: Vec::new(),
@@ -379,6 +380,7 @@ pub fn merge_runs(parts: &[&RunResult], seconds: &Seconds) -> Result<RunResult, 
     for r in parts {
         m.counters += r.counters;
         m.sequence += r.sequence;
+        m.early += r.early;
         m.faults += r.faults.clone();
         m.streams.extend(r.streams.iter().cloned());
         m.connections.extend(r.connections.iter().cloned());

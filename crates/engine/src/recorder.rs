@@ -11,7 +11,7 @@ use crate::hot_histogram::HotHistogram;
 use hdrhistogram::Histogram;
 use msgbench_model::fairness::ConnectionResult;
 use msgbench_model::histogram::{new_latency_histogram, Percentiles};
-use msgbench_model::result::{Counters, IntervalSample, SequenceErrors};
+use msgbench_model::result::{Counters, Early, IntervalSample, SequenceErrors};
 use std::collections::BTreeMap;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
@@ -62,6 +62,7 @@ enum Report {
     Final {
         counters: Counters,
         sequence: SequenceErrors,
+        early: Early,
         raw_latencies: Vec<u64>,
         unanswered: HotHistogram,
         connections: Vec<ConnectionResult>,
@@ -155,6 +156,8 @@ pub struct Recorder {
     to_collector: Sender<Report>,
     /// Sequence checking of what this worker receives.
     pub sequence: SequenceChecker,
+    /// Deliveries that completed before their intended send time (recorded as latency 0).
+    early: Early,
     raw_latencies: Vec<u64>,
     zero_lags: u64,
     /// Waits of the requests that got no answer (rare: kept for the whole run, not per second).
@@ -227,7 +230,13 @@ impl Recorder {
         self.roll_if_due(completed_ns);
         self.counters.delivered += 1;
         self.interval.delivered += 1;
-        let latency = completed_ns.saturating_sub(intended_ns);
+        let latency = match completed_ns.checked_sub(intended_ns) {
+            Some(latency) => latency,
+            None => {
+                self.early.add(intended_ns - completed_ns);
+                0
+            }
+        };
         self.current.latency[class].record(latency);
         self.current.service[class].record(completed_ns.saturating_sub(sent_ns));
         if self.raw_latencies.len() < self.raw_latencies.capacity() {
@@ -343,6 +352,7 @@ impl Recorder {
         let _ = self.to_collector.send(Report::Final {
             counters: self.counters,
             sequence: self.sequence.errors,
+            early: self.early,
             raw_latencies,
             unanswered: self.unanswered,
             connections,
@@ -369,6 +379,8 @@ pub struct Recording {
     pub counters: Counters,
     /// Summed sequence errors.
     pub sequence: SequenceErrors,
+    /// Deliveries that completed before their intended send time.
+    pub early: Early,
     /// Latency per class.
     pub latency: Vec<Histogram<u64>>,
     /// Service time per class.
@@ -508,6 +520,7 @@ impl Collector {
             spares,
             to_collector: self.reports_tx.clone(),
             sequence: SequenceChecker::default(),
+            early: Early::default(),
             raw_latencies: Vec::with_capacity(if keeps_raw_latencies {
                 self.raw_latency_cap
             } else {
@@ -576,11 +589,13 @@ impl Collector {
                 Report::Final {
                     counters,
                     sequence,
+                    early,
                     raw_latencies,
                     unanswered,
                     connections,
                 } => {
                     unanswered.add_to(&mut merge.totals.unanswered);
+                    merge.early += early;
                     merge.connections.extend(connections);
                     merge.add_final(&counters, &sequence, raw_latencies);
                     finished += 1;
@@ -619,6 +634,7 @@ struct Merge {
     totals: TotalHistograms,
     counters: Counters,
     sequence: SequenceErrors,
+    early: Early,
     raw_latencies: Vec<u64>,
     connections: Vec<ConnectionResult>,
     open: BTreeMap<u64, OpenInterval>,
@@ -652,6 +668,7 @@ impl Merge {
             },
             counters: Counters::default(),
             sequence: SequenceErrors::default(),
+            early: Early::default(),
             raw_latencies: Vec::new(),
             connections: Vec::new(),
             open: BTreeMap::new(),
@@ -779,6 +796,7 @@ impl Merge {
         Recording {
             counters: self.counters,
             sequence: self.sequence,
+            early: self.early,
             latency: self.totals.latency,
             service: self.totals.service,
             send_lag: self.totals.send_lag,
@@ -866,6 +884,27 @@ mod tests {
         let per_second: Vec<u64> = r.intervals.iter().map(|i| i.delivered).collect();
         assert_eq!(per_second[..3], [10, 10, 10]);
         assert!(r.intervals.iter().all(|i| i.backlog == 0));
+    }
+
+    #[test]
+    fn deliveries_before_their_send_time_are_counted_early_and_recorded_as_zero() {
+        let start = 10 * INTERVAL_NS;
+        let mut collector = Collector::new(1, start, 0);
+        let mut a = collector.recorder(false);
+        let mut b = collector.recorder(false);
+        let handle = collector.start(None);
+        // A feed whose clock runs 300 µs ahead: a 100 µs trip arrives 200 µs "before" it left.
+        a.delivered(0, start + 300_000, start + 300_000, start + 100_000);
+        a.delivered(0, start, start, start + 50_000);
+        b.delivered(0, start + 1_000, start + 1_000, start + 500);
+        for w in [a, b] {
+            w.finish(start + INTERVAL_NS);
+        }
+        let r = handle.join().unwrap();
+        assert_eq!(r.counters.delivered, 3);
+        assert_eq!((r.early.count, r.early.most_ns), (2, 200_000));
+        assert_eq!(r.latency_all().min(), 0);
+        assert_eq!(r.latency_all().len(), 3);
     }
 
     #[test]

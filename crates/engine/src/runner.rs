@@ -374,6 +374,7 @@ fn assemble(
         interrupted: m.interrupted,
         counters: rec.counters,
         sequence: rec.sequence,
+        early: rec.early,
         faults: m.faults.clone(),
         latency: Percentiles::of(&latency_all),
         service: Percentiles::of(&service_all),

@@ -129,6 +129,34 @@ fn a_node_feed_at_50k_per_second_has_every_message_measured_and_its_gaps_counted
 }
 
 #[test]
+fn a_feed_whose_clock_runs_ahead_is_warned_about_not_taken_for_zero_latency() {
+    let feed = NodeFeed::start(&["--rate", "10000", "--clock-ahead", "50"]);
+    let r = &run(JSON_FEED, &[&feed.address()])[0];
+    let c = &r.counters;
+    assert!(c.delivered > 10_000, "{c:?}");
+    // Every stamp is ~50 ms in this host's future: each latency would be about -50 ms.
+    assert!(
+        r.early.count * 100 >= c.delivered * 99,
+        "{:?} of {c:?}",
+        r.early
+    );
+    assert!(
+        (45_000_000..60_000_000).contains(&r.early.most_ns),
+        "{:?}",
+        r.early
+    );
+    assert_eq!(r.latency.p50_ns, 0);
+    assert!(
+        r.warnings.iter().any(|w| matches!(
+            w,
+            msgbench_model::warning::Warning::Early { deliveries, .. } if *deliveries == r.early.count
+        )),
+        "{:?}",
+        r.warnings
+    );
+}
+
+#[test]
 fn a_binary_feed_is_read_at_its_offsets() {
     let feed = NodeFeed::start(&[
         "--rate",

@@ -46,6 +46,12 @@ pub struct RunResult {
     pub counters: Counters,
     /// Sequence checking on the receiving side.
     pub sequence: SequenceErrors,
+    /// Deliveries whose latency came out below zero: they completed before their intended
+    /// send time on this host's clock, so the clock that stamped them runs ahead of this one
+    /// (a feed's wall-clock stamp from another host). Each was recorded as a latency of 0.
+    /// Absent when there were none.
+    #[serde(default, skip_serializing_if = "Early::is_none")]
+    pub early: Early,
     /// Faults of request/response systems, by kind (all zero for the queue).
     #[serde(default)]
     pub faults: Faults,
@@ -508,6 +514,39 @@ pub struct SequenceErrors {
     pub duplicates: u64,
     /// Sequence numbers that arrived after a later one.
     pub reordered: u64,
+}
+
+/// Deliveries that completed before their intended send time ([`RunResult::early`]).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields, default)]
+pub struct Early {
+    /// How many.
+    pub count: u64,
+    /// By how much the earliest of them was early, ns.
+    pub most_ns: u64,
+}
+
+impl Early {
+    /// None was early.
+    pub fn is_none(&self) -> bool {
+        self.count == 0
+    }
+    /// Counts one delivery `by_ns` early.
+    #[inline]
+    pub fn add(&mut self, by_ns: u64) {
+        self.count += 1;
+        self.most_ns = self.most_ns.max(by_ns);
+    }
+}
+
+impl AddAssign for Early {
+    /// Adds another receiver's early deliveries.
+    fn add_assign(&mut self, o: Early) {
+        self.count += o.count;
+        self.most_ns = self.most_ns.max(o.most_ns);
+    }
 }
 
 impl SequenceErrors {

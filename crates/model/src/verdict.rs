@@ -30,6 +30,13 @@ pub fn warnings(r: &RunResult) -> Vec<Warning> {
         });
     }
     let c = &r.counters;
+    if !r.early.is_none() {
+        w.push(Warning::Early {
+            deliveries: r.early.count,
+            delivered: c.delivered,
+            most_ms: round_to(r.early.most_ns as f64 / 1e6, 3),
+        });
+    }
     if c.delivered == 0 && !r.interrupted {
         w.push(Warning::NothingDelivered {
             attempted: c.attempted,

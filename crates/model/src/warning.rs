@@ -27,6 +27,16 @@ pub enum Warning {
         /// Sequence numbers that arrived after a later one.
         reordered: u64,
     },
+    /// Deliveries completed before their intended send time on this host's clock (each was
+    /// recorded as latency 0): the clock that stamped them runs ahead of this one.
+    Early {
+        /// How many.
+        deliveries: u64,
+        /// Of how many delivered.
+        delivered: u64,
+        /// By how much the earliest was early, ms (three decimals).
+        most_ms: f64,
+    },
     /// Nothing completed (and the run was not interrupted).
     NothingDelivered {
         /// Messages attempted.
@@ -94,6 +104,7 @@ const UNEQUAL: (&str, &str) = (
     "unequal service: ",
     ": the connections were not served equally (a server that favours some, or a client thread short of CPU)",
 );
+const EARLY: &str = "completed before their intended send time and count as latency 0: the clock that stamped them runs ahead of this host's (a wall-clock stamp from another host, or a server whose clock is not CLOCK_MONOTONIC), so the latency percentiles are too low";
 const INTERRUPTED: &str = "interrupted: the measured window was cut short";
 const UNANSWERED: &str = "before it was given up (timed out, its connection failed, or the run ended): the max latency is at least that, though the answered requests' max is lower";
 const STREAM_TARGET: &str = "generated for all clients (the target is the rate × clients: a client that left early was fed less)";
@@ -114,6 +125,10 @@ impl fmt::Display for Warning {
             } => write!(
                 f,
                 "sequence errors: {gaps} gaps, {duplicates} duplicates, {reordered} reordered: the system under test lost or reordered messages"
+            ),
+            Warning::Early { deliveries, delivered, most_ms } => write!(
+                f,
+                "{deliveries} of {delivered} deliveries (by up to {most_ms:.3} ms) {EARLY}"
             ),
             Warning::NothingDelivered { attempted, sent: 0 } => write!(
                 f,
@@ -183,6 +198,13 @@ impl Warning {
                 reordered: int(2)?,
             });
         }
+        if text.ends_with(EARLY) {
+            return Some(Warning::Early {
+                deliveries: int(0)?,
+                delivered: int(1)?,
+                most_ms: *n.get(2)?,
+            });
+        }
         if text.starts_with("nothing was delivered (") {
             return Some(Warning::NothingDelivered {
                 attempted: int(0)?,
@@ -230,6 +252,7 @@ impl Warning {
             Warning::Note(text) => text.clone(),
             Warning::AccountingBroken(_) => "accounting invariant broken".into(),
             Warning::SequenceErrors { .. } => "sequence errors".into(),
+            Warning::Early { .. } => "deliveries before their send time".into(),
             Warning::NothingDelivered { .. } => "nothing delivered".into(),
             Warning::Failed { .. } => "failed messages".into(),
             Warning::TargetMissed { .. } => "target rate not reached".into(),
@@ -249,6 +272,7 @@ impl Warning {
                 duplicates,
                 reordered,
             } => (gaps + duplicates + reordered) as f64,
+            Warning::Early { most_ms, .. } => *most_ms,
             Warning::NothingDelivered { attempted, .. } => *attempted as f64,
             Warning::Failed { percent, .. } => *percent,
             Warning::TargetMissed { percent, .. } => 100.0 - percent,
@@ -329,6 +353,11 @@ mod tests {
                 gaps: 4,
                 duplicates: 0,
                 reordered: 2,
+            },
+            Warning::Early {
+                deliveries: 29_950,
+                delivered: 30_000,
+                most_ms: 0.412,
             },
             Warning::NothingDelivered {
                 attempted: 1000,

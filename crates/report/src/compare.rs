@@ -287,6 +287,7 @@ mod tests {
                 ..Default::default()
             },
             sequence: SequenceErrors::default(),
+            early: Default::default(),
             faults: Default::default(),
             latency: Percentiles {
                 p50_ns: p99 / 10,

@@ -52,6 +52,7 @@ fn run(point: usize, window: u32, replicate: u32, rate: f64, base_ns: u64) -> Ru
             ..Default::default()
         },
         sequence: SequenceErrors::default(),
+        early: Default::default(),
         faults: Faults::default(),
         latency: Percentiles::of(&h),
         service: Percentiles::of(&h),
