@@ -284,6 +284,10 @@ pub struct ServeGrpcArgs {
     /// .proto).
     #[arg(long)]
     pub no_reflection: bool,
+    /// Answer every call (reflection included) that lacks this metadata UNAUTHENTICATED, as a
+    /// server behind a token does: NAME=VALUE, e.g. authorization="Bearer t0ken".
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub require_metadata: Option<String>,
     /// Most connections open at once; more are closed on accept.
     #[arg(long, value_name = "N", default_value_t = 4096)]
     pub max_connections: u32,

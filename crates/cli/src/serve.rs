@@ -125,6 +125,19 @@ fn grpc_options(
             args.stall_for
         ));
     }
+    let require = match &args.require_metadata {
+        None => None,
+        Some(pair) => match pair.split_once('=') {
+            Some((name, value)) if !name.trim().is_empty() => {
+                Some((name.trim().to_ascii_lowercase(), value.to_string()))
+            }
+            _ => {
+                return Err(format!(
+                    "--require-metadata {pair:?}: give NAME=VALUE, e.g. --require-metadata \"authorization=Bearer t0ken\""
+                ))
+            }
+        },
+    };
     let options = msgbench_engine::server::grpc::GrpcServerOptions {
         service,
         exponential,
@@ -136,6 +149,7 @@ fn grpc_options(
         max_streams: args.max_streams,
         max_connections: args.max_connections as usize,
         reflection: !args.no_reflection,
+        require,
     };
     let run_for = match &args.run_for {
         Some(t) => Some(parse_duration("for", t)?),

@@ -340,6 +340,28 @@ fn without_a_proto_the_calls_are_described_by_the_servers_reflection() {
 }
 
 #[test]
+fn reflection_carries_the_calls_metadata_to_a_server_that_wants_it() {
+    let options = GrpcServerOptions {
+        require: Some(("authorization".into(), "Bearer t0ken".into())),
+        ..GrpcServerOptions::default()
+    };
+    let server = start(options, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = url(server.local_addr());
+    // Without the token the server refuses reflection, and the check says what it answered.
+    let e = refused(&[&addr, "http.reflection=true"]);
+    assert!(
+        e.contains("http.reflection") && e.contains("UNAUTHENTICATED"),
+        "{e}"
+    );
+    let token = "http.requests.echo.headers={ authorization = \"Bearer t0ken\" }";
+    let r = &run(GRPC, &[&addr, "http.reflection=true", token])[0];
+    assert_accounted(r);
+    assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
+    assert!(r.counters.delivered > 800, "{:?}", r.counters);
+    server.stop();
+}
+
+#[test]
 fn a_protoset_of_compiled_descriptors_describes_the_calls_like_a_proto() {
     let source = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../protos/msgbench.proto"),

@@ -265,6 +265,48 @@ fn malformed_messages_are_counted_and_the_stream_goes_on() {
 }
 
 #[test]
+fn a_server_that_closes_every_client_at_once_stops_the_run_and_one_that_sends_nothing_says_so() {
+    let closes = ws_server(|mut ws| async move {
+        let _ = ws.close().await;
+    });
+    let r = &run(
+        &external(closes, "[ticks.clients.c]\nconnections = 2\n"),
+        &[],
+    )[0];
+    assert_eq!(r.counters.delivered, 0);
+    let first = r.warnings.iter().find(|w| w.is_stopped_early());
+    assert!(
+        first.is_some_and(|w| w.to_string().contains("every client's connection ended")),
+        "{:?}",
+        r.warnings
+    );
+    let notes: Vec<String> = r.warnings.iter().map(|w| w.to_string()).collect();
+    assert!(
+        notes.iter().any(|n| n.contains("(close code 1000, normal closure)")),
+        "{notes:?}"
+    );
+
+    let silent = ws_server(|ws| async move {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        drop(ws);
+    });
+    let r = &run(&external(silent, ""), &[])[0];
+    assert_accounted(r);
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| *w == msgbench_model::warning::Warning::NothingReceived),
+        "{:?}",
+        r.warnings
+    );
+    assert!(
+        !r.warnings.iter().any(|w| w.is_stopped_early()),
+        "{:?}",
+        r.warnings
+    );
+}
+
+#[test]
 fn a_server_that_closes_mid_run_is_a_counted_disconnect_under_each_on_close() {
     let addr = ws_server(|mut ws| async move {
         for seq in 0..150 {

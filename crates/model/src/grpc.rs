@@ -76,14 +76,19 @@ pub struct ReflectionTarget {
     pub ca_file: Option<String>,
     /// No certificate check.
     pub insecure: bool,
+    /// Metadata the calls carry (lower-case names: `authorization`, …): a server that wants
+    /// them for its calls may want them for reflection too.
+    pub metadata: Vec<(String, String)>,
 }
 
 impl ReflectionTarget {
-    /// The server at `url` (as given: `text`), with the section's TLS options.
+    /// The server at `url` (as given: `text`), with the section's TLS options and the calls'
+    /// metadata.
     pub(crate) fn of(
         text: &str,
         url: &crate::http::Url,
         (ca_file, insecure): (Option<&str>, bool),
+        metadata: Vec<(String, String)>,
     ) -> ReflectionTarget {
         ReflectionTarget {
             url: text.to_string(),
@@ -92,6 +97,7 @@ impl ReflectionTarget {
             server_name: url.tls.then(|| url.host.clone()),
             ca_file: ca_file.map(str::to_string),
             insecure,
+            metadata,
         }
     }
 }
@@ -233,6 +239,32 @@ impl GrpcStreamSpec {
                 ))
             }
         };
+        let mut metadata = Vec::new();
+        for (name, value) in &self.metadata {
+            let lower = name.to_ascii_lowercase();
+            let reserved = lower.starts_with(':')
+                || lower.starts_with("grpc-")
+                || [
+                    "content-type",
+                    "te",
+                    "connection",
+                    "transfer-encoding",
+                    "host",
+                ]
+                .contains(&lower.as_str());
+            let token = !lower.is_empty()
+                && lower
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+            if reserved || !token || value.bytes().any(|b| b < 0x20 && b != b'\t') {
+                return wrong(
+                    "metadata",
+                    format!("has {name:?}, which a gRPC call cannot carry as metadata"),
+                    "use lower-case names of letters, digits, - _ . (not grpc-*, content-type or te) and printable values",
+                );
+            }
+            metadata.push((lower, value.clone()));
+        }
         let pool = if self.reflection {
             if !self.proto.is_empty() {
                 return wrong(
@@ -241,7 +273,7 @@ impl GrpcStreamSpec {
                     "give one: the .proto (read here), or reflection = true (asked of the server)",
                 );
             }
-            let target = ReflectionTarget::of(address, &url, (ca_file, insecure));
+            let target = ReflectionTarget::of(address, &url, (ca_file, insecure), metadata.clone());
             match reflected(limits, &target) {
                 Ok(p) => p,
                 Err(e) => return wrong("reflection", e, "the server must run and offer server reflection when the scenario is checked; or give its .proto with proto = \"feed.proto\""),
@@ -271,32 +303,6 @@ impl GrpcStreamSpec {
             Ok(f) => f,
             Err(e) => return wrong("message", e, "write the request as protobuf's JSON mapping"),
         };
-        let mut metadata = Vec::new();
-        for (name, value) in &self.metadata {
-            let lower = name.to_ascii_lowercase();
-            let reserved = lower.starts_with(':')
-                || lower.starts_with("grpc-")
-                || [
-                    "content-type",
-                    "te",
-                    "connection",
-                    "transfer-encoding",
-                    "host",
-                ]
-                .contains(&lower.as_str());
-            let token = !lower.is_empty()
-                && lower
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
-            if reserved || !token || value.bytes().any(|b| b < 0x20 && b != b'\t') {
-                return wrong(
-                    "metadata",
-                    format!("has {name:?}, which a gRPC call cannot carry as metadata"),
-                    "use lower-case names of letters, digits, - _ . (not grpc-*, content-type or te) and printable values",
-                );
-            }
-            metadata.push((lower, value.clone()));
-        }
         let path = format!("/{}", self.call);
         Ok((
             GrpcStream {

@@ -464,7 +464,17 @@ impl HttpSpec {
                 ));
             }
             let tls = (self.ca_file.as_deref(), self.insecure);
-            let target = crate::grpc::ReflectionTarget::of(&self.url, url, tls);
+            // The first call's headers (in the mix's order): `authorization` and the like,
+            // which a server may want for reflection as for its calls.
+            let metadata = (self.requests.values())
+                .find(|r| r.grpc.is_some())
+                .map(|r| {
+                    (r.headers.iter())
+                        .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let target = crate::grpc::ReflectionTarget::of(&self.url, url, tls, metadata);
             return crate::grpc::reflected(limits, &target)
                 .map(Some)
                 .map_err(|e| {

@@ -37,7 +37,9 @@ pub fn warnings(r: &RunResult) -> Vec<Warning> {
             most_ms: round_to(r.early.most_ns as f64 / 1e6, 3),
         });
     }
-    if c.delivered == 0 && !r.interrupted {
+    if c.delivered == 0 && !r.interrupted && r.system == SystemKind::Ticks {
+        w.push(Warning::NothingReceived);
+    } else if c.delivered == 0 && !r.interrupted {
         w.push(Warning::NothingDelivered {
             attempted: c.attempted,
             sent: c.sent,

@@ -44,6 +44,9 @@ pub enum Warning {
         /// Messages sent (0: every one waited for a window or a connection to the end).
         sent: u64,
     },
+    /// A stream's clients received nothing in the measured window (and the run was not
+    /// interrupted).
+    NothingReceived,
     /// Some attempts failed (errors, timeouts, closed connections).
     Failed {
         /// Failed messages.
@@ -105,6 +108,7 @@ const UNEQUAL: (&str, &str) = (
     ": the connections were not served equally (a server that favours some, or a client thread short of CPU)",
 );
 const EARLY: &str = "completed before their intended send time and count as latency 0: the clock that stamped them runs ahead of this host's (a wall-clock stamp from another host, or a server whose clock is not CLOCK_MONOTONIC), so the latency percentiles are too low";
+const NOTHING_RECEIVED: &str = "nothing was delivered: no stream client received a message in the measured window (a server that sends nothing, or nothing these clients subscribed to; see the clients' notes)";
 const INTERRUPTED: &str = "interrupted: the measured window was cut short";
 const UNANSWERED: &str = "before it was given up (timed out, its connection failed, or the run ended): the max latency is at least that, though the answered requests' max is lower";
 const STREAM_TARGET: &str = "generated for all clients (the target is the rate × clients: a client that left early was fed less)";
@@ -138,6 +142,7 @@ impl fmt::Display for Warning {
                 f,
                 "nothing was delivered ({attempted} attempted, {sent} sent): is the system under test what the scenario says it is?"
             ),
+            Warning::NothingReceived => f.write_str(NOTHING_RECEIVED),
             Warning::Failed { failed, attempted, percent } => write!(
                 f,
                 "{failed} of {attempted} attempted messages failed ({percent:.1} %): latency describes only the others; see the faults"
@@ -177,6 +182,9 @@ impl Warning {
     fn recognise(text: &str) -> Option<Warning> {
         if let Some(why) = text.strip_prefix(STOPPED_EARLY) {
             return Some(Warning::StoppedEarly(why.to_string()));
+        }
+        if text == NOTHING_RECEIVED {
+            return Some(Warning::NothingReceived);
         }
         if text == INTERRUPTED {
             return Some(Warning::Interrupted);
@@ -253,7 +261,9 @@ impl Warning {
             Warning::AccountingBroken(_) => "accounting invariant broken".into(),
             Warning::SequenceErrors { .. } => "sequence errors".into(),
             Warning::Early { .. } => "deliveries before their send time".into(),
-            Warning::NothingDelivered { .. } => "nothing delivered".into(),
+            Warning::NothingDelivered { .. } | Warning::NothingReceived => {
+                "nothing delivered".into()
+            }
             Warning::Failed { .. } => "failed messages".into(),
             Warning::TargetMissed { .. } => "target rate not reached".into(),
             Warning::SendLag { .. } => "send lag p99 above 1 ms".into(),
@@ -367,6 +377,7 @@ mod tests {
                 attempted: 1000,
                 sent: 0,
             },
+            Warning::NothingReceived,
             Warning::Failed {
                 failed: 5,
                 attempted: 1000,

@@ -178,7 +178,11 @@ fn table(runs: &[RunResult]) -> String {
         let lat = |q| crate::format::latency(r, bounds.as_ref(), q);
         for cell in [
             count(r.delivered_per_sec()),
-            percent(r.counters.success_rate()),
+            if r.counters.attempted == 0 {
+                "–".to_string()
+            } else {
+                percent(r.counters.success_rate())
+            },
             lat(P50),
             lat(P99),
             lat(P999),

@@ -67,8 +67,8 @@ pub fn table_for_width(results: &[RunResult], width: Option<usize>) -> String {
         let lat = |q| crate::format::latency(r, bounds.as_ref(), q);
         row.extend([
             count(r.delivered_per_sec()),
-            percent(r.counters.success_rate()),
-            percent(r.counters.drop_rate()),
+            share(r, r.counters.success_rate()),
+            share(r, r.counters.drop_rate()),
             r.counters.failed.to_string(),
             lat(P50),
             lat(P95),
@@ -318,6 +318,16 @@ fn table_text(rows: &[Vec<String>], width: Option<usize>) -> String {
         out.push('\n');
     }
     out
+}
+
+/// A share of what was attempted; nothing attempted (a stream that received nothing) has no
+/// share to show, not 100 %.
+fn share(r: &RunResult, v: f64) -> String {
+    if r.counters.attempted == 0 {
+        "–".to_string()
+    } else {
+        percent(v)
+    }
 }
 
 #[cfg(test)]

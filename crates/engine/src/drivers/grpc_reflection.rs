@@ -152,7 +152,7 @@ impl Session {
             "http"
         };
         let failed = |e: h2::Error| Start::Failed(format!("the reflection call failed ({e})"));
-        let head = http::Request::builder()
+        let mut head = http::Request::builder()
             .method("POST")
             .uri(format!("{scheme}://{}{path}", target.authority))
             .header("content-type", "application/grpc")
@@ -160,7 +160,14 @@ impl Session {
             .header(
                 "user-agent",
                 concat!("msgbench/", env!("CARGO_PKG_VERSION")),
-            )
+            );
+        // The calls' metadata (`authorization`, …), as a server that wants it may.
+        for (name, value) in &target.metadata {
+            if !["content-type", "te", "user-agent"].contains(&name.as_str()) {
+                head = head.header(name.as_str(), value.as_str());
+            }
+        }
+        let head = head
             .body(())
             .map_err(|e| Start::Failed(format!("the reflection call cannot be sent ({e})")))?;
         let mut ready = open.send.clone().ready().await.map_err(failed)?;

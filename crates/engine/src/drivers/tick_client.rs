@@ -764,7 +764,10 @@ impl Reader {
             Msg::Binary(payload) => self.on_payload(payload, false, stats, recorder),
             Msg::Close(code, reason) => Some(Ended::Broken(
                 Fault::Disconnect,
-                format!("the server closed the connection ({code} {reason})"),
+                format!(
+                    "the server closed the connection ({})",
+                    close_words(code, reason)
+                ),
             )),
         }
     }
@@ -876,5 +879,48 @@ fn broken(e: WsError) -> Ended {
             Fault::Protocol,
             format!("the server broke the WebSocket protocol ({what})"),
         ),
+    }
+}
+
+/// A close frame in words: `close code 1008, policy violation: "too slow"`.
+fn close_words(code: u16, reason: &str) -> String {
+    let name = match code {
+        1000 => "normal closure",
+        1001 => "going away",
+        1002 => "protocol error",
+        1003 => "unsupported data",
+        1005 => "no status code",
+        1007 => "invalid payload data",
+        1008 => "policy violation",
+        1009 => "message too big",
+        1010 => "mandatory extension",
+        1011 => "internal error",
+        1012 => "service restart",
+        1013 => "try again later",
+        1014 => "bad gateway",
+        _ => "",
+    };
+    let mut words = format!("close code {code}");
+    if !name.is_empty() {
+        words += &format!(", {name}");
+    }
+    if !reason.is_empty() {
+        words += &format!(": {reason:?}");
+    }
+    words
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_close_frame_reads_as_words() {
+        assert_eq!(close_words(1000, ""), "close code 1000, normal closure");
+        assert_eq!(
+            close_words(1008, "too slow"),
+            "close code 1008, policy violation: \"too slow\""
+        );
+        assert_eq!(close_words(4001, "bye"), "close code 4001: \"bye\"");
     }
 }

@@ -46,6 +46,9 @@ pub struct GrpcServerOptions {
     pub max_connections: usize,
     /// Answer server reflection (else UNIMPLEMENTED, as a server without it).
     pub reflection: bool,
+    /// Metadata every call must carry, name (lower case) and value; calls without it are
+    /// answered UNAUTHENTICATED, reflection included.
+    pub require: Option<(String, String)>,
 }
 
 impl Default for GrpcServerOptions {
@@ -61,6 +64,7 @@ impl Default for GrpcServerOptions {
             max_streams: 256,
             max_connections: 4096,
             reflection: true,
+            require: None,
         }
     }
 }
@@ -321,6 +325,16 @@ async fn answer(
     shared: &Shared,
     held: &mut usize,
 ) -> Result<(), h2::Error> {
+    if let Some((name, value)) = &shared.options.require {
+        if request.headers().get(name.as_str()).map(|v| v.as_bytes()) != Some(value.as_bytes()) {
+            return refuse(
+                &mut respond,
+                shared,
+                16,
+                "the call lacks the metadata this server requires (--require-metadata)",
+            );
+        }
+    }
     if request.uri().path() == CHAT_PATH {
         return chat(request.into_body(), respond, shared).await;
     }

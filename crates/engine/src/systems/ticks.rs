@@ -432,7 +432,8 @@ impl Run<'_> {
         for s in &streams {
             faults += s.faults.clone();
         }
-        let stopped_by = self.shared.stopped_by.get().cloned();
+        let stopped_by =
+            (self.shared.stopped_by.get().cloned()).or_else(|| every_client_gone(&streams));
         Ok(Measured {
             recording,
             classes: self.ticks.groups.iter().map(|g| g.name.clone()).collect(),
@@ -584,6 +585,21 @@ fn plans(ticks: &TicksConfig, base: &str) -> (Vec<ThreadPlan>, Vec<(String, usiz
 }
 
 /// Joins each client's statistics with the server's reports of its connections.
+/// Every client's connection ended early and none delivered a message in the measured window:
+/// the run measured nothing, as against a server that cannot be reached, and fails as that does.
+fn every_client_gone(streams: &[StreamClient]) -> Option<String> {
+    let gone = |s: &StreamClient| s.closed.is_some() && s.counters.delivered == 0;
+    let first = streams.first()?;
+    if !streams.iter().all(gone) {
+        return None;
+    }
+    Some(format!(
+        "every client's connection ended with nothing delivered in the measured window (client {}: {}); the run stopped",
+        first.name,
+        first.closed.as_deref().unwrap_or_default()
+    ))
+}
+
 fn join_streams(
     clients: &[StreamStats],
     server: Option<&ServerReport>,
