@@ -51,6 +51,7 @@ def floor(depth):
                           capture_output=True, text=True, check=True).stdout
     cpu = child_cpu() - before
     n, s = re.search(r"requests (\d+) seconds ([\d.]+)", text).groups()
+    assert int(n) > 0, f"the C floor completed no request: {text}"
     return int(n) / float(s), cpu / int(n)
 
 def ours(command, depth, keys):

@@ -128,12 +128,18 @@ fn grpc_options(
     let require = match &args.require_metadata {
         None => None,
         Some(pair) => match pair.split_once('=') {
-            Some((name, value)) if !name.trim().is_empty() => {
+            // A header name (RFC 9110 token) and a value without control characters.
+            Some((name, value))
+                if !name.trim().is_empty()
+                    && (name.trim().bytes())
+                        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+                    && !value.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) =>
+            {
                 Some((name.trim().to_ascii_lowercase(), value.to_string()))
             }
             _ => {
                 return Err(format!(
-                    "--require-metadata {pair:?}: give NAME=VALUE, e.g. --require-metadata \"authorization=Bearer t0ken\""
+                    "--require-metadata {pair:?}: give NAME=VALUE (a header name, a printable value), e.g. --require-metadata \"authorization=Bearer t0ken\""
                 ))
             }
         },

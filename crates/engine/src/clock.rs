@@ -2,7 +2,8 @@
 //! clock that tests advance by hand.
 //!
 //! Reading the clock is the largest per-message cost of the recorder (one read per completion):
-//! `clock_gettime` costs ~20-45 ns here, the TSC ~9 ns (see the `clock_cost` floor). So [`now_ns`]
+//! `clock_gettime` costs ~35 ns here, the TSC read ~23 ns (`cargo bench -p msgbench-engine
+//! --bench recorder -- clock`; the `clock_cost` floor gave 21 and 9 ns on a quieter day). So [`now_ns`]
 //! reads the TSC through `quanta` (which falls back to CLOCK_MONOTONIC itself where the CPU has
 //! no invariant TSC) and turns it into CLOCK_MONOTONIC nanoseconds with a slope that is
 //! corrected every 100 ms ([`timebase`]), so values stay comparable with other processes'
@@ -52,30 +53,38 @@ fn timebase() -> &'static Timebase {
 }
 
 /// A TSC reading and the CLOCK_MONOTONIC reading taken with it: the TSC read on both sides,
-/// the tightest of a few tries (an interrupt between the reads would skew the pair).
+/// the tightest of a few tries (an interrupt between the reads would skew the pair; a try
+/// whose second TSC reading is the lower, from a thread moved between cores, is not taken).
 fn paired_reading(clock: &quanta::Clock) -> (u64, u64) {
-    let mut best = (u64::MAX, 0, 0);
+    let mut best = None;
     for _ in 0..5 {
         let before = clock.raw();
         let mono = monotonic_ns();
         let after = clock.raw();
-        let width = after.wrapping_sub(before);
-        if width < best.0 {
-            best = (width, before + width / 2, mono);
+        let Some(width) = after.checked_sub(before) else {
+            continue;
+        };
+        if best.is_none_or(|(w, _, _)| width < w) {
+            best = Some((width, before + width / 2, mono));
         }
     }
-    (best.1, best.2)
+    best.map_or_else(
+        || (clock.raw(), monotonic_ns()),
+        |(_, raw, mono)| (raw, mono),
+    )
 }
 
-/// Current time in ns on the CLOCK_MONOTONIC time base (TSC-backed, ~10 ns).
+/// Current time in ns on the CLOCK_MONOTONIC time base (TSC-backed: 23–27 ns here, against
+/// ~35 ns for `clock_gettime`; `cargo bench -p msgbench-engine --bench recorder -- clock`).
 #[inline]
 pub fn now_ns() -> u64 {
     let t = timebase();
-    let segment = t.published.current();
-    let raw = t.clock.raw();
-    if raw >= segment.next_check {
-        correct_slope(t, &segment);
+    let (segment, raw) = t.published.read(|| t.clock.raw());
+    if raw < segment.next_check {
+        return segment.at(raw);
     }
+    correct_slope(t, &segment);
+    let (segment, raw) = t.published.read(|| t.clock.raw());
     segment.at(raw)
 }
 
@@ -84,10 +93,11 @@ pub fn now_ns() -> u64 {
 #[cold]
 #[inline(never)]
 fn correct_slope(t: &Timebase, current: &timebase::Segment) {
-    t.published.advance(current, |live| {
+    let plan = |live: &timebase::Segment| {
         let (raw, mono) = paired_reading(&t.clock);
         t.baseline.next(live, raw, mono)
-    });
+    };
+    t.published.advance(current, plan, || t.clock.raw());
 }
 
 /// The wall clock, Unix ns (for agreeing on a start with other hosts; never for latency).

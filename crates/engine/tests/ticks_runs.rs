@@ -282,7 +282,9 @@ fn a_server_that_closes_every_client_at_once_stops_the_run_and_one_that_sends_no
     );
     let notes: Vec<String> = r.warnings.iter().map(|w| w.to_string()).collect();
     assert!(
-        notes.iter().any(|n| n.contains("(close code 1000, normal closure)")),
+        notes
+            .iter()
+            .any(|n| n.contains("(close code 1000, normal closure)")),
         "{notes:?}"
     );
 
@@ -294,8 +296,7 @@ fn a_server_that_closes_every_client_at_once_stops_the_run_and_one_that_sends_no
     assert_accounted(r);
     assert!(
         r.warnings
-            .iter()
-            .any(|w| *w == msgbench_model::warning::Warning::NothingReceived),
+            .contains(&msgbench_model::warning::Warning::NothingReceived),
         "{:?}",
         r.warnings
     );

@@ -466,11 +466,17 @@ impl HttpSpec {
             let tls = (self.ca_file.as_deref(), self.insecure);
             // The first call's headers (in the mix's order): `authorization` and the like,
             // which a server may want for reflection as for its calls.
+            // Headers that are no valid metadata are left out here; the request's own check
+            // names them once reflection has described the calls.
             let metadata = (self.requests.values())
                 .find(|r| r.grpc.is_some())
                 .map(|r| {
                     (r.headers.iter())
+                        .filter(|(k, v)| is_token(k) && !v.bytes().any(|b| b < 0x20 && b != b'\t'))
                         .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+                        .filter(|(k, _)| {
+                            !["connection", "transfer-encoding", "host"].contains(&k.as_str())
+                        })
                         .collect()
                 })
                 .unwrap_or_default();

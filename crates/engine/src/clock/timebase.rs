@@ -147,23 +147,35 @@ impl Published {
         p
     }
 
-    /// The current segment. Never waits for a writer: while one writes, readers use the other
-    /// slot; a read overlapped by a whole second update is retried.
+    /// The current segment, and `raw()` read while it was current (no segment was published
+    /// between the two: a reader preempted in between would otherwise extend an old slope past
+    /// the new segment's start, and its next reading could be lower). Never waits for a writer:
+    /// while one writes, readers use the other slot; a read overlapped by an update is retried.
     #[inline]
-    pub fn current(&self) -> Segment {
+    pub fn read(&self, raw: impl Fn() -> u64) -> (Segment, u64) {
         loop {
             let generation = self.generation.load(Ordering::Acquire);
             let segment = self.slots[((generation >> 1) & 1) as usize].load();
+            let now = raw();
             fence(Ordering::Acquire);
             if self.generation.load(Ordering::Relaxed) == generation {
-                return segment;
+                return (segment, now);
             }
         }
     }
 
     /// Publishes the segment that follows `current` if no other thread is doing it already
-    /// (losers keep using `current`, which stays valid, only less exact).
-    pub fn advance(&self, current: &Segment, next: impl FnOnce(&Segment) -> Segment) {
+    /// (losers keep using the live segment, which stays valid, only less exact). `plan` makes
+    /// it (the slow part: a paired clock reading) before anything is published; the segment
+    /// then starts where the live one is at `raw()` read *after* the update is announced, so
+    /// a reader of the live segment never reads a TSC value past the new segment's start
+    /// without retrying — except in the few instructions between that read and the publish.
+    pub fn advance(
+        &self,
+        current: &Segment,
+        plan: impl FnOnce(&Segment) -> Segment,
+        raw: impl Fn() -> u64,
+    ) {
         if self
             .updating
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -174,9 +186,17 @@ impl Published {
         let generation = self.generation.load(Ordering::Relaxed);
         let live = self.slots[((generation >> 1) & 1) as usize].load();
         if live == *current {
+            let planned = plan(&live);
             self.generation.store(generation + 1, Ordering::Relaxed);
             fence(Ordering::Release);
-            self.slots[(((generation >> 1) + 1) & 1) as usize].store(&next(&live));
+            let start = raw().max(planned.raw0);
+            let next = Segment {
+                raw0: start,
+                ns0: live.at(start),
+                mult: planned.mult,
+                next_check: planned.next_check + (start - planned.raw0),
+            };
+            self.slots[(((generation >> 1) + 1) & 1) as usize].store(&next);
             self.generation.store(generation + 2, Ordering::Release);
         }
         self.updating.store(false, Ordering::Release);
@@ -303,6 +323,30 @@ mod tests {
     }
 
     #[test]
+    fn a_new_segment_starts_where_the_live_one_is_when_it_is_published() {
+        let live = Segment {
+            raw0: 0,
+            ns0: 1_000,
+            mult: 2 << 32,
+            next_check: 100,
+        };
+        let published = Published::new(&live);
+        let plan = |l: &Segment| Segment {
+            raw0: 100,
+            ns0: l.at(100),
+            mult: 3 << 32,
+            next_check: 300,
+        };
+        published.advance(&live, plan, || 150);
+        let (next, _) = published.read(|| 0);
+        assert_eq!(next.raw0, 150);
+        assert_eq!(next.ns0, live.at(150)); // continuous: 1_000 + 2 × 150
+        assert_eq!((next.mult, next.next_check), (3 << 32, 350));
+        // A thread holding an outdated segment does not advance again.
+        published.advance(&live, |_| unreachable!("already advanced"), || 0);
+    }
+
+    #[test]
     fn readers_see_whole_segments_while_one_thread_advances() {
         let first = Segment {
             raw0: 0,
@@ -316,23 +360,25 @@ mod tests {
             let (published, stop) = (published.clone(), stop.clone());
             std::thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
-                    let s = published.current();
-                    // Every published segment has its four fields equal.
+                    let (s, _) = published.read(|| 0);
+                    // Every published segment has raw0 = ns0 = next_check (the plan's raw0
+                    // and `raw()` agree below) and the same slope.
                     assert!(s.raw0 == s.ns0 && s.ns0 == s.next_check && s.mult == 1 << 32);
                 }
             })
         };
         for i in 1..=100_000u64 {
-            let current = published.current();
-            published.advance(&current, |_| Segment {
+            let (current, _) = published.read(|| 0);
+            let plan = |_: &Segment| Segment {
                 raw0: i,
                 ns0: i,
                 mult: 1 << 32,
                 next_check: i,
-            });
+            };
+            published.advance(&current, plan, || i);
         }
         stop.store(true, Ordering::Relaxed);
         reader.join().unwrap();
-        assert_eq!(published.current().raw0, 100_000);
+        assert_eq!(published.read(|| 0).0.raw0, 100_000);
     }
 }

@@ -432,8 +432,8 @@ impl Run<'_> {
         for s in &streams {
             faults += s.faults.clone();
         }
-        let stopped_by =
-            (self.shared.stopped_by.get().cloned()).or_else(|| every_client_gone(&streams));
+        let stopped_by = (self.shared.stopped_by.get().cloned())
+            .or_else(|| every_client_gone(&clients, &streams, m.schedule));
         Ok(Measured {
             recording,
             classes: self.ticks.groups.iter().map(|g| g.name.clone()).collect(),
@@ -584,22 +584,32 @@ fn plans(ticks: &TicksConfig, base: &str) -> (Vec<ThreadPlan>, Vec<(String, usiz
     (threads, browsers)
 }
 
-/// Joins each client's statistics with the server's reports of its connections.
-/// Every client's connection ended early and none delivered a message in the measured window:
-/// the run measured nothing, as against a server that cannot be reached, and fails as that does.
-fn every_client_gone(streams: &[StreamClient]) -> Option<String> {
-    let gone = |s: &StreamClient| s.closed.is_some() && s.counters.delivered == 0;
+/// Every client's connection ended before the measured window did, none having delivered a
+/// message of it: the run measured nothing, as against a server that cannot be reached, and
+/// fails as that does. (`clients` and `streams` are the same clients, in the same order.)
+fn every_client_gone(
+    clients: &[StreamStats],
+    streams: &[StreamClient],
+    schedule: Schedule,
+) -> Option<String> {
+    let gone = |(c, s): (&StreamStats, &StreamClient)| {
+        c.closed
+            .as_ref()
+            .is_some_and(|(_, at)| *at < schedule.end_ns)
+            && s.counters.delivered == 0
+    };
     let first = streams.first()?;
-    if !streams.iter().all(gone) {
+    if clients.len() != streams.len() || !clients.iter().zip(streams).all(gone) {
         return None;
     }
     Some(format!(
-        "every client's connection ended with nothing delivered in the measured window (client {}: {}); the run stopped",
+        "every client's connection ended before the measured window did, with nothing of it delivered (client {}: {}): nothing was measured",
         first.name,
         first.closed.as_deref().unwrap_or_default()
     ))
 }
 
+/// Joins each client's statistics with the server's reports of its connections.
 fn join_streams(
     clients: &[StreamStats],
     server: Option<&ServerReport>,
