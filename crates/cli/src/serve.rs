@@ -128,18 +128,23 @@ fn grpc_options(
     let require = match &args.require_metadata {
         None => None,
         Some(pair) => match pair.split_once('=') {
-            // A header name (RFC 9110 token) and a value without control characters.
+            // A header name (RFC 9110 token) gRPC leaves to the user, and a non-empty value of
+            // printable ASCII (what gRPC's ASCII metadata may carry).
             Some((name, value))
                 if !name.trim().is_empty()
                     && (name.trim().bytes())
                         .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-                    && !value.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) =>
+                    && !name.trim().to_ascii_lowercase().starts_with("grpc-")
+                    && !["content-type", "te", "user-agent"]
+                        .contains(&name.trim().to_ascii_lowercase().as_str())
+                    && !value.is_empty()
+                    && value.bytes().all(|b| (0x20..0x7f).contains(&b)) =>
             {
                 Some((name.trim().to_ascii_lowercase(), value.to_string()))
             }
             _ => {
                 return Err(format!(
-                    "--require-metadata {pair:?}: give NAME=VALUE (a header name, a printable value), e.g. --require-metadata \"authorization=Bearer t0ken\""
+                    "--require-metadata {pair:?}: give NAME=VALUE (a header name other than grpc-*, content-type, te, user-agent; a value of printable ASCII), e.g. --require-metadata \"authorization=Bearer t0ken\""
                 ))
             }
         },

@@ -487,7 +487,7 @@ impl HttpSpec {
                     invalid(
                         "http.reflection",
                         e,
-                        "the server must run and offer server reflection when the scenario is checked; or give its .proto with http.proto = \"service.proto\"",
+                        "the server must run and offer server reflection when the scenario is checked (with the metadata it wants, e.g. authorization, in the first gRPC request's headers); or give its .proto with http.proto = \"service.proto\"",
                     )
                 });
         }

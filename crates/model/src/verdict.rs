@@ -37,8 +37,12 @@ pub fn warnings(r: &RunResult) -> Vec<Warning> {
             most_ms: round_to(r.early.most_ns as f64 / 1e6, 3),
         });
     }
+    // A stream run already failed for its closed clients says so once, not twice.
+    let stopped = r.warnings.iter().any(Warning::is_stopped_early);
     if c.delivered == 0 && !r.interrupted && r.system == SystemKind::Ticks {
-        w.push(Warning::NothingReceived);
+        if !stopped {
+            w.push(Warning::NothingReceived);
+        }
     } else if c.delivered == 0 && !r.interrupted {
         w.push(Warning::NothingDelivered {
             attempted: c.attempted,

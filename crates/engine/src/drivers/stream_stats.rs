@@ -367,10 +367,13 @@ impl StreamStats {
     }
 }
 
-/// `why (1.25 s into the measured window)`, or `why (during the warm-up)`.
+/// `why (1.25 s into the measured window)`, `why (during the warm-up)`, or, without a
+/// warm-up, `why (before the measured window opened)`.
 pub fn closed_when(why: &str, at_ns: u64, schedule: &Schedule) -> String {
-    if at_ns < schedule.measure_start_ns {
+    if at_ns < schedule.measure_start_ns && schedule.t0_ns < schedule.measure_start_ns {
         format!("{why} (during the warm-up)")
+    } else if at_ns < schedule.measure_start_ns {
+        format!("{why} (before the measured window opened)")
     } else {
         format!(
             "{why} ({:.2} s into the measured window)",

@@ -484,7 +484,11 @@ async fn connection(
                     reader.reconnected(stats.processed);
                 }
                 None => {
-                    stats.closed = Some((why, now_ns()));
+                    // Still reconnecting when the run ended: it did not end early.
+                    let now = now_ns();
+                    if !shared.over(now) {
+                        stats.closed = Some((why, now));
+                    }
                     break;
                 }
             },

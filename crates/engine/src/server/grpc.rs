@@ -331,7 +331,7 @@ async fn answer(
                 &mut respond,
                 shared,
                 16,
-                "the call lacks the metadata this server requires (--require-metadata)",
+                "the call lacks the metadata this server requires, or carries another value (--require-metadata)",
             );
         }
     }
