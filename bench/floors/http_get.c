@@ -17,16 +17,6 @@
 
 #define MAX_CONNS 1024
 
-static int dial(int port) {
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof a)) { perror("connect"); exit(1); }
-    int one = 1;
-    setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return s;
-}
-
 /* The size of one whole response: one request, read until the peer is quiet for 100 ms. */
 static long response_size(int fd, const char *req, size_t len) {
     char buf[65536];
@@ -58,7 +48,7 @@ int main(int argc, char **argv) {
     int len = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path);
     int fds[MAX_CONNS];
     long got[MAX_CONNS];
-    for (int i = 0; i < n; i++) { fds[i] = dial(port); got[i] = 0; }
+    for (int i = 0; i < n; i++) { fds[i] = dial_loopback(port); got[i] = 0; }
     long size = response_size(fds[0], req, (size_t)len);
     if (size <= 0) { fprintf(stderr, "no response from port %d\n", port); return 1; }
     int ep = epoll_create1(0);

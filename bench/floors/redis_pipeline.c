@@ -23,16 +23,6 @@
 static const char SET[] = "*3\r\n$3\r\nSET\r\n$16\r\nkey:__rand_int__\r\n$3\r\nxxx\r\n";
 static const long REPLY = 5; /* "+OK\r\n" */
 
-static int dial(int port) {
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof a)) { perror("connect"); exit(1); }
-    int one = 1;
-    setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return s;
-}
-
 /* The whole batch, or exit: a partial send on the non-blocking socket would stall the connection
  * silently (a batch is at most 1024 × 47 bytes, far under a loopback socket's buffer). */
 static void send_all(int fd, const char *p, size_t len) {
@@ -62,7 +52,7 @@ int main(int argc, char **argv) {
     long got[MAX_CONNS];
     int ep = epoll_create1(0);
     for (int i = 0; i < n; i++) {
-        fds[i] = dial(port);
+        fds[i] = dial_loopback(port);
         got[i] = 0;
         fcntl(fds[i], F_SETFL, O_NONBLOCK);
         struct epoll_event e = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
