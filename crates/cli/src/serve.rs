@@ -127,27 +127,21 @@ fn grpc_options(
     }
     let require = match &args.require_metadata {
         None => None,
-        Some(pair) => match pair.split_once('=') {
-            // A header name (RFC 9110 token) gRPC leaves to the user, and a non-empty value of
-            // printable ASCII (what gRPC's ASCII metadata may carry).
-            Some((name, value))
-                if !name.trim().is_empty()
-                    && (name.trim().bytes())
-                        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-                    && !name.trim().to_ascii_lowercase().starts_with("grpc-")
-                    && !["content-type", "te", "user-agent"]
-                        .contains(&name.trim().to_ascii_lowercase().as_str())
-                    && !value.is_empty()
-                    && value.bytes().all(|b| (0x20..0x7f).contains(&b)) =>
-            {
-                Some((name.trim().to_ascii_lowercase(), value.to_string()))
+        Some(pair) => {
+            // The same rule as a scenario's metadata, and a value to compare with.
+            let entry = (pair.split_once('='))
+                .filter(|(_, value)| !value.is_empty())
+                .and_then(|(name, value)| msgbench_model::grpc::metadata_entry(name.trim(), value));
+            match entry {
+                Some(entry) => Some(entry),
+                None => {
+                    return Err(format!(
+                        "--require-metadata {pair:?}: give NAME=VALUE, e.g. --require-metadata \"authorization=Bearer t0ken\" ({})",
+                        msgbench_model::grpc::METADATA_RULE
+                    ))
+                }
             }
-            _ => {
-                return Err(format!(
-                    "--require-metadata {pair:?}: give NAME=VALUE (a header name other than grpc-*, content-type, te, user-agent; a value of printable ASCII), e.g. --require-metadata \"authorization=Bearer t0ken\""
-                ))
-            }
-        },
+        }
     };
     let options = msgbench_engine::server::grpc::GrpcServerOptions {
         service,

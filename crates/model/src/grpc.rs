@@ -241,29 +241,16 @@ impl GrpcStreamSpec {
         };
         let mut metadata = Vec::new();
         for (name, value) in &self.metadata {
-            let lower = name.to_ascii_lowercase();
-            let reserved = lower.starts_with(':')
-                || lower.starts_with("grpc-")
-                || [
-                    "content-type",
-                    "te",
-                    "connection",
-                    "transfer-encoding",
-                    "host",
-                ]
-                .contains(&lower.as_str());
-            let token = !lower.is_empty()
-                && lower
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
-            if reserved || !token || value.bytes().any(|b| b < 0x20 && b != b'\t') {
-                return wrong(
-                    "metadata",
-                    format!("has {name:?}, which a gRPC call cannot carry as metadata"),
-                    "use lower-case names of letters, digits, - _ . (not grpc-*, content-type or te) and printable values",
-                );
+            match metadata_entry(name, value) {
+                Some(entry) => metadata.push(entry),
+                None => {
+                    return wrong(
+                        "metadata",
+                        format!("has {name:?}, which a gRPC call cannot carry as metadata"),
+                        METADATA_RULE,
+                    )
+                }
             }
-            metadata.push((lower, value.clone()));
         }
         let pool = if self.reflection {
             if !self.proto.is_empty() {
@@ -317,6 +304,30 @@ impl GrpcStreamSpec {
             method.output(),
         ))
     }
+}
+
+/// What [`metadata_entry`] takes, in words (the fix of a refused entry).
+pub const METADATA_RULE: &str = "use lower-case names of letters, digits, - _ . (not grpc-*, content-type or te) and printable values";
+
+/// `name: value` as metadata a gRPC call may carry (name lower-cased), or `None`: a name that
+/// is reserved (`:…`, `grpc-*`, `content-type`, `te`, connection headers) or not a token of
+/// letters, digits, `- _ .`, or a value with control characters.
+pub fn metadata_entry(name: &str, value: &str) -> Option<(String, String)> {
+    let lower = name.to_ascii_lowercase();
+    let reserved = lower.starts_with(':')
+        || lower.starts_with("grpc-")
+        || [
+            "content-type",
+            "te",
+            "connection",
+            "transfer-encoding",
+            "host",
+        ]
+        .contains(&lower.as_str());
+    let token = !lower.is_empty()
+        && (lower.bytes()).all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    let printable = !value.bytes().any(|b| b < 0x20 && b != b'\t');
+    (!reserved && token && printable).then(|| (lower, value.to_string()))
 }
 
 /// The kind of call a system measures.
