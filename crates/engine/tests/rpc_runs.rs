@@ -32,8 +32,15 @@ service = "20us"
     for r in &results {
         assert_accounted(r);
         assert_eq!(r.counters.failed, 0, "{}", r.run_id);
+        // `adapt` may settle far lower on a loaded host: a server thread descheduled for a few
+        // ms fills a window of 4 at any rate above ~1k/s per connection (and a batch of 10
+        // never fits it), and each such stall halves the rate (measured with two busy loops
+        // beside the test: 480–820 delivered in the 500 ms window). The others send at their
+        // schedule's rate.
+        let adapting = r.param("client.when_full") == Some("adapt");
+        let at_least = if adapting { 100 } else { 1000 };
         assert!(
-            r.counters.delivered > 1000,
+            r.counters.delivered > at_least,
             "{}: {:?}",
             r.run_id,
             r.counters

@@ -28,6 +28,13 @@ const ADAPT_STEP: f64 = 0.05;
 const ADAPT_STEP_NS: u64 = 100_000_000;
 /// `adapt`: lowest share of the target a connection slows down to.
 const ADAPT_FLOOR: f64 = 1.0 / 1024.0;
+/// `adapt`: the rate halves at most once in this long. Every slot that comes due while the
+/// window is full is evidence of the *same* overload until the halved rate has had time to
+/// show; halving at each of them (as TCP would if it halved per lost segment, not per loss
+/// event) turned a 1 ms scheduler stall at 30k/s into 30 halvings, the rate at 1/1000 of the
+/// target and two seconds to climb back. 10 ms is far above a loopback round trip and far
+/// below the 100 ms step, so sustained overload still halves ten times a step.
+const ADAPT_HALVE_NS: u64 = 10_000_000;
 /// How late past the span's end a due request may still go under `block`. A loop that wakes a
 /// little late for the last slots is not a backlog; beyond this, what was due and never sent (a
 /// window held full) is counted as skipped, so that a run ends on time: a 1 s run against a
@@ -215,6 +222,8 @@ pub struct Adapt {
     share: f64,
     credit: f64,
     last_step_ns: u64,
+    /// When the rate last halved (`None`: never).
+    last_halved_ns: Option<u64>,
 }
 
 impl Adapt {
@@ -224,6 +233,7 @@ impl Adapt {
             share: 1.0,
             credit: 0.0,
             last_step_ns: t0_ns,
+            last_halved_ns: None,
         }
     }
 
@@ -234,7 +244,8 @@ impl Adapt {
 }
 
 /// `adapt`: the rate comes back by [`ADAPT_STEP`] every [`ADAPT_STEP_NS`]; the schedule is
-/// thinned to the current share; a full window skips the request and halves the share.
+/// thinned to the current share; a full window skips the request and halves the share, at most
+/// once per [`ADAPT_HALVE_NS`].
 pub fn adapt(state: &mut Adapt, now: u64, full: bool, connected: bool) -> Decision {
     if now.saturating_sub(state.last_step_ns) >= ADAPT_STEP_NS {
         state.share = (state.share + ADAPT_STEP).min(1.0);
@@ -248,7 +259,13 @@ pub fn adapt(state: &mut Adapt, now: u64, full: bool, connected: bool) -> Decisi
     let decision = skip(full, connected);
     // A connection being re-established says nothing about the server's capacity.
     if decision == Decision::Skip && connected {
-        state.share = (state.share / 2.0).max(ADAPT_FLOOR);
+        let halved_lately = state
+            .last_halved_ns
+            .is_some_and(|t| now.saturating_sub(t) < ADAPT_HALVE_NS);
+        if !halved_lately {
+            state.share = (state.share / 2.0).max(ADAPT_FLOOR);
+            state.last_halved_ns = Some(now);
+        }
         state.last_step_ns = now;
     }
     decision
@@ -718,9 +735,16 @@ mod tests {
         let before = a.share();
         let _ = adapt(&mut a, 2 + ADAPT_STEP_NS, true, false);
         assert_eq!(a.share(), before);
-        // A window that stays full within one step halves the rate at every slot it takes.
-        for _ in 0..20_000 {
+        // A burst of slots finding the window full is one overload: one halving.
+        for _ in 0..200 {
             adapt(&mut a, 3 + ADAPT_STEP_NS, true, true);
+        }
+        assert!((a.share() - 0.275).abs() < 1e-9, "{}", a.share());
+        // A window that stays full halves the rate once per ADAPT_HALVE_NS, down to the floor.
+        let mut now = 3 + ADAPT_STEP_NS;
+        for _ in 0..1_000_000 {
+            now += 10_000;
+            adapt(&mut a, now, true, true);
         }
         assert_eq!(a.share(), ADAPT_FLOOR, "never below the floor");
     }
@@ -737,10 +761,15 @@ mod tests {
         conn.in_flight.complete(conn.sent[0].id);
         clock.advance(4_000_000);
         // Slots 2..=5 at half rate: 2 and 4 are left out (not attempts), 3 goes and fills the
-        // window, 5 finds it full: skipped, and the rate halves again.
+        // window, 5 finds it full: skipped, and the rate does not halve again: 4 ms after the
+        // last halving it is the same overload.
         conn.turn(&c, &clock, true, &mut t);
         assert_eq!((t.attempted, t.skipped), (4, 2));
         assert_eq!(conn.sent.len(), 2, "{:?}", conn.sent);
+        assert_eq!(conn.launcher.adapt.share(), 0.5);
+        // 10 ms on, a slot that still finds the window full halves it.
+        clock.advance(10_000_000);
+        conn.turn(&c, &clock, true, &mut t);
         assert_eq!(conn.launcher.adapt.share(), 0.25);
     }
 
