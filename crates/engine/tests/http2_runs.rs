@@ -158,6 +158,11 @@ enum Treat {
     Reset(h2::Reason),
     /// End the connection with GOAWAY and this reason (the stream is not answered).
     GoAway(h2::Reason),
+    /// Close the socket without a word, as a killed server's kernel does (streams in flight
+    /// are not answered).
+    Vanish,
+    /// Vanish, and stop listening: the server is gone.
+    Die,
 }
 
 /// An HTTP/2 server (cleartext, prior knowledge) on its own thread that treats each stream
@@ -171,10 +176,18 @@ fn h2_double(treat: fn(u64) -> Treat) -> SocketAddr {
             .enable_all()
             .build()
             .unwrap();
-        rt.block_on(async move {
+        let died = std::rc::Rc::new(tokio::sync::Notify::new());
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async move {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            while let Ok((tcp, _)) = listener.accept().await {
-                tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    a = listener.accept() => a,
+                    _ = died.notified() => return, // the listener closes with this thread
+                };
+                let Ok((tcp, _)) = accepted else { return };
+                let died = died.clone();
+                tokio::task::spawn_local(async move {
                     let Ok(mut conn) = h2::server::handshake(tcp).await else {
                         return;
                     };
@@ -205,6 +218,11 @@ fn h2_double(treat: fn(u64) -> Treat) -> SocketAddr {
                             Treat::GoAway(reason) => {
                                 conn.abrupt_shutdown(reason);
                                 let _ = std::future::poll_fn(|cx| conn.poll_closed(cx)).await;
+                                return;
+                            }
+                            Treat::Vanish => return,
+                            Treat::Die => {
+                                died.notify_one();
                                 return;
                             }
                         }
@@ -280,6 +298,60 @@ fn a_goaway_with_an_error_takes_the_connection_down_and_a_new_one_goes_on() {
         r.counters,
         r.faults
     );
+}
+
+#[test]
+fn a_server_that_closes_without_goaway_has_lost_the_connection() {
+    // Every connection is closed without a word at its 100th stream, as a killed server's is.
+    let addr = h2_double(|n| {
+        if n == 99 {
+            Treat::Vanish
+        } else {
+            Treat::Answer
+        }
+    });
+    let url = format!("http.url=\"http://{addr}\"");
+    // Not a graceful retirement: by default the run stops, and says why.
+    let r = &run(DOUBLE, &[&url])[0];
+    assert_accounted(r);
+    assert!(
+        (r.warnings.iter()).any(|w| matches!(w, msgbench_model::warning::Warning::StoppedEarly(_))),
+        "{:?}",
+        r.warnings
+    );
+    assert!(r.faults.disconnects >= 1, "{:?}", r.faults);
+    assert_eq!(r.faults.connections.closed_by_server, 0, "{:?}", r.faults);
+    let r = &run(DOUBLE, &[&url, "client.on_error=\"reconnect\""])[0];
+    assert_accounted(r);
+    let lost = (r.faults.errors.iter())
+        .filter(|e| e.message == "HTTP/2 connection lost")
+        .map(|e| e.count)
+        .sum::<u64>();
+    assert!(lost >= 4, "{:?}", r.faults);
+    assert!(r.faults.disconnects >= 4, "{:?}", r.faults);
+    assert!(r.counters.delivered > 250, "{:?}", r.counters);
+}
+
+#[test]
+fn a_server_that_dies_leaves_nothing_in_flight_while_reconnection_is_tried() {
+    // The server answers 600 streams (300 ms at 2000/s), then closes its connection and port.
+    let addr = h2_double(|n| if n == 600 { Treat::Die } else { Treat::Answer });
+    let url = format!("http.url=\"http://{addr}\"");
+    let r = &run(
+        DOUBLE,
+        &[
+            &url,
+            "client.on_error=\"reconnect\"",
+            "client.connections=1",
+        ],
+    )[0];
+    assert_accounted(r);
+    assert!(r.faults.disconnects >= 1, "{:?}", r.faults);
+    assert!(r.counters.delivered >= 200, "{:?}", r.counters);
+    // What fell due while it was gone was skipped (no connection to send on), and what was on
+    // the lost connection failed with it: nothing is left waiting for a server that is gone.
+    assert!(r.counters.skipped > 200, "{:?}", r.counters);
+    assert_eq!(r.counters.in_flight_end, 0, "{:?}", r.counters);
 }
 
 #[test]

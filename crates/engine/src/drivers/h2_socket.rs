@@ -423,9 +423,19 @@ impl Io {
         // A retired connection whose driver is done has nothing left to finish: it is dropped
         // (a finished task's handle must not be polled again).
         match ended {
+            // h2 ends a connection without an error both after the server's GOAWAY and when the
+            // socket simply closes (a killed server's kernel does that): only the first is a
+            // retirement. Which it was is the connection's error, as a new stream would see it.
             Ok(Ok(())) => {
+                let lost = match open.send.poll_ready(cx) {
+                    Poll::Ready(Err(e)) if !graceful(&e) => Some(connection_error(&e)),
+                    _ => None,
+                };
                 c.open = None;
-                self.retire(i)
+                match lost {
+                    Some(why) => self.down(i, Down::Closed, Some(why)),
+                    None => self.retire(i),
+                }
             }
             Ok(Err(e)) if graceful(&e) => {
                 c.open = None;
@@ -753,9 +763,10 @@ impl Io {
                     // nothing else may wake this loop soon (this turn's streams were started).
                     cx.waker().wake_by_ref();
                 }
-                Ok(Err(e)) if !self.plan.reconnect && !self.conns[i].down => {
-                    // The server retired the connection and its replacement failed: without
-                    // `reconnect`, that is a connection lost like any other.
+                Ok(Err(e)) if !self.conns[i].down => {
+                    // The server retired the connection and its replacement failed: a
+                    // connection lost like any other (its waiting requests fail with it, and
+                    // under `reconnect` it is tried again).
                     let why = format!(
                         "the server retired the connection and a new one could not be opened ({e})"
                     );
