@@ -138,6 +138,9 @@ pub(crate) fn load(args: &ScenarioArgs) -> Result<Experiment, String> {
             toml::Value::Integer(n.min(i64::MAX as u64) as i64),
         ));
     }
+    if args.scenario.is_none() {
+        drop_the_default_axes_of_another_system(&text, &mut overrides);
+    }
     let limits = machine_limits();
     let experiment =
         Experiment::load(&text, &source, &overrides, &limits).map_err(|e| e.to_string())?;
@@ -154,6 +157,38 @@ pub(crate) fn load(args: &ScenarioArgs) -> Result<Experiment, String> {
         return Experiment::load(&text, &source, &overrides, &limits).map_err(|e| e.to_string());
     }
     Ok(experiment)
+}
+
+/// The embedded default sweeps the queue lab's own fields (`queue.ring`): on an ad-hoc run of
+/// another system (`--set system="rpc"`) those axes are left out, before the user's own
+/// overrides, rather than refused as a scenario file's would be (every point would run the
+/// same). The user did not write them; an axis they add back is judged like any other.
+fn drop_the_default_axes_of_another_system(text: &str, overrides: &mut Vec<Override>) {
+    use msgbench_model::scenario::{SystemKind, SYSTEM_SECTIONS};
+    let chosen = overrides
+        .iter()
+        .rev()
+        .find(|o| o.path == "system")
+        .and_then(|o| o.value.clone())
+        .and_then(|v| v.try_into::<SystemKind>().ok());
+    let (Some(system), Ok(doc)) = (chosen, text.parse::<toml::Table>()) else {
+        return;
+    };
+    let Some(sweep) = doc.get("sweep").and_then(|s| s.as_table()) else {
+        return;
+    };
+    let foreign = sweep.keys().filter(|axis| {
+        let section = axis.split('.').next().unwrap_or(axis);
+        SYSTEM_SECTIONS.contains(&section) && !system.sections().contains(&section)
+    });
+    let removals: Vec<Override> = foreign
+        .map(|axis| Override {
+            path: format!("sweep.{axis}"),
+            value: None,
+            flag: "--set system",
+        })
+        .collect();
+    overrides.splice(0..0, removals);
 }
 
 fn check_duration(flag: &str, text: &str) -> Result<(), String> {

@@ -1656,6 +1656,60 @@ fn ctrl_c_ends_a_tick_stream_early_and_writes_it() {
 /// An ad-hoc run of another system on the embedded default lands in results/<system>/, with a
 /// `latest` link to it; a run whose server is not there leaves no folder at all.
 #[test]
+fn another_system_on_the_default_leaves_out_the_queue_axes_and_a_file_may_not_sweep_them() {
+    let _turn = turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("results");
+    let o = msgbench(&[
+        "run",
+        "--json",
+        "--duration",
+        "200ms",
+        "--warmup",
+        "0",
+        "--set",
+        "system=\"rpc\"",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let runs = doc["runs"].as_array().unwrap();
+    // The default's pacing axis stays (rpc reads [pacing]); its `queue.ring` axis does not.
+    assert_eq!(runs.len(), 2, "{doc}");
+    for r in runs {
+        let axes: Vec<&str> = (r["params"].as_array().unwrap().iter())
+            .map(|p| p["axis"].as_str().unwrap())
+            .collect();
+        assert_eq!(axes, ["pacing.mode"], "{r}");
+    }
+    // In a scenario file (or added back by hand) the same axis is refused.
+    let file = tmp.path().join("rpc.toml");
+    std::fs::write(
+        &file,
+        "system = \"rpc\"\n[sweep]\n\"queue.capacity\" = [8, 64]\n",
+    )
+    .unwrap();
+    assert_rejected(
+        &["run", file.to_str().unwrap()],
+        &[
+            "sweep.\"queue.capacity\"",
+            "sweeps [queue], which system = \"rpc\" does not read",
+        ],
+    );
+    assert_rejected(
+        &[
+            "run",
+            "--set",
+            "system=\"rpc\"",
+            "--set",
+            "sweep.\"queue.ring\"=[\"rtrb\"]",
+        ],
+        &["sweeps [queue]"],
+    );
+}
+
+#[test]
 fn results_go_under_the_system_with_a_latest_link_and_a_dead_server_leaves_no_folder() {
     let _turn = turn();
     let tmp = tempfile::tempdir().unwrap();

@@ -131,7 +131,26 @@ impl SystemKind {
             SystemKind::Pubsub => "pubsub",
         }
     }
+
+    /// The system's own sections it reads; every system reads `name`, `system`, `run`,
+    /// `pacing`, `report` and `sweep`, and none reads the others'.
+    pub fn sections(self) -> &'static [&'static str] {
+        match self {
+            SystemKind::Queue => &["queue"],
+            SystemKind::Rpc => &["client", "rpc", "sut"],
+            SystemKind::Redis => &["client", "redis", "sut"],
+            SystemKind::Ticks => &["ticks", "sut"],
+            SystemKind::WsRpc => &["client", "ws_rpc", "sut"],
+            SystemKind::Http => &["client", "http", "sut"],
+            SystemKind::Pubsub => &["pubsub", "sut"],
+        }
+    }
 }
+
+/// Sections some systems read and others do not (see [`SystemKind::sections`]).
+pub const SYSTEM_SECTIONS: [&str; 9] = [
+    "queue", "client", "rpc", "redis", "ticks", "ws_rpc", "http", "pubsub", "sut",
+];
 
 impl std::fmt::Display for SystemKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

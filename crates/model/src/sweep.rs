@@ -200,6 +200,7 @@ impl Experiment {
             let scenario = spec
                 .validate(source_name, limits)
                 .map_err(|e| attribute(e, &params, overrides))?;
+            read_by_the_system(&axes, &spec, source_name)?;
             points.push(SweepPoint {
                 index,
                 params,
@@ -347,6 +348,32 @@ fn axes_of(
         });
     }
     Ok(axes)
+}
+
+/// A sweep axis in a section the system does not read would run the same experiment at every
+/// point under different labels (the embedded default's `queue.ring` axis after `--set
+/// system="rpc"`, say): refused, naming the section and the way out.
+fn read_by_the_system(
+    axes: &[(String, Vec<toml::Value>)],
+    spec: &ScenarioSpec,
+    source_name: &str,
+) -> Result<(), ScenarioError> {
+    let used = spec.system.sections();
+    for (axis, _) in axes {
+        let section = axis.split('.').next().unwrap_or(axis).trim_matches('"');
+        if crate::scenario::SYSTEM_SECTIONS.contains(&section) && !used.contains(&section) {
+            return Err(ScenarioError::Invalid {
+                source_name: source_name.into(),
+                field: format!("sweep.\"{axis}\""),
+                problem: format!(
+                    "sweeps [{section}], which system = \"{}\" does not read: every point would run the same",
+                    spec.system
+                ),
+                fix: "sweep a field of the system's own sections, or remove the axis (`--set 'sweep={}'` removes every axis)".into(),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn with_article(noun: &str) -> String {
@@ -545,6 +572,28 @@ mod tests {
                 "capacity=8, pin=producer=0 consumer=1"
             ]
         );
+    }
+
+    #[test]
+    fn a_sweep_of_a_section_the_system_does_not_read_is_refused() {
+        // The embedded default sweeps `queue.ring`; another system does not read [queue].
+        let rpc = [Override::parse("system=\"rpc\"").unwrap()];
+        let err = Experiment::load(DEFAULT_SCENARIO, "default", &rpc, &limits())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("sweep.\"queue.ring\"")
+                && err.contains("sweeps [queue], which system = \"rpc\" does not read")
+                && err.contains("--set 'sweep={}'"),
+            "{err}"
+        );
+        let no_sweep = [rpc[0].clone(), Override::parse("sweep={}").unwrap()];
+        assert!(Experiment::load(DEFAULT_SCENARIO, "default", &no_sweep, &limits()).is_ok());
+        // Shared sections may be swept under any system; [client] is not the queue lab's.
+        let paced = "system = \"rpc\"\n[sweep]\n\"pacing.per_sec\" = [1000, 2000]\n\"client.window\" = [1, 4]\n";
+        assert!(Experiment::load(paced, "t.toml", &[], &limits()).is_ok());
+        let queue = "[sweep]\n\"client.window\" = [1, 4]\n";
+        assert!(Experiment::load(queue, "t.toml", &[], &limits()).is_err());
     }
 
     #[test]

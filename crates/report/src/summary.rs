@@ -120,6 +120,51 @@ pub fn table_for_width(results: &[RunResult], width: Option<usize>) -> String {
         }
     }
     out.push_str(&grouped_warnings(results));
+    out.push_str(&validity(results));
+    out
+}
+
+/// Which runs are invalid (the verdict report.md gives), with the reasons no warning above
+/// already said (a trend, a backlog that grew, a saturated driver); nothing when all are valid.
+/// A table of numbers from invalid runs must not read like one from valid ones.
+pub fn validity(results: &[RunResult]) -> String {
+    let invalid: Vec<(&RunResult, Vec<String>)> = results
+        .iter()
+        .map(|r| (r, crate::validity::judge(r).reasons))
+        .filter(|(_, reasons)| !reasons.is_empty())
+        .collect();
+    if invalid.is_empty() {
+        return String::new();
+    }
+    // Reasons a warning already printed are not repeated.
+    let unsaid: Vec<(String, String)> = invalid
+        .iter()
+        .flat_map(|(r, reasons)| {
+            let said: Vec<String> = r.warnings.iter().map(|w| w.to_string()).collect();
+            let label = run_label(r, results);
+            reasons
+                .iter()
+                .filter(move |reason| !said.contains(reason))
+                .map(move |reason| (label.clone(), reason.clone()))
+        })
+        .collect();
+    let labels: Vec<String> = invalid.iter().map(|(r, _)| run_label(r, results)).collect();
+    let why = if unsaid.is_empty() {
+        "the warnings above say why"
+    } else if invalid.iter().all(|(r, _)| r.warnings.is_empty()) {
+        "the lines below say why"
+    } else {
+        "the warnings above and the lines below say why"
+    };
+    let mut out = format!(
+        "\ninvalid: {} of {} runs ({}): their figures cannot be taken as the system's ({why})\n",
+        invalid.len(),
+        results.len(),
+        labels.join(", ")
+    );
+    for (label, reason) in unsaid {
+        out.push_str(&format!("  {label}: {reason}\n"));
+    }
     out
 }
 
@@ -341,6 +386,53 @@ mod tests {
             header.iter().map(|s| s.to_string()).collect(),
             row.iter().map(|s| s.to_string()).collect(),
         ]
+    }
+
+    fn run(point: usize, warnings: Vec<Warning>, delivered: &[u64]) -> RunResult {
+        let intervals = (delivered.iter().enumerate())
+            .map(|(i, &d)| msgbench_model::result::IntervalSample {
+                start_s: i as f64,
+                length_s: 1.0,
+                sent: d,
+                delivered: d,
+                latency_p50_ns: 1000,
+                latency_p99_ns: 2000,
+                latency_max_ns: 3000,
+                ..Default::default()
+            })
+            .collect();
+        RunResult {
+            run_id: format!("00{point}"),
+            point,
+            replicate: 1,
+            duration_s: delivered.len() as f64,
+            warnings,
+            intervals,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_terminal_says_which_runs_are_invalid_and_why_once() {
+        let steady = [1000, 1000, 1000, 1000, 1000];
+        let valid = run(0, vec![], &steady);
+        assert_eq!(validity(std::slice::from_ref(&valid)), "");
+        let warned = run(1, vec![Warning::Interrupted], &steady);
+        let falling = run(2, vec![], &[1000, 800, 600, 400, 200]);
+        let text = validity(&[valid, warned.clone(), falling]);
+        assert!(
+            text.starts_with("\ninvalid: 2 of 3 runs (1, 2): their figures cannot be taken as the system's (the warnings above and the lines below say why)\n"),
+            "{text}"
+        );
+        // The warning is printed above it; only the reason no warning gave follows.
+        assert!(!text.contains(&Warning::Interrupted.to_string()), "{text}");
+        assert!(text.contains("\n  2: not steady"), "{text}");
+        assert_eq!(text.lines().count(), 3, "{text}");
+        let only_warned = validity(&[warned]);
+        assert!(
+            only_warned.contains("(the warnings above say why)"),
+            "{only_warned}"
+        );
     }
 
     #[test]
