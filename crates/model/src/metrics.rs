@@ -40,6 +40,8 @@ pub const METRIC_COLUMNS: &[&str] = &[
     "fairness_jain_index",
     "fairness_least_share",
     "fairness_p99_max_over_median",
+    "valid",
+    "invalid_reasons",
 ];
 
 /// Per operation class, after the metric columns: `class_<name>_` and one of these.
@@ -162,6 +164,11 @@ pub fn row(r: &RunResult, axes: &[String], classes: &[String]) -> Vec<String> {
     ];
     let mut metrics = metrics;
     metrics.extend(fairness_cells(r));
+    // The verdict the reports give, so that a dashboard or a script reading this file alone
+    // cannot take an invalid run's figures for the system's.
+    let verdict = crate::verdict::judge(r);
+    metrics.push(verdict.is_valid().to_string());
+    metrics.push(verdict.reasons.join("; "));
     debug_assert_eq!(metrics.len(), METRIC_COLUMNS.len());
     out.extend(metrics);
     for name in classes {
@@ -218,8 +225,33 @@ mod tests {
             "sut_cpu_per_delivered_ns",
             "class_strong_latency_p99_ns",
             "class_eth_chainid_latency_p50_ns",
+            "valid",
+            "invalid_reasons",
         ] {
             assert!(h.iter().any(|x| x == c), "missing {c}");
         }
+    }
+
+    #[test]
+    fn the_row_carries_the_verdict() {
+        let h = header(&[], &[]);
+        let at = |name: &str| h.iter().position(|c| c == name).unwrap();
+        let valid = RunResult::default();
+        let cells = row(&valid, &[], &[]);
+        assert_eq!(cells.len(), h.len());
+        assert_eq!(
+            (&*cells[at("valid")], &*cells[at("invalid_reasons")]),
+            ("true", "")
+        );
+        let stopped = RunResult {
+            warnings: vec![crate::warning::Warning::Interrupted],
+            ..Default::default()
+        };
+        let cells = row(&stopped, &[], &[]);
+        assert_eq!(cells[at("valid")], "false");
+        assert_eq!(
+            cells[at("invalid_reasons")],
+            crate::warning::Warning::Interrupted.to_string()
+        );
     }
 }
