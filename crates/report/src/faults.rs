@@ -119,22 +119,28 @@ fn causes(f: &Faults) -> Vec<String> {
         ));
     }
     let with_message: u64 = f.errors.iter().map(|e| e.count).sum();
+    // (count, one, several)
     let kinds = [
         (
             f.server_errors.saturating_sub(with_message),
+            "error reply",
             "error replies",
         ),
-        (f.timeouts, "timeouts"),
-        (f.disconnects, "disconnects"),
-        (f.connect_failures, "connect failures"),
-        (f.protocol_errors, "protocol errors"),
-        (f.handshake_failures, "handshake failures"),
+        (f.timeouts, "timeout", "timeouts"),
+        (f.disconnects, "disconnect", "disconnects"),
+        (f.connect_failures, "connect failure", "connect failures"),
+        (f.protocol_errors, "protocol error", "protocol errors"),
+        (
+            f.handshake_failures,
+            "handshake failure",
+            "handshake failures",
+        ),
     ];
     parts.extend(
         kinds
             .iter()
-            .filter(|(n, _)| *n > 0)
-            .map(|(n, what)| format!("{n} {what}")),
+            .filter(|(n, ..)| *n > 0)
+            .map(|(n, one, several)| format!("{n} {}", if *n == 1 { one } else { several })),
     );
     parts
 }
@@ -175,5 +181,11 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(causes(&plain), vec!["7 error replies".to_string()]);
+        let one = Faults {
+            disconnects: 1,
+            timeouts: 2,
+            ..Default::default()
+        };
+        assert_eq!(causes(&one), ["2 timeouts", "1 disconnect"]);
     }
 }
