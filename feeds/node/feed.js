@@ -18,6 +18,21 @@
 'use strict';
 const { WebSocketServer } = require('ws');
 
+const USAGE = 'usage: node feed.js --port N --rate PER_SEC [--format json|binary] [--skip-every N] [--for S] [--clock-ahead MS] [--cert cert.pem --key key.pem]';
+const KNOWN = ['port', 'rate', 'format', 'skip-every', 'for', 'clock-ahead', 'cert', 'key'];
+if (process.argv.includes('--help') || process.argv.includes('-h')) {
+  console.log(USAGE);
+  process.exit(0);
+}
+// Every flag takes a value; anything else is a mistake to name, not to serve past.
+for (let i = 2; i < process.argv.length; i += 2) {
+  const flag = process.argv[i];
+  if (!flag.startsWith('--') || !KNOWN.includes(flag.slice(2)) || i + 1 >= process.argv.length) {
+    console.error(`feed.js: ${i + 1 >= process.argv.length && flag.startsWith('--') ? `${flag} needs a value` : `unknown argument ${flag}`}\n${USAGE}`);
+    process.exit(2);
+  }
+}
+
 function arg(name, fallback) {
   const i = process.argv.indexOf('--' + name);
   return i >= 0 ? process.argv[i + 1] : fallback;
@@ -29,7 +44,7 @@ const skipEvery = Number(arg('skip-every', 0));
 const runFor = Number(arg('for', 0));
 const aheadMs = Number(arg('clock-ahead', 0));
 if (!(defaultRate > 0) || !['json', 'binary'].includes(format) || !(port >= 0) || !(aheadMs >= 0)) {
-  console.error('usage: node feed.js --port N --rate PER_SEC [--format json|binary] [--skip-every N] [--for S] [--clock-ahead MS]');
+  console.error(USAGE);
   process.exit(2);
 }
 
