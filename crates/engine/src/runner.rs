@@ -371,6 +371,8 @@ fn assemble(
         duration_s,
         warmup_s: scenario.run.warmup.as_secs_f64(),
         target_per_sec: scenario.target_per_sec(),
+        schedule_s: (!scenario.run.duration.is_zero())
+            .then_some(scenario.run.duration.as_secs_f64()),
         interrupted: m.interrupted,
         counters: rec.counters,
         sequence: rec.sequence,

@@ -40,6 +40,12 @@ pub struct RunResult {
     pub warmup_s: f64,
     /// Rate the pacing aimed at, if any.
     pub target_per_sec: Option<f64>,
+    /// The span the schedule covered (`run.duration`), seconds; absent when `run.operations`
+    /// alone ends the run. The measured window (`duration_s`) runs past it when the last
+    /// sends went out late; whether the target was reached is judged on this one (the late
+    /// sends are the send lag's to report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_s: Option<f64>,
     /// True when Ctrl-C or a stop request cut the run short.
     pub interrupted: bool,
     /// Message accounting.

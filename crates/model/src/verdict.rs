@@ -88,13 +88,10 @@ pub fn warnings(r: &RunResult) -> Vec<Warning> {
 /// The target rate missed by more than chance allows.
 fn target_missed(r: &RunResult) -> Option<Warning> {
     let target = r.target_per_sec?;
-    let achieved = if r.duration_s > 0.0 {
-        r.counters.attempted as f64 / r.duration_s
-    } else {
-        0.0
-    };
+    let window = schedule_window(r);
+    let achieved = attempted_per_sec(r);
     // Exact for uniform schedules; Poisson counts vary by about 1/sqrt(n), so allow 3 sigma.
-    let tolerance = 0.005_f64.max(3.0 / (target * r.duration_s).max(1.0).sqrt());
+    let tolerance = 0.005_f64.max(3.0 / (target * window).max(1.0).sqrt());
     if r.interrupted || achieved >= (1.0 - tolerance) * target {
         return None;
     }
@@ -104,6 +101,23 @@ fn target_missed(r: &RunResult) -> Option<Warning> {
         percent: round_to(100.0 * achieved / target, 1),
         stream: r.system == SystemKind::Ticks,
     })
+}
+
+/// The span the attempts were due in: the schedule's, or the measured window when it is
+/// shorter (cut by `run.operations` or a stop) or there was none. A window that ran past the
+/// schedule's span (the last sends went late) is not a rate missed.
+fn schedule_window(r: &RunResult) -> f64 {
+    r.schedule_s.map_or(r.duration_s, |s| s.min(r.duration_s))
+}
+
+/// Attempts per second of [`schedule_window`].
+fn attempted_per_sec(r: &RunResult) -> f64 {
+    let window = schedule_window(r);
+    if window > 0.0 {
+        r.counters.attempted as f64 / window
+    } else {
+        0.0
+    }
 }
 
 /// `v` rounded to `digits` decimals, as `{:.digits$}` would print it.
@@ -177,7 +191,7 @@ fn impossible(run: &RunResult) -> Vec<String> {
 /// generator, not the system, set the pace.
 fn driver_saturated(run: &RunResult) -> Option<String> {
     let target = run.target_per_sec?;
-    let attempted = run.counters.attempted as f64 / run.duration_s.max(1e-9);
+    let attempted = attempted_per_sec(run);
     if run.duration_s <= 0.0 || attempted >= 0.99 * target {
         return None;
     }
@@ -327,6 +341,36 @@ mod tests {
         assert_eq!(round_to(1234.5, 0), 1234.0);
         assert_eq!(round_to(1235.5, 0), 1236.0);
         assert_eq!(round_to(61.75, 1).to_string(), format!("{:.1}", 61.75));
+    }
+
+    #[test]
+    fn a_window_past_the_schedule_is_not_a_rate_missed() {
+        // 100 000 attempted of 100 000 due in 1 s; the last sends went 11 ms late.
+        let mut r = RunResult {
+            target_per_sec: Some(100_000.0),
+            duration_s: 1.011,
+            schedule_s: Some(1.0),
+            counters: crate::result::Counters {
+                attempted: 100_000,
+                sent: 100_000,
+                delivered: 100_000,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert_eq!(target_missed(&r), None);
+        // Without the schedule's span (older files) the window is all there is.
+        r.schedule_s = None;
+        assert!(target_missed(&r).is_some());
+        // Fewer attempts than the span called for are a rate missed.
+        r.schedule_s = Some(1.0);
+        r.counters.attempted = 90_000;
+        r.counters.sent = 90_000;
+        r.counters.delivered = 90_000;
+        assert!(target_missed(&r).is_some());
+        // A run cut short (run.operations) is judged on the window it had.
+        r.duration_s = 0.9;
+        assert_eq!(target_missed(&r), None);
     }
 
     #[test]

@@ -279,6 +279,7 @@ mod tests {
             duration_s: 1.0,
             warmup_s: 0.0,
             target_per_sec: None,
+            schedule_s: None,
             interrupted: false,
             counters: Counters {
                 attempted: rate as u64,

@@ -44,6 +44,7 @@ fn run(point: usize, window: u32, replicate: u32, rate: f64, base_ns: u64) -> Ru
         duration_s: 2.0,
         warmup_s: 0.5,
         target_per_sec: None,
+        schedule_s: Some(2.0),
         interrupted: false,
         counters: Counters {
             attempted: delivered,
