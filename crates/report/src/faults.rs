@@ -33,8 +33,14 @@ pub fn connections_line(r: &RunResult) -> Option<String> {
     let c = &r.faults.connections;
     let mut parts = Vec::new();
     if c.closed_by_server > 0 {
+        // A server that announces its close and then goes away (a graceful shutdown) cannot be
+        // reopened: say so rather than "reopened".
+        let reopened = match r.faults.connect_failures {
+            0 => " and reopened".to_string(),
+            n => format!("; opening new ones failed {n} times"),
+        };
         parts.push(format!(
-            "{} closed by the server as announced (HTTP/1.1 `Connection: close`, HTTP/2 GOAWAY) and reopened",
+            "{} closed by the server as announced (HTTP/1.1 `Connection: close`, HTTP/2 GOAWAY){reopened}",
             c.closed_by_server
         ));
     }
@@ -187,5 +193,20 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(causes(&one), ["2 timeouts", "1 disconnect"]);
+    }
+
+    #[test]
+    fn a_close_as_announced_is_reopened_only_when_no_reopening_failed() {
+        let mut r = RunResult::default();
+        r.faults.connections.closed_by_server = 2;
+        assert!(connections_line(&r)
+            .unwrap()
+            .ends_with("GOAWAY) and reopened"));
+        r.faults.connect_failures = 58;
+        let line = connections_line(&r).unwrap();
+        assert!(
+            line.ends_with("GOAWAY); opening new ones failed 58 times"),
+            "{line}"
+        );
     }
 }
