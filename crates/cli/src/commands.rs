@@ -332,6 +332,10 @@ fn run_with(args: RunArgs, hold: &mut Option<(std::time::Duration, Arc<AtomicBoo
     terminal.clear_line();
     let outcome = match outcome {
         Ok(o) => o,
+        // Nothing ran: an --out that cannot hold results is bad input.
+        Err(e @ msgbench_engine::runner::RunError::Destination(_)) => {
+            return fail(EXIT_BAD_INPUT, e)
+        }
         Err(e) => {
             // What was measured before the failure still gets its report.
             if let Some(dir) = e.dir() {

@@ -1707,6 +1707,18 @@ fn another_system_on_the_default_leaves_out_the_queue_axes_and_a_file_may_not_sw
         ],
         &["sweeps [queue]"],
     );
+    // An --out that cannot hold a directory is bad input too (nothing ran).
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let o = msgbench(&[
+        "run",
+        "--duration",
+        "100ms",
+        "--out",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("pass --out with a directory you can write to"));
 }
 
 #[test]

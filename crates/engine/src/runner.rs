@@ -50,6 +50,9 @@ pub struct Outcome {
 /// Why an experiment stopped before its end.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// The results directory could not be made (nothing ran): the destination is bad input.
+    #[error("{0}")]
+    Destination(StoreError),
     /// A result file could not be written.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -85,7 +88,7 @@ impl RunError {
     /// The result directory, when it was created before the error.
     pub fn dir(&self) -> Option<&Path> {
         match self {
-            RunError::Store(_) => None,
+            RunError::Store(_) | RunError::Destination(_) => None,
             RunError::SequenceBroken { dir, .. } => Some(dir),
             RunError::Engine { dir, .. } => dir.as_deref(),
         }
@@ -136,6 +139,22 @@ pub fn run_experiment(
     run_experiment_to(experiment, Destination::New(out_root), env, stop, observer)
 }
 
+/// A results directory that could not be made: bad input when the path cannot hold one (not
+/// a directory, not there, not writable), a failed write when the disk is full or failing.
+fn destination_error(e: StoreError) -> RunError {
+    let bad_path = [
+        libc::ENOENT,
+        libc::ENOTDIR,
+        libc::EACCES,
+        libc::EPERM,
+        libc::EROFS,
+    ];
+    match e.source.raw_os_error() {
+        Some(code) if bad_path.contains(&code) => RunError::Destination(e),
+        _ => RunError::Store(e),
+    }
+}
+
 /// Runs every point and replicate of `experiment` not yet in the destination.
 pub fn run_experiment_to(
     experiment: &Experiment,
@@ -147,7 +166,10 @@ pub fn run_experiment_to(
     crate::clock::calibrate();
     let fresh = matches!(destination, Destination::New(_));
     let (mut store, done) = match destination {
-        Destination::New(root) => (ResultStore::create(root, experiment, &env)?, Vec::new()),
+        Destination::New(root) => (
+            ResultStore::create(root, experiment, &env).map_err(destination_error)?,
+            Vec::new(),
+        ),
         Destination::Resume(dir) => ResultStore::open(dir, experiment)?,
     };
     observer.experiment_started(experiment, store.dir());
