@@ -11,6 +11,7 @@ use crate::hot_histogram::HotHistogram;
 use hdrhistogram::Histogram;
 use msgbench_model::fairness::ConnectionResult;
 use msgbench_model::histogram::{new_latency_histogram, Percentiles};
+use msgbench_model::result::SkipCause;
 use msgbench_model::result::{Counters, Early, IntervalSample, SequenceErrors};
 use std::collections::BTreeMap;
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -190,10 +191,11 @@ impl Recorder {
         }
     }
 
-    /// Counts a message the driver chose not to send.
+    /// Counts a message the driver did not send, and why.
     #[inline]
-    pub fn skipped(&mut self) {
+    pub fn skipped(&mut self, why: SkipCause) {
         self.counters.skipped += 1;
+        self.counters.skipped_by.count(why);
         self.interval.skipped += 1;
     }
 

@@ -323,6 +323,10 @@ fn a_server_that_dies_mid_run_is_counted_and_reconnection_is_tried() {
         "{:?}",
         r.counters
     );
+    // Skipped for want of a connection, and each skip has its cause.
+    let by = r.counters.skipped_by;
+    assert!(by.no_connection > 100, "{:?}", r.counters);
+    assert_eq!(by.total(), r.counters.skipped, "{:?}", r.counters);
     assert!(!r.interrupted);
 }
 

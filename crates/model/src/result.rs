@@ -429,6 +429,59 @@ pub struct Counters {
     pub failed: u64,
     /// Messages still in flight when the drain timeout ended.
     pub in_flight_end: u64,
+    /// Why the skipped ones were not sent; they add up to `skipped`. Absent when nothing was
+    /// skipped (and in files written before it was counted).
+    #[serde(default, skip_serializing_if = "SkippedBy::is_zero")]
+    pub skipped_by: SkippedBy,
+}
+
+/// Why a measured request was not sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipCause {
+    /// Its connection's window was full (`skip`, `adapt`, unpaced `immediate` with `skip`).
+    WindowFull,
+    /// No connection was up to send it on (down, or being reopened).
+    NoConnection,
+    /// The run ended first: a `block` backlog given up at the span's end, or a push a stop
+    /// abandoned.
+    RunEnded,
+}
+
+/// Skipped requests by [`SkipCause`].
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct SkippedBy {
+    /// The window was full (`skip`, `adapt`, unpaced `immediate` with `skip`).
+    pub window_full: u64,
+    /// No connection was up (down, or being reopened under `on_error = "reconnect"`).
+    pub no_connection: u64,
+    /// Still waiting when the run ended: a `block` backlog given up at the span's end, or a
+    /// push a stop abandoned.
+    pub run_ended: u64,
+}
+
+impl SkippedBy {
+    /// Nothing counted.
+    pub fn is_zero(&self) -> bool {
+        *self == SkippedBy::default()
+    }
+
+    /// Their sum.
+    pub fn total(&self) -> u64 {
+        self.window_full + self.no_connection + self.run_ended
+    }
+
+    /// Counts one.
+    #[inline]
+    pub fn count(&mut self, why: SkipCause) {
+        match why {
+            SkipCause::WindowFull => self.window_full += 1,
+            SkipCause::NoConnection => self.no_connection += 1,
+            SkipCause::RunEnded => self.run_ended += 1,
+        }
+    }
 }
 
 impl AddAssign for Counters {
@@ -441,6 +494,9 @@ impl AddAssign for Counters {
         self.dropped += o.dropped;
         self.failed += o.failed;
         self.in_flight_end += o.in_flight_end;
+        self.skipped_by.window_full += o.skipped_by.window_full;
+        self.skipped_by.no_connection += o.skipped_by.no_connection;
+        self.skipped_by.run_ended += o.skipped_by.run_ended;
     }
 }
 
@@ -474,6 +530,15 @@ impl Counters {
             return Err(format!(
                 "sent {} != delivered {} + dropped {} + failed {} + in_flight_end {}",
                 self.sent, self.delivered, self.dropped, self.failed, self.in_flight_end
+            ));
+        }
+        // Files written before the causes were counted have none.
+        let b = &self.skipped_by;
+        let causes = sum(&[b.window_full, b.no_connection, b.run_ended]);
+        if causes != 0 && causes != u128::from(self.skipped) {
+            return Err(format!(
+                "skipped {} != window full {} + no connection {} + run ended {}",
+                self.skipped, b.window_full, b.no_connection, b.run_ended
             ));
         }
         Ok(())

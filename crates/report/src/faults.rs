@@ -27,6 +27,35 @@ pub fn line(r: &RunResult) -> Option<String> {
     ))
 }
 
+/// Why the run's skipped requests were never sent, in one line, when some were: the `drop`
+/// column counts them with the system's drops, and a request skipped while no connection was
+/// up says something else about the system than one the window had no room for.
+pub fn skipped_line(r: &RunResult) -> Option<String> {
+    let c = &r.counters;
+    if c.skipped == 0 {
+        return None;
+    }
+    let by = &c.skipped_by;
+    let causes = [
+        (by.no_connection, "while no connection was up"),
+        (by.window_full, "with the window full"),
+        (by.run_ended, "still waiting when the run ended"),
+    ];
+    let parts: Vec<String> = (causes.iter())
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, why)| format!("{n} {why}"))
+        .collect();
+    let why = if parts.is_empty() {
+        String::new() // a file written before the causes were counted
+    } else {
+        format!(": {}", parts.join(", "))
+    };
+    Some(format!(
+        "{} of {} attempted never sent{why}",
+        c.skipped, c.attempted
+    ))
+}
+
 /// How the run's connections were used, in one line, when there is something to say: the
 /// reopenings the server asked for and the TLS handshakes (timed apart from every latency).
 pub fn connections_line(r: &RunResult) -> Option<String> {
@@ -93,6 +122,7 @@ pub fn html(runs: &[RunResult], escape: fn(&str) -> String) -> String {
         .map(|l| (String::new(), l))
         .collect();
     list("Faults", per_run(line))
+        + &list("Skipped", per_run(skipped_line))
         + &list("Connections", per_run(connections_line))
         + &list("How to read these figures", info)
 }
@@ -193,6 +223,25 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(causes(&one), ["2 timeouts", "1 disconnect"]);
+    }
+
+    #[test]
+    fn the_skipped_line_names_each_cause() {
+        let mut r = RunResult::default();
+        assert_eq!(skipped_line(&r), None);
+        r.counters.attempted = 10_000;
+        r.counters.skipped = 6054;
+        r.counters.skipped_by.no_connection = 6040;
+        r.counters.skipped_by.run_ended = 14;
+        assert_eq!(
+            skipped_line(&r).unwrap(),
+            "6054 of 10000 attempted never sent: 6040 while no connection was up, 14 still waiting when the run ended"
+        );
+        r.counters.skipped_by = Default::default();
+        assert_eq!(
+            skipped_line(&r).unwrap(),
+            "6054 of 10000 attempted never sent"
+        );
     }
 
     #[test]

@@ -65,6 +65,14 @@ pub fn render(
             }
         }
     }
+    if runs.iter().any(|r| r.counters.skipped > 0) {
+        out.push_str("\n## Skipped\n\nRequests attempted and never sent (the `drop` column counts them with the system's drops), by why.\n\n");
+        for r in runs {
+            if let Some(line) = crate::faults::skipped_line(r) {
+                out.push_str(&format!("- {}: {line}\n", r.run_id));
+            }
+        }
+    }
     if runs.iter().any(|r| !r.faults.connections.is_empty()) {
         out.push_str("\n## Connections\n\n");
         for r in runs {

@@ -108,6 +108,12 @@ pub fn table_for_width(results: &[RunResult], width: Option<usize>) -> String {
     per_run_lines(&mut out, "failures", results, crate::faults::line);
     per_run_lines(
         &mut out,
+        "skipped (attempted, never sent)",
+        results,
+        crate::faults::skipped_line,
+    );
+    per_run_lines(
+        &mut out,
         "connections",
         results,
         crate::faults::connections_line,

@@ -18,6 +18,7 @@ use crate::pacer::Pacer;
 use crate::recorder::Recorder;
 use msgbench_model::client::ClientConfig;
 use msgbench_model::pacing::Pacing;
+use msgbench_model::result::SkipCause;
 use msgbench_model::when_full::WhenFull;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -115,8 +116,8 @@ impl<T: Tally> Tally for Budgeted<'_, T> {
         self.inner.attempted();
     }
     #[inline]
-    fn skipped(&mut self) {
-        self.inner.skipped();
+    fn skipped(&mut self, why: SkipCause) {
+        self.inner.skipped(why);
     }
     #[inline]
     fn sent(&mut self, scheduled_ns: u64, actual_ns: u64) {
@@ -133,8 +134,8 @@ pub trait Tally {
     fn spent(&self) -> bool;
     /// A measured request was due (it takes one unit of the budget).
     fn attempted(&mut self);
-    /// A measured request was not sent.
-    fn skipped(&mut self);
+    /// A measured request was not sent, for this reason.
+    fn skipped(&mut self, why: SkipCause);
     /// A measured request went at `actual_ns`; its slot was `scheduled_ns`.
     fn sent(&mut self, scheduled_ns: u64, actual_ns: u64);
     /// A measured request due at `intended_ns` was never sent: by `now_ns` the run ended (it
@@ -161,8 +162,8 @@ impl Tally for Counting<'_> {
         self.rec.attempted();
     }
     #[inline]
-    fn skipped(&mut self) {
-        self.rec.skipped();
+    fn skipped(&mut self, why: SkipCause) {
+        self.rec.skipped(why);
     }
     #[inline]
     fn sent(&mut self, scheduled_ns: u64, actual_ns: u64) {
@@ -407,7 +408,7 @@ impl Launcher {
             }
             if in_flight.is_full() {
                 if measured {
-                    tally.skipped();
+                    tally.skipped(SkipCause::WindowFull);
                 }
                 continue;
             }
@@ -470,7 +471,11 @@ impl Launcher {
                     }
                     send(launch);
                 }
-                Decision::Skip if measured => tally.skipped(),
+                Decision::Skip if measured => tally.skipped(if connected {
+                    SkipCause::WindowFull
+                } else {
+                    SkipCause::NoConnection
+                }),
                 _ => {}
             }
         }
@@ -492,7 +497,7 @@ impl Launcher {
             let slot = self.pacer.next(clock);
             if due >= rules.measure_start_ns && !tally.spent() {
                 tally.attempted();
-                tally.skipped();
+                tally.skipped(SkipCause::RunEnded);
                 tally.never_sent(slot.intended_ns, now);
             }
         }
@@ -543,6 +548,7 @@ mod tests {
         limit: Option<u64>,
         attempted: u64,
         skipped: u64,
+        causes: Vec<SkipCause>,
         sent: Vec<(u64, u64)>,
         never_sent: Vec<u64>,
     }
@@ -554,8 +560,9 @@ mod tests {
         fn attempted(&mut self) {
             self.attempted += 1;
         }
-        fn skipped(&mut self) {
+        fn skipped(&mut self, why: SkipCause) {
             self.skipped += 1;
+            self.causes.push(why);
         }
         fn sent(&mut self, scheduled_ns: u64, actual_ns: u64) {
             self.sent.push((scheduled_ns, actual_ns));
@@ -684,6 +691,7 @@ mod tests {
         assert_eq!(conn.sent.len(), 1, "nothing goes after the span");
         // Slots 1 ms … 999 ms were due, never sent: attempted, skipped, their wait recorded.
         assert_eq!((t.attempted, t.skipped), (1000, 999));
+        assert!(t.causes.iter().all(|&c| c == SkipCause::RunEnded));
         assert_eq!(t.never_sent.len(), 999);
         assert_eq!(t.never_sent[0], rules_end + LATE_SEND_GRACE_NS - 1_000_000);
     }
@@ -693,6 +701,15 @@ mod tests {
         assert_eq!(block(false, false), Decision::Skip);
         assert_eq!(block(true, true), Decision::Wait);
         assert_eq!(block(false, true), Decision::Send);
+        // Counted as skipped for want of a connection, not of room in the window.
+        let (s, c) = (per_ms(), client(WhenFull::Block, 4));
+        let clock = ManualClock::starting_at(0);
+        let mut conn = Conn::new(s, 4);
+        let mut t = Counted::default();
+        clock.advance(2_500_000);
+        conn.turn(&c, &clock, false, &mut t);
+        assert_eq!((t.attempted, t.skipped, conn.sent.len()), (3, 3, 0));
+        assert_eq!(t.causes, [SkipCause::NoConnection; 3]);
     }
 
     #[test]
@@ -705,6 +722,7 @@ mod tests {
         clock.advance(3_500_000);
         conn.turn(&c, &clock, true, &mut t);
         assert_eq!((t.attempted, t.skipped, conn.sent.len()), (4, 3, 1));
+        assert_eq!(t.causes, [SkipCause::WindowFull; 3]);
         assert_eq!(
             t.attempted,
             t.sent.len() as u64 + t.skipped,

@@ -16,6 +16,7 @@ use crate::pacer::Pacer;
 use crate::recorder::Recorder;
 use crate::ring::{RingConsumer, RingProducer};
 use crate::wait::{Sleeper, Waiter};
+use msgbench_model::result::SkipCause;
 use msgbench_model::result::ThreadCpu;
 use msgbench_model::{pacing::Pacing, queue::QueueConfig, scenario::Scenario, when_full::WhenFull};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -377,7 +378,7 @@ impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
                         self.consumer_sleeper.wake();
                     }
                 }
-                None if measured => self.rec.skipped(),
+                None if measured => self.rec.skipped(SkipCause::RunEnded),
                 None => {}
             }
         }
@@ -423,7 +424,7 @@ impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
                         None => {
                             // Stopped while waiting for room.
                             if measured {
-                                self.rec.skipped();
+                                self.rec.skipped(SkipCause::RunEnded);
                             }
                             self.shared.interrupted.store(true, Ordering::Relaxed);
                             return PhaseEnd::Stopped;

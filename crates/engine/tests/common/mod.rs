@@ -98,6 +98,14 @@ pub fn assert_accounted(r: &RunResult) {
     r.counters
         .check()
         .unwrap_or_else(|e| panic!("{}: {e}", r.run_id));
+    // Every skip has its cause (check() accepts none at all, for older files).
+    assert_eq!(
+        r.counters.skipped_by.total(),
+        r.counters.skipped,
+        "{}: {:?}",
+        r.run_id,
+        r.counters
+    );
     assert_eq!(r.latency.count, r.counters.delivered, "{}", r.run_id);
     assert_eq!(r.send_lag.count, r.counters.sent, "{}", r.run_id);
     let per_class: u64 = r.classes.iter().map(|c| c.latency.count).sum();
