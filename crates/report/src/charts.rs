@@ -112,7 +112,7 @@ pub fn charts(runs: &[RunResult], advice: &[Advice], slo: Option<&Slo>) -> Vec<C
                 r.counters.in_flight_end as f64 / r.counters.attempted.max(1) as f64
             }),
         ],
-        "What the success column hides: messages skipped or dropped under backpressure, failed ones, and those still queued when the drain ended (latency percentiles describe only the delivered).",
+        "What the success column hides: messages skipped (never sent: the window full, no connection up, or the run ended; the Skipped section says which) or dropped by the system, failed ones, and those still queued when the drain ended (latency percentiles describe only the delivered).",
         ));
     }
     let with_sut = runs.iter().any(|r| r.cpu.sut_cpu_s.is_some());
