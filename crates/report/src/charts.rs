@@ -359,7 +359,13 @@ fn time_series(points: &[(String, Vec<&RunResult>)]) -> Vec<Chart> {
                     .map(|i| (i.start_s + i.length_s, read(i)))
                     .collect();
                 ys.extend(pts.iter().map(|p| p.1));
-                xs.extend(pts.iter().map(|p| p.0));
+                // The time axis spans every interval, also those without a p99 (nothing was
+                // delivered): the three charts share one axis, and a gap at the end shows.
+                xs.extend(
+                    (r.intervals.iter())
+                        .filter(|i| i.length_s >= 0.5)
+                        .map(|i| i.start_s + i.length_s),
+                );
                 series.push(Series {
                     name: label.clone(),
                     points: pts,

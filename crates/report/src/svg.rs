@@ -139,18 +139,28 @@ impl Axis {
                 let range = self.max - self.min;
                 let raw = range / 5.0;
                 let magnitude = 10f64.powf(raw.log10().floor());
-                let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+                let steps: Vec<f64> = [1.0, 2.0, 2.5, 5.0, 10.0, 20.0, 25.0, 50.0, 100.0]
                     .iter()
                     .map(|m| m * magnitude)
-                    .find(|s| range / s <= 6.0)
-                    .unwrap_or(magnitude * 10.0);
-                let mut v = (self.min / step).ceil() * step;
-                let mut ticks = Vec::new();
-                while v <= self.max + step * 1e-9 {
-                    ticks.push((v, (self.format)(v)));
-                    v += step;
-                }
-                ticks
+                    .filter(|s| range / s <= 6.0)
+                    .collect();
+                let ticks_at = |step: f64| {
+                    let mut v = (self.min / step).ceil() * step;
+                    let mut ticks = Vec::new();
+                    while v <= self.max + step * 1e-9 {
+                        ticks.push((v, (self.format)(v)));
+                        v += step;
+                    }
+                    ticks
+                };
+                // A format that cannot show the step (counts: 0.5 reads "0" or "1") would label
+                // two ticks alike, one of them at the wrong height: take a coarser step.
+                let distinct = |t: &Vec<(f64, String)>| t.windows(2).all(|w| w[0].1 != w[1].1);
+                steps
+                    .iter()
+                    .map(|&s| ticks_at(s))
+                    .find(distinct)
+                    .unwrap_or_else(|| ticks_at(magnitude * 10.0))
             }
         }
     }
@@ -551,6 +561,10 @@ mod tests {
         let a = Axis::fitted("x", Scale::Linear, &[0.0, 9.3], |v| format!("{v}"));
         let t: Vec<f64> = a.tick_values().into_iter().map(|t| t.0).collect();
         assert_eq!(t, vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
+        // Whole counts from 0 to 2: no 0.5 steps labelled "0, 0, 1, 2, 2".
+        let counts = Axis::fitted("y", Scale::Linear, &[0.0, 2.0], |v| format!("{v:.0}"));
+        let labels: Vec<String> = counts.tick_values().into_iter().map(|t| t.1).collect();
+        assert_eq!(labels, ["0", "1", "2"]);
     }
 
     #[test]
