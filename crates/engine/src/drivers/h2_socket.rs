@@ -767,8 +767,14 @@ impl Io {
                     // The server retired the connection and its replacement failed: a
                     // connection lost like any other (its waiting requests fail with it, and
                     // under `reconnect` it is tried again).
+                    // Counted by message (160 characters at most): the OS's words, not the
+                    // first connection's full advice.
+                    let what = match &e {
+                        EngineError::Connect { source, .. } => source.to_string(),
+                        other => other.to_string(),
+                    };
                     let why = format!(
-                        "the server retired the connection and a new one could not be opened ({e})"
+                        "the server retired the connection and a new one could not be opened ({what})"
                     );
                     self.down(i, Down::Closed, Some(why));
                 }
