@@ -589,6 +589,18 @@ struct ComparedPoint {
     runs_a: usize,
     runs_b: usize,
     changes: Vec<msgbench_report::compare::Change>,
+    /// `(run id, reasons)` of the invalid runs on each side: a change they take part in
+    /// compares figures that are not the system's.
+    invalid_a: Vec<(String, String)>,
+    invalid_b: Vec<(String, String)>,
+}
+
+/// `(run id, reasons)` of the invalid runs among `runs`.
+fn invalid_of(runs: &[msgbench_model::RunResult]) -> Vec<(String, String)> {
+    msgbench_report::validity::invalid_runs(runs)
+        .into_iter()
+        .map(|(id, why)| (id.to_string(), why))
+        .collect()
 }
 
 fn compare_markdown(c: &Compared, noise: f64) -> String {
@@ -605,6 +617,14 @@ fn compare_markdown(c: &Compared, noise: f64) -> String {
             p.runs_b,
             msgbench_report::compare::table(&p.changes, noise)
         ));
+        if !(p.invalid_a.is_empty() && p.invalid_b.is_empty()) {
+            out.push_str("\nInvalid runs (their figures are not the system's: a change they take part in is no evidence):\n\n");
+            for (side, invalid) in [("A", &p.invalid_a), ("B", &p.invalid_b)] {
+                for (id, why) in invalid {
+                    out.push_str(&format!("- {side} {id}: {why}\n"));
+                }
+            }
+        }
     }
     out
 }
@@ -627,8 +647,14 @@ fn compare_json(c: &Compared, failures: &[String]) -> String {
                     })
                 })
                 .collect();
+            let invalid = |runs: &[(String, String)]| -> Vec<serde_json::Value> {
+                (runs.iter())
+                    .map(|(id, why)| serde_json::json!({ "run_id": id, "reasons": why }))
+                    .collect()
+            };
             serde_json::json!({ "point": p.title, "runs_a": p.runs_a, "runs_b": p.runs_b,
-                "metrics": metrics })
+                "metrics": metrics, "invalid_a": invalid(&p.invalid_a),
+                "invalid_b": invalid(&p.invalid_b) })
         })
         .collect();
     let doc = serde_json::json!({ "a": c.a, "b": c.b, "points": points,
@@ -699,6 +725,8 @@ fn compare(a: &Path, b: &Path, noise: f64) -> Result<Compared, String> {
             runs_a: va.len(),
             runs_b: vb.len(),
             changes,
+            invalid_a: invalid_of(va),
+            invalid_b: invalid_of(vb),
         });
     }
     Ok(Compared {

@@ -621,6 +621,45 @@ fn ctrl_c_is_heard_during_a_long_gap_between_sends() {
 }
 
 #[test]
+fn compare_lists_the_invalid_runs_on_each_side() {
+    let _turn = turn();
+    let tmp = tempfile::tempdir().unwrap();
+    // A rate no producer keeps: its sends go out late, the run is invalid.
+    let out = tmp.path().join("missed");
+    let o = msgbench(&[
+        "run",
+        "--quiet",
+        "--duration",
+        "200ms",
+        "--warmup",
+        "0",
+        "--set",
+        "sweep={}",
+        "--set",
+        "pacing.mode=rate",
+        "--set",
+        "pacing.per_sec=1e8",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dir = only_result_dir(&out);
+    let dir = dir.to_str().unwrap();
+    let o = msgbench(&["compare", dir, dir]);
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        text.contains("Invalid runs (their figures are not the system's")
+            && text.contains("- A 000: ")
+            && text.contains("- B 000: ")
+            && text.contains("messages went out late"),
+        "{text}"
+    );
+    let o = msgbench(&["compare", "--format", "json", dir, dir]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["points"][0]["invalid_b"][0]["run_id"], "000", "{doc}");
+}
+
+#[test]
 fn compare_finds_a_doubled_service_time_and_no_change_between_equal_runs() {
     let _turn = turn();
     let tmp = tempfile::tempdir().unwrap();
