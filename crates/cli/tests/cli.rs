@@ -230,7 +230,8 @@ fn an_unwritable_output_directory_fails_cleanly() {
         "--out",
         &format!("{file}/results"),
     ]);
-    assert_eq!(o.status.code(), Some(1));
+    // Nothing ran: a destination that cannot hold a directory is bad input.
+    assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("cannot write") && stderr(&o).contains("--out"),
         "{}",

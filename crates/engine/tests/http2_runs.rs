@@ -352,6 +352,13 @@ fn a_server_that_dies_leaves_nothing_in_flight_while_reconnection_is_tried() {
     // the lost connection failed with it: nothing is left waiting for a server that is gone.
     assert!(r.counters.skipped > 200, "{:?}", r.counters);
     assert_eq!(r.counters.in_flight_end, 0, "{:?}", r.counters);
+    // Its one connection was down from then to the end (~300 ms of the 600).
+    let down_ms = r.faults.connections.down_ns_total / 1_000_000;
+    assert!(
+        (100..2000).contains(&down_ms),
+        "{down_ms} ms: {:?}",
+        r.faults
+    );
 }
 
 #[test]

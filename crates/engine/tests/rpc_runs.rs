@@ -327,6 +327,15 @@ fn a_server_that_dies_mid_run_is_counted_and_reconnection_is_tried() {
     let by = r.counters.skipped_by;
     assert!(by.no_connection > 100, "{:?}", r.counters);
     assert_eq!(by.total(), r.counters.skipped, "{:?}", r.counters);
+    // Both connections were down from the server's death to the run's end: time that the
+    // result says, not only the rate's fall.
+    let down_s = r.faults.connections.down_ns_total as f64 / 1e9;
+    let whole_s = 2.0 * (r.warmup_s + r.duration_s + 1.0);
+    assert!(
+        down_s > 0.1 && down_s < whole_s,
+        "{down_s} s: {:?}",
+        r.faults
+    );
     assert!(!r.interrupted);
 }
 

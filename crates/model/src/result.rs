@@ -263,6 +263,11 @@ pub struct Connections {
     pub flow_control_wait_ns_total: u64,
     /// The longest, ns.
     pub flow_control_wait_ns_max: u64,
+    /// Time connections spent down, summed over connections, ns (warm-up included): from a
+    /// failure (or a close the server announced) until reopened, or until the run ended. A
+    /// closed-loop run sends nothing on a connection that is down, so its success rate cannot
+    /// show an outage; this does.
+    pub down_ns_total: u64,
 }
 
 impl Connections {
@@ -276,6 +281,13 @@ impl Connections {
         self.tls_handshakes += 1;
         self.tls_handshake_ns_total += ns;
         self.tls_handshake_ns_max = self.tls_handshake_ns_max.max(ns);
+    }
+
+    /// Counts a connection that was down from `since_ns` (0: it was not) to `now_ns`.
+    pub fn add_down(&mut self, since_ns: u64, now_ns: u64) {
+        if since_ns != 0 {
+            self.down_ns_total += now_ns.saturating_sub(since_ns);
+        }
     }
 
     /// Counts one request body that waited `ns` for the server's flow-control window.
@@ -297,6 +309,7 @@ impl AddAssign for Connections {
         self.flow_control_wait_ns_max = self
             .flow_control_wait_ns_max
             .max(o.flow_control_wait_ns_max);
+        self.down_ns_total += o.down_ns_total;
     }
 }
 

@@ -73,6 +73,12 @@ pub fn connections_line(r: &RunResult) -> Option<String> {
             c.closed_by_server
         ));
     }
+    if c.down_ns_total > 0 {
+        parts.push(format!(
+            "down {} in all (summed over connections, each from its failure until reopened or the run's end)",
+            crate::format::duration_ns(c.down_ns_total)
+        ));
+    }
     if c.tls_handshakes > 0 {
         parts.push(format!(
             "{} TLS handshakes, mean {}, longest {} (apart from request latency)",

@@ -132,6 +132,8 @@ fn table(runs: &[RunResult]) -> String {
     for h in [
         "delivered/s",
         "success",
+        "drop",
+        "failed",
         "p50",
         "p99",
         "p99.9",
@@ -176,13 +178,19 @@ fn table(runs: &[RunResult]) -> String {
         };
         let bounds = r.latency_at_least();
         let lat = |q| crate::format::latency(r, bounds.as_ref(), q);
-        for cell in [
-            count(r.delivered_per_sec()),
+        // Nothing attempted has no shares.
+        let share = |ratio: f64| {
             if r.counters.attempted == 0 {
                 "–".to_string()
             } else {
-                percent(r.counters.success_rate())
-            },
+                percent(ratio)
+            }
+        };
+        for cell in [
+            count(r.delivered_per_sec()),
+            share(r.counters.success_rate()),
+            share(r.counters.drop_rate()),
+            r.counters.failed.to_string(),
             lat(P50),
             lat(P99),
             lat(P999),

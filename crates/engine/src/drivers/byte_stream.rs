@@ -482,6 +482,8 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
         let now = self.clock.now_ns();
         close_recording(self.rec, self.conns.iter().map(|c| &c.in_flight), now);
         for c in &mut self.conns {
+            // Still down when the run ended.
+            self.faults.connections.add_down(c.down_since, now);
             self.faults += Faults {
                 errors: c.wire.take_errors(),
                 ..Faults::default()
@@ -587,7 +589,8 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
                 count_handshake(&mut s, &mut self.faults);
                 self.conns[i].stream = Some(s);
                 self.conns[i].reopen = false;
-                self.conns[i].down_since = 0;
+                let since = std::mem::take(&mut self.conns[i].down_since);
+                self.faults.connections.add_down(since, now);
             }
             _ => {
                 self.faults.connect_failures += 1;

@@ -751,9 +751,13 @@ impl<'a> Caller<'a> {
     }
 
     /// Counts what is still in flight and closes the recorder; returns the caller's faults.
-    fn finish(self) -> Faults {
+    fn finish(mut self) -> Faults {
         let now = self.clock.now_ns();
         close_recording(self.rec, self.conns.iter().map(|c| &c.in_flight), now);
+        for c in &self.conns {
+            // Still down when the run ended.
+            self.faults.connections.add_down(c.down_since, now);
+        }
         self.faults
     }
 
@@ -826,9 +830,11 @@ impl<'a> Caller<'a> {
                 Event::TlsHandshake { ns } => self.faults.connections.add_handshake(ns),
                 Event::FlowControlWait { ns } => self.faults.connections.add_flow_control_wait(ns),
                 Event::Up { conn } => {
+                    let now = self.clock.now_ns();
                     let c = &mut self.conns[conn as usize];
                     c.up = true;
-                    c.down_since = 0;
+                    let since = std::mem::take(&mut c.down_since);
+                    self.faults.connections.add_down(since, now);
                 }
                 Event::ConnectFailed { handshake } => {
                     if handshake {
