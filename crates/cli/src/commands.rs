@@ -582,6 +582,41 @@ struct Compared {
     a: PathBuf,
     b: PathBuf,
     points: Vec<ComparedPoint>,
+    /// How the two sides' runs were measured differently (warm-up, span): a change may be
+    /// theirs rather than the system's.
+    differences: Vec<String>,
+}
+
+/// The warm-ups and spans of `a`'s runs against `b`'s, where they differ.
+fn measured_differently(
+    a: &[msgbench_model::RunResult],
+    b: &[msgbench_model::RunResult],
+) -> Vec<String> {
+    let values = |runs: &[msgbench_model::RunResult],
+                  read: fn(&msgbench_model::RunResult) -> Option<f64>| {
+        let mut v: Vec<String> = (runs.iter())
+            .filter_map(read)
+            .map(|s| match (s * 1e9).round() as u64 {
+                0 => "0 s".to_string(),
+                ns => msgbench_report::format::duration_ns(ns),
+            })
+            .collect();
+        v.sort();
+        v.dedup();
+        v.join(", ")
+    };
+    let settings: [(&str, fn(&msgbench_model::RunResult) -> Option<f64>); 2] = [
+        ("warm-up", |r| Some(r.warmup_s)),
+        ("run.duration", |r| r.schedule_s),
+    ];
+    settings
+        .iter()
+        .filter_map(|(name, read)| {
+            let (va, vb) = (values(a, *read), values(b, *read));
+            (!va.is_empty() && !vb.is_empty() && va != vb)
+                .then(|| format!("{name}: A {va}, B {vb}"))
+        })
+        .collect()
 }
 
 struct ComparedPoint {
@@ -609,6 +644,12 @@ fn compare_markdown(c: &Compared, noise: f64) -> String {
         c.a.display(),
         c.b.display()
     );
+    if !c.differences.is_empty() {
+        out.push_str(&format!(
+            "\nMeasured differently (a change may be this, not the system): {}.\n",
+            c.differences.join("; ")
+        ));
+    }
     for p in &c.points {
         out.push_str(&format!(
             "\n## {} ({} vs {} run(s))\n\n{}",
@@ -658,7 +699,7 @@ fn compare_json(c: &Compared, failures: &[String]) -> String {
         })
         .collect();
     let doc = serde_json::json!({ "a": c.a, "b": c.b, "points": points,
-        "gate_failures": failures });
+        "measured_differently": c.differences, "gate_failures": failures });
     serde_json::to_string_pretty(&doc).expect("serializable")
 }
 
@@ -676,6 +717,7 @@ fn compare(a: &Path, b: &Path, noise: f64) -> Result<Compared, String> {
         msgbench_report::load::load_dir(a).map_err(|e| e.to_string())?,
         msgbench_report::load::load_dir(b).map_err(|e| e.to_string())?,
     );
+    let differences = measured_differently(&runs_a, &runs_b);
     let key = |r: &msgbench_model::RunResult| {
         render_params(
             &r.params
@@ -733,6 +775,7 @@ fn compare(a: &Path, b: &Path, noise: f64) -> Result<Compared, String> {
         a: a.to_path_buf(),
         b: b.to_path_buf(),
         points,
+        differences,
     })
 }
 

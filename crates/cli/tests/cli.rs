@@ -658,6 +658,28 @@ fn compare_lists_the_invalid_runs_on_each_side() {
     let o = msgbench(&["compare", "--format", "json", dir, dir]);
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(doc["points"][0]["invalid_b"][0]["run_id"], "000", "{doc}");
+    // Runs measured with another warm-up: said before any figure.
+    let out = tmp.path().join("warmed");
+    let o = msgbench(&[
+        "run",
+        "--quiet",
+        "--duration",
+        "200ms",
+        "--warmup",
+        "100ms",
+        "--set",
+        "sweep={}",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let warmed = only_result_dir(&out);
+    let o = msgbench(&["compare", dir, warmed.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        text.contains("Measured differently (a change may be this, not the system): warm-up: A 0 s, B 100 ms."),
+        "{text}"
+    );
 }
 
 #[test]
