@@ -595,8 +595,7 @@ fn measured_differently(
     a: &[msgbench_model::RunResult],
     b: &[msgbench_model::RunResult],
 ) -> Vec<String> {
-    let values = |runs: &[msgbench_model::RunResult],
-                  read: fn(&msgbench_model::RunResult) -> Option<f64>| {
+    let values = |runs: &[msgbench_model::RunResult], read: Setting| {
         let mut v: Vec<String> = (runs.iter())
             .filter_map(read)
             .map(|s| match (s * 1e9).round() as u64 {
@@ -608,7 +607,7 @@ fn measured_differently(
         v.dedup();
         v.join(", ")
     };
-    let settings: [(&str, fn(&msgbench_model::RunResult) -> Option<f64>); 2] = [
+    let settings: [(&str, Setting); 2] = [
         ("warm-up", |r| Some(r.warmup_s)),
         ("run.duration", |r| r.schedule_s),
     ];
