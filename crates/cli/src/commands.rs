@@ -164,7 +164,7 @@ pub(crate) fn load(args: &ScenarioArgs) -> Result<Experiment, String> {
 /// overrides, rather than refused as a scenario file's would be (every point would run the
 /// same). The user did not write them; an axis they add back is judged like any other.
 fn drop_the_default_axes_of_another_system(text: &str, overrides: &mut Vec<Override>) {
-    use msgbench_model::scenario::{SystemKind, SYSTEM_SECTIONS};
+    use msgbench_model::scenario::SystemKind;
     let chosen = overrides
         .iter()
         .rev()
@@ -177,11 +177,8 @@ fn drop_the_default_axes_of_another_system(text: &str, overrides: &mut Vec<Overr
     let Some(sweep) = doc.get("sweep").and_then(|s| s.as_table()) else {
         return;
     };
-    let foreign = sweep.keys().filter(|axis| {
-        let section = axis.split('.').next().unwrap_or(axis);
-        SYSTEM_SECTIONS.contains(&section) && !system.sections().contains(&section)
-    });
-    let removals: Vec<Override> = foreign
+    let removals: Vec<Override> = (sweep.keys())
+        .filter(|axis| system.foreign_section(axis).is_some())
         .map(|axis| Override {
             path: format!("sweep.{axis}"),
             value: None,

@@ -497,6 +497,14 @@ impl SkippedBy {
     }
 }
 
+impl AddAssign for SkippedBy {
+    fn add_assign(&mut self, o: SkippedBy) {
+        self.window_full += o.window_full;
+        self.no_connection += o.no_connection;
+        self.run_ended += o.run_ended;
+    }
+}
+
 impl AddAssign for Counters {
     /// Adds another worker's (or client's) accounting.
     fn add_assign(&mut self, o: Counters) {
@@ -507,9 +515,7 @@ impl AddAssign for Counters {
         self.dropped += o.dropped;
         self.failed += o.failed;
         self.in_flight_end += o.in_flight_end;
-        self.skipped_by.window_full += o.skipped_by.window_full;
-        self.skipped_by.no_connection += o.skipped_by.no_connection;
-        self.skipped_by.run_ended += o.skipped_by.run_ended;
+        self.skipped_by += o.skipped_by;
     }
 }
 

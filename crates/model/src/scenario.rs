@@ -145,6 +145,15 @@ impl SystemKind {
             SystemKind::Pubsub => &["pubsub", "sut"],
         }
     }
+
+    /// The section of `axis` (a dotted path, maybe quoted) when it is another system's:
+    /// setting it changes nothing this system does.
+    pub fn foreign_section(self, axis: &str) -> Option<&str> {
+        let axis = axis.trim_matches('"');
+        let section = axis.split('.').next().unwrap_or(axis);
+        (SYSTEM_SECTIONS.contains(&section) && !self.sections().contains(&section))
+            .then_some(section)
+    }
 }
 
 /// Sections some systems read and others do not (see [`SystemKind::sections`]).

@@ -358,10 +358,8 @@ fn read_by_the_system(
     spec: &ScenarioSpec,
     source_name: &str,
 ) -> Result<(), ScenarioError> {
-    let used = spec.system.sections();
     for (axis, _) in axes {
-        let section = axis.split('.').next().unwrap_or(axis).trim_matches('"');
-        if crate::scenario::SYSTEM_SECTIONS.contains(&section) && !used.contains(&section) {
+        if let Some(section) = spec.system.foreign_section(axis) {
             return Err(ScenarioError::Invalid {
                 source_name: source_name.into(),
                 field: format!("sweep.\"{axis}\""),
