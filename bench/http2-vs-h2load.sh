@@ -7,7 +7,9 @@
 # (msgbench closed loop, one client thread, which runs the caller and its connections; h2load
 # -c4 -m64, one thread). Prints the median of ROUNDS rounds (default 3) of requests/s and client CPU per
 # request (whole process, from getrusage of the child) and the ratios; the targets are
-# requests/s >= 1.0x h2load's and client CPU per request <= 0.8x.
+# requests/s >= 1.0x h2load's and client CPU per request <= 0.8x. Each round also runs msgbench
+# with MSGBENCH_HTTP2_CLIENT=h2 (the `h2` crate's client, which https and streaming calls use,
+# instead of msgbench's own for cleartext unary requests), so the two clients are compared too.
 source "$(dirname "$0")/common.sh"
 ROUNDS=${ROUNDS:-3}
 bash "$ROOT/scripts/setup.sh"
@@ -40,32 +42,38 @@ def h2load():
     done = int(re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", text).group(2))
     return done / SECONDS, cpu / done, user / done
 
-def ours():
+def ours(client="msgbench"):
+    import os
+    env = dict(os.environ, MSGBENCH_HTTP2_CLIENT=client)
     before, user = child_cpu(), child_user()
     args = [msgbench, "run", "--quiet", "--json", "--out", out, "--duration", f"{SECONDS}s", "--warmup", "0",
             "--set", 'system="http"', "--set", "sweep={}", "--set", f'http.url="http://127.0.0.1:{port}"',
             "--set", 'http.version="2"', "--set", 'http.requests={ get = { path = "/small.txt" } }',
             "--set", 'pacing.mode="closed-loop"', "--set", f"client.connections={CONNECTIONS}",
             "--set", f"client.window={STREAMS}"]
-    r = json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)["runs"][0]
+    r = json.loads(subprocess.run(args, capture_output=True, text=True, check=True, env=env).stdout)["runs"][0]
     cpu, user = child_cpu() - before, child_user() - user
     c = r["counters"]
     assert c["delivered"] > 0 and c["failed"] == 0, (c, r["faults"])
     return c["delivered"] / r["duration_s"], cpu / c["delivered"], user / c["delivered"]
 
 print(f"nginx over HTTP/2 (h2c), GET /small.txt, {CONNECTIONS} connections x {STREAMS} streams, {SECONDS} s per run")
-tr, cr, ur, kr = [], [], [], []
+tr, cr, ur, kr, hr = [], [], [], [], []
 for _ in range(rounds):
     a_rps, a_cpu, a_user = ours()
     b_rps, b_cpu, b_user = h2load()
+    h_rps, h_cpu, h_user = ours("h2")
+    hr.append(h_cpu / b_cpu)
     tr.append(a_rps / b_rps)
     cr.append(a_cpu / b_cpu)
     ur.append(a_user / b_user)
     kr.append((a_cpu - a_user) / (b_cpu - b_user))
     print(f"   round: msgbench {a_rps/1e3:.1f}k/s {a_cpu*1e9:.0f} ns CPU/req ({a_user*1e9:.0f} user); "
-          f"h2load {b_rps/1e3:.1f}k/s {b_cpu*1e9:.0f} ns CPU/req ({b_user*1e9:.0f} user)")
+          f"h2load {b_rps/1e3:.1f}k/s {b_cpu*1e9:.0f} ns CPU/req ({b_user*1e9:.0f} user); "
+          f"msgbench on h2 {h_rps/1e3:.1f}k/s {h_cpu*1e9:.0f} ns CPU/req ({h_user*1e9:.0f} user)")
 rounds_of = lambda xs: ", ".join(f"{x:.2f}" for x in xs)
 print(f"   throughput msgbench/h2load: median {statistics.median(tr):.2f} (rounds {rounds_of(tr)}); target >= 1.00")
 print(f"   client CPU per request msgbench/h2load: median {statistics.median(cr):.2f} (rounds {rounds_of(cr)}); target <= 0.80")
+print(f"   client CPU per request, msgbench on the h2 crate/h2load: median {statistics.median(hr):.2f} (rounds {rounds_of(hr)})")
 print(f"      of which user space: median {statistics.median(ur):.2f} (rounds {rounds_of(ur)}); kernel: median {statistics.median(kr):.2f} (rounds {rounds_of(kr)})")
 PY

@@ -42,9 +42,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 /// Pause between reconnection attempts.
-const RECONNECT_EVERY: Duration = Duration::from_millis(100);
+pub(super) const RECONNECT_EVERY: Duration = Duration::from_millis(100);
 /// Retired connections per connection still finishing their streams, at most.
-const RETIRING: usize = 4;
+pub(super) const RETIRING: usize = 4;
 /// Responses handed to the caller before the other work of a turn gets a look.
 const RESPONSES_PER_TURN: usize = 1024;
 /// Turns of an inline caller and its sockets in one poll before the runtime gets a look (its
@@ -81,6 +81,9 @@ pub struct H2Plan {
     /// The lowest `SETTINGS_MAX_CONCURRENT_STREAMS` any connection was given (`usize::MAX`:
     /// none).
     pub max_streams: AtomicUsize,
+    /// `Some`: the requests go over msgbench's own HTTP/2 client ([`super::h2_wire_socket`]),
+    /// not `h2`.
+    pub wire: Option<super::h2_wire_socket::WirePlan>,
 }
 
 impl H2Plan {
@@ -206,6 +209,9 @@ fn run(
             return Vec::new();
         }
     };
+    if plan.wire.is_some() {
+        return super::h2_wire_socket::run(runtime, plan, connections, ends, ready, turns);
+    }
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
         let opened = futures_util::future::join_all((0..connections).map(|_| open(&plan))).await;
@@ -244,8 +250,8 @@ fn run(
             ends,
         };
         std::future::poll_fn(|cx| match (turns.as_deref_mut(), timer.as_mut()) {
-            (Some(turns), Some(timer)) => io.poll_inline(cx, turns, timer),
-            _ => io.poll(cx),
+            (Some(turns), Some(timer)) => poll_inline(&mut io, cx, turns, timer),
+            _ => poll_threaded(&mut io, cx),
         })
         .await;
         for c in &mut io.conns {
@@ -313,7 +319,7 @@ impl Conn {
 }
 
 /// How one stream ended.
-enum Outcome {
+pub(super) enum Outcome {
     /// Delivered.
     Ok,
     /// Answered, and failed (the reason is counted).
@@ -338,46 +344,64 @@ struct Io {
     flow_waits: Rc<std::cell::RefCell<Vec<u64>>>,
 }
 
-impl Io {
-    /// The socket thread's loop: a turn whenever the caller handed requests over or a
-    /// connection has news, until the caller says stop.
-    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if !self.ends.begin_turn(cx) {
-            return Poll::Ready(());
-        }
-        self.turn(cx);
-        Poll::Pending
-    }
+/// A socket thread's turn, as the loops below run it.
+pub(super) trait SocketTurn {
+    fn ends(&mut self) -> &mut Ends;
+    /// Takes the caller's requests, serves the connections, hands over what came; says
+    /// whether anything was handed over.
+    fn turn(&mut self, cx: &mut Context<'_>) -> bool;
+}
 
-    /// The caller's loop and the sockets' on one thread ([`InlineSockets`]): the caller's
-    /// turn, then the sockets', again while either made progress; then asleep until a
-    /// connection has news or the caller's next wake (a timerfd: tokio's own timers have
-    /// millisecond granularity, too coarse for pacing).
-    fn poll_inline(
-        &mut self,
-        cx: &mut Context<'_>,
-        turns: &mut dyn Turns,
-        timer: &mut AsyncTimer,
-    ) -> Poll<()> {
-        self.ends.begin_turn(cx);
-        for _ in 0..INLINE_TURNS {
-            let next = turns.turn();
-            let handed_over = self.turn(cx);
-            match next {
-                Next::Done => return Poll::Ready(()),
-                Next::At(_) if handed_over => {}
-                Next::At(wake) => {
-                    if timer.poll_by(cx, wake).is_pending() {
-                        return Poll::Pending;
-                    }
+/// The socket thread's loop: a turn whenever the caller handed requests over or a connection
+/// has news, until the caller says stop.
+pub(super) fn poll_threaded(io: &mut impl SocketTurn, cx: &mut Context<'_>) -> Poll<()> {
+    if !io.ends().begin_turn(cx) {
+        return Poll::Ready(());
+    }
+    io.turn(cx);
+    Poll::Pending
+}
+
+/// The caller's loop and the sockets' on one thread ([`InlineSockets`]): the caller's turn,
+/// then the sockets', again while either made progress; then asleep until a connection has
+/// news or the caller's next wake (a timerfd: tokio's own timers have millisecond
+/// granularity, too coarse for pacing).
+pub(super) fn poll_inline(
+    io: &mut impl SocketTurn,
+    cx: &mut Context<'_>,
+    turns: &mut dyn Turns,
+    timer: &mut AsyncTimer,
+) -> Poll<()> {
+    io.ends().begin_turn(cx);
+    for _ in 0..INLINE_TURNS {
+        let next = turns.turn();
+        let handed_over = io.turn(cx);
+        match next {
+            Next::Done => return Poll::Ready(()),
+            Next::At(_) if handed_over => {}
+            Next::At(wake) => {
+                if timer.poll_by(cx, wake).is_pending() {
+                    return Poll::Pending;
                 }
-                Next::Again => {}
             }
+            Next::Again => {}
         }
-        cx.waker().wake_by_ref();
-        Poll::Pending
+    }
+    cx.waker().wake_by_ref();
+    Poll::Pending
+}
+
+impl SocketTurn for Io {
+    fn ends(&mut self) -> &mut Ends {
+        &mut self.ends
     }
 
+    fn turn(&mut self, cx: &mut Context<'_>) -> bool {
+        Io::turn(self, cx)
+    }
+}
+
+impl Io {
     /// One turn of the sockets: takes the caller's requests, gives them streams, reads what
     /// came, hands responses and state changes over; says whether anything was handed over.
     fn turn(&mut self, cx: &mut Context<'_>) -> bool {
@@ -895,7 +919,7 @@ fn grpc_status(headers: &http::HeaderMap) -> Option<u32> {
 }
 
 /// How a response is judged (as HTTP/1.1's is).
-struct Judge {
+pub(super) struct Judge {
     accept: Vec<u16>,
     /// Per class: what the body must contain.
     expect: Vec<Option<Vec<u8>>>,
@@ -908,7 +932,7 @@ struct Judge {
 }
 
 impl Judge {
-    fn new(config: &HttpConfig) -> Judge {
+    pub(super) fn new(config: &HttpConfig) -> Judge {
         Judge {
             accept: config.accept.clone(),
             expect: config.requests.iter().map(|r| r.expect.clone()).collect(),
@@ -971,7 +995,7 @@ impl Judge {
         self.judge(class, status, code, &kept)
     }
 
-    fn judge(
+    pub(super) fn judge(
         &self,
         class: usize,
         status: http::StatusCode,

@@ -25,6 +25,7 @@ pub mod grpc_feed;
 pub mod grpc_reflection;
 pub mod h2_connect;
 pub mod h2_socket;
+pub mod h2_wire_socket;
 pub mod in_flight;
 pub mod launcher;
 pub mod producer_consumer;

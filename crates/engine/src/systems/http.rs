@@ -134,6 +134,7 @@ impl Target<'_> {
             }
             .to_string(),
             max_streams: AtomicUsize::new(usize::MAX),
+            wire: crate::drivers::h2_wire_socket::WirePlan::of(config, self.client.window),
         });
         let sockets = H2Sockets {
             shared: plan.clone(),

@@ -1,0 +1,541 @@
+//! The sockets of an HTTP/2 caller whose requests are all unary and cleartext, over msgbench's
+//! own HTTP/2 client ([`crate::net::h2_wire`]; why, with the measurement, is said there).
+//! Behaves as [`super::h2_socket`]'s `h2` path does, seen from the caller and the results:
+//! the window is how many streams a connection carries; requests the server has no stream
+//! for yet wait here in order; a response is judged by the same [`Judge`]; a connection the
+//! server retires (GOAWAY, NO_ERROR) finishes what it took while a new one opens (what it did
+//! not take is sent again there); one that ends otherwise is down, its streams fail with it,
+//! and under `reconnect` it is opened again.
+use super::caller::{Down, Ends, Event, Turns, FLUSH, RESET};
+use super::h2_connect::OPEN_TIMEOUT;
+use super::h2_socket::{H2Plan, Judge, Outcome, SocketTurn, RECONNECT_EVERY, RETIRING};
+use crate::error::EngineError;
+use crate::harness::timer::AsyncTimer;
+use crate::net::h2_wire::{Client, Finished, State};
+use bytes::Bytes;
+use msgbench_model::result::ErrorCount;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// Reads from one socket in one turn, at most (then the others get theirs).
+const READS_PER_TURN: usize = 16;
+/// Bytes asked of the socket per read.
+const READ_SIZE: usize = 64 << 10;
+
+/// A request class as this client sends it.
+pub struct WireRequest {
+    /// Its header block (HPACK, encoded once).
+    pub block: Vec<u8>,
+    /// Its body (empty: none).
+    pub body: Bytes,
+    /// Its response body is checked (kept until the stream ends).
+    pub keep: bool,
+}
+
+/// How this client sends a plan's requests, when it can send them all.
+pub struct WirePlan {
+    /// Per class.
+    pub requests: Vec<WireRequest>,
+    /// Streams per connection at most (the caller's window).
+    pub window: usize,
+}
+
+impl WirePlan {
+    /// `Some` when every request of `config` is unary and the server is cleartext (https and
+    /// streaming calls go through `h2`), and `MSGBENCH_HTTP2_CLIENT` does not ask for `h2`.
+    pub fn of(config: &msgbench_model::http::HttpConfig, window: usize) -> Option<WirePlan> {
+        let streaming = config
+            .requests
+            .iter()
+            .any(|r| r.bidi.is_some() || r.paced.is_some());
+        let forced_h2 = std::env::var("MSGBENCH_HTTP2_CLIENT").is_ok_and(|v| v == "h2");
+        if config.tls.is_some() || streaming || forced_h2 {
+            return None;
+        }
+        let requests = (config.requests.iter())
+            .map(|r| WireRequest {
+                block: crate::net::hpack::request_block(
+                    &r.parts.method,
+                    "http",
+                    &config.authority,
+                    &r.parts.target,
+                    &r.parts.headers,
+                ),
+                body: Bytes::from(r.parts.body.clone()),
+                keep: r.expect.is_some() || (config.json_rpc && !r.grpc),
+            })
+            .collect();
+        Some(WirePlan { requests, window })
+    }
+}
+
+/// Why a socket's turn ended its connection.
+enum Lost {
+    /// The socket closed or failed.
+    Socket,
+    /// The server broke the protocol, or ended the connection with an error: the reason.
+    Protocol(String),
+}
+
+/// One connection: its socket and its protocol state.
+struct Wire {
+    socket: TcpStream,
+    client: Client,
+    /// Bytes read, unread from `start` to `end`.
+    input: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// Bytes of `client.out` already written.
+    written: usize,
+}
+
+impl Wire {
+    /// Opens a connection: TCP, the preface and settings, the server's settings and a PING
+    /// answered (the proof that it speaks HTTP/2), within [`OPEN_TIMEOUT`].
+    async fn open(plan: &H2Plan, window: usize) -> Result<Wire, EngineError> {
+        let problem = |problem: String| EngineError::Http2 {
+            address: plan.url.clone(),
+            problem,
+        };
+        let opening = async {
+            let socket =
+                TcpStream::connect(plan.address)
+                    .await
+                    .map_err(|source| EngineError::Connect {
+                        address: plan.url.clone(),
+                        source,
+                        hint: plan.hint.clone(),
+                    })?;
+            let _ = socket.set_nodelay(true);
+            let stream_window = plan.config.max_response.clamp(65_535, 16 << 20) as u32;
+            let mut wire = Wire {
+                socket,
+                client: Client::new(window, stream_window, plan.config.max_response),
+                input: vec![0; READ_SIZE],
+                start: 0,
+                end: 0,
+                written: 0,
+            };
+            let not_h2 = if plan.config.requests.iter().any(|r| r.grpc) {
+                "is it a gRPC server?"
+            } else {
+                "use version = \"1.1\""
+            };
+            std::future::poll_fn(|cx| match wire.read(cx, &mut |_, _, _| {}).and_then(|s| wire.flush(cx).map(|()| s)) {
+                Err(Lost::Socket) => Poll::Ready(Err(problem(format!(
+                    "the server closed the connection before answering HTTP/2's preface: it does not speak HTTP/2 (then {not_h2}), or it is at its connection limit"
+                )))),
+                Err(Lost::Protocol(why)) => Poll::Ready(Err(problem(format!(
+                    "the server does not speak HTTP/2 ({why}); is it an HTTP/1.1 server? {not_h2}"
+                )))),
+                Ok(_) if wire.client.settings_seen && wire.client.ping_answered => {
+                    Poll::Ready(Ok(()))
+                }
+                Ok(_) => Poll::Pending,
+            })
+            .await?;
+            Ok(wire)
+        };
+        match tokio::time::timeout(OPEN_TIMEOUT, opening).await {
+            Ok(r) => r,
+            Err(_) => Err(problem(format!(
+                "no HTTP/2 answer within {} s (is it an HTTP/2 port?)",
+                OPEN_TIMEOUT.as_secs()
+            ))),
+        }
+    }
+
+    /// Reads what came, handing ended streams to `done` (what it has to answer waits in
+    /// `client.out` for [`Wire::flush`]).
+    fn read(
+        &mut self,
+        cx: &mut Context<'_>,
+        done: &mut dyn FnMut(u64, u32, Finished<'_>),
+    ) -> Result<State, Lost> {
+        let mut state = State::Open;
+        for read in 0.. {
+            if read == READS_PER_TURN {
+                cx.waker().wake_by_ref(); // more may be there: the next turn reads on
+                break;
+            }
+            self.make_room();
+            let mut buf = ReadBuf::new(&mut self.input[self.end..]);
+            // tokio's `poll_read` (not `try_read`): a read shorter than the room offered
+            // drained the socket, and it then waits for epoll's next word instead of asking
+            // the kernel again for an EAGAIN — a third of this path's recvfrom calls (2.5
+            // per response with `try_read_buf`, `perf stat`, nginx 4 × 64 streams).
+            match Pin::new(&mut self.socket).poll_read(cx, &mut buf) {
+                Poll::Pending => break,
+                Poll::Ready(Err(_)) => return Err(Lost::Socket),
+                Poll::Ready(Ok(())) => {}
+            }
+            let n = buf.filled().len();
+            self.end += n;
+            let (used, result) =
+                (self.client).receive_from(&self.input[self.start..self.end], done);
+            self.start += used;
+            state = result.map_err(Lost::Protocol)?;
+            if n == 0 {
+                // Closed; what came before the end still counted (a GOAWAY, last answers).
+                return Err(Lost::Socket);
+            }
+        }
+        if self.client.spent() {
+            state = State::Retired;
+        }
+        Ok(state)
+    }
+
+    /// Room for the next read: the unread part moved to the front, and the buffer grown when
+    /// a frame is larger than it (frames are bounded, so the buffer is).
+    fn make_room(&mut self) {
+        if self.start == self.end {
+            (self.start, self.end) = (0, 0);
+        }
+        if self.input.len() - self.end >= READ_SIZE / 2 {
+            return;
+        }
+        self.input.copy_within(self.start..self.end, 0);
+        (self.start, self.end) = (0, self.end - self.start);
+        if self.input.len() - self.end < READ_SIZE / 2 {
+            self.input.resize(self.input.len() * 2, 0);
+        }
+    }
+
+    /// Writes what the client has for the server, as far as the socket takes it.
+    fn flush(&mut self, cx: &mut Context<'_>) -> Result<(), Lost> {
+        let out = &mut self.client.out;
+        while self.written < out.len() {
+            match Pin::new(&mut self.socket).poll_write(cx, &out[self.written..]) {
+                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Err(Lost::Socket),
+                Poll::Ready(Ok(n)) => self.written += n,
+                Poll::Pending => break,
+            }
+        }
+        if self.written == out.len() {
+            out.clear();
+            self.written = 0;
+        } else if self.written >= READ_SIZE {
+            out.drain(..self.written);
+            self.written = 0;
+        }
+        Ok(())
+    }
+}
+
+/// One of the caller's connections.
+struct Conn {
+    wire: Option<Wire>,
+    /// The caller was told it is down (requests for it are dropped until it is up again).
+    down: bool,
+    /// Connections the server retired, finishing the streams they took.
+    retiring: Vec<Wire>,
+    /// Requests given no stream yet (class, id), oldest first.
+    waiting: VecDeque<(u32, u64)>,
+    reopening: Option<tokio::task::JoinHandle<Result<Wire, EngineError>>>,
+    /// Reopen after this long (set when it went down or was retired).
+    retry: Option<Duration>,
+}
+
+/// The sockets of one caller.
+pub struct WireIo {
+    plan: Arc<H2Plan>,
+    ends: Ends,
+    judge: Judge,
+    conns: Vec<Conn>,
+    errors: Vec<ErrorCount>,
+}
+
+/// Runs the sockets as [`super::h2_socket`]'s `run` does, on an already prepared runtime.
+pub fn run(
+    runtime: tokio::runtime::Runtime,
+    plan: Arc<H2Plan>,
+    connections: usize,
+    ends: Ends,
+    ready: Sender<Result<(), EngineError>>,
+    mut turns: Option<&mut dyn Turns>,
+) -> Vec<ErrorCount> {
+    let window = plan.wire.as_ref().map_or(1, |w| w.window);
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async move {
+        let opened =
+            futures_util::future::join_all((0..connections).map(|_| Wire::open(&plan, window)))
+                .await;
+        let mut conns = Vec::with_capacity(connections);
+        for o in opened {
+            match o {
+                Ok(wire) => conns.push(Conn {
+                    wire: Some(wire),
+                    down: false,
+                    retiring: Vec::new(),
+                    waiting: VecDeque::new(),
+                    reopening: None,
+                    retry: None,
+                }),
+                Err(e) => {
+                    let _ = ready.send(Err(e));
+                    return Vec::new();
+                }
+            }
+        }
+        let mut timer = match turns.as_ref().map(|_| AsyncTimer::new()).transpose() {
+            Ok(t) => t,
+            Err(e) => {
+                let _ = ready.send(Err(EngineError::Io(e)));
+                return Vec::new();
+            }
+        };
+        let _ = ready.send(Ok(()));
+        let mut io = WireIo {
+            judge: Judge::new(&plan.config),
+            plan,
+            ends,
+            conns,
+            errors: Vec::new(),
+        };
+        std::future::poll_fn(|cx| match (turns.as_deref_mut(), timer.as_mut()) {
+            (Some(turns), Some(timer)) => super::h2_socket::poll_inline(&mut io, cx, turns, timer),
+            _ => super::h2_socket::poll_threaded(&mut io, cx),
+        })
+        .await;
+        io.errors
+    })
+}
+
+impl SocketTurn for WireIo {
+    fn ends(&mut self) -> &mut Ends {
+        &mut self.ends
+    }
+
+    /// One turn: takes the caller's requests, reads and writes every connection, starts the
+    /// streams the server has room for, hands over what ended.
+    fn turn(&mut self, cx: &mut Context<'_>) -> bool {
+        while let Some(r) = self.ends.requests.pop() {
+            let i = r.conn as usize;
+            if r.class == RESET {
+                self.down(i, Down::Reset, None);
+            } else if r.class != FLUSH && !self.conns[i].down {
+                self.conns[i].waiting.push_back((r.class, r.id));
+            }
+        }
+        for i in 0..self.conns.len() {
+            self.service(i, cx);
+        }
+        self.reopen(cx);
+        self.ends.end_turn(cx)
+    }
+}
+
+impl WireIo {
+    /// Reads, starts and writes on connection `i` (and on those it retired).
+    fn service(&mut self, i: usize, cx: &mut Context<'_>) {
+        let WireIo {
+            plan,
+            ends,
+            judge,
+            conns,
+            errors,
+        } = self;
+        let c = &mut conns[i];
+        let conn = i as u32;
+        let mut requeued = Vec::new();
+        let mut done = |id: u64, class: u32, how: Finished<'_>| {
+            let outcome = match how {
+                Finished::Answered {
+                    status,
+                    grpc_status,
+                    body,
+                } => match http::StatusCode::from_u16(status) {
+                    Ok(status) => judge.judge(class as usize, status, grpc_status, body),
+                    Err(_) => Outcome::Failed(format!("HTTP {status}")),
+                },
+                Finished::Failed(why) => Outcome::Failed(why),
+                Finished::Unprocessed => {
+                    requeued.push((class, id));
+                    return;
+                }
+            };
+            let ok = match outcome {
+                Outcome::Ok => true,
+                Outcome::Failed(why) => {
+                    ErrorCount::add(errors, &why, 1);
+                    false
+                }
+            };
+            ends.push(Event::Reply { conn, id, ok });
+        };
+        // Retired connections: done once they have no stream left; a lost one fails what it
+        // still had.
+        c.retiring.retain_mut(|old| {
+            let ended = match old.read(cx, &mut done).and_then(|_| old.flush(cx)) {
+                Ok(()) => return old.client.open_streams() > 0,
+                Err(Lost::Socket) => "HTTP/2 connection lost".to_string(),
+                Err(Lost::Protocol(why)) => why,
+            };
+            old.client.fail_all(&ended, &mut done);
+            false
+        });
+        let mut lost = None;
+        let mut retired = false;
+        if let Some(wire) = c.wire.as_mut() {
+            match wire.read(cx, &mut done) {
+                Ok(State::Open) => {}
+                Ok(State::Retired) => retired = true,
+                // Closed after its GOAWAY (NO_ERROR): retired; streams it still had fail
+                // when it is next read, as a retired connection's.
+                Err(Lost::Socket) if wire.client.spent() => retired = true,
+                Err(Lost::Socket) => lost = Some("HTTP/2 connection lost".to_string()),
+                Err(Lost::Protocol(why)) => lost = Some(why),
+            }
+        }
+        // Streams the server did not take go first on the next connection, in their order.
+        requeued.sort_unstable_by_key(|&(_, id)| std::cmp::Reverse(id));
+        for r in requeued {
+            c.waiting.push_front(r);
+        }
+        if let Some(why) = lost {
+            return self.down(i, Down::Closed, Some(why));
+        }
+        if retired {
+            return self.retire(i);
+        }
+        let Some(wire) = c.wire.as_mut() else {
+            return;
+        };
+        let requests = &plan.wire.as_ref().expect("a wire plan").requests;
+        while wire.client.can_start() {
+            let Some((class, id)) = c.waiting.pop_front() else {
+                break;
+            };
+            let request = &requests[class as usize];
+            (wire.client).start(id, class, &request.block, &request.body, request.keep);
+        }
+        let max = wire.client.peer_max_streams;
+        if max != u32::MAX {
+            plan.max_streams.fetch_min(max as usize, Ordering::Relaxed);
+        }
+        // One write for what the reading answered and the new streams.
+        if wire.flush(cx).is_err() {
+            let why = "HTTP/2 connection lost".to_string();
+            return self.down(i, Down::Closed, Some(why));
+        }
+        for ns in wire.client.flow_waits.drain(..) {
+            ends.push(Event::FlowControlWait { ns });
+        }
+    }
+
+    /// The server retired connection `i` gracefully: what it took finishes on it; a new one
+    /// opens at once for the rest.
+    fn retire(&mut self, i: usize) {
+        let c = &mut self.conns[i];
+        // A server that retires every connection at once must not make this thread hold them
+        // all, nor reopen in a tight loop (as the `h2` path).
+        if c.retiring.len() >= RETIRING {
+            let mut oldest = c.retiring.remove(0);
+            let why = "HTTP/2 connection dropped (too many retired connections)";
+            let (errors, ends) = (&mut self.errors, &mut self.ends);
+            oldest.client.fail_all(why, &mut |id, _, _| {
+                ErrorCount::add(errors, why, 1);
+                ends.push(Event::Reply {
+                    conn: i as u32,
+                    id,
+                    ok: false,
+                });
+            });
+        }
+        if let Some(old) = c.wire.take() {
+            c.retiring.push(old);
+        }
+        c.retry = Some(if c.retiring.len() > 1 {
+            RECONNECT_EVERY
+        } else {
+            Duration::ZERO
+        });
+        self.ends.push(Event::Retired { conn: i as u32 });
+    }
+
+    /// Marks connection `i` down (`why` is counted); under `reconnect` it is opened again.
+    fn down(&mut self, i: usize, kind: Down, why: Option<String>) {
+        let c = &mut self.conns[i];
+        if c.down {
+            return;
+        }
+        c.down = true;
+        c.wire = None;
+        c.retiring.clear();
+        if let Some(attempt) = c.reopening.take() {
+            attempt.abort();
+        }
+        c.waiting.clear();
+        if let Some(why) = why {
+            ErrorCount::add(&mut self.errors, &why, 1);
+        }
+        if self.plan.reconnect {
+            c.retry = Some(if kind == Down::Reset {
+                Duration::ZERO
+            } else {
+                RECONNECT_EVERY
+            });
+        }
+        self.ends.push(Event::Down {
+            conn: i as u32,
+            why: kind,
+        });
+    }
+
+    /// Starts reopening the connections that went down or were retired; takes over those that
+    /// came back.
+    fn reopen(&mut self, cx: &mut Context<'_>) {
+        let window = self.plan.wire.as_ref().map_or(1, |w| w.window);
+        for i in 0..self.conns.len() {
+            if let Some(delay) = self.conns[i].retry.take() {
+                let plan = self.plan.clone();
+                self.conns[i].reopening = Some(tokio::task::spawn_local(async move {
+                    tokio::time::sleep(delay).await;
+                    Wire::open(&plan, window).await
+                }));
+            }
+            let Some(attempt) = self.conns[i].reopening.as_mut() else {
+                continue;
+            };
+            let Poll::Ready(done) = Pin::new(attempt).poll(cx) else {
+                continue;
+            };
+            self.conns[i].reopening = None;
+            match done {
+                Ok(Ok(wire)) => {
+                    self.conns[i].wire = Some(wire);
+                    if std::mem::take(&mut self.conns[i].down) {
+                        self.ends.push(Event::Up { conn: i as u32 });
+                    }
+                    cx.waker().wake_by_ref(); // its waiting requests start on the next turn
+                }
+                Ok(Err(e)) if !self.conns[i].down => {
+                    let what = match &e {
+                        EngineError::Connect { source, .. } => source.to_string(),
+                        other => other.to_string(),
+                    };
+                    let why = format!(
+                        "the server retired the connection and a new one could not be opened ({what})"
+                    );
+                    self.down(i, Down::Closed, Some(why));
+                }
+                Ok(Err(e)) => {
+                    let handshake = !matches!(e, EngineError::Connect { .. });
+                    self.ends.push(Event::ConnectFailed { handshake });
+                    self.conns[i].retry = Some(RECONNECT_EVERY);
+                    cx.waker().wake_by_ref();
+                }
+                Err(_) => {} // the runtime is shutting down
+            }
+        }
+    }
+}
