@@ -347,6 +347,8 @@ struct Io {
 /// A socket thread's turn, as the loops below run it.
 pub(super) trait SocketTurn {
     fn ends(&mut self) -> &mut Ends;
+    /// A poll of the runtime begins (the runtime has looked at its sockets since the last).
+    fn begin_poll(&mut self) {}
     /// Takes the caller's requests, serves the connections, hands over what came; says
     /// whether anything was handed over.
     fn turn(&mut self, cx: &mut Context<'_>) -> bool;
@@ -358,6 +360,7 @@ pub(super) fn poll_threaded(io: &mut impl SocketTurn, cx: &mut Context<'_>) -> P
     if !io.ends().begin_turn(cx) {
         return Poll::Ready(());
     }
+    io.begin_poll();
     io.turn(cx);
     Poll::Pending
 }
@@ -373,6 +376,7 @@ pub(super) fn poll_inline(
     timer: &mut AsyncTimer,
 ) -> Poll<()> {
     io.ends().begin_turn(cx);
+    io.begin_poll();
     for _ in 0..INLINE_TURNS {
         let next = turns.turn();
         let handed_over = io.turn(cx);

@@ -118,6 +118,8 @@ struct Stream {
     /// held), and how long it was held in all.
     held_since: u64,
     held_ns: u64,
+    /// It is in [`Client::blocked`].
+    blocked: bool,
 }
 
 /// The result of [`Client::receive`] beyond finished streams.
@@ -226,9 +228,23 @@ impl Client {
     /// not retired or out of ids.
     pub fn can_start(&self) -> bool {
         self.goaway.is_none()
-            && self.next_id < MAX_STREAM_ID
             && (self.open as u64) < u64::from(self.peer_max_streams)
-            && self.streams[self.slot(self.next_id)].id == 0
+            && self.free_id().is_some()
+    }
+
+    /// The id the next stream gets: the next one whose slot is free. Ids whose slot a slower
+    /// stream still holds are skipped (RFC 9113, 5.1.1: an id never used is closed), so one
+    /// slow stream never holds back the others. There is a free slot while fewer streams are
+    /// open than there are slots, and there are twice as many as the window allows.
+    fn free_id(&self) -> Option<u32> {
+        if self.open >= self.streams.len() {
+            return None;
+        }
+        let mut id = self.next_id;
+        while self.streams[self.slot(id)].id != 0 {
+            id += 2;
+        }
+        (id < MAX_STREAM_ID).then_some(id)
     }
 
     /// No new stream will ever start on it (retired, or out of stream ids).
@@ -243,8 +259,8 @@ impl Client {
     /// Starts a request (check [`Client::can_start`] first): `block` is its header block,
     /// `body` its body (sent as the windows allow), `keep` whether its response body is kept.
     pub fn start(&mut self, token: u64, class: u32, block: &[u8], body: &Bytes, keep: bool) {
-        let id = self.next_id;
-        self.next_id += 2;
+        let id = self.free_id().expect("can_start said so");
+        self.next_id = id + 2;
         self.open += 1;
         let k = self.slot(id);
         let s = &mut self.streams[k];
@@ -262,6 +278,7 @@ impl Client {
         s.unreturned = 0;
         s.held_since = 0;
         s.held_ns = 0;
+        s.blocked = false;
         // HEADERS (and CONTINUATIONs when the block is larger than the server's frames).
         let max = self.peer_max_frame;
         let end_stream = if body.is_empty() { END_STREAM } else { 0 };
@@ -301,7 +318,8 @@ impl Client {
                 if s.sent > 0 && s.held_since == 0 {
                     s.held_since = crate::clock::now_ns();
                 }
-                if !self.blocked.contains(&s.id) {
+                if !s.blocked {
+                    s.blocked = true;
                     self.blocked.push(s.id);
                 }
                 return;
@@ -339,6 +357,7 @@ impl Client {
         for id in std::mem::take(&mut self.blocked) {
             let k = self.slot(id);
             if self.streams[k].id == id {
+                self.streams[k].blocked = false;
                 self.send_body(k);
             }
         }
@@ -434,6 +453,13 @@ impl Client {
                 reason(PROTOCOL_ERROR)
             )
         };
+        let frame_size = |what: &str| {
+            format!(
+                "HTTP/2 connection error ({}: {what} of {} bytes)",
+                reason(FRAME_SIZE_ERROR),
+                payload.len()
+            )
+        };
         self.frames += 1;
         if self.frames == 1 && kind != SETTINGS {
             return Err(protocol("the server's first frame is not SETTINGS"));
@@ -475,7 +501,7 @@ impl Client {
             RST_STREAM => {
                 let code = code_of(payload)
                     .filter(|_| payload.len() == 4)
-                    .ok_or_else(|| protocol("RST_STREAM of the wrong size"))?;
+                    .ok_or_else(|| frame_size("RST_STREAM"))?;
                 if id == 0 {
                     return Err(protocol("RST_STREAM on stream 0"));
                 }
@@ -504,8 +530,11 @@ impl Client {
                 let (Some(last), Some(code)) =
                     (code_of(payload), payload.get(4..).and_then(code_of))
                 else {
-                    return Err(protocol("GOAWAY too short"));
+                    return Err(frame_size("GOAWAY"));
                 };
+                if id != 0 {
+                    return Err(protocol("GOAWAY on a stream"));
+                }
                 let last = last & MAX_STREAM_ID;
                 if code != NO_ERROR {
                     return Err(format!("HTTP/2 GOAWAY ({})", reason(code)));
@@ -524,7 +553,7 @@ impl Client {
             WINDOW_UPDATE => {
                 let increment = code_of(payload)
                     .filter(|_| payload.len() == 4)
-                    .ok_or_else(|| protocol("WINDOW_UPDATE of the wrong size"))?
+                    .ok_or_else(|| frame_size("WINDOW_UPDATE"))?
                     & MAX_STREAM_ID;
                 if id == 0 {
                     if increment == 0 {
@@ -566,6 +595,12 @@ impl Client {
             ));
         }
         if flags & ACK != 0 {
+            if !payload.is_empty() {
+                return Err(format!(
+                    "HTTP/2 connection error ({}: a SETTINGS ACK with a payload)",
+                    reason(FRAME_SIZE_ERROR)
+                ));
+            }
             return Ok(());
         }
         if !payload.len().is_multiple_of(6) {
@@ -579,6 +614,12 @@ impl Client {
             let key = u16::from_be_bytes([entry[0], entry[1]]);
             let value = u32::from_be_bytes([entry[2], entry[3], entry[4], entry[5]]);
             match key {
+                0x2 if value != 0 => {
+                    return Err(format!(
+                        "HTTP/2 connection error ({}: a server enabling push)",
+                        reason(PROTOCOL_ERROR)
+                    ))
+                }
                 0x3 => self.peer_max_streams = value,
                 0x4 => {
                     if i64::from(value) > MAX_WINDOW {
@@ -591,6 +632,12 @@ impl Client {
                     self.peer_initial_window = i64::from(value);
                     for s in self.streams.iter_mut().filter(|s| s.id != 0) {
                         s.send_window += delta;
+                        if s.send_window > MAX_WINDOW {
+                            return Err(format!(
+                                "HTTP/2 connection error ({}: a stream's window past 2^31-1)",
+                                reason(FLOW_CONTROL_ERROR)
+                            ));
+                        }
                     }
                 }
                 0x5 => {
@@ -781,11 +828,21 @@ impl Client {
             return;
         }
         let s = &self.streams[k];
-        done(s.token, s.class, how(s));
+        let how = how(s);
+        // Answered before its body was all sent (RFC 9113, 8.1): the rest is not sent, and the
+        // server is told, or it would count the stream open until the connection ends.
+        let cut_short = matches!(how, Finished::Answered { .. }) && s.sent < s.pending.len();
+        done(s.token, s.class, how);
         let s = &mut self.streams[k];
         s.id = 0;
         s.pending = Bytes::new();
+        if std::mem::take(&mut s.blocked) {
+            self.blocked.retain(|&b| b != id);
+        }
         self.open -= 1;
+        if cut_short {
+            self.rst_stream(id, CANCEL);
+        }
     }
 
     /// Fails every open stream with `why` (the connection ended under them).
@@ -1140,5 +1197,107 @@ mod tests {
             (c.out[third + 3], c.out[third + 4]),
             (CONTINUATION, END_HEADERS)
         );
+    }
+
+    #[test]
+    fn one_slow_stream_never_holds_back_the_others() {
+        // A window of 4: 8 slots. Stream 1 stays open while 3, 5, … finish; the ids whose
+        // slot it holds are skipped.
+        let mut c = Client::new(4, 65_535, 1 << 20);
+        feed(&mut c, &settings(&[]), &mut Seen::default()).unwrap();
+        let mut seen = Seen::default();
+        c.start(0, 0, &[0x82], &Bytes::new(), false);
+        for token in 1..40 {
+            assert!(c.can_start(), "stream {token}");
+            c.start(token, 0, &[0x82], &Bytes::new(), false);
+            let id = c.next_id - 2;
+            assert_ne!(c.slot(id), c.slot(1), "{id} shares stream 1's slot");
+            feed(
+                &mut c,
+                &frame(HEADERS, END_HEADERS | END_STREAM, id, &[0x88]),
+                &mut seen,
+            )
+            .unwrap();
+        }
+        assert_eq!(seen.take().len(), 39);
+        assert_eq!(c.open_streams(), 1);
+    }
+
+    #[test]
+    fn a_response_before_the_whole_body_ends_the_stream_and_tells_the_server() {
+        // The server's streams take nothing (window 0): the body waits, then the server
+        // answers without it.
+        let mut c = ready(&[(0x4, 0)]);
+        let mut seen = Seen::default();
+        c.start(1, 0, &[0x83], &Bytes::from_static(b"body"), false);
+        assert_eq!(c.blocked, [1]);
+        c.out.clear();
+        feed(
+            &mut c,
+            &frame(HEADERS, END_HEADERS | END_STREAM, 1, &[0x8d]),
+            &mut seen,
+        )
+        .unwrap();
+        assert_eq!(seen.take(), [(1, 0, "404 None ".to_string())]);
+        assert!(c.blocked.is_empty(), "no longer waiting for a window");
+        assert_eq!(
+            (c.out[3], &c.out[9..13]),
+            (RST_STREAM, &CANCEL.to_be_bytes()[..])
+        );
+    }
+
+    #[test]
+    fn settings_a_client_cannot_take_end_the_connection() {
+        for bad in [
+            settings(&[(0x2, 1)]),                        // push enabled by a server
+            frame(SETTINGS, ACK, 0, &[0, 0, 0, 0, 0, 0]), // an ACK with a payload
+            frame(SETTINGS, 0, 0, &[0, 4, 0]),            // not a multiple of 6
+            settings(&[(0x4, 1 << 31)]),                  // a window past 2^31-1
+        ] {
+            let mut c = ready(&[]);
+            assert!(feed(&mut c, &bad, &mut Seen::default()).is_err(), "{bad:?}");
+        }
+        // A larger initial window that takes an open stream's window past 2^31-1.
+        let mut c = ready(&[]);
+        c.start(1, 0, &[0x83], &Bytes::from_static(b"x"), false);
+        feed(
+            &mut c,
+            &frame(WINDOW_UPDATE, 0, 1, &((1u32 << 31) - 70_000).to_be_bytes()),
+            &mut Seen::default(),
+        )
+        .unwrap();
+        let e = feed(&mut c, &settings(&[(0x4, 1 << 20)]), &mut Seen::default()).unwrap_err();
+        assert!(e.contains("FLOW_CONTROL_ERROR"), "{e}");
+    }
+
+    #[test]
+    fn random_bytes_from_a_server_are_an_error_or_nothing_never_a_panic() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..3000 {
+            let mut c = ready(&[]);
+            for token in 0..4 {
+                c.start(token, 0, &[0x83], &Bytes::from_static(b"abc"), true);
+            }
+            // Frames with valid headers and random kinds, flags, streams and payloads.
+            let mut bytes = Vec::new();
+            for _ in 0..(next() % 8) {
+                let r = next();
+                let len = (r % 40) as usize;
+                let payload: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+                bytes.extend(frame(
+                    (r >> 8) as u8 % 11,
+                    (r >> 16) as u8,
+                    (r >> 24) as u32 % 9,
+                    &payload,
+                ));
+            }
+            let _ = feed(&mut c, &bytes, &mut Seen::default());
+        }
     }
 }

@@ -175,13 +175,14 @@ fn integer(block: &[u8], at: &mut usize, n: u8) -> Result<usize, HpackError> {
     if first < mask {
         return Ok(first);
     }
-    let (mut value, mut shift) = (mask, 0);
+    // In u64, at most 5 continuation bytes: no overflow on any target.
+    let (mut value, mut shift) = (mask as u64, 0);
     loop {
-        let b = *block.get(*at).ok_or(truncated.clone())? as usize;
+        let b = *block.get(*at).ok_or(truncated.clone())? as u64;
         *at += 1;
         value += (b & 0x7f) << shift;
         if b & 0x80 == 0 {
-            return Ok(value);
+            return usize::try_from(value).map_err(|_| HpackError("an integer too large"));
         }
         shift += 7;
         if shift > 28 {
