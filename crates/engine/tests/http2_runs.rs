@@ -2,11 +2,11 @@
 //! by `scripts/setup.sh`, started here on free loopback ports with a generated configuration):
 //! cleartext with prior knowledge, TLS with ALPN, a server that allows fewer streams than the
 //! window, connections the server retires with GOAWAY, and servers that do not speak HTTP/2.
-//! Cleartext runs use msgbench's own HTTP/2 client; the `on_the_h2_crate_…` tests run the same
-//! checks on the `h2` crate's (which https and streaming calls use).
+//! Runs use the `h2` crate's client (the default); the `on_msgbench_s_own_client_…` tests run
+//! the same checks on msgbench's own (`MSGBENCH_HTTP2_CLIENT=msgbench`).
 mod common;
 
-use common::{assert_accounted, on_h2_crate, run, try_run, Nginx};
+use common::{assert_accounted, on_own_http2_client, run, try_run, Nginx};
 use std::net::SocketAddr;
 
 /// 4000 requests/s for 0.5 s on 4 connections of 16 streams each.
@@ -414,30 +414,36 @@ fn each_caller_runs_its_connections_on_its_own_thread() {
         .all(|t| t.cpu.user_s + t.cpu.sys_s > 0.0));
 }
 
-// ---- the same checks on the h2 crate's client (https and streaming calls use it) ----
+// ---- the same checks on msgbench's own client (MSGBENCH_HTTP2_CLIENT=msgbench) ----
 
 #[test]
-fn on_the_h2_crate_nginx_answers_every_stream_with_its_statuses_counted() {
-    on_h2_crate(nginx_over_http2_answers_every_stream_with_its_statuses_counted);
+fn on_msgbench_s_own_client_nginx_answers_every_stream_with_its_statuses_counted() {
+    on_own_http2_client(nginx_over_http2_answers_every_stream_with_its_statuses_counted);
 }
 
 #[test]
-fn on_the_h2_crate_a_server_allowing_fewer_streams_than_the_window_is_honoured() {
-    on_h2_crate(a_server_allowing_fewer_streams_than_the_window_is_honoured_and_reported);
+fn on_msgbench_s_own_client_a_server_allowing_fewer_streams_than_the_window_is_honoured() {
+    on_own_http2_client(a_server_allowing_fewer_streams_than_the_window_is_honoured_and_reported);
 }
 
 #[test]
-fn on_the_h2_crate_connections_retired_with_goaway_are_replaced() {
-    on_h2_crate(connections_the_server_retires_with_goaway_are_replaced_and_counted);
+fn on_msgbench_s_own_client_connections_retired_with_goaway_are_replaced() {
+    on_own_http2_client(connections_the_server_retires_with_goaway_are_replaced_and_counted);
 }
 
 #[test]
-fn on_the_h2_crate_hostile_servers_are_counted_as_they_were() {
-    on_h2_crate(streams_the_server_resets_fail_with_their_reason_and_the_run_goes_on);
-    on_h2_crate(a_goaway_with_an_error_takes_the_connection_down_and_a_new_one_goes_on);
-    on_h2_crate(a_server_that_closes_without_goaway_has_lost_the_connection);
-    on_h2_crate(a_server_that_dies_leaves_nothing_in_flight_while_reconnection_is_tried);
-    on_h2_crate(
+fn on_msgbench_s_own_client_servers_that_do_not_speak_http2_are_refused() {
+    on_own_http2_client(a_server_that_does_not_speak_http2_is_refused_before_any_load);
+}
+
+#[test]
+fn on_msgbench_s_own_client_hostile_servers_are_counted_as_they_were() {
+    on_own_http2_client(streams_the_server_resets_fail_with_their_reason_and_the_run_goes_on);
+    on_own_http2_client(a_goaway_with_an_error_takes_the_connection_down_and_a_new_one_goes_on);
+    on_own_http2_client(a_server_that_closes_without_goaway_has_lost_the_connection);
+    on_own_http2_client(a_server_that_dies_leaves_nothing_in_flight_while_reconnection_is_tried);
+    on_own_http2_client(
         request_bodies_larger_than_the_server_s_window_are_sent_as_it_opens_and_their_wait_counted,
     );
+    on_own_http2_client(each_caller_runs_its_connections_on_its_own_thread);
 }

@@ -81,8 +81,8 @@ pub struct H2Plan {
     /// The lowest `SETTINGS_MAX_CONCURRENT_STREAMS` any connection was given (`usize::MAX`:
     /// none).
     pub max_streams: AtomicUsize,
-    /// `Some`: the requests go over msgbench's own HTTP/2 client ([`super::h2_wire_socket`]),
-    /// not `h2`.
+    /// `Some`: the requests go over msgbench's own HTTP/2 client ([`super::h2_wire_socket`],
+    /// opt-in), not `h2`.
     pub wire: Option<super::h2_wire_socket::WirePlan>,
 }
 

@@ -2,7 +2,8 @@
 //! from the server go in ([`Client::receive`]), bytes for it come out ([`Client::out`]),
 //! finished streams are handed to a callback as they end.
 //!
-//! Why by hand, when the `h2` crate is well kept (and still serves every other HTTP/2 path):
+//! Opt-in (`MSGBENCH_HTTP2_CLIENT=msgbench`); the `h2` crate is the default, and why is in
+//! `drivers/h2_wire_socket.rs` (`WirePlan::of`). Why by hand at all, when `h2` is well kept:
 //! a client that measures a server must cost less than the peer a user compares it with. With
 //! `h2`, msgbench spent 1.4–1.6× h2load's user-space CPU per request (9–10 µs against 5.7–6.6,
 //! `bench/http2-vs-h2load.sh`, nginx, 4 × 64 streams): an `http::Request` and `HeaderMap` per
