@@ -22,6 +22,9 @@ use std::time::{Duration, Instant};
 pub struct Fanout(pub Vec<Arc<dyn Observer>>);
 
 impl Observer for Fanout {
+    fn experiment_started(&self, experiment: &Experiment, dir: &std::path::Path) {
+        (self.0.iter()).for_each(|o| o.experiment_started(experiment, dir));
+    }
     fn run_started(&self, run_id: &str, number: usize, total: usize) {
         self.0
             .iter()

@@ -55,6 +55,12 @@ fn a_one_second_run_writes_results_and_a_summary() {
         out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
+    // The experiment's header: how many runs, about how long, where the results go.
+    let err = stderr(&o);
+    assert!(
+        err.contains("msgbench: experiment `") && err.contains("1 run(s), about"),
+        "{err}"
+    );
     let table = String::from_utf8(o.stdout).unwrap();
     assert!(
         table.contains("delivered/s") && table.contains("p99.99") && table.contains("results:"),
