@@ -155,6 +155,10 @@ impl Target<'_> {
                 self.client.window
             ));
         }
+        if plan.wire.is_some() {
+            // Results must say which client measured (the choice is the environment's).
+            notes.push("HTTP/2 through msgbench's own client (MSGBENCH_HTTP2_CLIENT=msgbench), not the default h2 crate".into());
+        }
         Ok(out)
     }
 

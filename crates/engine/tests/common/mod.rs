@@ -51,7 +51,7 @@ thread_local! {
 
 /// Runs `test` with its cleartext HTTP/2 runs on msgbench's own client
 /// (`MSGBENCH_HTTP2_CLIENT=msgbench`), not the `h2` crate's: the same checks, for both clients.
-pub fn on_own_http2_client(test: fn()) {
+pub fn on_own_http2_client(test: impl FnOnce()) {
     ON_OWN_HTTP2_CLIENT.with(|on| on.set(true));
     test();
     ON_OWN_HTTP2_CLIENT.with(|on| on.set(false));
