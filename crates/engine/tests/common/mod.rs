@@ -189,11 +189,21 @@ pub struct Nginx {
 
 /// A free loopback port.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    // Never the same port twice in one test binary: its tests run in parallel, and two servers
+    // told the same port race for it (the loser exits, and its test meets the winner's).
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 impl Nginx {
@@ -291,15 +301,17 @@ pub struct BrokerProcess {
 impl BrokerProcess {
     /// `nats-server` with `extra` arguments.
     pub fn nats(extra: &[&str]) -> BrokerProcess {
-        let port = free_port();
-        let mut args = vec![
-            "-a".to_string(),
-            "127.0.0.1".into(),
-            "-p".into(),
-            port.to_string(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        BrokerProcess::spawn(&["/usr/sbin/nats-server", "nats-server"], &args, port)
+        let args = |port: u16| {
+            let mut args = vec![
+                "-a".to_string(),
+                "127.0.0.1".into(),
+                "-p".into(),
+                port.to_string(),
+            ];
+            args.extend(extra.iter().map(|s| s.to_string()));
+            args
+        };
+        BrokerProcess::spawn(&["/usr/sbin/nats-server", "nats-server"], &args)
     }
 
     /// `nats-server` with JetStream on, storing in a folder of its own (removed when dropped).
@@ -313,64 +325,87 @@ impl BrokerProcess {
 
     /// `redis-server` without persistence, with `extra` arguments.
     pub fn redis(extra: &[&str]) -> BrokerProcess {
-        let port = free_port();
-        let mut args = vec![
-            "--port".to_string(),
-            port.to_string(),
-            "--bind".into(),
-            "127.0.0.1".into(),
-            "--save".into(),
-            String::new(),
-            "--appendonly".into(),
-            "no".into(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        BrokerProcess::spawn(&["/usr/bin/redis-server", "redis-server"], &args, port)
+        let args = |port: u16| {
+            let mut args = vec![
+                "--port".to_string(),
+                port.to_string(),
+                "--bind".into(),
+                "127.0.0.1".into(),
+                "--save".into(),
+                String::new(),
+                "--appendonly".into(),
+                "no".into(),
+            ];
+            args.extend(extra.iter().map(|s| s.to_string()));
+            args
+        };
+        BrokerProcess::spawn(&["/usr/bin/redis-server", "redis-server"], &args)
     }
 
     /// `mosquitto` listening on loopback, anonymous clients allowed, `extra` lines added to its
     /// configuration.
     pub fn mosquitto(extra: &str) -> BrokerProcess {
-        let port = free_port();
         let dir = tempfile::tempdir().unwrap();
         let conf = dir.path().join("mosquitto.conf");
-        std::fs::write(
-            &conf,
-            format!("listener {port} 127.0.0.1\nallow_anonymous true\n{extra}\n"),
-        )
-        .unwrap();
-        let args = vec!["-c".to_string(), conf.display().to_string()];
-        let mut broker = BrokerProcess::spawn(&["/usr/sbin/mosquitto", "mosquitto"], &args, port);
+        let args = |port: u16| {
+            std::fs::write(
+                &conf,
+                format!("listener {port} 127.0.0.1\nallow_anonymous true\n{extra}\n"),
+            )
+            .unwrap();
+            vec!["-c".to_string(), conf.display().to_string()]
+        };
+        let mut broker = BrokerProcess::spawn(&["/usr/sbin/mosquitto", "mosquitto"], &args);
         broker._dir = Some(dir);
         broker
     }
 
-    fn spawn(programs: &[&str], args: &[String], port: u16) -> BrokerProcess {
+    /// Starts the first of `programs` that exists with `args(port)` on a free port, and waits
+    /// until it listens there. A port another test's broker took between `free_port` and the
+    /// bind (tests run in parallel) makes this one exit while the port still answers — the
+    /// other's — and this test's run then meets a closed port when the other stops: so the
+    /// broker must be alive once the port answers, or it is started again on another port.
+    fn spawn(programs: &[&str], args: &dyn Fn(u16) -> Vec<String>) -> BrokerProcess {
         let program = programs
             .iter()
             .find(|p| std::path::Path::new(p).exists())
             .copied()
             .unwrap_or(programs[programs.len() - 1]);
-        let child = std::process::Command::new(program)
-            .args(args)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("cannot start {program}: {e} (run `bash scripts/setup.sh`)")
-            });
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        for _ in 0..100 {
-            if TcpStream::connect(addr).is_ok() {
-                break;
+        for _attempt in 0..5 {
+            let port = free_port();
+            let mut child = std::process::Command::new(program)
+                .args(args(port))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| {
+                    panic!("cannot start {program}: {e} (run `bash scripts/setup.sh`)")
+                });
+            let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+            let mut listening = false;
+            for _ in 0..200 {
+                if matches!(child.try_wait(), Ok(Some(_))) {
+                    break; // it ended: its port was taken, or it failed
+                }
+                if TcpStream::connect(addr).is_ok() {
+                    listening = true;
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
             }
-            std::thread::sleep(Duration::from_millis(50));
+            // Alive a moment after the port answered: the port is its own.
+            std::thread::sleep(Duration::from_millis(20));
+            if listening && matches!(child.try_wait(), Ok(None)) {
+                return BrokerProcess {
+                    child,
+                    addr,
+                    _dir: None,
+                };
+            }
+            let _ = child.kill();
+            let _ = child.wait();
         }
-        BrokerProcess {
-            child,
-            addr,
-            _dir: None,
-        }
+        panic!("{program} did not start listening on a free loopback port in 5 attempts");
     }
 
     /// Its process id.
