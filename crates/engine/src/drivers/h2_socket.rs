@@ -344,6 +344,26 @@ struct Io {
     flow_waits: Rc<std::cell::RefCell<Vec<u64>>>,
 }
 
+/// How long a connection that went down waits before it is opened again: at once after a
+/// reset the caller asked for, else [`RECONNECT_EVERY`].
+pub(super) fn retry_after(kind: Down) -> Duration {
+    if kind == Down::Reset {
+        Duration::ZERO
+    } else {
+        RECONNECT_EVERY
+    }
+}
+
+/// What is counted when the server retired a connection and its replacement could not be
+/// opened: the OS's words, not the first connection's full advice (messages stay short).
+pub(super) fn replacement_failed(e: &EngineError) -> String {
+    let what = match e {
+        EngineError::Connect { source, .. } => source.to_string(),
+        other => other.to_string(),
+    };
+    format!("the server retired the connection and a new one could not be opened ({what})")
+}
+
 /// A socket thread's turn, as the loops below run it.
 pub(super) trait SocketTurn {
     fn ends(&mut self) -> &mut Ends;
@@ -748,11 +768,7 @@ impl Io {
             ErrorCount::add(&mut self.errors, &why, 1);
         }
         if self.plan.reconnect {
-            c.retry = Some(if kind == Down::Reset {
-                Duration::ZERO
-            } else {
-                RECONNECT_EVERY
-            });
+            c.retry = Some(retry_after(kind));
         }
         self.ends.push(Event::Down {
             conn: i as u32,
@@ -797,13 +813,7 @@ impl Io {
                     // under `reconnect` it is tried again).
                     // Counted by message (160 characters at most): the OS's words, not the
                     // first connection's full advice.
-                    let what = match &e {
-                        EngineError::Connect { source, .. } => source.to_string(),
-                        other => other.to_string(),
-                    };
-                    let why = format!(
-                        "the server retired the connection and a new one could not be opened ({what})"
-                    );
+                    let why = replacement_failed(&e);
                     self.down(i, Down::Closed, Some(why));
                 }
                 Ok(Err(e)) => {

@@ -8,7 +8,9 @@
 //! and under `reconnect` it is opened again.
 use super::caller::{Down, Ends, Event, Turns, FLUSH, RESET};
 use super::h2_connect::OPEN_TIMEOUT;
-use super::h2_socket::{H2Plan, Judge, Outcome, SocketTurn, RECONNECT_EVERY, RETIRING};
+use super::h2_socket::{
+    replacement_failed, retry_after, H2Plan, Judge, Outcome, SocketTurn, RECONNECT_EVERY, RETIRING,
+};
 use crate::error::EngineError;
 use crate::harness::timer::AsyncTimer;
 use crate::net::h2_wire::{Client, Finished, State};
@@ -605,11 +607,7 @@ impl WireIo {
             ErrorCount::add(&mut self.errors, &why, 1);
         }
         if self.plan.reconnect {
-            c.retry = Some(if kind == Down::Reset {
-                Duration::ZERO
-            } else {
-                RECONNECT_EVERY
-            });
+            c.retry = Some(retry_after(kind));
         }
         self.ends.push(Event::Down {
             conn: i as u32,
@@ -645,13 +643,7 @@ impl WireIo {
                     cx.waker().wake_by_ref(); // its waiting requests start on the next turn
                 }
                 Ok(Err(e)) if !self.conns[i].down => {
-                    let what = match &e {
-                        EngineError::Connect { source, .. } => source.to_string(),
-                        other => other.to_string(),
-                    };
-                    let why = format!(
-                        "the server retired the connection and a new one could not be opened ({what})"
-                    );
+                    let why = replacement_failed(&e);
                     self.down(i, Down::Closed, Some(why));
                 }
                 Ok(Err(e)) => {
