@@ -99,6 +99,48 @@ fn a_stalled_grpc_server_is_measured_from_the_intended_send_time() {
     }
 }
 
+#[test]
+fn a_closed_loop_keeps_a_server_that_serves_one_call_at_a_time_busy() {
+    // 20 µs of computing per call, one at a time: the server is the bottleneck. A closed loop
+    // of 2 × 64 calls on msgbench's own client writes them 2 at a time and sleeps while
+    // answers come; the server must never run out of calls (it holds 31/32 of the window at
+    // least), so the run gets what the server can do — as much as the h2 crate's client,
+    // which never sleeps, gets from it.
+    let options = GrpcServerOptions {
+        service: Duration::from_micros(20),
+        ..GrpcServerOptions::default()
+    };
+    let server = start(options, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let closed_loop = |server: &msgbench_engine::server::grpc::GrpcServer| {
+        let sets = [
+            "pacing.mode=\"closed-loop\"",
+            "run.duration=\"1s\"",
+            "run.warmup=\"200ms\"",
+            "client.connections=2",
+            "client.window=64",
+        ];
+        let r = run_against(server, &sets);
+        assert_accounted(&r);
+        assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
+        r
+    };
+    let own = closed_loop(&server);
+    assert!(
+        own.info.iter().any(|i| i.contains("2 at a time")),
+        "{:?}",
+        own.info
+    );
+    let mut h2 = None;
+    common::on_h2_crate(|| h2 = Some(closed_loop(&server)));
+    let per_sec = |r: &msgbench_model::RunResult| r.counters.delivered as f64 / r.duration_s;
+    let (own, h2) = (per_sec(&own), per_sec(&h2.unwrap()));
+    assert!(
+        own > 0.85 * h2,
+        "{own:.0} calls/s, the h2 crate's client {h2:.0}"
+    );
+    server.stop();
+}
+
 /// What the scenario check says of `sets` (bad input: the CLI's exit 2, nothing run).
 fn refused(sets: &[&str]) -> String {
     let overrides: Vec<_> = (sets.iter())

@@ -2,11 +2,11 @@
 //! by `scripts/setup.sh`, started here on free loopback ports with a generated configuration):
 //! cleartext with prior knowledge, TLS with ALPN, a server that allows fewer streams than the
 //! window, connections the server retires with GOAWAY, and servers that do not speak HTTP/2.
-//! Runs use the `h2` crate's client (the default); the `on_msgbench_s_own_client_…` tests run
-//! the same checks on msgbench's own (`MSGBENCH_HTTP2_CLIENT=msgbench`).
+//! Cleartext runs use msgbench's own client (the default); the `on_the_h2_crate_…` tests run
+//! the same checks on the `h2` crate's (`MSGBENCH_HTTP2_CLIENT=h2`), which https runs use.
 mod common;
 
-use common::{assert_accounted, on_own_http2_client, run, try_run, Nginx};
+use common::{assert_accounted, on_h2_crate, run, try_run, Nginx};
 use std::net::SocketAddr;
 
 /// 4000 requests/s for 0.5 s on 4 connections of 16 streams each.
@@ -43,8 +43,8 @@ fn nginx_over_http2_answers_every_stream_with_its_statuses_counted() {
         r.faults
     );
     assert!(r.counters.delivered > 1000, "{:?}", r.counters);
-    // Nothing to say about the run but, on msgbench's own client, which client measured.
-    let about_the_client = |i: &String| i.contains("own client");
+    // Nothing to say about the run but which client measured.
+    let about_the_client = |i: &String| i.starts_with("HTTP/2 through");
     assert!(r.info.iter().all(about_the_client), "{:?}", r.info);
 }
 
@@ -64,6 +64,36 @@ fn http2_over_tls_is_negotiated_by_alpn_and_verified() {
     let (outcome, _dir) = try_run(H2, &[&url]);
     let e = outcome.unwrap_err().to_string();
     assert!(e.contains("HTTP/2") && e.contains("http.ca_file"), "{e}");
+}
+
+#[test]
+fn a_closed_loop_of_64_streams_writes_two_requests_at_a_time_and_accounts_for_every_one() {
+    // Unpaced on msgbench's own client: requests go out 2 at a time (1/32 of the window) and
+    // the client may sleep while answers come; everything stays accounted, nothing fails.
+    let nginx = Nginx::http2("");
+    let r = &run(
+        H2,
+        &[
+            &plain(&nginx),
+            "pacing.mode=\"closed-loop\"",
+            "http.requests={ small = { path = \"/small.txt\", expect = \"nginx\" } }",
+            "client.connections=4",
+            "client.window=64",
+        ],
+    )[0];
+    assert_accounted(r);
+    assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
+    assert_eq!(r.faults.total(), 0, "{:?}", r.faults);
+    assert!(r.counters.delivered > 2000, "{:?}", r.counters);
+    let note = r
+        .info
+        .iter()
+        .find(|i| i.starts_with("HTTP/2 through msgbench's own client"));
+    assert!(
+        note.is_some_and(|n| n.contains("2 at a time") && n.contains("1/32")),
+        "{:?}",
+        r.info
+    );
 }
 
 #[test]
@@ -416,41 +446,53 @@ fn each_caller_runs_its_connections_on_its_own_thread() {
         .all(|t| t.cpu.user_s + t.cpu.sys_s > 0.0));
 }
 
-// ---- the same checks on msgbench's own client (MSGBENCH_HTTP2_CLIENT=msgbench) ----
+// ---- the same checks on the h2 crate's client (MSGBENCH_HTTP2_CLIENT=h2) ----
 
 #[test]
-fn on_msgbench_s_own_client_nginx_answers_every_stream_with_its_statuses_counted() {
-    on_own_http2_client(nginx_over_http2_answers_every_stream_with_its_statuses_counted);
-    // The result says which client measured; a default run does not claim it.
+fn on_the_h2_crate_nginx_answers_every_stream_with_its_statuses_counted() {
+    on_h2_crate(nginx_over_http2_answers_every_stream_with_its_statuses_counted);
+    // The result says which client measured.
     let nginx = Nginx::http2("");
-    let own = |r: &msgbench_model::RunResult| r.info.iter().any(|i| i.contains("own client"));
-    on_own_http2_client(|| assert!(own(&run(H2, &[&plain(&nginx)])[0])));
-    assert!(!own(&run(H2, &[&plain(&nginx)])[0]));
+    let says = |r: &msgbench_model::RunResult, client: &str| {
+        r.info
+            .iter()
+            .any(|i| i.starts_with(&format!("HTTP/2 through {client}")))
+    };
+    on_h2_crate(|| {
+        assert!(says(
+            &run(H2, &[&plain(&nginx)])[0],
+            "the h2 crate's client"
+        ))
+    });
+    assert!(says(
+        &run(H2, &[&plain(&nginx)])[0],
+        "msgbench's own client"
+    ));
 }
 
 #[test]
-fn on_msgbench_s_own_client_a_server_allowing_fewer_streams_than_the_window_is_honoured() {
-    on_own_http2_client(a_server_allowing_fewer_streams_than_the_window_is_honoured_and_reported);
+fn on_the_h2_crate_a_server_allowing_fewer_streams_than_the_window_is_honoured() {
+    on_h2_crate(a_server_allowing_fewer_streams_than_the_window_is_honoured_and_reported);
 }
 
 #[test]
-fn on_msgbench_s_own_client_connections_retired_with_goaway_are_replaced() {
-    on_own_http2_client(connections_the_server_retires_with_goaway_are_replaced_and_counted);
+fn on_the_h2_crate_connections_retired_with_goaway_are_replaced() {
+    on_h2_crate(connections_the_server_retires_with_goaway_are_replaced_and_counted);
 }
 
 #[test]
-fn on_msgbench_s_own_client_servers_that_do_not_speak_http2_are_refused() {
-    on_own_http2_client(a_server_that_does_not_speak_http2_is_refused_before_any_load);
+fn on_the_h2_crate_servers_that_do_not_speak_http2_are_refused() {
+    on_h2_crate(a_server_that_does_not_speak_http2_is_refused_before_any_load);
 }
 
 #[test]
-fn on_msgbench_s_own_client_hostile_servers_are_counted_as_they_were() {
-    on_own_http2_client(streams_the_server_resets_fail_with_their_reason_and_the_run_goes_on);
-    on_own_http2_client(a_goaway_with_an_error_takes_the_connection_down_and_a_new_one_goes_on);
-    on_own_http2_client(a_server_that_closes_without_goaway_has_lost_the_connection);
-    on_own_http2_client(a_server_that_dies_leaves_nothing_in_flight_while_reconnection_is_tried);
-    on_own_http2_client(
+fn on_the_h2_crate_hostile_servers_are_counted_as_they_were() {
+    on_h2_crate(streams_the_server_resets_fail_with_their_reason_and_the_run_goes_on);
+    on_h2_crate(a_goaway_with_an_error_takes_the_connection_down_and_a_new_one_goes_on);
+    on_h2_crate(a_server_that_closes_without_goaway_has_lost_the_connection);
+    on_h2_crate(a_server_that_dies_leaves_nothing_in_flight_while_reconnection_is_tried);
+    on_h2_crate(
         request_bodies_larger_than_the_server_s_window_are_sent_as_it_opens_and_their_wait_counted,
     );
-    on_own_http2_client(each_caller_runs_its_connections_on_its_own_thread);
+    on_h2_crate(each_caller_runs_its_connections_on_its_own_thread);
 }

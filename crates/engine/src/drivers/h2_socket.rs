@@ -1,6 +1,7 @@
 //! The socket thread of an HTTP/2 caller: a single-threaded tokio runtime that owns the
-//! caller's HTTP/2 connections (the `h2` crate: framing, HPACK, flow control and stream states
-//! are not this project's core). Each request from the caller opens a stream on its connection;
+//! caller's HTTP/2 connections, over the `h2` crate for https, streaming calls and
+//! `MSGBENCH_HTTP2_CLIENT=h2` (cleartext unary requests go over msgbench's own client,
+//! [`super::h2_wire_socket`], whose socket turn this loop runs the same way). Each request from the caller opens a stream on its connection;
 //! the caller's window is how many streams a connection carries at once. When the server allows
 //! fewer (`SETTINGS_MAX_CONCURRENT_STREAMS`), the rest wait here in order for a stream to free
 //! up — waiting that is latency, since the caller timed the request from its intended send.
@@ -82,7 +83,7 @@ pub struct H2Plan {
     /// none).
     pub max_streams: AtomicUsize,
     /// `Some`: the requests go over msgbench's own HTTP/2 client ([`super::h2_wire_socket`],
-    /// opt-in), not `h2`.
+    /// the default where it serves), not `h2`.
     pub wire: Option<super::h2_wire_socket::WirePlan>,
 }
 
@@ -372,6 +373,11 @@ pub(super) trait SocketTurn {
     /// Takes the caller's requests, serves the connections, hands over what came; says
     /// whether anything was handed over.
     fn turn(&mut self, cx: &mut Context<'_>) -> bool;
+    /// The loop has nothing to do: sleep this long before looking at the sockets again,
+    /// rather than wait in epoll for their news (see `h2_wire_socket::Linger`).
+    fn linger(&mut self) -> Option<Duration> {
+        None
+    }
 }
 
 /// The socket thread's loop: a turn whenever the caller handed requests over or a connection
@@ -405,6 +411,13 @@ pub(super) fn poll_inline(
             Next::At(_) if handed_over => {}
             Next::At(wake) => {
                 if timer.poll_by(cx, wake).is_pending() {
+                    if let Some(nap) = io.linger() {
+                        let left = wake.saturating_sub(crate::clock::now_ns());
+                        std::thread::sleep(nap.min(Duration::from_nanos(left)));
+                        // What came meanwhile is found by the runtime's look at its sockets
+                        // (epoll without waiting) before this task's next poll.
+                        let _ = std::pin::pin!(tokio::task::yield_now()).poll(cx);
+                    }
                     return Poll::Pending;
                 }
             }

@@ -48,22 +48,73 @@ pub struct WirePlan {
     pub requests: Vec<WireRequest>,
     /// Streams per connection at most (the caller's window).
     pub window: usize,
+    /// New requests a connection writes together in an unpaced run ([`write_batch`]); 1:
+    /// each turn's requests go out after one pass of the event loop.
+    pub batch: usize,
+    /// The run has no schedule: the client may sleep while answers come steadily
+    /// ([`Linger`]).
+    pub unpaced: bool,
+}
+
+/// Which HTTP/2 client the environment asks for (`MSGBENCH_HTTP2_CLIENT`): `h2` for the `h2`
+/// crate's, else msgbench's own (where it serves: [`WirePlan::of`]).
+pub fn h2_crate_chosen() -> bool {
+    std::env::var("MSGBENCH_HTTP2_CLIENT").is_ok_and(|v| v == "h2")
+}
+
+/// New requests a connection of an unpaced run (closed loop, `immediate`) writes together:
+/// 1/32 of its window, at least one — 2 at 64 streams, 8 at 256. Why: a saturated server
+/// answers a stream at a time, and a client that turns each answer into one write pays a
+/// `sendto` (with the server's side of loopback TCP in it) per request; written two at a
+/// time, msgbench's CPU per request against nginx at 4 × 64 streams fell from 0.88× h2load's
+/// to 0.64–0.68× at the same requests/s (`bench/http2-vs-h2load.sh`, docs/http2-grpc.md).
+/// What it costs: a new request waits for the next answer on its connection (or for none of
+/// the connection's other requests to be left at the server), so the server holds between
+/// `window − batch + 1` and `window` of them — never fewer than 31/32 of the window. Its
+/// latency counts from when the caller issued it, wait included. Paced runs write at their
+/// schedule (batch 1): holding a due request would add to its latency.
+pub fn write_batch(window: usize, unpaced: bool) -> usize {
+    if unpaced {
+        (window / 32).max(1)
+    } else {
+        1
+    }
+}
+
+/// What a run on this client says of how it measured (its result's notes).
+pub fn how_it_measures(plan: &WirePlan) -> String {
+    let mut note =
+        "HTTP/2 through msgbench's own client (MSGBENCH_HTTP2_CLIENT=h2 selects the h2 crate's)"
+            .to_string();
+    if plan.unpaced {
+        if plan.batch > 1 {
+            note += &format!(
+                "; unpaced, so each connection writes its new requests {} at a time (1/32 of its window)",
+                plan.batch
+            );
+        } else {
+            note += "; unpaced";
+        }
+        note += ", and while answers come steadily the client may sleep between looks at its sockets, each sleep at most 1/32 of a request's latency (docs/http2-grpc.md)";
+    }
+    note
 }
 
 impl WirePlan {
-    /// `Some` when `MSGBENCH_HTTP2_CLIENT=msgbench` asks for this client, every request of
-    /// `config` is unary and the server is cleartext (https and streaming calls go through
-    /// `h2`). Not the default: against a saturated nginx it wakes for every small batch the
-    /// server writes, and the server, fed requests in as small batches, then serves fewer of
-    /// them — 0.75–0.9× what the `h2` path and h2load get at 4 × 256 streams — while its CPU per
-    /// request is only ~10 % below the `h2` path's (docs/http2-grpc.md, *Which HTTP/2 client*).
-    pub fn of(config: &msgbench_model::http::HttpConfig, window: usize) -> Option<WirePlan> {
+    /// `Some` for msgbench's own client: every request of `config` is unary, the server is
+    /// cleartext (https and streaming calls go through `h2`), and `MSGBENCH_HTTP2_CLIENT` does
+    /// not ask for `h2`. `unpaced`: the run has no schedule (a closed loop), so requests may
+    /// be written in batches ([`write_batch`]).
+    pub fn of(
+        config: &msgbench_model::http::HttpConfig,
+        window: usize,
+        unpaced: bool,
+    ) -> Option<WirePlan> {
         let streaming = config
             .requests
             .iter()
             .any(|r| r.bidi.is_some() || r.paced.is_some());
-        let chosen = std::env::var("MSGBENCH_HTTP2_CLIENT").is_ok_and(|v| v == "msgbench");
-        if config.tls.is_some() || streaming || !chosen {
+        if config.tls.is_some() || streaming || h2_crate_chosen() {
             return None;
         }
         let requests = (config.requests.iter())
@@ -79,7 +130,89 @@ impl WirePlan {
                 keep: r.expect.is_some() || (config.json_rpc && !r.grpc),
             })
             .collect();
-        Some(WirePlan { requests, window })
+        Some(WirePlan {
+            requests,
+            window,
+            batch: write_batch(window, unpaced),
+            unpaced,
+        })
+    }
+}
+
+/// When an unpaced run's client, with nothing to do, sleeps rather than waits in epoll for
+/// its sockets' news. Why: a client that waits in epoll is woken by each write of the server
+/// — one answer or two at a time from a saturated nginx — and on loopback the server's
+/// `writev` pays for that wake-up (an inter-processor interrupt on a VM); measured: nginx
+/// spent 15.4 µs of CPU per request serving msgbench at 4 × 256 streams and 12.8 µs with the
+/// client sleeping 10 µs at a time, and served 1.14× h2load's requests/s instead of 0.98×
+/// (`bench/http2-vs-h2load.sh`, docs/http2-grpc.md). A sleeping client is woken by its own
+/// timer and finds several answers at once.
+///
+/// What it costs, and the bound: an answer is read up to one sleep late, and the request
+/// that replaces it goes out as late. The sleep is kept so short that what one sleep brings
+/// is at most 1/32 of the answers the server still owes; by Little's law that is a sleep of
+/// at most 1/32 of a request's mean latency, so the server keeps 31/32 of its work through
+/// any sleep and a closed loop's latency grows by at most ~1/64 even when the server is not
+/// saturated (when it is, the wait only moves from the server's queue to the client's
+/// socket: latency is the window over the throughput). A sleep that finds nothing ends the
+/// sleeping until the next answer; a server answering faster than the bound allows turns it
+/// off for [`Linger::PAUSE_NS`]. Paced runs never sleep here: their due requests and
+/// answers are timed to the schedule.
+#[derive(Debug, Default)]
+pub struct Linger {
+    /// The next sleep, ns (below [`Linger::LEAST_NS`]: none).
+    nap_ns: u64,
+    /// The last idle turn slept, with this many answers owed by the server.
+    slept_owed: Option<usize>,
+    /// Answers read since the loop last went idle.
+    answers: usize,
+    /// No sleep before this time (ns): the server answered too fast.
+    paused_until_ns: u64,
+}
+
+impl Linger {
+    /// The first sleep.
+    const FIRST_NS: u64 = 20_000;
+    /// Shorter sleeps are not worth their wake-up: wait in epoll.
+    const LEAST_NS: u64 = 10_000;
+    /// The longest sleep.
+    const MOST_NS: u64 = 1_000_000;
+    /// A sleep may bring at most 1/SHARE of the answers owed (and no sleep with fewer owed).
+    const SHARE: usize = 32;
+    /// How long a server too fast for the bound keeps the client from sleeping.
+    const PAUSE_NS: u64 = 100_000_000;
+
+    /// An answer was read.
+    pub fn answered(&mut self) {
+        self.answers += 1;
+    }
+
+    /// The loop has nothing to do at `now_ns` and the server owes `owed` answers: how long
+    /// to sleep (`None`: wait in epoll).
+    pub fn idle(&mut self, owed: usize, now_ns: u64) -> Option<std::time::Duration> {
+        let answers = std::mem::take(&mut self.answers);
+        match self.slept_owed.take() {
+            // The last sleep brought nothing: the server is slow or gone; wait for news.
+            Some(_) if answers == 0 => self.nap_ns = 0,
+            Some(before) if answers * Self::SHARE > before => {
+                self.nap_ns /= 2;
+                if self.nap_ns < Self::LEAST_NS {
+                    self.paused_until_ns = now_ns + Self::PAUSE_NS;
+                }
+            }
+            Some(before) if answers * Self::SHARE * 2 < before => {
+                self.nap_ns = (self.nap_ns * 2).min(Self::MOST_NS);
+            }
+            Some(_) => {}
+            // Woken by an answer: sleeping may start (again).
+            None if answers > 0 && self.nap_ns < Self::LEAST_NS => self.nap_ns = Self::FIRST_NS,
+            None => {}
+        }
+        if self.nap_ns < Self::LEAST_NS || owed < Self::SHARE || now_ns < self.paused_until_ns {
+            return None;
+        }
+        self.slept_owed = Some(owed);
+        Some(std::time::Duration::from_nanos(self.nap_ns))
     }
 }
 
@@ -107,6 +240,8 @@ struct Wire {
     write_blocked: bool,
     /// Whether the socket may have bytes to read.
     readable: Arc<Readable>,
+    /// Requests started since the output was last all written.
+    unwritten: usize,
 }
 
 /// A socket's readability, as its own waker hears it from tokio: the flag is set and the event
@@ -128,6 +263,19 @@ impl Wire {
     /// given (else tokio wakes this thread when it takes more).
     fn holds(&self) -> bool {
         self.written < self.client.out.len() && !self.write_blocked
+    }
+
+    /// What it holds is to be written now when new requests go `batch` at a time: it owes
+    /// the server an answer, or `batch` requests are ready, or the server has none of its
+    /// other requests left to answer (no answer is coming to make the batch).
+    fn due(&self, batch: usize) -> bool {
+        self.client.owed || self.unwritten >= batch || self.client.open_streams() <= self.unwritten
+    }
+
+    /// Starts request `id` of class `class`.
+    fn start(&mut self, id: u64, class: u32, request: &WireRequest) {
+        (self.client).start(id, class, &request.block, &request.body, request.keep);
+        self.unwritten += 1;
     }
 
     /// Opens a connection: TCP, the preface and settings, the server's settings and a PING
@@ -161,6 +309,7 @@ impl Wire {
                     task: futures_util::task::AtomicWaker::new(),
                 }),
                 written: 0,
+                unwritten: 0,
             };
             let not_h2 = if plan.config.requests.iter().any(|r| r.grpc) {
                 "is it a gRPC server?"
@@ -283,6 +432,8 @@ impl Wire {
         if self.written == out.len() {
             out.clear();
             self.written = 0;
+            self.unwritten = 0;
+            self.client.owed = false;
         } else if self.written >= READ_SIZE {
             out.drain(..self.written);
             self.written = 0;
@@ -305,6 +456,15 @@ struct Conn {
     retry: Option<Duration>,
 }
 
+impl Conn {
+    /// Answers the server owes it: streams written and not ended, its retired connections'
+    /// too.
+    fn owed(&self) -> usize {
+        let written = |w: &Wire| w.client.open_streams().saturating_sub(w.unwritten);
+        self.wire.as_ref().map_or(0, written) + self.retiring.iter().map(written).sum::<usize>()
+    }
+}
+
 /// The sockets of one caller.
 pub struct WireIo {
     plan: Arc<H2Plan>,
@@ -316,6 +476,8 @@ pub struct WireIo {
     awaiting_pass: bool,
     /// Passes of the runtime since output was held.
     passes: u32,
+    /// Sleeps of an unpaced run.
+    linger: Linger,
 }
 
 /// Passes of the runtime output is held for at most, while reads keep bringing answers.
@@ -369,6 +531,7 @@ pub fn run(
             errors: Vec::new(),
             awaiting_pass: false,
             passes: 0,
+            linger: Linger::default(),
         };
         std::future::poll_fn(|cx| match (turns.as_deref_mut(), timer.as_mut()) {
             (Some(turns), Some(timer)) => super::h2_socket::poll_inline(&mut io, cx, turns, timer),
@@ -409,6 +572,14 @@ impl SocketTurn for WireIo {
             self.passes += 1;
         }
     }
+
+    fn linger(&mut self) -> Option<Duration> {
+        if !self.plan.wire.as_ref().is_some_and(|w| w.unpaced) {
+            return None;
+        }
+        let owed = (self.conns.iter()).map(Conn::owed).sum();
+        self.linger.idle(owed, crate::clock::now_ns())
+    }
 }
 
 impl WireIo {
@@ -432,6 +603,11 @@ impl WireIo {
                 self.down(i, Down::Closed, Some(why));
             }
         }
+        let batch = self.plan.wire.as_ref().map_or(1, |w| w.batch);
+        if batch > 1 {
+            self.write_batches(cx, batch);
+            return;
+        }
         let held = (self.conns.iter()).any(|c| c.wire.as_ref().is_some_and(|w| w.holds()));
         if !held {
             self.passes = 0;
@@ -454,6 +630,22 @@ impl WireIo {
         }
     }
 
+    /// Writes what each connection holds once it is due ([`Wire::due`]): new requests go
+    /// `batch` at a time ([`write_batch`]), with no pass of the runtime in between — the
+    /// batch already puts several requests in each write.
+    fn write_batches(&mut self, cx: &mut Context<'_>, batch: usize) {
+        self.passes = 0;
+        for i in 0..self.conns.len() {
+            let Some(wire) = self.conns[i].wire.as_mut() else {
+                continue;
+            };
+            if wire.holds() && wire.due(batch) && wire.flush(cx).is_err() {
+                let why = "HTTP/2 connection lost".to_string();
+                self.down(i, Down::Closed, Some(why));
+            }
+        }
+    }
+
     /// Reads and starts streams on connection `i` (and reads those it retired); says whether
     /// it read anything.
     fn service(&mut self, i: usize, cx: &mut Context<'_>) -> bool {
@@ -463,6 +655,7 @@ impl WireIo {
             judge,
             conns,
             errors,
+            linger,
             ..
         } = self;
         let c = &mut conns[i];
@@ -491,6 +684,7 @@ impl WireIo {
                     false
                 }
             };
+            linger.answered();
             ends.push(Event::Reply { conn, id, ok });
         };
         // Retired connections: done once they have no stream left; a lost one fails what it
@@ -547,8 +741,7 @@ impl WireIo {
             let Some((class, id)) = c.waiting.pop_front() else {
                 break;
             };
-            let request = &requests[class as usize];
-            (wire.client).start(id, class, &request.block, &request.body, request.keep);
+            wire.start(id, class, &requests[class as usize]);
         }
         let max = wire.client.peer_max_streams;
         if max != u32::MAX {
@@ -655,5 +848,101 @@ impl WireIo {
                 Err(_) => {} // the runtime is shutting down
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{write_batch, Linger};
+    use std::time::Duration;
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn an_unpaced_connection_writes_1_32_of_its_window_at_a_time_and_a_paced_one_each_request() {
+        assert_eq!(write_batch(1, true), 1);
+        assert_eq!(write_batch(63, true), 1);
+        assert_eq!(write_batch(64, true), 2);
+        assert_eq!(write_batch(256, true), 8);
+        assert_eq!(write_batch(256, false), 1);
+    }
+
+    /// Sleeps `linger` while the server owes `owed` answers and brings `per_sleep` of them each
+    /// time, `n` times from `now`; the sleeps taken (`None`: waited in epoll).
+    fn sleeps(
+        linger: &mut Linger,
+        owed: usize,
+        per_sleep: usize,
+        n: usize,
+        now: u64,
+    ) -> Vec<Option<Duration>> {
+        (0..n)
+            .map(|_| {
+                (0..per_sleep).for_each(|_| linger.answered());
+                linger.idle(owed, now)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn no_sleep_before_an_answer_came_nor_with_fewer_than_32_answers_owed() {
+        let mut l = Linger::default();
+        assert_eq!(l.idle(256, 0), None, "nothing answered yet");
+        l.answered();
+        assert_eq!(
+            l.idle(31, 0),
+            None,
+            "1/32 of 31 owed is less than one answer"
+        );
+        l.answered();
+        assert_eq!(l.idle(32, 0), Some(Duration::from_micros(20)));
+    }
+
+    #[test]
+    fn sleeps_grow_while_each_brings_less_than_1_64_of_what_is_owed_up_to_1_ms() {
+        let mut l = Linger::default();
+        let naps = sleeps(&mut l, 256, 1, 12, 0);
+        let us: Vec<u64> = naps.iter().map(|n| n.unwrap().as_micros() as u64).collect();
+        assert_eq!(us[..7], [20, 40, 80, 160, 320, 640, 1000]);
+        assert!(us[7..].iter().all(|&u| u == 1000), "{us:?}");
+    }
+
+    #[test]
+    fn sleeps_hold_while_each_brings_between_1_64_and_1_32_of_what_is_owed() {
+        let mut l = Linger::default();
+        let naps = sleeps(&mut l, 256, 6, 10, 0);
+        assert!(
+            naps.iter().all(|n| *n == Some(Duration::from_micros(20))),
+            "{naps:?}"
+        );
+    }
+
+    #[test]
+    fn a_sleep_that_brings_more_than_1_32_of_what_is_owed_is_halved_and_below_10_us_paused() {
+        let mut l = Linger::default();
+        l.answered();
+        assert_eq!(l.idle(256, 0), Some(Duration::from_micros(20)));
+        (0..9).for_each(|_| l.answered()); // 9 × 32 > 256
+        assert_eq!(l.idle(256, 0), Some(Duration::from_micros(10)));
+        (0..9).for_each(|_| l.answered());
+        assert_eq!(l.idle(256, 0), None, "5 µs is not worth a wake-up");
+        // Paused for 100 ms whatever comes; then it may start again.
+        assert_eq!(sleeps(&mut l, 256, 1, 3, 99 * MS), [None, None, None]);
+        assert_eq!(
+            sleeps(&mut l, 256, 1, 1, 100 * MS),
+            [Some(Duration::from_micros(20))]
+        );
+    }
+
+    #[test]
+    fn a_sleep_that_brings_nothing_ends_the_sleeping_until_the_next_answer() {
+        let mut l = Linger::default();
+        assert!(sleeps(&mut l, 256, 1, 3, 0).iter().all(Option::is_some));
+        assert_eq!(l.idle(256, 0), None, "the last sleep brought nothing");
+        assert_eq!(l.idle(256, 0), None, "still nothing: wait in epoll");
+        assert_eq!(
+            sleeps(&mut l, 256, 1, 1, 0),
+            [Some(Duration::from_micros(20))]
+        );
     }
 }

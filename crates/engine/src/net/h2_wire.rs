@@ -2,8 +2,9 @@
 //! from the server go in ([`Client::receive`]), bytes for it come out ([`Client::out`]),
 //! finished streams are handed to a callback as they end.
 //!
-//! Opt-in (`MSGBENCH_HTTP2_CLIENT=msgbench`); the `h2` crate is the default, and why is in
-//! `drivers/h2_wire_socket.rs` (`WirePlan::of`). Why by hand at all, when `h2` is well kept:
+//! The default for cleartext unary requests (`MSGBENCH_HTTP2_CLIENT=h2` selects the `h2`
+//! crate instead; https and streaming calls always use it): `drivers/h2_wire_socket.rs`
+//! (`WirePlan::of`). Why by hand at all, when `h2` is well kept:
 //! a client that measures a server must cost less than the peer a user compares it with. With
 //! `h2`, msgbench spent 1.4–1.6× h2load's user-space CPU per request (9–10 µs against 5.7–6.6,
 //! `bench/http2-vs-h2load.sh`, nginx, 4 × 64 streams): an `http::Request` and `HeaderMap` per
@@ -137,6 +138,11 @@ pub enum State {
 pub struct Client {
     /// Bytes to write to the server (the caller writes them and drains what went).
     pub out: Vec<u8>,
+    /// `out` holds frames the server must not be kept waiting for — acknowledgements, window
+    /// updates, resets, the rest of a body a window held back — rather than only new
+    /// requests (which the caller may hold to write several at once). Set by
+    /// [`Client::receive`]; the caller clears it once `out` is all written.
+    pub owed: bool,
     hpack: Decoder,
     /// Streams by `(id >> 1) & mask`.
     streams: Vec<Stream>,
@@ -181,6 +187,7 @@ impl Client {
         let slots = (streams.max(1) * 2).next_power_of_two();
         let mut c = Client {
             out: Vec::with_capacity(64 << 10),
+            owed: true,
             hpack: Decoder::default(),
             streams: (0..slots).map(|_| Stream::default()).collect(),
             mask: slots - 1,
@@ -403,6 +410,7 @@ impl Client {
         done: &mut dyn FnMut(u64, u32, Finished<'_>),
     ) -> (usize, Result<State, String>) {
         let mut at = 0;
+        let queued = self.out.len();
         let result = loop {
             let Some(head) = input.get(at..at + 9) else {
                 break Ok(());
@@ -425,6 +433,9 @@ impl Client {
                 break Err(e);
             }
         };
+        // Whatever a frame made this client write is an answer (requests are written only by
+        // `start`).
+        self.owed |= self.out.len() > queued;
         let result = result.and_then(|()| {
             if self.out.len() > MAX_OUT {
                 return Err(

@@ -6,6 +6,7 @@ use crate::cpu::CpuSnapshot;
 use crate::drivers::byte_stream::{self, Plan, Response, Transport, Wire};
 use crate::drivers::caller::{self, Callers};
 use crate::drivers::h2_socket::{H2Plan, H2Sockets};
+use crate::drivers::h2_wire_socket::h2_crate_chosen;
 use crate::drivers::tls::{TlsConnector, TlsStream};
 use crate::error::EngineError;
 use crate::harness::sut::resolve;
@@ -134,7 +135,11 @@ impl Target<'_> {
             }
             .to_string(),
             max_streams: AtomicUsize::new(usize::MAX),
-            wire: crate::drivers::h2_wire_socket::WirePlan::of(config, self.client.window),
+            wire: crate::drivers::h2_wire_socket::WirePlan::of(
+                config,
+                self.client.window,
+                self.scenario.pacing.target_per_sec().is_none(),
+            ),
         });
         let sockets = H2Sockets {
             shared: plan.clone(),
@@ -155,10 +160,21 @@ impl Target<'_> {
                 self.client.window
             ));
         }
-        if plan.wire.is_some() {
-            // Results must say which client measured (the choice is the environment's).
-            notes.push("HTTP/2 through msgbench's own client (MSGBENCH_HTTP2_CLIENT=msgbench), not the default h2 crate".into());
-        }
+        // Results say which client measured, and how it wrote and read (the choice is the
+        // environment's and the run's).
+        notes.push(match &plan.wire {
+            Some(wire) => crate::drivers::h2_wire_socket::how_it_measures(wire),
+            None => {
+                let why = if config.tls.is_some() {
+                    "https"
+                } else if h2_crate_chosen() {
+                    "MSGBENCH_HTTP2_CLIENT=h2"
+                } else {
+                    "streaming calls"
+                };
+                format!("HTTP/2 through the h2 crate's client ({why}), not msgbench's own")
+            }
+        });
         Ok(out)
     }
 

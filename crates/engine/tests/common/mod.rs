@@ -28,9 +28,9 @@ pub fn try_run(toml: &str, sets: &[&str]) -> (Result<Outcome, RunError>, tempfil
     let experiment = Experiment::load(toml, "test.toml", &overrides, &limits).unwrap();
     let dir = tempfile::tempdir().unwrap();
     // Set and cleared while this run holds the turn: no other run reads it meanwhile.
-    let own_client = ON_OWN_HTTP2_CLIENT.with(|on| on.get());
-    if own_client {
-        std::env::set_var("MSGBENCH_HTTP2_CLIENT", "msgbench");
+    let h2_crate = ON_H2_CRATE.with(|on| on.get());
+    if h2_crate {
+        std::env::set_var("MSGBENCH_HTTP2_CLIENT", "h2");
     }
     let outcome = run_experiment(
         &experiment,
@@ -39,22 +39,23 @@ pub fn try_run(toml: &str, sets: &[&str]) -> (Result<Outcome, RunError>, tempfil
         Arc::new(AtomicBool::new(false)),
         Arc::new(Silent),
     );
-    if own_client {
+    if h2_crate {
         std::env::remove_var("MSGBENCH_HTTP2_CLIENT");
     }
     (outcome, dir)
 }
 
 thread_local! {
-    static ON_OWN_HTTP2_CLIENT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static ON_H2_CRATE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Runs `test` with its cleartext HTTP/2 runs on msgbench's own client
-/// (`MSGBENCH_HTTP2_CLIENT=msgbench`), not the `h2` crate's: the same checks, for both clients.
-pub fn on_own_http2_client(test: impl FnOnce()) {
-    ON_OWN_HTTP2_CLIENT.with(|on| on.set(true));
+/// Runs `test` with its cleartext HTTP/2 runs on the `h2` crate's client
+/// (`MSGBENCH_HTTP2_CLIENT=h2`), not msgbench's own (the default): the same checks, for both
+/// clients.
+pub fn on_h2_crate(test: impl FnOnce()) {
+    ON_H2_CRATE.with(|on| on.set(true));
     test();
-    ON_OWN_HTTP2_CLIENT.with(|on| on.set(false));
+    ON_H2_CRATE.with(|on| on.set(false));
 }
 
 /// Runs an experiment that must succeed; returns its results.
