@@ -126,7 +126,7 @@ fn a_closed_loop_keeps_a_server_that_serves_one_call_at_a_time_busy() {
     };
     let own = closed_loop(&server);
     assert!(
-        own.info.iter().any(|i| i.contains("2 at a time")),
+        own.info.iter().any(|i| i.contains("window/32 at a time")),
         "{:?}",
         own.info
     );

@@ -81,23 +81,17 @@ pub fn write_batch(window: usize, unpaced: bool) -> usize {
     }
 }
 
-/// What a run on this client says of how it measured (its result's notes).
-pub fn how_it_measures(plan: &WirePlan) -> String {
-    let mut note =
+/// What a run on this client says of how it measured (its result's notes): the same words for
+/// every run of a sweep, so a report says them once.
+pub fn how_it_measures(plan: &WirePlan) -> Vec<String> {
+    let mut notes = vec![
         "HTTP/2 through msgbench's own client (MSGBENCH_HTTP2_CLIENT=h2 selects the h2 crate's)"
-            .to_string();
+            .to_string(),
+    ];
     if plan.unpaced {
-        if plan.batch > 1 {
-            note += &format!(
-                "; unpaced, so each connection writes its new requests {} at a time (1/32 of its window)",
-                plan.batch
-            );
-        } else {
-            note += "; unpaced";
-        }
-        note += ", and while answers come steadily the client may sleep between looks at its sockets, each sleep at most 1/32 of a request's latency (docs/http2-grpc.md)";
+        notes.push("unpaced HTTP/2: each connection writes its new requests window/32 at a time (at least one), and while answers come steadily the client may sleep between looks at its sockets, each sleep at most 1/32 of a request's latency (docs/http2-grpc.md)".into());
     }
-    note
+    notes
 }
 
 impl WirePlan {

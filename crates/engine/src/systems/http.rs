@@ -162,9 +162,9 @@ impl Target<'_> {
         }
         // Results say which client measured, and how it wrote and read (the choice is the
         // environment's and the run's).
-        notes.push(match &plan.wire {
+        notes.extend(match &plan.wire {
             Some(wire) => crate::drivers::h2_wire_socket::how_it_measures(wire),
-            None => {
+            None => vec![{
                 let why = if config.tls.is_some() {
                     "https"
                 } else if h2_crate_chosen() {
@@ -173,7 +173,7 @@ impl Target<'_> {
                     "streaming calls"
                 };
                 format!("HTTP/2 through the h2 crate's client ({why}), not msgbench's own")
-            }
+            }],
         });
         Ok(out)
     }
