@@ -67,10 +67,12 @@ fn http2_over_tls_is_negotiated_by_alpn_and_verified() {
 }
 
 #[test]
-fn a_closed_loop_of_64_streams_writes_two_requests_at_a_time_and_accounts_for_every_one() {
-    // Unpaced on msgbench's own client: requests go out 2 at a time (1/32 of the window) and
-    // the client may sleep while answers come; everything stays accounted, nothing fails.
-    let nginx = Nginx::http2("");
+fn a_closed_loop_of_64_streams_is_accounted_whole_while_nginx_retires_its_connections() {
+    // Unpaced on msgbench's own client: while answers come the client sleeps between looks at
+    // its sockets (answers awaited on retired connections count too); nginx retires each
+    // connection after 2000 requests (GOAWAY, NO_ERROR). Everything stays accounted, nothing
+    // but GOAWAY's unprocessed streams fails.
+    let nginx = Nginx::http2("  keepalive_requests 2000;\n");
     let r = &run(
         H2,
         &[
@@ -82,13 +84,23 @@ fn a_closed_loop_of_64_streams_writes_two_requests_at_a_time_and_accounts_for_ev
         ],
     )[0];
     assert_accounted(r);
-    assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
-    assert_eq!(r.faults.total(), 0, "{:?}", r.faults);
-    assert!(r.counters.delivered > 2000, "{:?}", r.counters);
+    assert!(r.counters.delivered > 8000, "{:?}", r.counters);
+    assert!(r.faults.connections.closed_by_server >= 4, "{:?}", r.faults);
+    assert_eq!(
+        r.faults.disconnects + r.faults.timeouts,
+        0,
+        "{:?}",
+        r.faults
+    );
+    let unexpected: Vec<_> = (r.faults.errors.iter())
+        .filter(|e| !e.message.contains("GOAWAY"))
+        .collect();
+    assert!(unexpected.is_empty(), "{unexpected:?}");
     let says = |what: &str| r.info.iter().any(|i| i.starts_with(what));
     assert!(says("HTTP/2 through msgbench's own client"), "{:?}", r.info);
-    let batches = "unpaced HTTP/2: each connection writes its new requests window/32 at a time";
-    assert!(says(batches), "{:?}", r.info);
+    assert!(says(
+        "unpaced HTTP/2: while answers come steadily the client sleeps"
+    ));
 }
 
 #[test]

@@ -1,10 +1,11 @@
 //! The socket thread of an HTTP/2 caller: a single-threaded tokio runtime that owns the
 //! caller's HTTP/2 connections, over the `h2` crate for https, streaming calls and
 //! `MSGBENCH_HTTP2_CLIENT=h2` (cleartext unary requests go over msgbench's own client,
-//! [`super::h2_wire_socket`], whose socket turn this loop runs the same way). Each request from the caller opens a stream on its connection;
-//! the caller's window is how many streams a connection carries at once. When the server allows
-//! fewer (`SETTINGS_MAX_CONCURRENT_STREAMS`), the rest wait here in order for a stream to free
-//! up — waiting that is latency, since the caller timed the request from its intended send.
+//! [`super::h2_wire_socket`], whose socket turn this loop runs the same way). Each request
+//! from the caller opens a stream on its connection; the caller's window is how many streams
+//! a connection carries at once. When the server allows fewer
+//! (`SETTINGS_MAX_CONCURRENT_STREAMS`), the rest wait here in order for a stream to free up —
+//! waiting that is latency, since the caller timed the request from its intended send.
 //!
 //! A response is complete at the end of its stream (the last DATA frame or the trailers); its
 //! body is read (and its flow-control window given back) as it comes. What it was worth is

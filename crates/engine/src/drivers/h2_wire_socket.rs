@@ -48,11 +48,8 @@ pub struct WirePlan {
     pub requests: Vec<WireRequest>,
     /// Streams per connection at most (the caller's window).
     pub window: usize,
-    /// New requests a connection writes together in an unpaced run ([`write_batch`]); 1:
-    /// each turn's requests go out after one pass of the event loop.
-    pub batch: usize,
-    /// The run has no schedule: the client may sleep while answers come steadily
-    /// ([`Linger`]).
+    /// The run has no schedule (closed loop, `immediate`): the client may sleep while answers
+    /// come steadily ([`Linger`]).
     pub unpaced: bool,
 }
 
@@ -60,25 +57,6 @@ pub struct WirePlan {
 /// crate's, else msgbench's own (where it serves: [`WirePlan::of`]).
 pub fn h2_crate_chosen() -> bool {
     std::env::var("MSGBENCH_HTTP2_CLIENT").is_ok_and(|v| v == "h2")
-}
-
-/// New requests a connection of an unpaced run (closed loop, `immediate`) writes together:
-/// 1/32 of its window, at least one — 2 at 64 streams, 8 at 256. Why: a saturated server
-/// answers a stream at a time, and a client that turns each answer into one write pays a
-/// `sendto` (with the server's side of loopback TCP in it) per request; written two at a
-/// time, msgbench's CPU per request against nginx at 4 × 64 streams fell from 0.88× h2load's
-/// to 0.64–0.68× at the same requests/s (`bench/http2-vs-h2load.sh`, docs/http2-grpc.md).
-/// What it costs: a new request waits for the next answer on its connection (or for none of
-/// the connection's other requests to be left at the server), so the server holds between
-/// `window − batch + 1` and `window` of them — never fewer than 31/32 of the window. Its
-/// latency counts from when the caller issued it, wait included. Paced runs write at their
-/// schedule (batch 1): holding a due request would add to its latency.
-pub fn write_batch(window: usize, unpaced: bool) -> usize {
-    if unpaced {
-        (window / 32).max(1)
-    } else {
-        1
-    }
 }
 
 /// What a run on this client says of how it measured (its result's notes): the same words for
@@ -89,7 +67,7 @@ pub fn how_it_measures(plan: &WirePlan) -> Vec<String> {
             .to_string(),
     ];
     if plan.unpaced {
-        notes.push("unpaced HTTP/2: each connection writes its new requests window/32 at a time (at least one), and while answers come steadily the client may sleep between looks at its sockets, each sleep at most 1/32 of a request's latency (docs/http2-grpc.md)".into());
+        notes.push("unpaced HTTP/2: while answers come steadily the client sleeps between looks at its sockets instead of waiting for each, every sleep kept to about 1/32 of a request's latency (docs/http2-grpc.md)".into());
     }
     notes
 }
@@ -97,8 +75,7 @@ pub fn how_it_measures(plan: &WirePlan) -> Vec<String> {
 impl WirePlan {
     /// `Some` for msgbench's own client: every request of `config` is unary, the server is
     /// cleartext (https and streaming calls go through `h2`), and `MSGBENCH_HTTP2_CLIENT` does
-    /// not ask for `h2`. `unpaced`: the run has no schedule (a closed loop), so requests may
-    /// be written in batches ([`write_batch`]).
+    /// not ask for `h2`. `unpaced`: the run has no schedule.
     pub fn of(
         config: &msgbench_model::http::HttpConfig,
         window: usize,
@@ -127,7 +104,6 @@ impl WirePlan {
         Some(WirePlan {
             requests,
             window,
-            batch: write_batch(window, unpaced),
             unpaced,
         })
     }
@@ -142,22 +118,25 @@ impl WirePlan {
 /// (`bench/http2-vs-h2load.sh`, docs/http2-grpc.md). A sleeping client is woken by its own
 /// timer and finds several answers at once.
 ///
-/// What it costs, and the bound: an answer is read up to one sleep late, and the request
-/// that replaces it goes out as late. The sleep is kept so short that what one sleep brings
-/// is at most 1/32 of the answers the server still owes; by Little's law that is a sleep of
-/// at most 1/32 of a request's mean latency, so the server keeps 31/32 of its work through
-/// any sleep and a closed loop's latency grows by at most ~1/64 even when the server is not
-/// saturated (when it is, the wait only moves from the server's queue to the client's
-/// socket: latency is the window over the throughput). A sleep that finds nothing ends the
-/// sleeping until the next answer; a server answering faster than the bound allows turns it
-/// off for [`Linger::PAUSE_NS`]. Paced runs never sleep here: their due requests and
-/// answers are timed to the schedule.
+/// What it costs, and how it is kept small: an answer is read up to one sleep late, and the
+/// request that replaces it goes out as late. Each sleep is adjusted after it by what it
+/// brought, so that a sleep brings between 1/64 and 1/32 of the answers the client awaits
+/// (halved when it brought more, doubled when less, from 20 µs, between 10 µs and 1 ms); by
+/// Little's law that is a sleep of about 1/32 of a request's mean latency, so the server
+/// keeps ~31/32 of its work through a sleep and a closed loop's latency grows by ~1/64 at
+/// most even when the server is not saturated (when it is, the wait only moves from the
+/// server's queue to the client's socket: latency is the window over the throughput). No
+/// sleep with fewer than 32 answers awaited; a sleep that finds nothing ends the sleeping
+/// until the next answer; a server that makes even a 10 µs sleep bring too much turns it off
+/// for [`Linger::PAUSE_NS`] (so only a series' first sleeps, 20 µs and then 10, are not yet
+/// fitted to the server). Paced runs never sleep here: their due requests and answers are timed to
+/// the schedule.
 #[derive(Debug, Default)]
 pub struct Linger {
     /// The next sleep, ns (below [`Linger::LEAST_NS`]: none).
     nap_ns: u64,
-    /// The last idle turn slept, with this many answers owed by the server.
-    slept_owed: Option<usize>,
+    /// The last idle turn slept, with this many answers awaited.
+    slept_awaiting: Option<usize>,
     /// Answers read since the loop last went idle.
     answers: usize,
     /// No sleep before this time (ns): the server answered too fast.
@@ -171,7 +150,8 @@ impl Linger {
     const LEAST_NS: u64 = 10_000;
     /// The longest sleep.
     const MOST_NS: u64 = 1_000_000;
-    /// A sleep may bring at most 1/SHARE of the answers owed (and no sleep with fewer owed).
+    /// A sleep should bring at most 1/SHARE of the answers awaited (and none is taken with
+    /// fewer awaited).
     const SHARE: usize = 32;
     /// How long a server too fast for the bound keeps the client from sleeping.
     const PAUSE_NS: u64 = 100_000_000;
@@ -181,11 +161,11 @@ impl Linger {
         self.answers += 1;
     }
 
-    /// The loop has nothing to do at `now_ns` and the server owes `owed` answers: how long
-    /// to sleep (`None`: wait in epoll).
-    pub fn idle(&mut self, owed: usize, now_ns: u64) -> Option<std::time::Duration> {
+    /// The loop has nothing to do at `now_ns` and awaits `awaited` answers: how long to sleep
+    /// (`None`: wait in epoll).
+    pub fn idle(&mut self, awaited: usize, now_ns: u64) -> Option<std::time::Duration> {
         let answers = std::mem::take(&mut self.answers);
-        match self.slept_owed.take() {
+        match self.slept_awaiting.take() {
             // The last sleep brought nothing: the server is slow or gone; wait for news.
             Some(_) if answers == 0 => self.nap_ns = 0,
             Some(before) if answers * Self::SHARE > before => {
@@ -202,10 +182,10 @@ impl Linger {
             None if answers > 0 && self.nap_ns < Self::LEAST_NS => self.nap_ns = Self::FIRST_NS,
             None => {}
         }
-        if self.nap_ns < Self::LEAST_NS || owed < Self::SHARE || now_ns < self.paused_until_ns {
+        if self.nap_ns < Self::LEAST_NS || awaited < Self::SHARE || now_ns < self.paused_until_ns {
             return None;
         }
-        self.slept_owed = Some(owed);
+        self.slept_awaiting = Some(awaited);
         Some(std::time::Duration::from_nanos(self.nap_ns))
     }
 }
@@ -234,8 +214,6 @@ struct Wire {
     write_blocked: bool,
     /// Whether the socket may have bytes to read.
     readable: Arc<Readable>,
-    /// Requests started since the output was last all written.
-    unwritten: usize,
 }
 
 /// A socket's readability, as its own waker hears it from tokio: the flag is set and the event
@@ -257,19 +235,6 @@ impl Wire {
     /// given (else tokio wakes this thread when it takes more).
     fn holds(&self) -> bool {
         self.written < self.client.out.len() && !self.write_blocked
-    }
-
-    /// What it holds is to be written now when new requests go `batch` at a time: it owes
-    /// the server an answer, or `batch` requests are ready, or the server has none of its
-    /// other requests left to answer (no answer is coming to make the batch).
-    fn due(&self, batch: usize) -> bool {
-        self.client.owed || self.unwritten >= batch || self.client.open_streams() <= self.unwritten
-    }
-
-    /// Starts request `id` of class `class`.
-    fn start(&mut self, id: u64, class: u32, request: &WireRequest) {
-        (self.client).start(id, class, &request.block, &request.body, request.keep);
-        self.unwritten += 1;
     }
 
     /// Opens a connection: TCP, the preface and settings, the server's settings and a PING
@@ -303,7 +268,6 @@ impl Wire {
                     task: futures_util::task::AtomicWaker::new(),
                 }),
                 written: 0,
-                unwritten: 0,
             };
             let not_h2 = if plan.config.requests.iter().any(|r| r.grpc) {
                 "is it a gRPC server?"
@@ -426,8 +390,6 @@ impl Wire {
         if self.written == out.len() {
             out.clear();
             self.written = 0;
-            self.unwritten = 0;
-            self.client.owed = false;
         } else if self.written >= READ_SIZE {
             out.drain(..self.written);
             self.written = 0;
@@ -451,11 +413,10 @@ struct Conn {
 }
 
 impl Conn {
-    /// Answers the server owes it: streams written and not ended, its retired connections'
-    /// too.
-    fn owed(&self) -> usize {
-        let written = |w: &Wire| w.client.open_streams().saturating_sub(w.unwritten);
-        self.wire.as_ref().map_or(0, written) + self.retiring.iter().map(written).sum::<usize>()
+    /// Answers it awaits from the server: its streams open, its retired connections' too.
+    fn awaited(&self) -> usize {
+        let open = |w: &Wire| w.client.open_streams();
+        self.wire.as_ref().map_or(0, open) + self.retiring.iter().map(open).sum::<usize>()
     }
 }
 
@@ -568,11 +529,14 @@ impl SocketTurn for WireIo {
     }
 
     fn linger(&mut self) -> Option<Duration> {
-        if !self.plan.wire.as_ref().is_some_and(|w| w.unpaced) {
+        // Paced: answers are read as they come. Output held for a pass of the runtime goes
+        // first (a sleep would hold it too).
+        let held = (self.conns.iter()).any(|c| c.wire.as_ref().is_some_and(Wire::holds));
+        if !self.plan.wire.as_ref().is_some_and(|w| w.unpaced) || held {
             return None;
         }
-        let owed = (self.conns.iter()).map(Conn::owed).sum();
-        self.linger.idle(owed, crate::clock::now_ns())
+        let awaited = (self.conns.iter()).map(Conn::awaited).sum();
+        self.linger.idle(awaited, crate::clock::now_ns())
     }
 }
 
@@ -597,11 +561,6 @@ impl WireIo {
                 self.down(i, Down::Closed, Some(why));
             }
         }
-        let batch = self.plan.wire.as_ref().map_or(1, |w| w.batch);
-        if batch > 1 {
-            self.write_batches(cx, batch);
-            return;
-        }
         let held = (self.conns.iter()).any(|c| c.wire.as_ref().is_some_and(|w| w.holds()));
         if !held {
             self.passes = 0;
@@ -618,22 +577,6 @@ impl WireIo {
                 continue;
             };
             if wire.flush(cx).is_err() {
-                let why = "HTTP/2 connection lost".to_string();
-                self.down(i, Down::Closed, Some(why));
-            }
-        }
-    }
-
-    /// Writes what each connection holds once it is due ([`Wire::due`]): new requests go
-    /// `batch` at a time ([`write_batch`]), with no pass of the runtime in between — the
-    /// batch already puts several requests in each write.
-    fn write_batches(&mut self, cx: &mut Context<'_>, batch: usize) {
-        self.passes = 0;
-        for i in 0..self.conns.len() {
-            let Some(wire) = self.conns[i].wire.as_mut() else {
-                continue;
-            };
-            if wire.holds() && wire.due(batch) && wire.flush(cx).is_err() {
                 let why = "HTTP/2 connection lost".to_string();
                 self.down(i, Down::Closed, Some(why));
             }
@@ -735,7 +678,8 @@ impl WireIo {
             let Some((class, id)) = c.waiting.pop_front() else {
                 break;
             };
-            wire.start(id, class, &requests[class as usize]);
+            let request = &requests[class as usize];
+            (wire.client).start(id, class, &request.block, &request.body, request.keep);
         }
         let max = wire.client.peer_max_streams;
         if max != u32::MAX {
@@ -847,25 +791,16 @@ impl WireIo {
 
 #[cfg(test)]
 mod tests {
-    use super::{write_batch, Linger};
+    use super::Linger;
     use std::time::Duration;
 
     const MS: u64 = 1_000_000;
 
-    #[test]
-    fn an_unpaced_connection_writes_1_32_of_its_window_at_a_time_and_a_paced_one_each_request() {
-        assert_eq!(write_batch(1, true), 1);
-        assert_eq!(write_batch(63, true), 1);
-        assert_eq!(write_batch(64, true), 2);
-        assert_eq!(write_batch(256, true), 8);
-        assert_eq!(write_batch(256, false), 1);
-    }
-
-    /// Sleeps `linger` while the server owes `owed` answers and brings `per_sleep` of them each
-    /// time, `n` times from `now`; the sleeps taken (`None`: waited in epoll).
+    /// Sleeps `linger` while `awaited` answers are awaited and each sleep brings `per_sleep` of
+    /// them, `n` times from `now`; the sleeps taken (`None`: waited in epoll).
     fn sleeps(
         linger: &mut Linger,
-        owed: usize,
+        awaited: usize,
         per_sleep: usize,
         n: usize,
         now: u64,
@@ -873,27 +808,27 @@ mod tests {
         (0..n)
             .map(|_| {
                 (0..per_sleep).for_each(|_| linger.answered());
-                linger.idle(owed, now)
+                linger.idle(awaited, now)
             })
             .collect()
     }
 
     #[test]
-    fn no_sleep_before_an_answer_came_nor_with_fewer_than_32_answers_owed() {
+    fn no_sleep_before_an_answer_came_nor_with_fewer_than_32_answers_awaited() {
         let mut l = Linger::default();
         assert_eq!(l.idle(256, 0), None, "nothing answered yet");
         l.answered();
         assert_eq!(
             l.idle(31, 0),
             None,
-            "1/32 of 31 owed is less than one answer"
+            "1/32 of 31 awaited is less than one answer"
         );
         l.answered();
         assert_eq!(l.idle(32, 0), Some(Duration::from_micros(20)));
     }
 
     #[test]
-    fn sleeps_grow_while_each_brings_less_than_1_64_of_what_is_owed_up_to_1_ms() {
+    fn sleeps_grow_while_each_brings_less_than_1_64_of_what_is_awaited_up_to_1_ms() {
         let mut l = Linger::default();
         let naps = sleeps(&mut l, 256, 1, 12, 0);
         let us: Vec<u64> = naps.iter().map(|n| n.unwrap().as_micros() as u64).collect();
@@ -902,7 +837,7 @@ mod tests {
     }
 
     #[test]
-    fn sleeps_hold_while_each_brings_between_1_64_and_1_32_of_what_is_owed() {
+    fn sleeps_hold_while_each_brings_between_1_64_and_1_32_of_what_is_awaited() {
         let mut l = Linger::default();
         let naps = sleeps(&mut l, 256, 6, 10, 0);
         assert!(
@@ -912,7 +847,7 @@ mod tests {
     }
 
     #[test]
-    fn a_sleep_that_brings_more_than_1_32_of_what_is_owed_is_halved_and_below_10_us_paused() {
+    fn a_sleep_that_brings_more_than_1_32_of_what_is_awaited_is_halved_and_below_10_us_paused() {
         let mut l = Linger::default();
         l.answered();
         assert_eq!(l.idle(256, 0), Some(Duration::from_micros(20)));

@@ -138,11 +138,6 @@ pub enum State {
 pub struct Client {
     /// Bytes to write to the server (the caller writes them and drains what went).
     pub out: Vec<u8>,
-    /// `out` holds frames the server must not be kept waiting for — acknowledgements, window
-    /// updates, resets, the rest of a body a window held back — rather than only new
-    /// requests (which the caller may hold to write several at once). Set by
-    /// [`Client::receive`]; the caller clears it once `out` is all written.
-    pub owed: bool,
     hpack: Decoder,
     /// Streams by `(id >> 1) & mask`.
     streams: Vec<Stream>,
@@ -187,7 +182,6 @@ impl Client {
         let slots = (streams.max(1) * 2).next_power_of_two();
         let mut c = Client {
             out: Vec::with_capacity(64 << 10),
-            owed: true,
             hpack: Decoder::default(),
             streams: (0..slots).map(|_| Stream::default()).collect(),
             mask: slots - 1,
@@ -410,7 +404,6 @@ impl Client {
         done: &mut dyn FnMut(u64, u32, Finished<'_>),
     ) -> (usize, Result<State, String>) {
         let mut at = 0;
-        let queued = self.out.len();
         let result = loop {
             let Some(head) = input.get(at..at + 9) else {
                 break Ok(());
@@ -433,9 +426,6 @@ impl Client {
                 break Err(e);
             }
         };
-        // Whatever a frame made this client write is an answer (requests are written only by
-        // `start`).
-        self.owed |= self.out.len() > queued;
         let result = result.and_then(|()| {
             if self.out.len() > MAX_OUT {
                 return Err(

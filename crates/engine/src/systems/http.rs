@@ -15,6 +15,7 @@ use crate::net::{http, json_rpc};
 use mio::net::TcpStream;
 use msgbench_model::client::{ClientConfig, OnError};
 use msgbench_model::http::{HttpConfig, HttpVersion};
+use msgbench_model::pacing::Pacing;
 use msgbench_model::queue::WaitStrategy;
 use msgbench_model::result::ErrorCount;
 use msgbench_model::scenario::Scenario;
@@ -138,7 +139,7 @@ impl Target<'_> {
             wire: crate::drivers::h2_wire_socket::WirePlan::of(
                 config,
                 self.client.window,
-                self.scenario.pacing.target_per_sec().is_none(),
+                matches!(self.scenario.pacing, Pacing::Immediate | Pacing::ClosedLoop),
             ),
         });
         let sockets = H2Sockets {
