@@ -15,6 +15,13 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 pub fn dispatch(cli: Cli) -> ExitCode {
+    // Measuring commands: the HTTP/2 client the environment asks for must be one there is
+    // (bad input: nothing runs).
+    if matches!(cli.command, Command::Run(_) | Command::Search(_)) {
+        if let Err(e) = msgbench_engine::drivers::h2_wire_socket::h2_crate_asked() {
+            return fail(EXIT_BAD_INPUT, e);
+        }
+    }
     match cli.command {
         Command::Run(args) => run(args),
         Command::Check(args) => check(args),
@@ -608,14 +615,29 @@ fn measured_differently(
         ("warm-up", |r| Some(r.warmup_s)),
         ("run.duration", |r| r.schedule_s),
     ];
-    settings
+    let mut differences: Vec<String> = settings
         .iter()
         .filter_map(|(name, read)| {
             let (va, vb) = (values(a, *read), values(b, *read));
             (!va.is_empty() && !vb.is_empty() && va != vb)
                 .then(|| format!("{name}: A {va}, B {vb}"))
         })
-        .collect()
+        .collect();
+    // Which HTTP/2 client measured (the environment's choice, said in each run's notes): a
+    // server can serve one client's writes more cheaply than another's.
+    let clients = |runs: &[msgbench_model::RunResult]| {
+        let mut v: Vec<&str> = (runs.iter())
+            .filter_map(|r| msgbench_model::http::http2_client(&r.info))
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v.join(", ")
+    };
+    let (ca, cb) = (clients(a), clients(b));
+    if !ca.is_empty() && !cb.is_empty() && ca != cb {
+        differences.push(format!("HTTP/2 client: A {ca}, B {cb}"));
+    }
+    differences
 }
 
 struct ComparedPoint {

@@ -1978,3 +1978,54 @@ thresholds = ["p99 < 1s", "delivered >= 99.9%", "failed == 0", "rate >= 95%"]
     );
     assert!(!out.exists(), "nothing written");
 }
+
+#[test]
+fn the_http2_client_is_one_there_is_and_compare_says_when_two_sides_used_different_ones() {
+    let _turn = turn();
+    // A typo is refused before any run: it must not quietly measure with the other client.
+    let o = Command::new(env!("CARGO_BIN_EXE_msgbench"))
+        .env("MSGBENCH_HTTP2_CLIENT", "hyper")
+        .args(["run", "--quiet", "--duration", "100ms"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("MSGBENCH_HTTP2_CLIENT=\"hyper\"") && err.contains("expected `h2`"),
+        "{err}"
+    );
+    // The same gRPC calls on each client: compare says so before any figure.
+    let (mut server, _stdout, line) = serve(&["grpc", "--listen", "127.0.0.1:0", "--for", "30s"]);
+    let url = format!("http.url=\"http://{}\"", rpc_address(&line));
+    let proto = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../protos/msgbench.proto");
+    let proto = format!("http.proto=\"{}\"", proto.display());
+    let tmp = tempfile::tempdir().unwrap();
+    let mut dirs = Vec::new();
+    for client in ["msgbench", "h2"] {
+        let out = tmp.path().join(client);
+        let o = Command::new(env!("CARGO_BIN_EXE_msgbench"))
+            .env("MSGBENCH_HTTP2_CLIENT", client)
+            .args(["run", "--quiet", "--duration", "300ms", "--warmup", "0"])
+            .args(["--set", "system=\"http\"", "--set", "sweep={}"])
+            .args(["--set", &url, "--set", &proto])
+            .args([
+                "--set",
+                r#"http.requests={ echo = { grpc = "msgbench.Echo/Call", message = '{"seq":"1"}' } }"#,
+            ])
+            .args(["--set", "pacing.mode=\"closed-loop\"", "--set", "client.window=4"])
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        dirs.push(only_result_dir(&out));
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    let (a, b) = (dirs[0].to_str().unwrap(), dirs[1].to_str().unwrap());
+    let text = String::from_utf8_lossy(&msgbench(&["compare", a, b]).stdout).to_string();
+    assert!(
+        text.contains("HTTP/2 client: A msgbench's own client, B the h2 crate's client"),
+        "{text}"
+    );
+}

@@ -100,6 +100,30 @@ fn a_stalled_grpc_server_is_measured_from_the_intended_send_time() {
 }
 
 #[test]
+fn calls_due_while_a_stalled_server_held_the_window_are_skipped_when_the_run_stops() {
+    // Stalled from its start for 5 s: the 4 × 8 calls in flight fill the windows, the calls
+    // due after wait for room (`block`), and the first timeout (100 ms) stops the run
+    // (on_error = "stop"). The ~170 calls due by then were never sent: skipped as the run
+    // ended, their waits kept as lower bounds.
+    let options = GrpcServerOptions {
+        stall_every: Some(Duration::from_secs(10)),
+        stall_for: Duration::from_secs(5),
+        ..GrpcServerOptions::default()
+    };
+    let server = start(options, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let sets = ["run.warmup=\"0\"", "client.timeout=\"100ms\""];
+    let r = run_against(&server, &sets);
+    assert_accounted(&r);
+    assert!(r.interrupted);
+    assert_eq!(r.counters.delivered, 0, "{:?}", r.counters);
+    assert_eq!(r.counters.sent, 32, "{:?}", r.counters);
+    let given_up = r.counters.skipped_by.run_ended;
+    assert!((120..=260).contains(&given_up), "{:?}", r.counters);
+    assert!(r.unanswered.count >= given_up, "{:?}", r.unanswered);
+    server.stop();
+}
+
+#[test]
 fn a_closed_loop_keeps_a_server_that_serves_one_call_at_a_time_busy() {
     // 20 µs of computing per call, one at a time: the server is the bottleneck. A closed loop
     // of 2 × 64 calls on msgbench's own client sleeps while answers come, each sleep bringing

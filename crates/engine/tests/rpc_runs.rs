@@ -232,6 +232,29 @@ fn fault_run(addr: SocketAddr, system: &str, extra: &[&str]) -> RunResult {
 }
 
 #[test]
+fn requests_due_while_a_hung_server_held_the_window_are_skipped_when_the_run_stops() {
+    // The server reads and never answers: the window of 4 fills, and the slots due after it
+    // wait for room (`block`) until the first timeout (100 ms) stops the run (on_error =
+    // "stop"). The ~200 slots due by then were never sent: skipped as the run ended, their
+    // waits kept as lower bounds — not lost from every counter and percentile.
+    let addr = fake_server(|mut s| {
+        let mut buf = [0u8; 4096];
+        while s.read(&mut buf).unwrap_or(0) > 0 {}
+    });
+    let r = fault_run(
+        addr,
+        "rpc",
+        &["client.window=4", "client.timeout=\"100ms\""],
+    );
+    assert!(r.interrupted);
+    assert_eq!(r.counters.delivered, 0, "{:?}", r.counters);
+    assert_eq!(r.counters.sent, 4, "{:?}", r.counters);
+    let given_up = r.counters.skipped_by.run_ended;
+    assert!((150..=260).contains(&given_up), "{:?}", r.counters);
+    assert!(r.unanswered.count >= given_up, "{:?}", r.unanswered);
+}
+
+#[test]
 fn garbage_from_the_server_is_a_protocol_error_and_stops_the_run() {
     let addr = fake_server(|mut s| {
         let mut buf = [0u8; 4096];

@@ -822,6 +822,24 @@ pub(crate) fn check_paced_calls(
     Ok(())
 }
 
+/// How the note that names an HTTP/2 run's client begins (`info` in its result): "HTTP/2
+/// through msgbench's own client (…)", "HTTP/2 through the h2 crate's client (…)".
+pub const HTTP2_CLIENT_NOTE: &str = "HTTP/2 through ";
+
+/// The HTTP/2 client a run's notes name (`msgbench's own client`, `the h2 crate's client`),
+/// if it has one.
+pub fn http2_client(info: &[String]) -> Option<&str> {
+    let note = info
+        .iter()
+        .find_map(|i| i.strip_prefix(HTTP2_CLIENT_NOTE))?;
+    Some(
+        note.split(" (")
+            .next()
+            .unwrap_or(note)
+            .trim_end_matches(", not msgbench's own"),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use crate::check::testing::{refused, valid};
@@ -915,5 +933,23 @@ mod tests {
                 "{text}"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod client_note_tests {
+    use super::http2_client;
+
+    #[test]
+    fn the_client_a_run_s_notes_name_is_read_back() {
+        let own = vec![
+            "the server allows 8 concurrent streams".to_string(),
+            "HTTP/2 through msgbench's own client (MSGBENCH_HTTP2_CLIENT=h2 selects the h2 crate's)".to_string(),
+        ];
+        assert_eq!(http2_client(&own), Some("msgbench's own client"));
+        let crate_ =
+            vec!["HTTP/2 through the h2 crate's client (https), not msgbench's own".to_string()];
+        assert_eq!(http2_client(&crate_), Some("the h2 crate's client"));
+        assert_eq!(http2_client(&[]), None);
     }
 }

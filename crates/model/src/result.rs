@@ -455,8 +455,8 @@ pub enum SkipCause {
     WindowFull,
     /// No connection was up to send it on (down, or being reopened).
     NoConnection,
-    /// The run ended first: a `block` backlog given up at the span's end, or a push a stop
-    /// abandoned.
+    /// The run ended first: a `block` backlog given up at the span's end or at an early stop,
+    /// or a push a stop abandoned.
     RunEnded,
 }
 
@@ -470,8 +470,8 @@ pub struct SkippedBy {
     pub window_full: u64,
     /// No connection was up (down, or being reopened under `on_error = "reconnect"`).
     pub no_connection: u64,
-    /// Still waiting when the run ended: a `block` backlog given up at the span's end, or a
-    /// push a stop abandoned.
+    /// Still waiting when the run ended: a `block` backlog given up at the span's end or at
+    /// an early stop (an error under `on_error = "stop"`, Ctrl-C), or a push a stop abandoned.
     pub run_ended: u64,
 }
 

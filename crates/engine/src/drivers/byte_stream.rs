@@ -380,6 +380,7 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
                             .map(|b| CpuSnapshot::thread().since(&b))
                             .unwrap_or_default();
                         let _ = done.send(());
+                        self.give_up_due(now);
                         phase = Phase::Draining(send_end_ns);
                     }
                     None if full => {
@@ -537,6 +538,19 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
     }
 
     /// Sends what is due on connection `i` at `now` (nothing if its schedule is over).
+    /// Sending stopped at `now`: what each schedule had due and unsent is skipped
+    /// ([`super::launcher::Launcher::give_up_due`]).
+    fn give_up_due(&mut self, now: u64) {
+        let rules = self.shared.rules();
+        for c in &mut self.conns {
+            let mut tally = Counting {
+                budget: &mut self.budget,
+                rec: &mut self.rec,
+            };
+            (c.launcher).give_up_due(&rules, (now, &self.clock), &mut tally);
+        }
+    }
+
     fn send_due(&mut self, i: usize, now: u64, poll: &Poll) {
         if self.conns[i].launcher.done {
             return;

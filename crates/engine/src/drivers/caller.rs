@@ -699,6 +699,7 @@ impl<'a> Caller<'a> {
                 Some(_) => {
                     self.progress.used = self.cpu_since(&self.progress.before);
                     let _ = done.send(());
+                    self.give_up_due(now);
                     self.flush();
                 }
                 None => self.send_due(now),
@@ -759,6 +760,18 @@ impl<'a> Caller<'a> {
             self.faults.connections.add_down(c.down_since, now);
         }
         self.faults
+    }
+
+    /// Sending stopped at `now`: what each schedule had due and unsent is skipped
+    /// ([`super::launcher::Launcher::give_up_due`]).
+    fn give_up_due(&mut self, now: u64) {
+        for c in &mut self.conns {
+            let mut tally = Counting {
+                budget: &mut self.budget,
+                rec: &mut self.rec,
+            };
+            (c.launcher).give_up_due(&self.rules, (now, &self.clock), &mut tally);
+        }
     }
 
     fn send_due(&mut self, now: u64) {

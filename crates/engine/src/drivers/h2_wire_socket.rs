@@ -53,20 +53,38 @@ pub struct WirePlan {
     pub unpaced: bool,
 }
 
-/// Which HTTP/2 client the environment asks for (`MSGBENCH_HTTP2_CLIENT`): `h2` for the `h2`
-/// crate's, else msgbench's own (where it serves: [`WirePlan::of`]).
+/// The environment variable that picks the HTTP/2 client.
+pub const CLIENT_VAR: &str = "MSGBENCH_HTTP2_CLIENT";
+
+/// Which HTTP/2 client the environment asks for ([`CLIENT_VAR`]): `h2` the `h2` crate's
+/// (`Ok(true)`), `msgbench` or nothing msgbench's own where it serves ([`WirePlan::of`]);
+/// anything else is refused with what it may be (the CLI checks it before any run: a typo must
+/// not quietly measure with the other client).
+pub fn h2_crate_asked() -> Result<bool, String> {
+    match std::env::var(CLIENT_VAR) {
+        Err(_) => Ok(false),
+        Ok(v) if v == "h2" => Ok(true),
+        Ok(v) if v == "msgbench" || v.is_empty() => Ok(false),
+        Ok(v) => Err(format!(
+            "{CLIENT_VAR}={v:?}: expected `h2` (the h2 crate's HTTP/2 client) or `msgbench` (msgbench's own, the default for cleartext unary requests); unset it for the default"
+        )),
+    }
+}
+
+/// [`h2_crate_asked`], a refused value taken as unset (the CLI refused it already).
 pub fn h2_crate_chosen() -> bool {
-    std::env::var("MSGBENCH_HTTP2_CLIENT").is_ok_and(|v| v == "h2")
+    h2_crate_asked().unwrap_or(false)
 }
 
 /// What a run on this client says of how it measured (its result's notes): the same words for
-/// every run of a sweep, so a report says them once.
-pub fn how_it_measures(plan: &WirePlan) -> Vec<String> {
-    let mut notes = vec![
-        "HTTP/2 through msgbench's own client (MSGBENCH_HTTP2_CLIENT=h2 selects the h2 crate's)"
-            .to_string(),
-    ];
-    if plan.unpaced {
+/// every run of a sweep, so a report says them once. `connections`: per caller thread — with
+/// fewer than [`Linger::SHARE`] answers awaited at most, the client never sleeps.
+pub fn how_it_measures(plan: &WirePlan, connections: usize) -> Vec<String> {
+    use msgbench_model::http::HTTP2_CLIENT_NOTE;
+    let mut notes = vec![format!(
+        "{HTTP2_CLIENT_NOTE}msgbench's own client ({CLIENT_VAR}=h2 selects the h2 crate's)"
+    )];
+    if plan.unpaced && plan.window * connections >= Linger::SHARE {
         notes.push("unpaced HTTP/2: while answers come steadily the client sleeps between looks at its sockets instead of waiting for each, every sleep kept to about 1/32 of a request's latency (docs/http2-grpc.md)".into());
     }
     notes
@@ -152,7 +170,7 @@ impl Linger {
     const MOST_NS: u64 = 1_000_000;
     /// A sleep should bring at most 1/SHARE of the answers awaited (and none is taken with
     /// fewer awaited).
-    const SHARE: usize = 32;
+    pub const SHARE: usize = 32;
     /// How long a server too fast for the bound keeps the client from sleeping.
     const PAUSE_NS: u64 = 100_000_000;
 
@@ -188,6 +206,17 @@ impl Linger {
         self.slept_awaiting = Some(awaited);
         Some(std::time::Duration::from_nanos(self.nap_ns))
     }
+}
+
+/// The first bytes of `input` as text a message can quote (`"HTTP/1.1 400 Bad Request\r\n…"`):
+/// printable ASCII as it is, anything else escaped, at most 32 bytes.
+fn first_bytes(input: &[u8]) -> String {
+    let shown: String = (input.iter().take(32))
+        .flat_map(|&b| std::ascii::escape_default(b))
+        .map(char::from)
+        .collect();
+    let more = if input.len() > 32 { "…" } else { "" };
+    format!("\"{shown}{more}\"")
 }
 
 /// Why a socket's turn ended its connection.
@@ -244,6 +273,8 @@ impl Wire {
             address: plan.url.clone(),
             problem,
         };
+        // Whether the server's SETTINGS came, known after a timeout dropped the opening.
+        let settings_seen = std::cell::Cell::new(false);
         let opening = async {
             let socket =
                 TcpStream::connect(plan.address)
@@ -278,19 +309,32 @@ impl Wire {
                 Err(Lost::Socket) => Poll::Ready(Err(problem(format!(
                     "the server closed the connection before answering HTTP/2's preface: it does not speak HTTP/2 (then {not_h2}), or it is at its connection limit"
                 )))),
+                // What it sent instead of HTTP/2's SETTINGS says what it speaks (`HTTP/1.1
+                // 400 …`, `<!DOCTYPE …`) better than the frame it would make.
+                Err(Lost::Protocol(why)) if !wire.client.settings_seen => Poll::Ready(Err(problem(format!(
+                    "the server does not speak HTTP/2: it answered the preface with {} ({why}); is it an HTTP/1.1 server? {not_h2}",
+                    first_bytes(&wire.input[..wire.end])
+                )))),
                 Err(Lost::Protocol(why)) => Poll::Ready(Err(problem(format!(
-                    "the server does not speak HTTP/2 ({why}); is it an HTTP/1.1 server? {not_h2}"
+                    "the server broke HTTP/2 while the connection opened ({why})"
                 )))),
                 Ok(_) if wire.client.settings_seen && wire.client.ping_answered => {
                     Poll::Ready(Ok(()))
                 }
-                Ok(_) => Poll::Pending,
+                Ok(_) => {
+                    settings_seen.set(wire.client.settings_seen);
+                    Poll::Pending
+                }
             })
             .await?;
             Ok(wire)
         };
         match tokio::time::timeout(OPEN_TIMEOUT, opening).await {
             Ok(r) => r,
+            Err(_) if settings_seen.get() => Err(problem(format!(
+                "the server sent its HTTP/2 SETTINGS but answered no PING within {} s (a server too busy to answer, or one that stops reading)",
+                OPEN_TIMEOUT.as_secs()
+            ))),
             Err(_) => Err(problem(format!(
                 "no HTTP/2 answer within {} s (is it an HTTP/2 port?)",
                 OPEN_TIMEOUT.as_secs()

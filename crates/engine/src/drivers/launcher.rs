@@ -446,7 +446,7 @@ impl Launcher {
             // that woke late and may go.
             let blocked = matches!(rules.client.when_full, WhenFull::Block | WhenFull::Drop);
             if blocked && now >= rules.end_ns + LATE_SEND_GRACE_NS {
-                return self.give_up_backlog(rules, clock, now, tally);
+                return self.give_up_backlog(rules, clock, rules.end_ns, now, tally);
             }
             let full = in_flight.is_full();
             let decision = match rules.client.when_full {
@@ -481,17 +481,42 @@ impl Launcher {
         }
     }
 
-    /// The span is over and requests due in it are still unsent: each is attempted, skipped
-    /// and its wait recorded as a lower bound; then nothing more goes.
+    /// The run stopped early at `now` (an error under `on_error = "stop"`, Ctrl-C): what was
+    /// due by then and never sent (a full window under `block` holds a backlog) goes as the
+    /// span's end's backlog does — attempted, skipped (`run_ended`), its wait recorded as a
+    /// lower bound. Else those requests, due while the server hung before the error that
+    /// stopped the run, would be in no counter and their waits in no percentile.
+    pub fn give_up_due<C: Clock, T: Tally>(
+        &mut self,
+        rules: &Rules,
+        (now, clock): (u64, &C),
+        tally: &mut T,
+    ) {
+        if self.done || self.pacer.upcoming_ns().is_none() {
+            return;
+        }
+        let mut budget = self.budget;
+        let mut tally = Budgeted {
+            budget: &mut budget,
+            inner: tally,
+        };
+        let until = now.saturating_add(1).min(rules.end_ns);
+        self.give_up_backlog(rules, clock, until, now, &mut tally);
+        self.budget = budget;
+    }
+
+    /// Requests due before `until_ns` are still unsent at `now` and never will be: each is
+    /// attempted, skipped and its wait recorded as a lower bound; then nothing more goes.
     fn give_up_backlog<C: Clock, T: Tally>(
         &mut self,
         rules: &Rules,
         clock: &C,
+        until_ns: u64,
         now: u64,
         tally: &mut T,
     ) {
         while let Some(due) = self.pacer.upcoming_ns() {
-            if due >= rules.end_ns {
+            if due >= until_ns {
                 break;
             }
             let slot = self.pacer.next(clock);
@@ -694,6 +719,37 @@ mod tests {
         assert!(t.causes.iter().all(|&c| c == SkipCause::RunEnded));
         assert_eq!(t.never_sent.len(), 999);
         assert_eq!(t.never_sent[0], rules_end + LATE_SEND_GRACE_NS - 1_000_000);
+    }
+
+    #[test]
+    fn a_run_stopped_early_skips_what_was_due_and_unsent_by_then_and_nothing_later() {
+        // A full window under `block` for 5 ms (the server hangs), then the run stops (an
+        // error under on_error = "stop"): the slots due by then are skipped, not lost.
+        let (s, c) = (per_ms(), client(WhenFull::Block, 1));
+        let clock = ManualClock::starting_at(0);
+        let mut conn = Conn::new(s, 1);
+        let mut t = Counted::default();
+        conn.turn(&c, &clock, true, &mut t); // the slot at 0 goes and is never answered
+        clock.advance(5_000_000);
+        conn.turn(&c, &clock, true, &mut t); // slots 1 … 5 ms wait for room
+        assert_eq!((t.attempted, t.skipped), (1, 0), "waiting, not yet counted");
+        let rules = Rules {
+            client: &c,
+            shares: &[1.0],
+            measure_start_ns: 0,
+            end_ns: 1_000_000_000,
+        };
+        let now = clock.now_ns();
+        conn.launcher.give_up_due(&rules, (now, &clock), &mut t);
+        assert!(conn.launcher.done);
+        assert_eq!((t.attempted, t.skipped), (6, 5), "the slots at 1 … 5 ms");
+        assert!(t.causes.iter().all(|&c| c == SkipCause::RunEnded));
+        assert_eq!(t.never_sent.len(), 5);
+        assert_eq!(
+            t.never_sent[0], 4_000_000,
+            "waited from 1 ms to 5 ms: at least"
+        );
+        assert_eq!(t.attempted, t.sent.len() as u64 + t.skipped);
     }
 
     #[test]

@@ -164,7 +164,9 @@ impl Target<'_> {
         // Results say which client measured, and how it wrote and read (the choice is the
         // environment's and the run's).
         notes.extend(match &plan.wire {
-            Some(wire) => crate::drivers::h2_wire_socket::how_it_measures(wire),
+            Some(wire) => {
+                crate::drivers::h2_wire_socket::how_it_measures(wire, self.client.connections)
+            }
             None => vec![{
                 let why = if config.tls.is_some() {
                     "https"
@@ -173,7 +175,8 @@ impl Target<'_> {
                 } else {
                     "streaming calls"
                 };
-                format!("HTTP/2 through the h2 crate's client ({why}), not msgbench's own")
+                let note = msgbench_model::http::HTTP2_CLIENT_NOTE;
+                format!("{note}the h2 crate's client ({why}), not msgbench's own")
             }],
         });
         Ok(out)
