@@ -594,7 +594,7 @@ struct Compared {
 /// A setting of a run, read from its result (`None`: not recorded).
 type Setting = fn(&msgbench_model::RunResult) -> Option<f64>;
 
-/// The warm-ups and spans of `a`'s runs against `b`'s, where they differ.
+/// The warm-ups, spans and HTTP/2 clients of `a`'s runs against `b`'s, where they differ.
 fn measured_differently(
     a: &[msgbench_model::RunResult],
     b: &[msgbench_model::RunResult],

@@ -537,7 +537,6 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
         wake
     }
 
-    /// Sends what is due on connection `i` at `now` (nothing if its schedule is over).
     /// Sending stopped at `now`: what each schedule had due and unsent is skipped
     /// ([`super::launcher::Launcher::give_up_due`]).
     fn give_up_due(&mut self, now: u64) {
@@ -551,6 +550,7 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
         }
     }
 
+    /// Sends what is due on connection `i` at `now` (nothing if its schedule is over).
     fn send_due(&mut self, i: usize, now: u64, poll: &Poll) {
         if self.conns[i].launcher.done {
             return;

@@ -62,7 +62,10 @@ pub const CLIENT_VAR: &str = "MSGBENCH_HTTP2_CLIENT";
 /// not quietly measure with the other client).
 pub fn h2_crate_asked() -> Result<bool, String> {
     match std::env::var(CLIENT_VAR) {
-        Err(_) => Ok(false),
+        Err(std::env::VarError::NotPresent) => Ok(false),
+        Err(std::env::VarError::NotUnicode(v)) => Err(format!(
+            "{CLIENT_VAR}={v:?}: expected `h2` or `msgbench`; unset it for the default"
+        )),
         Ok(v) if v == "h2" => Ok(true),
         Ok(v) if v == "msgbench" || v.is_empty() => Ok(false),
         Ok(v) => Err(format!(
@@ -77,14 +80,15 @@ pub fn h2_crate_chosen() -> bool {
 }
 
 /// What a run on this client says of how it measured (its result's notes): the same words for
-/// every run of a sweep, so a report says them once. `connections`: per caller thread — with
-/// fewer than [`Linger::SHARE`] answers awaited at most, the client never sleeps.
-pub fn how_it_measures(plan: &WirePlan, connections: usize) -> Vec<String> {
+/// every run of a sweep, so a report says them once. `awaited_most`: the most answers a caller
+/// thread could await (its connections × the streams each may have open) — with fewer than
+/// [`Linger::SHARE`], the client never sleeps.
+pub fn how_it_measures(plan: &WirePlan, awaited_most: usize) -> Vec<String> {
     use msgbench_model::http::HTTP2_CLIENT_NOTE;
     let mut notes = vec![format!(
         "{HTTP2_CLIENT_NOTE}msgbench's own client ({CLIENT_VAR}=h2 selects the h2 crate's)"
     )];
-    if plan.unpaced && plan.window * connections >= Linger::SHARE {
+    if plan.unpaced && awaited_most >= Linger::SHARE {
         notes.push("unpaced HTTP/2: while answers come steadily the client sleeps between looks at its sockets instead of waiting for each, every sleep kept to about 1/32 of a request's latency (docs/http2-grpc.md)".into());
     }
     notes
@@ -219,6 +223,11 @@ fn first_bytes(input: &[u8]) -> String {
     format!("\"{shown}{more}\"")
 }
 
+/// `input` begins with a SETTINGS frame's head: the server speaks HTTP/2, however badly.
+fn settings_first(input: &[u8]) -> bool {
+    input.get(3) == Some(&4)
+}
+
 /// Why a socket's turn ended its connection.
 enum Lost {
     /// The socket closed or failed.
@@ -311,7 +320,7 @@ impl Wire {
                 )))),
                 // What it sent instead of HTTP/2's SETTINGS says what it speaks (`HTTP/1.1
                 // 400 …`, `<!DOCTYPE …`) better than the frame it would make.
-                Err(Lost::Protocol(why)) if !wire.client.settings_seen => Poll::Ready(Err(problem(format!(
+                Err(Lost::Protocol(why)) if !wire.client.settings_seen && !settings_first(&wire.input[..wire.end]) => Poll::Ready(Err(problem(format!(
                     "the server does not speak HTTP/2: it answered the preface with {} ({why}); is it an HTTP/1.1 server? {not_h2}",
                     first_bytes(&wire.input[..wire.end])
                 )))),

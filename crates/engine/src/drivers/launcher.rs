@@ -481,18 +481,20 @@ impl Launcher {
         }
     }
 
-    /// The run stopped early at `now` (an error under `on_error = "stop"`, Ctrl-C): what was
-    /// due by then and never sent (a full window under `block` holds a backlog) goes as the
-    /// span's end's backlog does — attempted, skipped (`run_ended`), its wait recorded as a
-    /// lower bound. Else those requests, due while the server hung before the error that
-    /// stopped the run, would be in no counter and their waits in no percentile.
+    /// The run stopped early at `now` (an error under `on_error = "stop"`, Ctrl-C): under
+    /// `block`, what was due by then and never sent goes as the span's end's backlog does —
+    /// attempted, skipped (`run_ended`), each wait recorded as a lower bound. Mostly a full
+    /// window held it (the server hung until the error that stopped the run); else those
+    /// requests would be in no counter and their waits in no percentile. (`skip` and `adapt`
+    /// keep no backlog: what fell due since the last turn is not counted.)
     pub fn give_up_due<C: Clock, T: Tally>(
         &mut self,
         rules: &Rules,
         (now, clock): (u64, &C),
         tally: &mut T,
     ) {
-        if self.done || self.pacer.upcoming_ns().is_none() {
+        let backlog = matches!(rules.client.when_full, WhenFull::Block | WhenFull::Drop);
+        if self.done || self.pacer.upcoming_ns().is_none() || !backlog {
             return;
         }
         let mut budget = self.budget;
@@ -750,6 +752,42 @@ mod tests {
             "waited from 1 ms to 5 ms: at least"
         );
         assert_eq!(t.attempted, t.sent.len() as u64 + t.skipped);
+    }
+
+    #[test]
+    fn a_stop_counts_nothing_under_skip_in_the_warm_up_or_after_the_span() {
+        let rules = |c, measure_start_ns| Rules {
+            client: c,
+            shares: &[1.0],
+            measure_start_ns,
+            end_ns: 1_000_000_000,
+        };
+        // `skip` keeps no backlog.
+        let (s, c) = (per_ms(), client(WhenFull::Skip, 1));
+        let clock = ManualClock::starting_at(0);
+        let mut conn = Conn::new(s, 1);
+        let mut t = Counted::default();
+        conn.turn(&c, &clock, true, &mut t);
+        let before = (t.attempted, t.skipped);
+        clock.advance(3_000_000);
+        let now = clock.now_ns();
+        conn.launcher
+            .give_up_due(&rules(&c, 0), (now, &clock), &mut t);
+        assert_eq!((t.attempted, t.skipped), before);
+        // Stopped in the warm-up: its slots are consumed, none counted.
+        let (s, c) = (per_ms(), client(WhenFull::Block, 1));
+        let mut conn = Conn::new(s, 1);
+        let mut t = Counted::default();
+        let now = clock.now_ns();
+        conn.launcher
+            .give_up_due(&rules(&c, 10_000_000), (now, &clock), &mut t);
+        assert_eq!((t.attempted, t.skipped), (0, 0));
+        assert!(conn.launcher.done);
+        // A schedule that ran its course counts nothing more.
+        let mut t = Counted::default();
+        conn.launcher
+            .give_up_due(&rules(&c, 0), (now, &clock), &mut t);
+        assert_eq!((t.attempted, t.skipped), (0, 0));
     }
 
     #[test]

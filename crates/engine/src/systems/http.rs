@@ -165,7 +165,9 @@ impl Target<'_> {
         // environment's and the run's).
         notes.extend(match &plan.wire {
             Some(wire) => {
-                crate::drivers::h2_wire_socket::how_it_measures(wire, self.client.connections)
+                let streams = self.client.window.min(max);
+                let awaited_most = streams * self.client.connections;
+                crate::drivers::h2_wire_socket::how_it_measures(wire, awaited_most)
             }
             None => vec![{
                 let why = if config.tls.is_some() {
