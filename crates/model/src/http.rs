@@ -822,6 +822,16 @@ pub(crate) fn check_paced_calls(
     Ok(())
 }
 
+/// What the note of an HTTP/2 run whose server allowed fewer streams than the window names
+/// (`info` in its result): "the server allows 128 concurrent streams per connection
+/// (SETTINGS_MAX_CONCURRENT_STREAMS), fewer than client.window = 256: …".
+pub const STREAM_LIMIT: &str = "SETTINGS_MAX_CONCURRENT_STREAMS";
+
+/// The run's notes say the server allowed fewer streams than its window.
+pub fn stream_limited(info: &[String]) -> bool {
+    info.iter().any(|i| i.contains(STREAM_LIMIT))
+}
+
 /// How the note that names an HTTP/2 run's client begins (`info` in its result): "HTTP/2
 /// through msgbench's own client (…)", "HTTP/2 through the h2 crate's client (…)".
 pub const HTTP2_CLIENT_NOTE: &str = "HTTP/2 through ";

@@ -30,6 +30,9 @@ pub struct CurvePoint {
     pub latency_ns: f64,
     /// Every replicate valid.
     pub valid: bool,
+    /// The server allowed fewer concurrent streams than the window (HTTP/2): the rest of the
+    /// window waited on the client.
+    pub capped: bool,
 }
 
 /// One curve and what it says.
@@ -126,6 +129,9 @@ pub fn advise(runs: &[RunResult], slo: Option<&Slo>, marked: &[String]) -> Vec<A
             throughput: median(rs.iter().map(|r| r.delivered_per_sec()).collect()),
             latency_ns: median(rs.iter().map(|r| metric.of(&r.latency) as f64).collect()),
             valid: rs.iter().all(|r| judge(r).is_valid()),
+            capped: rs
+                .iter()
+                .any(|r| msgbench_model::http::stream_limited(&r.info)),
         });
     }
     order
@@ -192,6 +198,14 @@ fn explain(
             // by more than the plateau gain: say so with that step's figures.
             let valid: Vec<usize> = (0..points.len()).filter(|&i| points[i].valid).collect();
             text.push(match valid[..] {
+                // Past the server's stream limit a larger window adds no concurrency at the
+                // server, only requests waiting on the client: extending the sweep finds
+                // nothing of the server's.
+                [.., before, last] if points[last].capped => format!(
+                    "No knee: the last step still adds more than {:.0} % throughput ({}), but it asks for more streams than the server allows (see the notes): its extra requests wait on the client, so a larger window adds no concurrency at the server — do not extend the sweep past that limit.",
+                    100.0 * PLATEAU_GAIN,
+                    step(before, last)
+                ),
                 [.., before, last] => format!(
                     "No knee: the last step still adds more than {:.0} % throughput ({}); extend the sweep to find the plateau.",
                     100.0 * PLATEAU_GAIN,
@@ -285,6 +299,7 @@ mod tests {
                 throughput: t,
                 latency_ns: l,
                 valid: true,
+                capped: false,
             })
             .collect()
     }
@@ -311,6 +326,21 @@ mod tests {
             a.text[0].contains(
                 "the last step still adds more than 5 % throughput (window 30: +10 % throughput"
             ),
+            "{:?}",
+            a.text
+        );
+    }
+
+    #[test]
+    fn no_knee_past_the_server_s_stream_limit_says_not_to_extend_the_sweep() {
+        let mut p = points(&[5e3, 8e3, 10e3, 10.2e3, 11.22e3], &[1e6; 5]);
+        p[4].capped = true;
+        let a = explain("client.window", String::new(), p, None, SloMetric::P99);
+        assert_eq!(a.knee, None);
+        assert!(
+            a.text[0].contains("more streams than the server allows")
+                && a.text[0].contains("do not extend the sweep")
+                && !a.text[0].contains("extend the sweep to find"),
             "{:?}",
             a.text
         );

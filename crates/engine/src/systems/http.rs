@@ -157,7 +157,8 @@ impl Target<'_> {
         let max = plan.max_streams.load(Ordering::Relaxed);
         if max < self.client.window {
             notes.push(format!(
-                "the server allows {max} concurrent streams per connection (SETTINGS_MAX_CONCURRENT_STREAMS), fewer than client.window = {}: the others waited for a stream, and that wait is in their latency",
+                "the server allows {max} concurrent streams per connection ({}), fewer than client.window = {}: the others waited for a stream, and that wait is in their latency",
+                msgbench_model::http::STREAM_LIMIT,
                 self.client.window
             ));
         }
