@@ -114,19 +114,7 @@ fn calls_due_while_a_stalled_server_held_the_window_are_skipped_when_the_run_sto
     let sets = ["run.warmup=\"0\"", "client.timeout=\"100ms\""];
     let r = run_against(&server, &sets);
     assert_accounted(&r);
-    assert!(r.interrupted);
-    assert_eq!(r.counters.delivered, 0, "{:?}", r.counters);
-    assert_eq!(r.counters.sent, 32, "{:?}", r.counters);
-    // Every slot of the measured span (it ends where sending stopped) is sent or given up.
-    let given_up = r.counters.skipped_by.run_ended;
-    let due = 2000.0 * r.duration_s;
-    assert!(given_up >= 100, "{:?}", r.counters);
-    assert!(
-        ((given_up + 32) as f64 - due).abs() <= 5.0,
-        "{given_up} given up + 32 sent of {due:.0} due in {} s",
-        r.duration_s
-    );
-    assert!(r.unanswered.count >= given_up, "{:?}", r.unanswered);
+    common::assert_stopped_with_its_backlog_given_up(&r, 2000.0, 32, 100, 5.0);
     server.stop();
 }
 

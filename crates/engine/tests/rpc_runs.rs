@@ -246,19 +246,7 @@ fn requests_due_while_a_hung_server_held_the_window_are_skipped_when_the_run_sto
         "rpc",
         &["client.window=4", "client.timeout=\"100ms\""],
     );
-    assert!(r.interrupted);
-    assert_eq!(r.counters.delivered, 0, "{:?}", r.counters);
-    assert_eq!(r.counters.sent, 4, "{:?}", r.counters);
-    // Every slot of the measured span (it ends where sending stopped) is sent or given up.
-    let given_up = r.counters.skipped_by.run_ended;
-    let due = 2000.0 * r.duration_s;
-    assert!(given_up >= 150, "{:?}", r.counters);
-    assert!(
-        ((given_up + 4) as f64 - due).abs() <= 3.0,
-        "{given_up} given up + 4 sent of {due:.0} due in {} s",
-        r.duration_s
-    );
-    assert!(r.unanswered.count >= given_up, "{:?}", r.unanswered);
+    common::assert_stopped_with_its_backlog_given_up(&r, 2000.0, 4, 150, 3.0);
 }
 
 #[test]

@@ -842,12 +842,7 @@ pub fn http2_client(info: &[String]) -> Option<&str> {
     let note = info
         .iter()
         .find_map(|i| i.strip_prefix(HTTP2_CLIENT_NOTE))?;
-    Some(
-        note.split(" (")
-            .next()
-            .unwrap_or(note)
-            .trim_end_matches(", not msgbench's own"),
-    )
+    note.split(" (").next()
 }
 
 #[cfg(test)]
@@ -944,11 +939,6 @@ mod tests {
             );
         }
     }
-}
-
-#[cfg(test)]
-mod client_note_tests {
-    use super::http2_client;
 
     #[test]
     fn the_client_a_run_s_notes_name_is_read_back() {
@@ -956,10 +946,10 @@ mod client_note_tests {
             "the server allows 8 concurrent streams".to_string(),
             "HTTP/2 through msgbench's own client (MSGBENCH_HTTP2_CLIENT=h2 selects the h2 crate's)".to_string(),
         ];
-        assert_eq!(http2_client(&own), Some("msgbench's own client"));
+        assert_eq!(super::http2_client(&own), Some("msgbench's own client"));
         let crate_ =
             vec!["HTTP/2 through the h2 crate's client (https), not msgbench's own".to_string()];
-        assert_eq!(http2_client(&crate_), Some("the h2 crate's client"));
-        assert_eq!(http2_client(&[]), None);
+        assert_eq!(super::http2_client(&crate_), Some("the h2 crate's client"));
+        assert_eq!(super::http2_client(&[]), None);
     }
 }

@@ -42,6 +42,12 @@ const ADAPT_HALVE_NS: u64 = 10_000_000;
 /// server 16× too slow took 16 s before, sending its backlog.
 pub const LATE_SEND_GRACE_NS: u64 = 10_000_000;
 
+/// Only `block` can hold a backlog without bound (a full window); `skip` and `adapt` shed
+/// what the window cannot take. (`drop` is the queue's; validation refuses it for a client.)
+fn holds_backlog(client: &ClientConfig) -> bool {
+    matches!(client.when_full, WhenFull::Block | WhenFull::Drop)
+}
+
 /// What every connection's launcher shares.
 pub struct Rules<'a> {
     /// Client settings (window, when full, …).
@@ -353,22 +359,16 @@ impl Launcher {
         if self.done {
             return;
         }
-        let mut budget = self.budget;
-        let mut tally = Budgeted {
-            budget: &mut budget,
-            inner: tally,
-        };
-        if self.pacer.upcoming_ns().is_none() {
-            self.send_unpaced(in_flight, connected, now, rules, &mut tally, &mut send);
-        } else {
-            self.send_paced(
-                in_flight, connected, now, rules, clock, &mut tally, &mut send,
-            );
-        }
-        self.budget = budget;
+        self.budgeted(tally, |l, tally| {
+            if l.pacer.upcoming_ns().is_none() {
+                l.send_unpaced(in_flight, connected, now, rules, tally, &mut send);
+            } else {
+                l.send_paced(in_flight, connected, now, rules, clock, tally, &mut send);
+            }
+        });
         // Its share of the budget spent, the connection sends no more: its loop must not keep
         // waking for slots it will not take while other connections finish theirs.
-        if budget.spent() {
+        if self.budget.spent() {
             self.done = true;
         }
     }
@@ -441,11 +441,9 @@ impl Launcher {
             if due > now || (measured && tally.spent()) {
                 return;
             }
-            // Only `block` can hold a backlog without bound (a full window); `skip` and
-            // `adapt` shed what the window cannot take, so what they still have is a loop
-            // that woke late and may go.
-            let blocked = matches!(rules.client.when_full, WhenFull::Block | WhenFull::Drop);
-            if blocked && now >= rules.end_ns + LATE_SEND_GRACE_NS {
+            // What `skip` and `adapt` still have past the end is a loop that woke late and
+            // may go.
+            if holds_backlog(rules.client) && now >= rules.end_ns + LATE_SEND_GRACE_NS {
                 return self.give_up_backlog(rules, clock, rules.end_ns, now, tally);
             }
             let full = in_flight.is_full();
@@ -493,17 +491,23 @@ impl Launcher {
         (now, clock): (u64, &C),
         tally: &mut T,
     ) {
-        let backlog = matches!(rules.client.when_full, WhenFull::Block | WhenFull::Drop);
-        if self.done || self.pacer.upcoming_ns().is_none() || !backlog {
+        if self.done || self.pacer.upcoming_ns().is_none() || !holds_backlog(rules.client) {
             return;
         }
+        let until = now.saturating_add(1).min(rules.end_ns);
+        self.budgeted(tally, |l, tally| {
+            l.give_up_backlog(rules, clock, until, now, tally)
+        });
+    }
+
+    /// Runs `f` with `tally` counting against this connection's share of the budget.
+    fn budgeted<T: Tally>(&mut self, tally: &mut T, f: impl FnOnce(&mut Self, &mut Budgeted<T>)) {
         let mut budget = self.budget;
         let mut tally = Budgeted {
             budget: &mut budget,
             inner: tally,
         };
-        let until = now.saturating_add(1).min(rules.end_ns);
-        self.give_up_backlog(rules, clock, until, now, &mut tally);
+        f(self, &mut tally);
         self.budget = budget;
     }
 

@@ -6,7 +6,7 @@ use crate::cpu::CpuSnapshot;
 use crate::drivers::byte_stream::{self, Plan, Response, Transport, Wire};
 use crate::drivers::caller::{self, Callers};
 use crate::drivers::h2_socket::{H2Plan, H2Sockets};
-use crate::drivers::h2_wire_socket::h2_crate_chosen;
+use crate::drivers::h2_wire_socket::{h2_crate_chosen, CLIENT_VAR};
 use crate::drivers::tls::{TlsConnector, TlsStream};
 use crate::error::EngineError;
 use crate::harness::sut::resolve;
@@ -174,7 +174,7 @@ impl Target<'_> {
                 let why = if config.tls.is_some() {
                     "https"
                 } else if h2_crate_chosen() {
-                    "MSGBENCH_HTTP2_CLIENT=h2"
+                    &format!("{CLIENT_VAR}=h2")
                 } else {
                     "streaming calls"
                 };

@@ -133,6 +133,31 @@ pub fn assert_accounted(r: &RunResult) {
     assert_eq!(per_class, r.counters.delivered, "{}", r.run_id);
 }
 
+/// A run stopped early at `per_sec` with `sent` requests out and none answered (a hung
+/// server held the window): every other slot of its measured span (which ends where sending
+/// stopped) was given up as the run ended — at least `least` — to within `slack` slots
+/// (one per connection's schedule), each wait kept as a lower bound.
+pub fn assert_stopped_with_its_backlog_given_up(
+    r: &RunResult,
+    per_sec: f64,
+    sent: u64,
+    least: u64,
+    slack: f64,
+) {
+    assert!(r.interrupted);
+    assert_eq!(r.counters.delivered, 0, "{:?}", r.counters);
+    assert_eq!(r.counters.sent, sent, "{:?}", r.counters);
+    let given_up = r.counters.skipped_by.run_ended;
+    let due = per_sec * r.duration_s;
+    assert!(given_up >= least, "{:?}", r.counters);
+    assert!(
+        ((given_up + sent) as f64 - due).abs() <= slack,
+        "{given_up} given up + {sent} sent of {due:.0} due in {} s",
+        r.duration_s
+    );
+    assert!(r.unanswered.count >= given_up, "{:?}", r.unanswered);
+}
+
 /// The run's `unequal service` warning, as written, if it has one.
 pub fn unequal_service(r: &RunResult) -> Option<String> {
     (r.warnings.iter())
