@@ -333,6 +333,7 @@ fn refusals(tmp: &Path, dirs: &[PathBuf], scenario: &str) {
         assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
         assert!(!tmp.join(format!("refused{i}")).exists(), "nothing written");
     }
+    hostile_run_ids(tmp, dirs);
     for (args, says) in [
         (vec!["--shard", "4/4"], "does not exist"),
         (vec!["--shard", "0/0"], "0 shards"),
@@ -349,6 +350,72 @@ fn refusals(tmp: &Path, dirs: &[PathBuf], scenario: &str) {
     }
     let o = msgbench(&["run", "--shard", "0/2", "--out", &out("never")]);
     assert!(stderr(&o).contains("cannot be split"), "{}", stderr(&o));
+}
+
+/// Every file and folder under `dir`, sorted (what a refused merge must leave as it was).
+fn tree(dir: &Path) -> Vec<PathBuf> {
+    let mut all = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() && !p.is_symlink() {
+                todo.push(p.clone());
+            }
+            all.push(p);
+        }
+    }
+    all.sort();
+    all
+}
+
+/// A shard's `run_id` is a file name on the merging host: one that would leave `--out`
+/// (`../x`, an absolute path, `a/../../x`) is refused and nothing is written anywhere. (A
+/// merge once wrote `<out>/runs/../../../escaped.json`.)
+fn hostile_run_ids(tmp: &Path, dirs: &[PathBuf]) {
+    let outside = tmp.join("abs");
+    for (k, id) in [
+        "../x".to_string(),
+        format!("{}/x", outside.display()),
+        "a/../../x".to_string(),
+        "../../../../../../../../../../../../../../tmp/escaped".to_string(),
+        "..".to_string(),
+        "000".to_string() + &"-".repeat(300),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let hostile = tmp.join(format!("hostile{k}"));
+        Command::new("cp")
+            .arg("-r")
+            .arg(&dirs[3])
+            .arg(&hostile)
+            .status()
+            .unwrap();
+        let json = hostile.join("runs/000.json");
+        let mut r: RunResult =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        r.run_id = id.clone();
+        std::fs::write(&json, serde_json::to_string(&r).unwrap()).unwrap();
+        // The out folder deep inside tmp, so that an escape would land in the tree listed.
+        let out = tmp.join(format!("deep{k}/a/b/merged"));
+        let before = tree(tmp);
+        let mut args: Vec<String> = vec!["merge".into()];
+        args.extend(dirs[..3].iter().map(|d| d.display().to_string()));
+        args.push(hostile.display().to_string());
+        args.extend(["--out".into(), out.display().to_string()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = msgbench(&args);
+        assert_eq!(o.status.code(), Some(2), "{id}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("its run_id") && stderr(&o).contains("runs/000.json"),
+            "{id}: {}",
+            stderr(&o)
+        );
+        assert_eq!(tree(tmp), before, "{id}: a refused merge wrote something");
+        assert!(!Path::new("/tmp/escaped.json").exists());
+        std::fs::remove_dir_all(&hostile).unwrap();
+    }
 }
 
 #[test]

@@ -327,6 +327,7 @@ fn read_shard(dir: &Path) -> Result<ShardDir, String> {
                 msgbench_model::result::SCHEMA_VERSION
             ));
         }
+        check_run_id(&path, &r.run_id)?;
         runs.insert(r.run_id.clone(), r);
     }
     let identities: Vec<(u32, u32)> = runs
@@ -350,6 +351,33 @@ fn read_shard(dir: &Path) -> Result<ShardDir, String> {
         index,
         count,
     })
+}
+
+/// Refuses a run id read from `path` that msgbench would not have written, or that is not its
+/// file's name: the id becomes a file name in the merged directory, and a shard's files come
+/// from another host (`"run_id": "../../x"` once wrote outside `--out`).
+fn check_run_id(path: &Path, id: &str) -> Result<(), String> {
+    let why = msgbench_model::result::run_id_problem(id).or_else(|| {
+        (path.file_stem().and_then(|s| s.to_str()) != Some(id))
+            .then(|| "is not its file's name".to_string())
+    });
+    match why {
+        None => Ok(()),
+        Some(why) => Err(format!(
+            "{}: its run_id {:?} {why}: it is not a result msgbench wrote (a run id becomes a \
+             file name, so merge refuses it); give the shard's directory as msgbench wrote it",
+            path.display(),
+            truncated(id)
+        )),
+    }
+}
+
+/// At most 80 characters of `text` (a hostile file's strings are quoted, not echoed whole).
+fn truncated(text: &str) -> String {
+    match text.char_indices().nth(80) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
 }
 
 /// One run's shards as one run.

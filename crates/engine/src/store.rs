@@ -251,11 +251,41 @@ impl ResultStore {
         name: &str,
         fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
     ) -> Result<(), StoreError> {
-        let path = self.dir.join(name);
+        let path = self.inside(name)?;
         msgbench_model::files::write_atomic(&path, fill).map_err(|source| StoreError {
             path: path.clone(),
             source,
         })
+    }
+}
+
+impl ResultStore {
+    /// `name` under the result directory, refused unless it stays there: a relative path of
+    /// plain components only (no `..`, no root), whose folder, links resolved, is inside the
+    /// directory. Names are msgbench's own, but a run id can come from another host's file
+    /// (`merge`): this is the last guard that nothing is written outside `--out`.
+    fn inside(&self, name: &str) -> Result<PathBuf, StoreError> {
+        use std::path::Component;
+        let path = self.dir.join(name);
+        let refuse = |why: &str| StoreError {
+            path: path.clone(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, why.to_string()),
+        };
+        let relative = Path::new(name);
+        if name.is_empty()
+            || !relative
+                .components()
+                .all(|c| matches!(c, Component::Normal(_)))
+        {
+            return Err(refuse("a file name that would leave the result directory"));
+        }
+        let resolved = |p: &Path| std::fs::canonicalize(p).ok();
+        let folder = path.parent().and_then(resolved);
+        match (folder, resolved(&self.dir)) {
+            (Some(folder), Some(dir)) if folder.starts_with(&dir) => Ok(path),
+            (None, _) | (_, None) => Ok(path), // not there: the write itself fails and says so
+            _ => Err(refuse("a folder that links outside the result directory")),
+        }
     }
 }
 
@@ -326,5 +356,21 @@ mod tests {
         assert_eq!(sanitize(""), "_");
         assert_eq!(sanitize("///"), "_");
         assert_eq!(sanitize(&"x".repeat(500)).len(), 120);
+    }
+
+    #[test]
+    fn no_name_leaves_the_result_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("out");
+        let store = super::ResultStore::create_in(&dir, vec![], b"", b"{}").unwrap();
+        for name in ["runs/../../x.json", "/etc/x", "../x", "runs/../../../x", ""] {
+            let e = store.write_file(name, b"no").unwrap_err();
+            assert_eq!(e.source.kind(), std::io::ErrorKind::InvalidInput, "{name}");
+        }
+        // A folder inside that links outside: refused after the link is resolved.
+        std::os::unix::fs::symlink(tmp.path(), dir.join("away")).unwrap();
+        assert!(store.write_file("away/x.json", b"no").is_err());
+        assert!(!tmp.path().join("x.json").exists());
+        store.write_file("runs/000.json", b"{}").unwrap();
     }
 }

@@ -760,6 +760,33 @@ pub struct Param {
     pub value: String,
 }
 
+/// The longest run id a result may carry: the id is a file name (`<id>.latencies.csv` must
+/// stay under the usual 255-byte limit).
+pub const MAX_RUN_ID_LEN: usize = 200;
+
+/// Why `id` cannot be a run's id, or `None` when it can. A run id becomes a file name under
+/// `runs/` (`msgbench merge` writes `runs/<id>.json` from a shard's file), so one read from a
+/// file is untrusted: only the characters msgbench itself puts in ids (ASCII letters, digits,
+/// `-_.=`), never a leading dot, never a path separator — so no id can name a file outside
+/// `runs/`.
+pub fn run_id_problem(id: &str) -> Option<String> {
+    if id.is_empty() {
+        return Some("is empty".into());
+    }
+    if id.len() > MAX_RUN_ID_LEN {
+        return Some(format!(
+            "is {} bytes long (at most {MAX_RUN_ID_LEN})",
+            id.len()
+        ));
+    }
+    if id.starts_with('.') {
+        return Some("starts with a dot".into());
+    }
+    id.chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "-_.=".contains(*c)))
+        .map(|c| format!("holds {c:?} (a run id is ASCII letters, digits and -_.= only)"))
+}
+
 impl RunResult {
     /// The value of a sweep axis in this run.
     pub fn param(&self, axis: &str) -> Option<&str> {
@@ -803,6 +830,26 @@ impl RunResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn run_ids_that_could_name_another_file_are_refused() {
+        for ok in ["000", "003-capacity=8-every=1ms-r2", "001-ratio=0.5"] {
+            assert_eq!(run_id_problem(ok), None, "{ok}");
+        }
+        for bad in [
+            "",
+            "..",
+            ".hidden",
+            "../x",
+            "/abs/x",
+            "a/../../x",
+            "a\\b",
+            "x\0",
+        ] {
+            assert!(run_id_problem(bad).is_some(), "{bad}");
+        }
+        assert!(run_id_problem(&"x".repeat(MAX_RUN_ID_LEN + 1)).is_some());
+    }
 
     #[test]
     fn error_messages_stay_bounded_and_lose_no_count() {
