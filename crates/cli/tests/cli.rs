@@ -2,7 +2,7 @@
 //! issue lists (one clear message, non-zero exit, nothing half-written), Ctrl-C, and the
 //! published JSON schema.
 mod common;
-use common::{msgbench, rpc_address, serve, stderr, ws_address};
+use common::{free_port, msgbench, rpc_address, serve, stderr, ws_address};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -337,12 +337,7 @@ fn every_example_runs_shortened() {
 /// for) and the `--set`s pointing the example at it (`# test-set:` lines).
 fn example_server(example: &Path) -> (Option<std::process::Child>, Vec<String>) {
     let text = std::fs::read_to_string(example).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string();
+    let port = free_port().to_string();
     let marked = |marker: &str| -> Vec<String> {
         text.lines()
             .filter_map(|l| l.strip_prefix(marker))
@@ -850,15 +845,6 @@ fn compare_finds_a_doubled_service_time_and_no_change_between_equal_runs() {
     let o = msgbench(&["compare", a, tmp.path().to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("holds no results"), "{}", stderr(&o));
-}
-
-/// A loopback port nobody listens on (right now).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn accepts(port: u16) -> bool {
@@ -1440,9 +1426,8 @@ fn a_server_that_goes_away_mid_run_fails_the_command_but_keeps_the_run() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    while !accepts(port) {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    common::ports::wait_until_listening(&mut server, port, std::time::Duration::from_secs(10))
+        .unwrap();
     let out = tmp.path().join("results");
     let o = msgbench(&[
         "run",
@@ -1825,11 +1810,7 @@ fn results_go_under_the_system_with_a_latest_link_and_a_dead_server_leaves_no_fo
     assert!(latest.join("runs").is_dir(), "{}", target.display());
     assert!(!out.join("default").exists());
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port(); // closed again: nothing listens there
+    let port = free_port(); // reserved for this binary: nothing listens there
     let address = format!("rpc.address=\"127.0.0.1:{port}\"");
     let o = common(&["--set", &address]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));

@@ -135,27 +135,19 @@ fn bad_workloads_are_one_message_and_exit_2() {
 
 #[test]
 fn an_imported_workload_runs_against_nats() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let program = ["/usr/sbin/nats-server", "nats-server"]
         .into_iter()
         .find(|p| Path::new(p).exists())
         .unwrap_or("nats-server");
-    let mut broker = Command::new(program)
-        .args(["-a", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("nats-server (run `bash scripts/setup.sh`)");
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let (mut broker, port) =
+        common::ports::start_listening(program, std::time::Duration::from_secs(20), |port| {
+            Command::new(program)
+                .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("nats-server (run `bash scripts/setup.sh`)")
+        });
     let dir = tempfile::tempdir().unwrap();
     let scenario = dir.path().join("omb.toml");
     let address = format!("127.0.0.1:{port}");

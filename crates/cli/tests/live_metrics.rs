@@ -9,13 +9,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+#[path = "../../engine/tests/common/ports.rs"]
+mod ports;
+use ports::free_port;
 
 /// Ends the process it holds (by its PID) when dropped.
 struct Killed(Child);
@@ -42,7 +38,6 @@ fn prometheus(dir: &Path, target_port: u16) -> (Killed, u16) {
         .into_iter()
         .find(|p| Path::new(p).exists())
         .expect("Prometheus is not installed: run `bash scripts/setup.sh` (Debian's prometheus)");
-    let port = free_port();
     let config = dir.join("prometheus.yml");
     std::fs::write(
         &config,
@@ -51,17 +46,19 @@ fn prometheus(dir: &Path, target_port: u16) -> (Killed, u16) {
         ),
     )
     .unwrap();
-    let child = Command::new(binary)
-        .arg(format!("--config.file={}", config.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.join("tsdb").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let (child, port) = ports::start_listening("prometheus", Duration::from_secs(30), |port| {
+        Command::new(binary)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    });
     let child = Killed(child);
     let start = Instant::now();
     while get(port, "/-/ready").is_none_or(|(status, _)| !status.contains("200")) {
@@ -290,7 +287,9 @@ fn serve_exposes_its_server_counters_the_same_way() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let _server = Killed(server);
+    let mut server = Killed(server);
+    ports::wait_until_listening(&mut server.0, metrics_port, Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("serve http: {e}"));
     let start = Instant::now();
     while get(metrics_port, "/metrics").is_none() {
         assert!(

@@ -6,7 +6,6 @@ mod common;
 
 use common::{certificates, run, try_run};
 use msgbench_model::RunResult;
-use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -24,36 +23,20 @@ impl NodeFeed {
             root.join("node_modules/ws").exists(),
             "the feed's `ws` package is missing: run `bash scripts/setup.sh`"
         );
-        // A port found free can be taken by another test before node binds it (node then
-        // exits), and node starts slowly on a loaded 2-CPU machine: try three ports, waiting
-        // up to 20 s for each.
-        for _ in 0..3 {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let mut child = Command::new("node")
-                .arg(root.join("feed.js"))
-                .args(["--port", &port.to_string(), "--for", "60"])
-                .args(args)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("node is not installed");
-            for _ in 0..800 {
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return NodeFeed { child, port };
-                }
-                if child.try_wait().ok().flatten().is_some() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(25));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!("the node feed did not start listening (3 ports tried)");
+        // node starts slowly on a loaded 2-CPU machine: up to 20 s, on a port of its own,
+        // ready once node itself holds the listening socket.
+        let (child, port) =
+            common::ports::start_listening("the node feed", Duration::from_secs(20), |port| {
+                Command::new("node")
+                    .arg(root.join("feed.js"))
+                    .args(["--port", &port.to_string(), "--for", "60"])
+                    .args(args)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("node is not installed")
+            });
+        NodeFeed { child, port }
     }
 
     fn address(&self) -> String {

@@ -193,10 +193,7 @@ stall_for = "200ms"
 
 #[test]
 fn an_unreachable_server_fails_the_run_with_a_clear_message() {
-    let port = {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = common::dead_address().port();
     let (outcome, _dir) = try_run(RPC, &[&format!("rpc.address=\"127.0.0.1:{port}\"")]);
     let message = outcome.unwrap_err().to_string();
     assert!(

@@ -1,5 +1,11 @@
 //! What the binary's tests share: running msgbench, its stderr, starting one of its servers.
 #![allow(dead_code)] // each test binary uses some of these
+
+// The engine's tests' ports, shared as source: a port handed to a child is owned from the start.
+#[path = "../../../engine/tests/common/ports.rs"]
+pub mod ports;
+#[allow(unused_imports)] // not every test binary starts a server
+pub use ports::free_port;
 use std::io::BufRead;
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
 

@@ -2,12 +2,16 @@
 //! `--set` overrides run into a temporary directory, and small WebSocket servers to misbehave.
 #![allow(dead_code)] // each test binary uses its own part
 
+pub mod ports;
+#[allow(unused_imports)] // not every test binary starts a server
+pub use ports::free_port;
+
 use msgbench_engine::environment::Environment;
 use msgbench_engine::runner::{run_experiment, Outcome, RunError, Silent};
 use msgbench_model::sweep::Override;
 use msgbench_model::warning::Warning;
 use msgbench_model::{Experiment, RunResult};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -107,10 +111,10 @@ pub fn not_websocket(answer: &'static [u8]) -> SocketAddr {
     addr
 }
 
-/// An address nothing listens on.
+/// An address nothing listens on (a port reserved for this test binary: no other server is
+/// handed it).
 pub fn dead_address() -> SocketAddr {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    closed.local_addr().unwrap()
+    SocketAddr::from(([127, 0, 0, 1], free_port()))
 }
 
 /// What every request/response run must show: both accounting equations, every delivery's
@@ -213,25 +217,6 @@ pub struct Nginx {
     pub dir: tempfile::TempDir,
 }
 
-/// A free loopback port.
-pub fn free_port() -> u16 {
-    // Never the same port twice in one test binary: its tests run in parallel, and two servers
-    // told the same port race for it (the loser exits, and its test meets the winner's).
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        if !given.contains(&port) {
-            given.push(port);
-            return port;
-        }
-    }
-}
-
 impl Nginx {
     /// nginx with plain HTTP/1.1 only.
     pub fn start() -> Nginx {
@@ -255,47 +240,50 @@ impl Nginx {
         std::fs::create_dir_all(&root).unwrap();
         std::fs::write(root.join("small.txt"), "hello from nginx\n").unwrap();
         std::fs::write(root.join("large.bin"), vec![b'x'; 256 * 1024]).unwrap();
-        let port = free_port();
-        let tls_port = free_port();
-        let tls_server = if tls {
-            certificates(dir.path());
-            format!(
-                " server {{\n  listen 127.0.0.1:{tls_port} ssl{listen};\n  ssl_certificate {d}/cert.pem;\n  ssl_certificate_key {d}/key.pem;\n  root {root};\n{extra} }}\n",
-                d = dir.path().display(),
-                root = root.display()
+        let conf_of = |port: u16, tls_port: u16| {
+            let tls_server = if tls {
+                certificates(dir.path());
+                format!(
+                    " server {{\n  listen 127.0.0.1:{tls_port} ssl{listen};\n  ssl_certificate {d}/cert.pem;\n  ssl_certificate_key {d}/key.pem;\n  root {root};\n{extra} }}\n",
+                    d = dir.path().display(),
+                    root = root.display()
+                )
+            } else {
+                String::new()
+            };
+            let conf = dir.path().join("nginx.conf");
+            std::fs::write(
+                &conf,
+                format!(
+                    "daemon off;\nmaster_process off;\nworker_processes 1;\nerror_log {d}/error.log;\npid {d}/nginx.pid;\nevents {{ worker_connections 1024; }}\nhttp {{\n access_log off;\n client_body_temp_path {d};\n proxy_temp_path {d};\n fastcgi_temp_path {d};\n uwsgi_temp_path {d};\n scgi_temp_path {d};\n keepalive_requests 1000000;\n server {{\n  listen 127.0.0.1:{port}{listen};\n  root {root};\n{extra} }}\n{tls_server}}}\n",
+                    d = dir.path().display(),
+                    root = root.display()
+                ),
             )
-        } else {
-            String::new()
+            .unwrap();
+            conf
         };
-        let conf = dir.path().join("nginx.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "daemon off;\nmaster_process off;\nworker_processes 1;\nerror_log {d}/error.log;\npid {d}/nginx.pid;\nevents {{ worker_connections 1024; }}\nhttp {{\n access_log off;\n client_body_temp_path {d};\n proxy_temp_path {d};\n fastcgi_temp_path {d};\n uwsgi_temp_path {d};\n scgi_temp_path {d};\n keepalive_requests 1000000;\n server {{\n  listen 127.0.0.1:{port}{listen};\n  root {root};\n{extra} }}\n{tls_server}}}\n",
-                d = dir.path().display(),
-                root = root.display()
-            ),
-        )
-        .unwrap();
         let nginx = ["/usr/sbin/nginx", "nginx"]
             .into_iter()
             .find(|p| std::process::Command::new(p).arg("-v").output().is_ok())
             .expect("nginx is not installed: run `bash scripts/setup.sh`");
-        let child = std::process::Command::new(nginx)
-            .args(["-e", "stderr", "-c"])
-            .arg(&conf)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        // Both ports reserved for this binary; ready once nginx itself holds both.
+        let tls_port = free_port();
+        let (mut child, port) = ports::start_listening("nginx", Duration::from_secs(20), |port| {
+            std::process::Command::new(nginx)
+                .args(["-e", "stderr", "-c"])
+                .arg(conf_of(port, tls_port))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        });
+        if tls {
+            ports::wait_until_listening(&mut child, tls_port, Duration::from_secs(20))
+                .unwrap_or_else(|e| panic!("nginx's TLS port: {e}"));
+        }
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let tls_addr: SocketAddr = format!("127.0.0.1:{tls_port}").parse().unwrap();
-        for _ in 0..100 {
-            if TcpStream::connect(addr).is_ok() && (!tls || TcpStream::connect(tls_addr).is_ok()) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
         Nginx {
             child,
             addr,
@@ -386,52 +374,29 @@ impl BrokerProcess {
         broker
     }
 
-    /// Starts the first of `programs` that exists with `args(port)` on a free port, and waits
-    /// until it listens there. A port another test's broker took between `free_port` and the
-    /// bind (tests run in parallel) makes this one exit while the port still answers — the
-    /// other's — and this test's run then meets a closed port when the other stops: so the
-    /// broker must be alive once the port answers, or it is started again on another port.
+    /// Starts the first of `programs` that exists with `args(port)` on a port of its own,
+    /// and waits until that process holds the listening socket (see `ports`).
     fn spawn(programs: &[&str], args: &dyn Fn(u16) -> Vec<String>) -> BrokerProcess {
         let program = programs
             .iter()
             .find(|p| std::path::Path::new(p).exists())
             .copied()
             .unwrap_or(programs[programs.len() - 1]);
-        for _attempt in 0..5 {
-            let port = free_port();
-            let mut child = std::process::Command::new(program)
+        let (child, port) = ports::start_listening(program, Duration::from_secs(20), |port| {
+            std::process::Command::new(program)
                 .args(args(port))
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
                 .spawn()
                 .unwrap_or_else(|e| {
                     panic!("cannot start {program}: {e} (run `bash scripts/setup.sh`)")
-                });
-            let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-            let mut listening = false;
-            for _ in 0..200 {
-                if matches!(child.try_wait(), Ok(Some(_))) {
-                    break; // it ended: its port was taken, or it failed
-                }
-                if TcpStream::connect(addr).is_ok() {
-                    listening = true;
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            // Alive a moment after the port answered: the port is its own.
-            std::thread::sleep(Duration::from_millis(20));
-            if listening && matches!(child.try_wait(), Ok(None)) {
-                return BrokerProcess {
-                    child,
-                    addr,
-                    _dir: None,
-                };
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+                })
+        });
+        BrokerProcess {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            _dir: None,
         }
-        panic!("{program} did not start listening on a free loopback port in 5 attempts");
     }
 
     /// Its process id.
@@ -481,18 +446,14 @@ pub fn kafka() -> SocketAddr {
                     Ok(())
                 });
             }
-            let mut child = command
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start Kafka: {e} (run `bash scripts/setup.sh`)"));
+            let mut child = command.spawn().unwrap_or_else(|e| {
+                panic!("cannot start Kafka: {e} (run `bash scripts/setup.sh`)")
+            });
             let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-            let deadline = std::time::Instant::now() + Duration::from_secs(90);
-            while TcpStream::connect(addr).is_err() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    panic!("Kafka exited ({status}) before it listened; run `bash scripts/kafka-broker.sh {port}` to see why");
-                }
-                assert!(std::time::Instant::now() < deadline, "Kafka did not listen within 90 s");
-                std::thread::sleep(Duration::from_millis(100));
-            }
+            // Ready once the broker (a JVM below the script) holds the listening socket.
+            ports::wait_until_listening(&mut child, port, Duration::from_secs(90)).unwrap_or_else(
+                |e| panic!("Kafka: {e}; run `bash scripts/kafka-broker.sh {port}` to see why"),
+            );
             tx.send(addr).unwrap();
             // Lives (and keeps the broker and its folder) until the process ends.
             let _keep = (child, dir);
