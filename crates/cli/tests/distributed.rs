@@ -334,6 +334,7 @@ fn refusals(tmp: &Path, dirs: &[PathBuf], scenario: &str) {
         assert!(!tmp.join(format!("refused{i}")).exists(), "nothing written");
     }
     hostile_run_ids(tmp, dirs);
+    hostile_figures(tmp, dirs);
     for (args, says) in [
         (vec!["--shard", "4/4"], "does not exist"),
         (vec!["--shard", "0/0"], "0 shards"),
@@ -416,6 +417,65 @@ fn hostile_run_ids(tmp: &Path, dirs: &[PathBuf]) {
         assert!(!Path::new("/tmp/escaped.json").exists());
         std::fs::remove_dir_all(&hostile).unwrap();
     }
+}
+
+/// Shard 3 with its run edited by `edit`, or its `.hlog` cut in half: merging it with shards
+/// 0-2 is refused (exit 2) saying `says`, and writes nothing.
+fn refused_when_tampered(
+    tmp: &Path,
+    dirs: &[PathBuf],
+    edit: &dyn Fn(&mut RunResult),
+    cut: bool,
+    says: &str,
+) {
+    let hostile = tmp.join("tampered");
+    let _ = std::fs::remove_dir_all(&hostile);
+    Command::new("cp")
+        .arg("-r")
+        .arg(&dirs[3])
+        .arg(&hostile)
+        .status()
+        .unwrap();
+    let json = hostile.join("runs/000.json");
+    let mut r: RunResult = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    edit(&mut r);
+    std::fs::write(&json, serde_json::to_string(&r).unwrap()).unwrap();
+    if cut {
+        let hlog = hostile.join("runs/000.hlog");
+        let bytes = std::fs::read(&hlog).unwrap();
+        std::fs::write(&hlog, &bytes[..bytes.len() / 2]).unwrap();
+    }
+    let out = tmp.join("tampered-merge");
+    let mut args: Vec<String> = vec!["merge".into()];
+    args.extend(dirs[..3].iter().map(|d| d.display().to_string()));
+    args.push(hostile.display().to_string());
+    args.extend(["--out".into(), out.display().to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = msgbench(&args);
+    assert_eq!(o.status.code(), Some(2), "{says}: {}", stderr(&o));
+    assert!(stderr(&o).contains(says), "{says}: {}", stderr(&o));
+    assert!(!out.exists(), "{says}: nothing written");
+}
+
+/// Figures a merge would have summed wrongly: counts near 2^63 (two wrapped to 0), a
+/// histogram that does not hold the delivered count (a tampered bucket gave p99 = 0), a window
+/// of 1e308 s (written back as null), percentiles out of order, a truncated `.hlog`.
+fn hostile_figures(tmp: &Path, dirs: &[PathBuf]) {
+    let huge = |r: &mut RunResult| {
+        let c = &mut r.counters;
+        (c.attempted, c.sent, c.delivered) = (1 << 63, 1 << 63, 1 << 63);
+        (c.skipped, c.dropped, c.failed, c.in_flight_end) = (0, 0, 0, 0);
+        c.skipped_by = Default::default();
+    };
+    refused_when_tampered(tmp, dirs, &huge, false, "more than any run");
+    let other = run_of(&dirs[0]).histograms.latency;
+    let bucket = move |r: &mut RunResult| r.histograms.latency = other.clone();
+    refused_when_tampered(tmp, dirs, &bucket, false, "latency histogram holds");
+    let long = |r: &mut RunResult| r.duration_s = 1e308;
+    refused_when_tampered(tmp, dirs, &long, false, "is not a measured window");
+    let order = |r: &mut RunResult| r.latency.p50_ns = r.latency.p90_ns + 1;
+    refused_when_tampered(tmp, dirs, &order, false, "not in order");
+    refused_when_tampered(tmp, dirs, &|_| {}, true, "truncated or malformed");
 }
 
 #[test]

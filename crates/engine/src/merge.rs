@@ -328,6 +328,13 @@ fn read_shard(dir: &Path) -> Result<ShardDir, String> {
             ));
         }
         check_run_id(&path, &r.run_id)?;
+        if let Some(why) = r.implausible() {
+            return Err(format!(
+                "{}: {why}: it is not a result msgbench wrote; give the shard's directory as \
+                 msgbench wrote it",
+                path.display()
+            ));
+        }
         runs.insert(r.run_id.clone(), r);
     }
     let identities: Vec<(u32, u32)> = runs
@@ -581,11 +588,12 @@ fn merged_hlog(shards: &[ShardDir], id: &str) -> Result<Seconds, MergeError> {
             ))
         })?;
         for entry in IntervalLogIterator::new(&bytes) {
-            let Ok(LogEntry::Interval(i)) = entry else {
-                continue;
+            let i = match entry {
+                Ok(LogEntry::Interval(i)) => i,
+                Ok(_) => continue,
+                Err(e) => return Err(damaged(&path, &format!("{e:?}"))),
             };
-            let h = decode(i.encoded_histogram())
-                .map_err(|e| MergeError::Refused(format!("{}: {e}", path.display())))?;
+            let h = decode(i.encoded_histogram()).map_err(|e| damaged(&path, &e))?;
             let second = second_of(r, start_ms, i.start_timestamp().as_secs_f64());
             let slot = seconds
                 .entry(second)
@@ -597,6 +605,15 @@ fn merged_hlog(shards: &[ShardDir], id: &str) -> Result<Seconds, MergeError> {
         }
     }
     Ok(seconds)
+}
+
+/// A shard's `.hlog` that does not read whole.
+fn damaged(path: &Path, e: &dyn std::fmt::Display) -> MergeError {
+    MergeError::Refused(format!(
+        "{}: truncated or malformed ({e}); the shard's directory is damaged: copy it again from \
+         its host",
+        path.display()
+    ))
 }
 
 /// The merged `.hlog`'s intervals.
@@ -623,22 +640,28 @@ fn merged_intervals(parts: &[&RunResult], seconds: &Seconds) -> Vec<IntervalSamp
                 ..Default::default()
             });
             m.length_s = m.length_s.max(i.length_s);
-            m.sent += i.sent;
-            m.delivered += i.delivered;
-            m.dropped += i.dropped;
+            // Saturating: an interval's counts are not checked against the run's.
+            m.sent = m.sent.saturating_add(i.sent);
+            m.delivered = m.delivered.saturating_add(i.delivered);
+            m.dropped = m.dropped.saturating_add(i.dropped);
         }
     }
+    // Each shard's backlog at a second's end is that of its last interval starting in or
+    // before it: one cursor per shard walks its intervals once (seconds ascend), so the merge
+    // is linear in the intervals (it once searched them all for every second).
+    let mut cursors = vec![0usize; parts.len()];
     for (second, m) in merged.iter_mut() {
-        m.backlog = parts
-            .iter()
-            .filter_map(|r| {
-                r.intervals
-                    .iter()
-                    .rev()
-                    .find(|i| second_of(r, start_ms, i.start_s) <= *second)
-                    .map(|i| i.backlog)
-            })
-            .sum();
+        m.backlog = 0;
+        for (r, at) in parts.iter().zip(cursors.iter_mut()) {
+            while *at < r.intervals.len()
+                && second_of(r, start_ms, r.intervals[*at].start_s) <= *second
+            {
+                *at += 1;
+            }
+            if *at > 0 {
+                m.backlog = m.backlog.saturating_add(r.intervals[*at - 1].backlog);
+            }
+        }
         if let Some((_, h)) = seconds.get(second) {
             let p = Percentiles::of(h);
             (m.latency_p50_ns, m.latency_p99_ns, m.latency_max_ns) = (p.p50_ns, p.p99_ns, p.max_ns);

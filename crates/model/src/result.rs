@@ -787,7 +787,90 @@ pub fn run_id_problem(id: &str) -> Option<String> {
         .map(|c| format!("holds {c:?} (a run id is ASCII letters, digits and -_.= only)"))
 }
 
+/// The largest count a result read from a file may hold: 2^50 (10^15 messages, a billion a
+/// second for twelve days). More is no run's, and sums of up to 2^13 such counts cannot wrap.
+pub const MAX_COUNT: u64 = 1 << 50;
+/// The longest measured window a result read from a file may have, seconds (a year).
+pub const MAX_DURATION_S: f64 = 366.0 * 86_400.0;
+
 impl RunResult {
+    /// Why this result, read from a file, cannot be one msgbench wrote, or `None`: its
+    /// counters break the accounting or exceed [`MAX_COUNT`], its window or rate is not a
+    /// finite, plausible number, its latency histogram does not hold one latency per delivered
+    /// message, or its percentiles are not in order. `merge` refuses such a shard: every sum
+    /// it makes of them is then exact, and no tampered bucket becomes a merged p99.
+    pub fn implausible(&self) -> Option<String> {
+        let c = &self.counters;
+        if let Err(e) = c.check() {
+            return Some(format!("its counters break the accounting ({e})"));
+        }
+        let (q, f) = (&self.sequence, &self.faults);
+        let counts = [
+            ("attempted", c.attempted),
+            ("gaps", q.gaps),
+            ("duplicates", q.duplicates),
+            ("reordered", q.reordered),
+            ("early", self.early.count),
+            ("timeouts", f.timeouts),
+            ("disconnects", f.disconnects),
+            ("connect_failures", f.connect_failures),
+            ("protocol_errors", f.protocol_errors),
+            ("server_errors", f.server_errors),
+            ("handshake_failures", f.handshake_failures),
+        ];
+        let errors = f.errors.iter().map(|e| ("errors", e.count));
+        if let Some((name, n)) = counts
+            .into_iter()
+            .chain(errors)
+            .find(|(_, n)| *n > MAX_COUNT)
+        {
+            return Some(format!(
+                "{name} {n} is more than any run counts (at most {MAX_COUNT})"
+            ));
+        }
+        if !(self.duration_s.is_finite() && (0.0..=MAX_DURATION_S).contains(&self.duration_s)) {
+            return Some(format!(
+                "duration_s {} is not a measured window (0 to {MAX_DURATION_S} s)",
+                self.duration_s
+            ));
+        }
+        if let Some(t) = self
+            .target_per_sec
+            .filter(|t| !(t.is_finite() && *t >= 0.0))
+        {
+            return Some(format!("target_per_sec {t} is not a rate"));
+        }
+        self.latency_implausible()
+    }
+
+    /// The latency part of [`RunResult::implausible`].
+    fn latency_implausible(&self) -> Option<String> {
+        let total = if self.histograms.latency.is_empty() {
+            0
+        } else {
+            match crate::histogram::decode(&self.histograms.latency) {
+                Ok(h) => h.len(),
+                Err(e) => return Some(format!("its latency histogram does not decode ({e})")),
+            }
+        };
+        if total != self.counters.delivered || self.latency.count != self.counters.delivered {
+            return Some(format!(
+                "its latency histogram holds {total} latencies and says {}, for {} delivered",
+                self.latency.count, self.counters.delivered
+            ));
+        }
+        let l = &self.latency;
+        let order = [
+            l.min_ns, l.p50_ns, l.p90_ns, l.p95_ns, l.p99_ns, l.p999_ns, l.p9999_ns, l.max_ns,
+        ];
+        if total > 0 && order.windows(2).any(|w| w[0] > w[1]) {
+            return Some(format!(
+                "its latency percentiles are not in order ({order:?})"
+            ));
+        }
+        None
+    }
+
     /// The value of a sweep axis in this run.
     pub fn param(&self, axis: &str) -> Option<&str> {
         self.params

@@ -71,6 +71,30 @@ const MAX_HEAD: usize = 64 * 1024;
 /// Headers a request may have.
 const MAX_HEADERS: usize = 64;
 
+/// A request's body length from its `Content-Length`: `Err` for one that is not a number, or
+/// two that differ (RFC 9112 §6.3: a request smuggled past a proxy reads so), and for
+/// `Transfer-Encoding` (chunked requests are not served).
+fn body_length(headers: &[httparse::Header]) -> Result<Option<u64>, BadRequest> {
+    let mut length = None;
+    for h in headers {
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let value = std::str::from_utf8(h.value)
+                .ok()
+                .map(str::trim)
+                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or(BadRequest)?;
+            if length.is_some_and(|l| l != value) {
+                return Err(BadRequest);
+            }
+            length = Some(value);
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            return Err(BadRequest);
+        }
+    }
+    Ok(length)
+}
+
 impl ServerWire for HttpWire {
     const IN_ORDER: bool = true;
 
@@ -91,21 +115,10 @@ impl ServerWire for HttpWire {
             Ok(httparse::Status::Partial) => return Ok(None),
             Err(_) => return Err(BadRequest),
         };
-        let mut body = 0u64;
-        for h in request.headers.iter() {
-            if h.name.eq_ignore_ascii_case("content-length") {
-                body = std::str::from_utf8(h.value)
-                    .ok()
-                    .and_then(|v| v.trim().parse().ok())
-                    .ok_or(BadRequest)?;
-            } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-                return Err(BadRequest); // chunked requests are not served
-            }
-        }
-        let size = head as u64 + body;
-        if size > max_frame as u64 {
-            return Err(BadRequest);
-        }
+        let size = (head as u64)
+            .checked_add(body_length(request.headers)?.unwrap_or(0))
+            .filter(|size| *size <= max_frame as u64)
+            .ok_or(BadRequest)?;
         if (buf.len() as u64) < size {
             return Ok(None);
         }
@@ -129,6 +142,10 @@ impl ServerWire for HttpWire {
         };
         let sleep = self.options.sleep;
         Ok(Some((Ask { key, sleep }, size as usize)))
+    }
+
+    fn rejection(&self) -> &'static [u8] {
+        b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     }
 
     fn respond(&self, key: &HeaderKey, out: &mut Vec<u8>) {
@@ -231,5 +248,26 @@ mod tests {
         let chunked = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
         assert!(w.decode(chunked, 1 << 20, 0).is_err());
         assert_eq!(Query::of("/?status=42&bytes=-1&x"), Query::default());
+    }
+
+    #[test]
+    fn overflowing_or_conflicting_lengths_are_refused() {
+        let mut w = wire();
+        for bad in [
+            // head + 2^64 - 1 wrapped to less than the head: its "body" was then served as
+            // another request.
+            "POST / HTTP/1.1\r\nContent-Length: 18446744073709551615\r\n\r\nGET /smuggled HTTP/1.1\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 0\r\n\r\nhello",
+            "POST / HTTP/1.1\r\nContent-Length: +5\r\n\r\nhello",
+            "POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: \r\n\r\n",
+        ] {
+            assert_eq!(w.decode(bad.as_bytes(), 1 << 20, 0).err(), Some(BadRequest), "{bad}");
+        }
+        // The same length twice is one length.
+        let twice = b"POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello";
+        assert_eq!(w.decode(twice, 1 << 20, 0).unwrap().unwrap().1, twice.len());
+        assert!(w.rejection().starts_with(b"HTTP/1.1 400 Bad Request"));
     }
 }

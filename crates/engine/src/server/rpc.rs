@@ -64,6 +64,11 @@ pub trait ServerWire: Send + 'static {
     ) -> Result<Option<(Ask, usize)>, BadRequest>;
     /// Appends the response to the request described by `key`.
     fn respond(&self, key: &HeaderKey, out: &mut Vec<u8>);
+    /// What is written (best effort) to a connection closed for a bad request before it is
+    /// closed, when nothing else is still to be written on it: HTTP's `400`. Nothing by default.
+    fn rejection(&self) -> &'static [u8] {
+        b""
+    }
 }
 
 /// Bytes that are not a request the server serves: its connection is closed.
@@ -900,6 +905,11 @@ impl<W: ServerWire> Worker<W> {
             return;
         };
         let _ = self.poll.registry().deregister(&mut conn.stream);
+        if matches!(why, Close::Protocol) && conn.queued() == 0 {
+            // Best effort, never waited for: a client that does not read loses it.
+            use std::io::Write;
+            let _ = conn.stream.write(self.wire.rejection());
+        }
         self.free.push(slot);
         self.paused.retain(|&s| s != slot);
         self.queued = self.queued.saturating_sub(conn.queued());
