@@ -245,6 +245,9 @@ pub(crate) struct Url {
     pub(crate) host: String,
     /// `https://`.
     pub(crate) tls: bool,
+    /// The path and query after the authority (`/` when there is none), the fragment left out:
+    /// the default request's target.
+    pub(crate) target: String,
 }
 
 /// The parts of `http[s]://host[:port][/…]`.
@@ -282,12 +285,38 @@ pub(crate) fn parse_url(url: &str) -> Result<Url, UrlError> {
     } else {
         authority
     };
+    let after = rest[authority.len()..]
+        .split('#')
+        .next()
+        .unwrap_or_default();
+    let target = match after.chars().next() {
+        None => "/".to_string(),
+        Some('?') => format!("/{after}"),
+        Some(_) => after.to_string(),
+    };
     Ok(Url {
         address,
         authority: authority.to_string(),
         host: host.to_string(),
         tls,
+        target,
     })
+}
+
+impl HttpRequestSpec {
+    /// This request with the URL's path and query as its target when it gives none of its own
+    /// (`path` left at `/`): `url = "http://host/slow"` sends `GET /slow` (it once sent
+    /// `GET /`, silently).
+    fn aimed(&self, url_target: &str) -> std::borrow::Cow<'_, HttpRequestSpec> {
+        if self.path == "/" && url_target != "/" {
+            std::borrow::Cow::Owned(HttpRequestSpec {
+                path: url_target.to_string(),
+                ..self.clone()
+            })
+        } else {
+            std::borrow::Cow::Borrowed(self)
+        }
+    }
 }
 
 /// An HTTP token (method, header name): visible ASCII without separators.
@@ -376,7 +405,7 @@ impl HttpSpec {
                         "`match` pairs the replies of a bidirectional gRPC call: give grpc = \"package.Service/Method\" too",
                     ))
                 }
-                None => r.render(&host, name, share, &field, invalid)?,
+                None => r.aimed(&url.target).render(&host, name, share, &field, invalid)?,
             };
             if version == HttpVersion::Http2 {
                 check_h2_headers(&request.parts, &field, invalid)?;
@@ -875,6 +904,22 @@ mod tests {
         assert_eq!(http(&d).tls, None);
         let t = valid("system = \"http\"\n[http]\nurl = \"https://api.example.com/v1\"\n");
         assert_eq!(http(&t).address, "api.example.com:443");
+        // The URL's path and query are the default request's target; a request's own path wins.
+        assert_eq!(
+            String::from_utf8_lossy(&http(&t).requests[0].bytes),
+            "GET /v1 HTTP/1.1\r\nHost: api.example.com\r\n\r\n"
+        );
+        for (url, line) in [
+            ("http://h:1/slow?x=1#frag", "GET /slow?x=1 HTTP/1.1"),
+            ("http://h:1?x=1", "GET /?x=1 HTTP/1.1"),
+            ("http://h:1/", "GET / HTTP/1.1"),
+        ] {
+            let u = valid(&format!("system = \"http\"\n[http]\nurl = \"{url}\"\n"));
+            let bytes = String::from_utf8_lossy(&http(&u).requests[0].bytes).into_owned();
+            assert!(bytes.starts_with(line), "{url}: {bytes}");
+        }
+        let own = valid("system = \"http\"\n[http]\nurl = \"http://h:1/v1\"\n[http.requests.a]\npath = \"/items\"\n");
+        assert!(String::from_utf8_lossy(&http(&own).requests[0].bytes).starts_with("GET /items "));
         let tls = http(&t).tls.as_ref().unwrap();
         assert_eq!(
             (tls.server_name.as_str(), tls.insecure),
