@@ -846,7 +846,9 @@ impl Reader {
         } else {
             60_000_000_000
         };
-        (off > bound).then(|| {
+        // A stamp from before this host booted converts to 0 (saturated): however near to
+        // `now` 0 is on a host up for less than the bound, it is no stamp of this run.
+        (off > bound || stamp_ns == 0).then(|| {
             format!(
                 "the feed's first timestamp is {:.0} s {} this host's clock: check [ticks.feed] clock (is it {}?) and that timestamp names the field holding the stamp",
                 off as f64 / 1e9,
