@@ -286,17 +286,9 @@ fn refusals(tmp: &Path, dirs: &[PathBuf], scenario: &str) {
     .unwrap();
     let foreign = foreign.display().to_string();
     // The same shard from another invocation: planned for another start.
-    let later = tmp.join("later");
-    Command::new("cp")
-        .arg("-r")
-        .arg(&dirs[3])
-        .arg(&later)
-        .status()
-        .unwrap();
-    let json = later.join("runs/000.json");
-    let mut r: RunResult = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    r.shard.as_mut().unwrap().planned_start_unix_ms = Some(r.started_unix_ms + 18_000);
-    std::fs::write(&json, serde_json::to_string(&r).unwrap()).unwrap();
+    let later = tampered(tmp, &dirs[3], "later", &|r| {
+        r.shard.as_mut().unwrap().planned_start_unix_ms = Some(r.started_unix_ms + 18_000)
+    });
     let later = later.display().to_string();
     let cases: Vec<(Vec<String>, &str)> = vec![
         (
@@ -370,6 +362,34 @@ fn tree(dir: &Path) -> Vec<PathBuf> {
     all
 }
 
+/// A copy of shard directory `shard` at `tmp/name` (replacing one there), its run edited by
+/// `edit`.
+fn tampered(tmp: &Path, shard: &Path, name: &str, edit: &dyn Fn(&mut RunResult)) -> PathBuf {
+    let copy = tmp.join(name);
+    let _ = std::fs::remove_dir_all(&copy);
+    Command::new("cp")
+        .arg("-r")
+        .arg(shard)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    let json = copy.join("runs/000.json");
+    let mut r: RunResult = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    edit(&mut r);
+    std::fs::write(&json, serde_json::to_string(&r).unwrap()).unwrap();
+    copy
+}
+
+/// `msgbench merge` of shards 0-2 and `hostile` (in place of shard 3) into `out`.
+fn merge_with(dirs: &[PathBuf], hostile: &Path, out: &Path) -> Output {
+    let mut args: Vec<String> = vec!["merge".into()];
+    args.extend(dirs[..3].iter().map(|d| d.display().to_string()));
+    args.push(hostile.display().to_string());
+    args.extend(["--out".into(), out.display().to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    msgbench(&args)
+}
+
 /// A shard's `run_id` is a file name on the merging host: one that would leave `--out`
 /// (`../x`, an absolute path, `a/../../x`) is refused and nothing is written anywhere. (A
 /// merge once wrote `<out>/runs/../../../escaped.json`.)
@@ -386,27 +406,11 @@ fn hostile_run_ids(tmp: &Path, dirs: &[PathBuf]) {
     .into_iter()
     .enumerate()
     {
-        let hostile = tmp.join(format!("hostile{k}"));
-        Command::new("cp")
-            .arg("-r")
-            .arg(&dirs[3])
-            .arg(&hostile)
-            .status()
-            .unwrap();
-        let json = hostile.join("runs/000.json");
-        let mut r: RunResult =
-            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-        r.run_id = id.clone();
-        std::fs::write(&json, serde_json::to_string(&r).unwrap()).unwrap();
+        let hostile = tampered(tmp, &dirs[3], "hostile", &|r| r.run_id = id.clone());
         // The out folder deep inside tmp, so that an escape would land in the tree listed.
         let out = tmp.join(format!("deep{k}/a/b/merged"));
         let before = tree(tmp);
-        let mut args: Vec<String> = vec!["merge".into()];
-        args.extend(dirs[..3].iter().map(|d| d.display().to_string()));
-        args.push(hostile.display().to_string());
-        args.extend(["--out".into(), out.display().to_string()]);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let o = msgbench(&args);
+        let o = merge_with(dirs, &hostile, &out);
         assert_eq!(o.status.code(), Some(2), "{id}: {}", stderr(&o));
         assert!(
             stderr(&o).contains("its run_id") && stderr(&o).contains("runs/000.json"),
@@ -428,30 +432,14 @@ fn refused_when_tampered(
     cut: bool,
     says: &str,
 ) {
-    let hostile = tmp.join("tampered");
-    let _ = std::fs::remove_dir_all(&hostile);
-    Command::new("cp")
-        .arg("-r")
-        .arg(&dirs[3])
-        .arg(&hostile)
-        .status()
-        .unwrap();
-    let json = hostile.join("runs/000.json");
-    let mut r: RunResult = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    edit(&mut r);
-    std::fs::write(&json, serde_json::to_string(&r).unwrap()).unwrap();
+    let hostile = tampered(tmp, &dirs[3], "tampered", edit);
     if cut {
         let hlog = hostile.join("runs/000.hlog");
         let bytes = std::fs::read(&hlog).unwrap();
         std::fs::write(&hlog, &bytes[..bytes.len() / 2]).unwrap();
     }
     let out = tmp.join("tampered-merge");
-    let mut args: Vec<String> = vec!["merge".into()];
-    args.extend(dirs[..3].iter().map(|d| d.display().to_string()));
-    args.push(hostile.display().to_string());
-    args.extend(["--out".into(), out.display().to_string()]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let o = msgbench(&args);
+    let o = merge_with(dirs, &hostile, &out);
     assert_eq!(o.status.code(), Some(2), "{says}: {}", stderr(&o));
     assert!(stderr(&o).contains(says), "{says}: {}", stderr(&o));
     assert!(!out.exists(), "{says}: nothing written");

@@ -257,9 +257,7 @@ impl ResultStore {
             source,
         })
     }
-}
 
-impl ResultStore {
     /// `name` under the result directory, refused unless it stays there: a relative path of
     /// plain components only (no `..`, no root), whose folder, links resolved, is inside the
     /// directory. Names are msgbench's own, but a run id can come from another host's file
@@ -322,7 +320,7 @@ fn hlog(result: &RunResult, intervals: &[IntervalLatency]) -> Vec<u8> {
 pub fn sanitize(name: &str) -> String {
     let mut s = String::with_capacity(name.len());
     for c in name.chars() {
-        let c = if c.is_ascii_alphanumeric() || "-_.=".contains(c) {
+        let c = if msgbench_model::files::is_name_char(c) {
             c
         } else {
             '_'

@@ -4,6 +4,12 @@
 use std::io::{self, Write};
 use std::path::Path;
 
+/// Whether `c` may stand in a name msgbench makes a file or folder of (an experiment's, a run
+/// id): ASCII letters, digits and `-_.=` — never a path separator.
+pub fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "-_.=".contains(c)
+}
+
 /// Writes `path` through `fill` into a temporary file beside it, syncs it and renames it into
 /// place. On any error the temporary file is removed and `path` is left as it was.
 pub fn write_atomic(

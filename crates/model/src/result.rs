@@ -783,7 +783,7 @@ pub fn run_id_problem(id: &str) -> Option<String> {
         return Some("starts with a dot".into());
     }
     id.chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || "-_.=".contains(*c)))
+        .find(|c| !crate::files::is_name_char(*c))
         .map(|c| format!("holds {c:?} (a run id is ASCII letters, digits and -_.= only)"))
 }
 

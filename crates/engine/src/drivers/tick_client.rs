@@ -846,8 +846,9 @@ impl Reader {
         } else {
             60_000_000_000
         };
-        // A stamp from before this host booted converts to 0 (saturated): however near to
-        // `now` 0 is on a host up for less than the bound, it is no stamp of this run.
+        // A stamp from before this host booted is clamped to 0 (`FeedDecoder::to_monotonic`):
+        // on a host up for less than the bound 0 is "near" now, yet it is no stamp of this run
+        // (monotonic stamps read as unix-ns went unsaid so on a freshly booted host).
         (off > bound || stamp_ns == 0).then(|| {
             format!(
                 "the feed's first timestamp is {:.0} s {} this host's clock: check [ticks.feed] clock (is it {}?) and that timestamp names the field holding the stamp",

@@ -226,6 +226,8 @@ impl FeedDecoder {
         } else {
             ns - self.wall_minus_monotonic_ns
         };
+        // A stamp from before this host booted becomes 0: the reader's first-stamp check
+        // takes 0 for what it is (no stamp of this run), whatever the host's uptime.
         Ok(monotonic.clamp(0, u64::MAX as i128) as u64)
     }
 }
