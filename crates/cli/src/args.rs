@@ -44,7 +44,9 @@ pub enum Command {
     /// Find the maximum sustainable rate under an SLO: ramp the open-loop rate ×2 until a step
     /// fails (SLO missed, < 99.9 % delivered, target not reached, or the driver late), then
     /// bisect to --precision. Every step is a full run; all go to one result directory whose
-    /// report shows each step.
+    /// report shows each step. A step that fails because msgbench's own sends were late while
+    /// the system never pushed back (the host, not the system) is run again; late twice, the
+    /// search stops there and exits 1: any rate found below it would be the host's.
     ///
     /// Example: msgbench search examples/rpc-capacity.toml --slo "p99 < 10ms"
     Search(SearchArgs),

@@ -894,10 +894,12 @@ fn search(args: SearchArgs) -> ExitCode {
     if let Some(e) = report_failed {
         return fail(1, e);
     }
-    if outcome.record.interrupted {
-        return ExitCode::from(EXIT_INTERRUPTED);
+    match &outcome.record {
+        r if r.interrupted => ExitCode::from(EXIT_INTERRUPTED),
+        // No answer about the system: the host set the limit.
+        r if r.host_limited_per_sec.is_some() => ExitCode::FAILURE,
+        _ => ExitCode::SUCCESS,
     }
-    ExitCode::SUCCESS
 }
 
 /// `msgbench import omb`: the workload read (its `${name:-default}` placeholders resolved from

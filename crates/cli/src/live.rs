@@ -235,7 +235,7 @@ fn register(registry: &mut Registry) -> Families {
     registry.register(
         "msgbench_interval_send_lag_p99_seconds",
         "Send lag p99 over the last one-second interval: how late the schedule's sends went out \
-         (above 1 ms a run is not valid)",
+         (above run.send_lag_limit, 1 ms by default, a run is not valid)",
         families.send_lag.clone(),
     );
     registry.register(

@@ -1273,16 +1273,33 @@ fn search_finds_the_capacity_of_a_server_with_a_fixed_service_time() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
     let text = String::from_utf8_lossy(&o.stdout);
     let dir = only_result_dir(&out);
     let record: msgbench_model::search::SearchRecord =
         serde_json::from_str(&std::fs::read_to_string(dir.join("search.json")).unwrap()).unwrap();
+    if let Some(rate) = record.host_limited_per_sec {
+        // A host too busy to keep even this schedule (a CPU hog beside the suite): the search
+        // says so and stops there, exit 1 — it never bisects down to the host's answer.
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert!(text.contains("No answer: this host"), "{text}");
+        let late: Vec<_> = record.steps.iter().filter(|s| s.host_late).collect();
+        assert!(
+            late.len() >= 2 && late.iter().all(|s| s.rate_per_sec >= rate),
+            "{record:?}"
+        );
+        let below = record.steps.iter().filter(|s| s.rate_per_sec < rate);
+        assert!(below.clone().all(|s| s.passed), "{record:?}");
+        eprintln!("the host was too busy to measure: {text}");
+        return;
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
     let found = record.sustainable_per_sec.expect("some rate passed");
     assert!((900.0..=1100.0).contains(&found), "found {found}/s: {text}");
     assert!(record.failed_per_sec.is_some_and(|f| f > found));
+    // The first step that counted (one the host's lateness did not fail) passed.
+    let counted: Vec<_> = record.steps.iter().filter(|s| !s.host_late).collect();
     assert!(
-        record.steps.len() >= 4 && record.steps[0].passed,
+        counted.len() >= 4 && counted[0].passed,
         "{:?}",
         record.steps
     );
@@ -1887,10 +1904,13 @@ fn thresholds_pass_or_fail_a_run_with_their_own_exit_code_and_the_reports_list_t
     let scenario = write(
         tmp.path(),
         "gate.toml",
+        // The gate is under test, not the schedule: a late driver on a busy host (a CPU hog
+        // beside the suite) must not make the run invalid and every threshold fail.
         r#"system = "rpc"
 [run]
 duration = "1s"
 warmup = "100ms"
+send_lag_limit = "1s"
 [pacing]
 mode = "rate"
 per_sec = 2000

@@ -191,6 +191,13 @@ impl Recorder {
         }
     }
 
+    /// Counts a sent message that first waited for room in a full window (see
+    /// [`Counters::held_by_window`]).
+    #[inline]
+    pub fn held_by_window(&mut self) {
+        self.counters.held_by_window += 1;
+    }
+
     /// Counts a message the driver did not send, and why.
     #[inline]
     pub fn skipped(&mut self, why: SkipCause) {

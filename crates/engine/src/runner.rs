@@ -392,6 +392,7 @@ fn assemble(
         started_unix_ms,
         duration_s,
         warmup_s: scenario.run.warmup.as_secs_f64(),
+        send_lag_limit_ns: scenario.run.send_lag_limit_ns(),
         target_per_sec: scenario.target_per_sec(),
         schedule_s: (!scenario.run.duration.is_zero())
             .then_some(scenario.run.duration.as_secs_f64()),
@@ -443,15 +444,9 @@ fn assemble(
         shards: Vec::new(),
     };
     result.fairness = fairness::of_run(&result);
-    result.warnings = m
-        .stopped_by
-        .iter()
-        .cloned()
-        .map(Warning::StoppedEarly)
+    result.warnings = (m.stopped_by.iter().cloned().map(Warning::StoppedEarly))
+        .chain(m.notes.iter().cloned().map(Warning::Note))
         .collect();
-    result
-        .warnings
-        .extend(m.notes.iter().cloned().map(Warning::Note));
     result.warnings.extend(verdict::warnings(&result));
     result
 }

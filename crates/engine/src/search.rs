@@ -9,6 +9,7 @@
 //! under the SLO bound, and the median of the SLO's percentile over replicates meets the SLO. All
 //! runs and `search.json` go to one directory.
 use crate::environment::Environment;
+use crate::harness::measured::RunContext;
 use crate::runner::{context, run_one, Observer, RunError};
 use crate::store::ResultStore;
 use msgbench_model::pacing::{Arrivals, Pacing};
@@ -85,6 +86,7 @@ pub fn search(
         sustainable_per_sec: None,
         failed_per_sec: None,
         interrupted: false,
+        host_limited_per_sec: None,
     };
     let mut results = Vec::new();
     let mut next = Some(settings.start_per_sec);
@@ -105,40 +107,7 @@ pub fn search(
                 s
             },
         };
-        let mut step_runs = Vec::new();
-        for replicate in 1..=experiment.replicates {
-            if stop.load(Ordering::Relaxed) {
-                break;
-            }
-            let run_id = format!(
-                "step{:02}-rate={rate:.0}{}",
-                index + 1,
-                if experiment.replicates > 1 {
-                    format!("-r{replicate}")
-                } else {
-                    String::new()
-                }
-            );
-            observer.run_started(&run_id, index + 1, 0);
-            let r = match run_one(
-                &searched,
-                (&point, replicate, None),
-                run_id,
-                &mut store,
-                &ctx,
-            ) {
-                Ok(r) => r,
-                Err(e) => {
-                    if store.discard_if_empty() {
-                        return Err(e.without_dir()); // a dead server leaves no folder
-                    }
-                    return Err(e);
-                }
-            };
-            store.mark_latest();
-            observer.run_finished(&r);
-            step_runs.push(r);
-        }
+        let step_runs = run_step(&searched, &point, (&mut store, &ctx, &observer), rate)?;
         if stop.load(Ordering::Relaxed) {
             record.interrupted = true;
             results.extend(step_runs);
@@ -146,6 +115,22 @@ pub fn search(
         }
         let step = judge(rate, &step_runs, settings);
         observer.step_judged(index + 1, &step);
+        if step.host_late {
+            // Once: a hiccup of the host passes the second time. Twice: the host cannot keep
+            // this schedule, and every rate below it would measure the host too.
+            let again = record
+                .steps
+                .last()
+                .is_some_and(|s| s.host_late && s.rate_per_sec == rate);
+            record.steps.push(step);
+            results.extend(step_runs);
+            if again {
+                record.host_limited_per_sec = Some(rate);
+                break;
+            }
+            next = Some(rate);
+            continue;
+        }
         if step.passed {
             record.sustainable_per_sec = Some(
                 record
@@ -175,6 +160,41 @@ pub fn search(
     })
 }
 
+/// Every replicate of one step at `rate` (fewer when Ctrl-C stops it).
+fn run_step(
+    searched: &Experiment,
+    point: &SweepPoint,
+    (store, ctx, observer): (&mut ResultStore, &RunContext, &Arc<dyn Observer>),
+    rate: f64,
+) -> Result<Vec<RunResult>, RunError> {
+    let index = point.index;
+    let mut step_runs = Vec::new();
+    for replicate in 1..=searched.replicates {
+        if ctx.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let run_id = format!(
+            "step{:02}-rate={rate:.0}{}",
+            index + 1,
+            if searched.replicates > 1 {
+                format!("-r{replicate}")
+            } else {
+                String::new()
+            }
+        );
+        observer.run_started(&run_id, index + 1, 0);
+        let r = match run_one(searched, (point, replicate, None), run_id, store, ctx) {
+            Ok(r) => r,
+            Err(e) if store.discard_if_empty() => return Err(e.without_dir()), // a dead server leaves no folder
+            Err(e) => return Err(e),
+        };
+        store.mark_latest();
+        observer.run_finished(&r);
+        step_runs.push(r);
+    }
+    Ok(step_runs)
+}
+
 /// The next rate: double while everything passed, halve while everything failed, then bisect.
 fn next_rate(r: &SearchRecord, s: &SearchSettings) -> Option<f64> {
     match (r.sustainable_per_sec, r.failed_per_sec) {
@@ -201,8 +221,8 @@ fn judge(rate: f64, runs: &[RunResult], s: &SearchSettings) -> SearchStep {
                 100.0 * s.min_success
             ));
         }
-        // The verdict's own send-lag warning (above 1 ms) already says it; this catches a lag
-        // under 1 ms that still exceeds a tighter SLO.
+        // The verdict's own send-lag warning (above `run.send_lag_limit`) already says it; this
+        // catches a lag under that bound that still exceeds a tighter SLO.
         let warned = r
             .warnings
             .iter()
@@ -238,9 +258,11 @@ fn judge(rate: f64, runs: &[RunResult], s: &SearchSettings) -> SearchStep {
             ),
         );
     }
+    let passed = reasons.is_empty() && !runs.is_empty();
     SearchStep {
         rate_per_sec: rate,
-        passed: reasons.is_empty() && !runs.is_empty(),
+        passed,
+        host_late: !passed && !runs.is_empty() && runs.iter().all(|r| driver_late(r, s)),
         reasons,
         run_ids: runs.iter().map(|r| r.run_id.clone()).collect(),
         latency_ns: latency as u64,
@@ -251,6 +273,20 @@ fn judge(rate: f64, runs: &[RunResult], s: &SearchSettings) -> SearchStep {
                 .collect::<Vec<_>>(),
         ),
     }
+}
+
+/// Whether run `r` went out late by the driver's own doing: its send lag is over the SLO's
+/// bound or warned about, and it is a request/response run (whose launcher counts the sends a
+/// full window held) in which fewer than 1 % of sends waited for the window. A stream's
+/// publishers have no window to count, so their lag is never called the host's here.
+fn driver_late(r: &RunResult, s: &SearchSettings) -> bool {
+    use msgbench_model::scenario::SystemKind;
+    let windowed = matches!(
+        r.system,
+        SystemKind::Rpc | SystemKind::Redis | SystemKind::WsRpc | SystemKind::Http
+    );
+    let warned = (r.warnings.iter()).any(|w| matches!(w, Warning::SendLag { stream: false, .. }));
+    windowed && (warned || r.send_lag.p99_ns > s.slo.bound_ns) && r.counters.lag_is_the_drivers()
 }
 
 #[cfg(test)]
@@ -279,6 +315,7 @@ mod tests {
             sustainable_per_sec: None,
             failed_per_sec: None,
             interrupted: false,
+            host_limited_per_sec: None,
         };
         let mut rates = Vec::new();
         let mut next = Some(s.start_per_sec);
@@ -305,6 +342,39 @@ mod tests {
             ok <= 5000.0 && bad > 5000.0 && bad / ok - 1.0 <= 0.05,
             "{ok} {bad}"
         );
+    }
+
+    #[test]
+    fn a_step_failed_by_the_drivers_lateness_is_told_from_the_systems_pushback() {
+        use msgbench_model::scenario::SystemKind;
+        let late = |system, held: u64| {
+            let mut r = RunResult {
+                system,
+                run_id: "step01".into(),
+                ..Default::default()
+            };
+            (r.counters.attempted, r.counters.sent, r.counters.delivered) = (1000, 1000, 1000);
+            r.counters.held_by_window = held;
+            r.latency.count = 1000;
+            r.warnings.push(Warning::SendLag {
+                p99_ms: 3.7,
+                stream: false,
+            });
+            r
+        };
+        let s = settings();
+        let host = judge(250.0, &[late(SystemKind::Rpc, 0)], &s);
+        assert!(!host.passed && host.host_late, "{host:?}");
+        // Under 1 % of sends held by a full window: still the driver's lag.
+        assert!(judge(250.0, &[late(SystemKind::Http, 9)], &s).host_late);
+        // 5 % held: the system pushed back (block), the lag is the system's.
+        assert!(!judge(250.0, &[late(SystemKind::Redis, 50)], &s).host_late);
+        // No window to count: a stream's lag is never called the host's.
+        assert!(!judge(250.0, &[late(SystemKind::Pubsub, 0)], &s).host_late);
+        // A step that passed is not late.
+        let mut ok = late(SystemKind::Rpc, 0);
+        ok.warnings.clear();
+        assert!(!judge(250.0, &[ok], &s).host_late);
     }
 
     #[test]

@@ -38,6 +38,10 @@ pub struct RunResult {
     pub duration_s: f64,
     /// Warm-up discarded before it, seconds.
     pub warmup_s: f64,
+    /// The send lag p99 above which the run is late (`run.send_lag_limit`), ns; absent when it
+    /// is the default, [`crate::verdict::SEND_LAG_LIMIT_NS`] (1 ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_lag_limit_ns: Option<u64>,
     /// Rate the pacing aimed at, if any.
     pub target_per_sec: Option<f64>,
     /// The span the schedule covered (`run.duration`), seconds; absent when `run.operations`
@@ -446,6 +450,15 @@ pub struct Counters {
     /// skipped (and in files written before it was counted).
     #[serde(default, skip_serializing_if = "SkippedBy::is_zero")]
     pub skipped_by: SkippedBy,
+    /// Sent messages that first waited for room in a full window (`when_full = "block"`):
+    /// their send lag is the system pushing back. The rest of the send lag is the driver's
+    /// own lateness (its thread woke or ran late: the host). Absent when none waited.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub held_by_window: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Why a measured request was not sent.
@@ -516,6 +529,7 @@ impl AddAssign for Counters {
         self.failed += o.failed;
         self.in_flight_end += o.in_flight_end;
         self.skipped_by += o.skipped_by;
+        self.held_by_window += o.held_by_window;
     }
 }
 
@@ -561,6 +575,13 @@ impl Counters {
             ));
         }
         Ok(())
+    }
+
+    /// Whether this run's send lag tail is the driver's own lateness rather than the system
+    /// pushing back: fewer than 1 % of its sends waited for a full window, so the slowest 1 %
+    /// of sends (send lag p99) holds sends that waited for nothing but the driver.
+    pub fn lag_is_the_drivers(&self) -> bool {
+        u128::from(self.held_by_window) * 100 < u128::from(self.sent)
     }
 
     /// delivered / attempted (1.0 when nothing was attempted; NaN for counters that break the

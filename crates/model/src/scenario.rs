@@ -189,6 +189,10 @@ pub struct RunSpec {
     pub drain_timeout: Duration,
     /// Keep up to this many raw per-message latencies per run (`runs/<id>.latencies.csv`).
     pub emit_latencies: Option<u64>,
+    /// Send lag p99 above which a run is late (not valid), e.g. `"1ms"` (the default).
+    #[serde(with = "serde_text")]
+    #[schemars(with = "String")]
+    pub send_lag_limit: Duration,
     /// Seed for random arrivals, so Poisson schedules are reproducible.
     pub seed: u64,
     /// Most runs (sweep points × replicates) one experiment may make: a typo such as a sweep
@@ -205,6 +209,7 @@ impl Default for RunSpec {
             replicates: 1,
             drain_timeout: Duration::from_secs(1),
             emit_latencies: None,
+            send_lag_limit: Duration::from_nanos(crate::verdict::SEND_LAG_LIMIT_NS),
             seed: 1,
             max_runs: 10_000,
         }
@@ -241,12 +246,22 @@ pub struct RunSettings {
     pub drain_timeout: Duration,
     /// Raw latencies to keep.
     pub emit_latencies: Option<u64>,
+    /// Send lag p99 above which a run is late, ns.
+    pub send_lag_limit_ns: u64,
     /// Seed of random arrivals.
     pub seed: u64,
     /// When the schedule is to start, wall clock (Unix ns): a sharded run's agreed start
     /// (`--start-at`). Not from the scenario file: the runner sets it per run. `None`: as soon
     /// as every worker is ready.
     pub start_unix_ns: Option<u64>,
+}
+
+impl RunSettings {
+    /// The send-lag bound to record in a result: `None` for the default (1 ms).
+    pub fn send_lag_limit_ns(&self) -> Option<u64> {
+        (self.send_lag_limit_ns != crate::verdict::SEND_LAG_LIMIT_NS)
+            .then_some(self.send_lag_limit_ns)
+    }
 }
 
 /// A validated system under test.
@@ -692,6 +707,7 @@ impl RunSpec {
             ("run.duration", self.duration),
             ("run.warmup", self.warmup),
             ("run.drain_timeout", self.drain_timeout),
+            ("run.send_lag_limit", self.send_lag_limit),
         ] {
             if d > MAX_DURATION {
                 return Err(invalid(
@@ -718,6 +734,13 @@ impl RunSpec {
         if self.replicates == 0 {
             return Err(invalid("run.replicates", "is 0".into(), "use 1 or more"));
         }
+        if self.send_lag_limit.is_zero() {
+            return Err(invalid(
+                "run.send_lag_limit",
+                "is 0".into(),
+                "give the send lag p99 a run may have and stay valid, e.g. \"1ms\" (the default)",
+            ));
+        }
         if let Some(n) = self.emit_latencies.filter(|&n| n > MAX_RAW_LATENCIES) {
             return Err(invalid("run.emit_latencies", format!("is {n}"), &format!("keep at most {MAX_RAW_LATENCIES} (8 bytes each, allocated before the run); the histograms hold every message anyway")));
         }
@@ -734,6 +757,7 @@ impl RunSpec {
             operations: self.operations,
             drain_timeout: self.drain_timeout,
             emit_latencies: self.emit_latencies,
+            send_lag_limit_ns: self.send_lag_limit.as_nanos().min(u64::MAX as u128) as u64,
             seed: self.seed,
             start_unix_ns: None,
         })

@@ -20,6 +20,11 @@ pub struct SearchRecord {
     pub failed_per_sec: Option<f64>,
     /// True when Ctrl-C ended the search early.
     pub interrupted: bool,
+    /// The rate at which the search stopped because this host, not the system, could not keep
+    /// the schedule: a step failed twice with msgbench's own sends late while the system never
+    /// pushed back. Whatever bisecting below it found would be the host's answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_limited_per_sec: Option<f64>,
 }
 
 /// One rate tried.
@@ -38,4 +43,9 @@ pub struct SearchStep {
     pub latency_ns: u64,
     /// Median over replicates of delivered per second.
     pub delivered_per_sec: f64,
+    /// It failed with the driver late and the system never pushing back (fewer than 1 % of
+    /// sends waited for a full window; see `Counters::held_by_window`): the host's lateness,
+    /// not the system's. Such a step is tried once more before it counts.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub host_late: bool,
 }

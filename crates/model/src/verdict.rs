@@ -12,7 +12,7 @@ use crate::result::{IntervalSample, RunResult, StreamInterval};
 use crate::scenario::SystemKind;
 use crate::warning::Warning;
 
-/// Send lag p99 above which a run is late.
+/// Send lag p99 above which a run is late, unless `run.send_lag_limit` says otherwise.
 pub const SEND_LAG_LIMIT_NS: u64 = 1_000_000;
 
 /// The checks made on a finished run; the engine writes them into the result after the notes
@@ -57,7 +57,7 @@ pub fn warnings(r: &RunResult) -> Vec<Warning> {
     }
     w.extend(target_missed(r));
     let stream = r.system == SystemKind::Ticks;
-    if r.send_lag.p99_ns > SEND_LAG_LIMIT_NS {
+    if r.send_lag.p99_ns > r.send_lag_limit_ns.unwrap_or(SEND_LAG_LIMIT_NS) {
         w.push(Warning::SendLag {
             p99_ms: round_to(r.send_lag.p99_ns as f64 / 1e6, 2),
             stream,
@@ -341,6 +341,28 @@ mod tests {
         assert_eq!(round_to(1234.5, 0), 1234.0);
         assert_eq!(round_to(1235.5, 0), 1236.0);
         assert_eq!(round_to(61.75, 1).to_string(), format!("{:.1}", 61.75));
+    }
+
+    #[test]
+    fn the_send_lag_bound_is_the_runs_own() {
+        let mut r = RunResult {
+            counters: crate::result::Counters {
+                attempted: 10,
+                sent: 10,
+                delivered: 10,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        r.send_lag.p99_ns = 3_000_000;
+        let late = |r: &RunResult| {
+            warnings(r)
+                .iter()
+                .any(|w| matches!(w, Warning::SendLag { .. }))
+        };
+        assert!(late(&r), "3 ms is late under the default 1 ms");
+        r.send_lag_limit_ns = Some(5_000_000);
+        assert!(!late(&r), "and on time under run.send_lag_limit = \"5ms\"");
     }
 
     #[test]

@@ -67,7 +67,7 @@ pub enum Warning {
         /// A broadcast stream: the target is the rate × clients.
         stream: bool,
     },
-    /// Messages went out late: send lag p99 above 1 ms.
+    /// Messages went out late: send lag p99 above its bound (`run.send_lag_limit`, 1 ms).
     SendLag {
         /// p99 of the send lag, ms (two decimals).
         p99_ms: f64,
@@ -253,7 +253,7 @@ impl Warning {
     }
 
     /// What kind of warning this is, in a few words, for grouping the same warning over many
-    /// runs ("send lag above 1 ms in 4 of 6 runs"). Notes group by their text.
+    /// runs ("send lag p99 above its bound in 4 of 6 runs"). Notes group by their text.
     pub fn kind(&self) -> String {
         match self {
             Warning::StoppedEarly(_) => "stopped early by an error".into(),
@@ -266,7 +266,7 @@ impl Warning {
             }
             Warning::Failed { .. } => "failed messages".into(),
             Warning::TargetMissed { .. } => "target rate not reached".into(),
-            Warning::SendLag { .. } => "send lag p99 above 1 ms".into(),
+            Warning::SendLag { .. } => "send lag p99 above its bound".into(),
             Warning::InFlightAtEnd { .. } => "messages in flight when the drain ended".into(),
             Warning::Unanswered { .. } => "requests that got no answer".into(),
             Warning::Unequal(_) => "connections served unequally".into(),

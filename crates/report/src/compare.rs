@@ -278,6 +278,7 @@ mod tests {
             started_unix_ms: 0,
             duration_s: 1.0,
             warmup_s: 0.0,
+            send_lag_limit_ns: None,
             target_per_sec: None,
             schedule_s: None,
             interrupted: false,

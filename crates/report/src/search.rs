@@ -13,6 +13,16 @@ pub struct SearchSection {
 
 /// The one-line answer of a search.
 pub fn verdict(s: &SearchRecord) -> String {
+    if let Some(rate) = s.host_limited_per_sec {
+        let before = s
+            .sustainable_per_sec
+            .map(|ok| format!(" (it did pass {} at {}/s)", s.slo, count(ok)))
+            .unwrap_or_default();
+        return format!(
+            "No answer: this host could not keep a schedule of {}/s — msgbench's own sends went out late twice while the system never pushed back, so any rate found below it would be the host's, not the system's{before}. Free the host (another process shares its CPUs) or run the driver on another machine, and search again.",
+            count(rate)
+        );
+    }
     match (s.sustainable_per_sec, s.failed_per_sec) {
         (Some(ok), Some(bad)) => format!(
             "Maximum sustainable rate under {}: {}/s (passed; {}/s failed, so the limit lies between them: ±{:.0} %).",
@@ -48,6 +58,11 @@ pub fn section(dir: &Path) -> Option<SearchSection> {
     for (i, step) in s.steps.iter().enumerate() {
         let result = if step.passed {
             "pass".to_string()
+        } else if step.host_late {
+            format!(
+                "host late (msgbench's own sends, not the system): {}",
+                step.reasons.join("; ")
+            )
         } else {
             format!("fail: {}", step.reasons.join("; "))
         };

@@ -43,6 +43,7 @@ fn run(point: usize, window: u32, replicate: u32, rate: f64, base_ns: u64) -> Ru
         started_unix_ms: 1_790_000_000_000,
         duration_s: 2.0,
         warmup_s: 0.5,
+        send_lag_limit_ns: None,
         target_per_sec: None,
         schedule_s: Some(2.0),
         interrupted: false,

@@ -129,6 +129,9 @@ impl<T: Tally> Tally for Budgeted<'_, T> {
     fn sent(&mut self, scheduled_ns: u64, actual_ns: u64) {
         self.inner.sent(scheduled_ns, actual_ns);
     }
+    fn held_by_window(&mut self) {
+        self.inner.held_by_window();
+    }
     fn never_sent(&mut self, intended_ns: u64, now_ns: u64) {
         self.inner.never_sent(intended_ns, now_ns);
     }
@@ -144,6 +147,8 @@ pub trait Tally {
     fn skipped(&mut self, why: SkipCause);
     /// A measured request went at `actual_ns`; its slot was `scheduled_ns`.
     fn sent(&mut self, scheduled_ns: u64, actual_ns: u64);
+    /// The request just sent had waited for room in a full window (`block`).
+    fn held_by_window(&mut self);
     /// A measured request due at `intended_ns` was never sent: by `now_ns` the run ended (it
     /// is also skipped). Its wait is a lower bound on its latency.
     fn never_sent(&mut self, intended_ns: u64, now_ns: u64);
@@ -174,6 +179,9 @@ impl Tally for Counting<'_> {
     #[inline]
     fn sent(&mut self, scheduled_ns: u64, actual_ns: u64) {
         self.rec.sent(scheduled_ns, actual_ns);
+    }
+    fn held_by_window(&mut self) {
+        self.rec.held_by_window();
     }
     fn never_sent(&mut self, intended_ns: u64, now_ns: u64) {
         self.rec.unanswered(intended_ns, now_ns);
@@ -288,6 +296,9 @@ pub struct Launcher {
     budget: Budget,
     /// No more sends: the schedule passed the span's end.
     pub done: bool,
+    /// The next due slot found the window full (`block`): when it goes, its lag is the
+    /// system's pushback, not the driver's lateness.
+    held: bool,
 }
 
 impl Launcher {
@@ -320,6 +331,7 @@ impl Launcher {
             adapt: Adapt::new(t0_ns),
             budget: Budget::new(budget),
             done: false,
+            held: false,
         }
     }
 
@@ -454,6 +466,7 @@ impl Launcher {
                 WhenFull::Adapt => adapt(&mut self.adapt, now, full, connected),
             };
             if decision == Decision::Wait {
+                self.held = true;
                 return;
             }
             let slot = self.pacer.next(clock);
@@ -466,7 +479,11 @@ impl Launcher {
                         self.open(in_flight, rules, slot.intended_ns, slot.actual_ns, measured);
                     if measured {
                         tally.sent(slot.scheduled_ns, slot.actual_ns);
+                        if self.held {
+                            tally.held_by_window();
+                        }
                     }
+                    self.held = false;
                     send(launch);
                 }
                 Decision::Skip if measured => tally.skipped(if connected {
@@ -582,6 +599,7 @@ mod tests {
         causes: Vec<SkipCause>,
         sent: Vec<(u64, u64)>,
         never_sent: Vec<u64>,
+        held: u64,
     }
 
     impl Tally for Counted {
@@ -597,6 +615,9 @@ mod tests {
         }
         fn sent(&mut self, scheduled_ns: u64, actual_ns: u64) {
             self.sent.push((scheduled_ns, actual_ns));
+        }
+        fn held_by_window(&mut self) {
+            self.held += 1;
         }
         fn never_sent(&mut self, intended_ns: u64, now_ns: u64) {
             self.never_sent.push(now_ns - intended_ns);
@@ -691,6 +712,23 @@ mod tests {
             "latency counts from the slot, not from when the window had room"
         );
         assert_eq!((t.attempted, t.skipped), (2, 0));
+        // Its lag (2.5 ms) is the system's pushback, the first send's (none) the driver's.
+        assert_eq!(t.held, 1, "the second send waited for the window");
+        conn.turn(&c, &clock, true, &mut t); // the second is answered: the third goes
+        assert_eq!(
+            t.held, 2,
+            "so did the third, due while the second was in flight"
+        );
+        conn.in_flight.complete(conn.sent[2].id).unwrap();
+        conn.turn(&c, &clock, true, &mut t); // the slot at 3 ms, due at 3.5 ms behind it
+        conn.in_flight.complete(conn.sent[3].id).unwrap();
+        clock.advance(1_000_000);
+        conn.turn(&c, &clock, true, &mut t);
+        assert_eq!(
+            (conn.sent.len(), t.held),
+            (5, 3),
+            "the slot at 4 ms found room"
+        );
     }
 
     #[test]

@@ -84,6 +84,7 @@ mod tests {
             operations,
             drain_timeout: Duration::from_millis(50),
             emit_latencies: None,
+            send_lag_limit_ns: 1_000_000,
             seed: 1,
             start_unix_ns: None,
         }
