@@ -6,11 +6,14 @@
 # is stopped (SIGTERM or Ctrl-C to this script's process group, as a scenario's [sut] does).
 # Warnings and errors go to stderr.
 #
+# The controller listens on CONTROLLER_PORT when given (the tests pass a port reserved for
+# them), else on a free loopback port.
+#
 #   bash scripts/kafka-broker.sh 9092
 #   [sut] command = "exec bash scripts/kafka-broker.sh PORT"   (in a scenario)
 set -euo pipefail
-usage() { echo "usage: bash scripts/kafka-broker.sh PORT [DIR]" >&2; exit 2; }
-[ $# -ge 1 ] && [ $# -le 2 ] || usage
+usage() { echo "usage: bash scripts/kafka-broker.sh PORT [DIR [CONTROLLER_PORT]]" >&2; exit 2; }
+[ $# -ge 1 ] && [ $# -le 3 ] || usage
 PORT="$1"
 [[ "$PORT" =~ ^[0-9]+$ ]] && [ "$PORT" -ge 1 ] && [ "$PORT" -le 65535 ] || usage
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,15 +22,16 @@ if ! ls "$LIBS"/kafka_2.13-*.jar >/dev/null 2>&1; then
   echo "kafka-broker.sh: no Kafka jars in $LIBS; fetch them with: bash scripts/setup-kafka.sh" >&2
   exit 1
 fi
-if [ $# -eq 2 ]; then
+if [ $# -ge 2 ]; then
   DIR="$2"
   mkdir -p "$DIR"
 else
   DIR="$(mktemp -d "${TMPDIR:-/tmp}/msgbench-kafka-$PORT-XXXXXX")"
   trap 'rm -rf "$DIR"' EXIT
 fi
-# The controller listens on a second free loopback port.
-CONTROLLER=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# The controller listens on a second loopback port.
+CONTROLLER="${3:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}"
+[[ "$CONTROLLER" =~ ^[0-9]+$ ]] || usage
 cat > "$DIR/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=1

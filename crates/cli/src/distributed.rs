@@ -507,11 +507,73 @@ fn collect(args: &KubeCollectArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Unpacks a tar.gz into `dir` (entries that would land outside it are refused by `tar`).
+/// Most entries one shard's archive may hold.
+const MAX_ARCHIVE_ENTRIES: usize = 100_000;
+/// Most bytes it may unpack to, per byte of the archive: a result directory compresses 3–10×
+/// (JSON, decimal digits, `.hlog`s already deflated); a 1.4 MB log once unpacked to 1.1 GB.
+const MAX_UNPACK_RATIO: u64 = 50;
+/// ... and at least this many, whatever the archive's size.
+const MIN_UNPACK_BYTES: u64 = 64 << 20;
+
+/// Unpacks a tar.gz from a pod's log (untrusted) into `dir`: regular files only (their
+/// folders are made for them), at most [`MAX_ARCHIVE_ENTRIES`] entries, and at most
+/// `MAX_UNPACK_RATIO` × its size in bytes (at least [`MIN_UNPACK_BYTES`]) — counted on each
+/// entry's size before it is written (a PAX size record included), and on everything the
+/// decompressor yields (extension headers too); entries that would land outside `dir` are
+/// refused by `tar`. On a refusal `dir` is removed: nothing half-unpacked.
 fn unpack(bytes: &[u8], dir: &PathBuf) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
-    archive.unpack(dir)
+    let unpacked = unpack_bounded(bytes, dir);
+    if unpacked.is_err() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    unpacked
+}
+
+fn unpack_bounded(bytes: &[u8], dir: &Path) -> std::io::Result<()> {
+    use std::io::Read;
+    let refuse = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
+    let bound = (bytes.len() as u64)
+        .saturating_mul(MAX_UNPACK_RATIO)
+        .max(MIN_UNPACK_BYTES);
+    let too_big = |at: &str| {
+        refuse(format!(
+            "it unpacks to more than {MAX_UNPACK_RATIO} × its {} bytes ({at}): not a result \
+             archive msgbench wrote",
+            bytes.len()
+        ))
+    };
+    // The stream itself is cut past the bound (plus the tar's own headers' room): headers and
+    // extensions that tar reads into memory cannot grow past it either.
+    let stream = flate2::read::GzDecoder::new(bytes).take(bound.saturating_add(1 << 20));
+    let mut archive = tar::Archive::new(stream);
+    let mut budget = bound;
+    for (k, entry) in archive.entries()?.enumerate() {
+        let mut entry = entry.map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => too_big("its stream ends past the bound"),
+            _ => e,
+        })?;
+        let name = entry.path()?.display().to_string();
+        let kind = entry.header().entry_type();
+        if k >= MAX_ARCHIVE_ENTRIES {
+            return Err(refuse(format!("more than {MAX_ARCHIVE_ENTRIES} entries")));
+        }
+        if kind.is_dir() {
+            continue; // made for the files inside, with the default mode
+        }
+        if !kind.is_file() {
+            return Err(refuse(format!(
+                "{name} is not a file or a folder ({kind:?})"
+            )));
+        }
+        let size = entry.size();
+        budget = (budget.checked_sub(size))
+            .ok_or_else(|| too_big(&format!("at {name}, {size} bytes")))?;
+        if !entry.unpack_in(dir)? {
+            return Err(refuse(format!("{name} would land outside the folder")));
+        }
+    }
+    Ok(())
 }
 
 /// Runs kubectl with the namespace; its stdout, or what went wrong.

@@ -123,11 +123,7 @@ impl Observer for Terminal {
             std::io::stdout(),
             "step {number:2}: {:>10}/s  {}",
             count(step.rate_per_sec),
-            if step.passed {
-                "pass".to_string()
-            } else {
-                format!("fail: {}", step.reasons.join("; "))
-            }
+            msgbench_report::search::step_result(step)
         );
     }
 

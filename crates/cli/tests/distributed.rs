@@ -466,6 +466,54 @@ fn hostile_figures(tmp: &Path, dirs: &[PathBuf]) {
     refused_when_tampered(tmp, dirs, &|_| {}, true, "truncated or malformed");
 }
 
+/// A result archive as a pod's log prints it, holding one entry: `kind` with a declared
+/// `size` (no data: it must be refused from its header, before anything is written).
+fn hostile_archive_log(kind: tar::EntryType, size: u64) -> String {
+    use base64::Engine;
+    use std::io::Write;
+    let mut h = tar::Header::new_gnu();
+    h.set_path("runs/000.latencies.csv").unwrap();
+    h.set_entry_type(kind);
+    h.set_size(size);
+    h.set_mode(0o644);
+    if kind == tar::EntryType::Symlink {
+        h.set_link_name("/etc/passwd").unwrap();
+    }
+    h.set_cksum();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(h.as_bytes()).unwrap();
+    gz.write_all(&[0; 1024]).unwrap();
+    let text = base64::engine::general_purpose::STANDARD.encode(gz.finish().unwrap());
+    format!("msgbench-archive-begin 0/1 x\n{text}\nmsgbench-archive-end\n")
+}
+
+/// A pod's log is untrusted: an archive that would unpack to 3 GiB (a 1.4 MB log once wrote
+/// 1.1 GB), or that holds a link, is refused and leaves no folder behind.
+#[test]
+fn kube_collect_bounds_what_an_archive_unpacks_to() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kubectl = tmp.path().join("kubectl");
+    fake_kubectl(&kubectl, "sharded-0-a\\n", tmp.path());
+    for (k, (kind, size, says)) in [
+        (tar::EntryType::Regular, 3 << 30, "unpacks to more than 50"),
+        (tar::EntryType::Symlink, 0, "is not a file or a folder"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        std::fs::write(
+            tmp.path().join("pod-0.log"),
+            hostile_archive_log(kind, size),
+        )
+        .unwrap();
+        let out = tmp.path().join(format!("collected{k}"));
+        let o = collect(&kubectl, &out);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{says}: {}", stderr(&o));
+        assert!(!out.join("shard-0").exists(), "nothing half-unpacked");
+    }
+}
+
 #[test]
 fn kube_prints_an_indexed_job_and_refuses_what_it_cannot_run() {
     let tmp = tempfile::tempdir().unwrap();

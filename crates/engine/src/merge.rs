@@ -374,16 +374,8 @@ fn check_run_id(path: &Path, id: &str) -> Result<(), String> {
             "{}: its run_id {:?} {why}: it is not a result msgbench wrote (a run id becomes a \
              file name, so merge refuses it); give the shard's directory as msgbench wrote it",
             path.display(),
-            truncated(id)
+            msgbench_model::result::truncate_chars(id, 80)
         )),
-    }
-}
-
-/// At most 80 characters of `text` (a hostile file's strings are quoted, not echoed whole).
-fn truncated(text: &str) -> String {
-    match text.char_indices().nth(80) {
-        Some((i, _)) => format!("{}…", &text[..i]),
-        None => text.to_string(),
     }
 }
 

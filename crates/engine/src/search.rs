@@ -124,6 +124,7 @@ pub fn search(
                 .is_some_and(|s| s.host_late && s.rate_per_sec == rate);
             record.steps.push(step);
             results.extend(step_runs);
+            write_record(&store, &record)?;
             if again {
                 record.host_limited_per_sec = Some(rate);
                 break;
@@ -142,22 +143,26 @@ pub fn search(
         }
         record.steps.push(step);
         results.extend(step_runs);
-        store.write_file(
-            "search.json",
-            &serde_json::to_vec_pretty(&record).expect("serializable"),
-        )?;
+        write_record(&store, &record)?;
         next = next_rate(&record, settings);
     }
     record.interrupted |= stop.load(Ordering::Relaxed);
-    store.write_file(
-        "search.json",
-        &serde_json::to_vec_pretty(&record).expect("serializable"),
-    )?;
+    // Out of steps right after a late one: its retry never came, and no answer below it holds.
+    if let Some(last) = record.steps.last().filter(|s| s.host_late) {
+        record.host_limited_per_sec = Some(last.rate_per_sec);
+    }
+    write_record(&store, &record)?;
     Ok(SearchOutcome {
         dir: store.dir().to_path_buf(),
         record,
         results,
     })
+}
+
+/// Writes `search.json` as it stands.
+fn write_record(store: &ResultStore, record: &SearchRecord) -> Result<(), RunError> {
+    let json = serde_json::to_vec_pretty(record).expect("serializable");
+    Ok(store.write_file("search.json", &json)?)
 }
 
 /// Every replicate of one step at `rate` (fewer when Ctrl-C stops it).
@@ -223,15 +228,12 @@ fn judge(rate: f64, runs: &[RunResult], s: &SearchSettings) -> SearchStep {
         }
         // The verdict's own send-lag warning (above `run.send_lag_limit`) already says it; this
         // catches a lag under that bound that still exceeds a tighter SLO.
-        let warned = r
-            .warnings
-            .iter()
-            .any(|w| matches!(w, Warning::SendLag { .. }));
-        if r.send_lag.p99_ns > s.slo.bound_ns && !warned {
+        if r.send_lag.p99_ns > s.slo.bound_ns && !lag_warned(r) {
             reasons.push(format!(
-                "{}: send lag p99 {:.2} ms exceeds the SLO bound: the driver fell behind its schedule, or the system pushed back under `block`",
+                "{}: send lag p99 {:.2} ms exceeds the SLO bound: {}",
                 r.run_id,
-                r.send_lag.p99_ns as f64 / 1e6
+                r.send_lag.p99_ns as f64 / 1e6,
+                lag_cause(r)
             ));
         }
         reasons.extend(
@@ -275,18 +277,42 @@ fn judge(rate: f64, runs: &[RunResult], s: &SearchSettings) -> SearchStep {
     }
 }
 
+/// Whether the verdict already warned about `r`'s send lag.
+fn lag_warned(r: &RunResult) -> bool {
+    (r.warnings.iter()).any(|w| matches!(w, Warning::SendLag { .. }))
+}
+
+/// Whose lateness `r`'s send lag is, in words.
+fn lag_cause(r: &RunResult) -> String {
+    let held = r.counters.held_by_window;
+    if !windowed(r) {
+        "the driver fell behind its schedule, or the system pushed back".into()
+    } else if r.counters.lag_is_the_drivers() {
+        "the driver fell behind its schedule (fewer than 1 % of sends waited for a full window)"
+            .into()
+    } else {
+        format!("the system pushed back ({held} sends waited for a full window under `block`)")
+    }
+}
+
 /// Whether run `r` went out late by the driver's own doing: its send lag is over the SLO's
 /// bound or warned about, and it is a request/response run (whose launcher counts the sends a
 /// full window held) in which fewer than 1 % of sends waited for the window. A stream's
 /// publishers have no window to count, so their lag is never called the host's here.
 fn driver_late(r: &RunResult, s: &SearchSettings) -> bool {
+    // Nothing lost or failed: a step that also failed for the system's faults is the system's.
+    let sound = r.counters.success_rate() >= s.min_success && r.faults.total() == 0;
+    let late = lag_warned(r) || r.send_lag.p99_ns > s.slo.bound_ns;
+    windowed(r) && sound && late && r.counters.lag_is_the_drivers()
+}
+
+/// A request/response run: its launcher counts the sends a full window held.
+fn windowed(r: &RunResult) -> bool {
     use msgbench_model::scenario::SystemKind;
-    let windowed = matches!(
+    matches!(
         r.system,
         SystemKind::Rpc | SystemKind::Redis | SystemKind::WsRpc | SystemKind::Http
-    );
-    let warned = (r.warnings.iter()).any(|w| matches!(w, Warning::SendLag { stream: false, .. }));
-    windowed && (warned || r.send_lag.p99_ns > s.slo.bound_ns) && r.counters.lag_is_the_drivers()
+    )
 }
 
 #[cfg(test)]

@@ -389,7 +389,8 @@ impl ErrorCount {
 /// What marks a message cut at [`ErrorCount::MAX_CHARS`].
 const CUT: &str = "…";
 
-fn truncate_chars(s: &str, max: usize) -> &str {
+/// At most `max` characters of `s` (a string from outside is quoted, not echoed whole).
+pub fn truncate_chars(s: &str, max: usize) -> &str {
     match s.char_indices().nth(max) {
         Some((i, _)) => &s[..i],
         None => s,
@@ -782,8 +783,9 @@ pub struct Param {
 }
 
 /// The longest run id a result may carry: the id is a file name (`<id>.latencies.csv` must
-/// stay under the usual 255-byte limit).
-pub const MAX_RUN_ID_LEN: usize = 200;
+/// stay under the usual 255-byte limit; ids msgbench makes of two long swept values reach
+/// ~245).
+pub const MAX_RUN_ID_LEN: usize = 240;
 
 /// Why `id` cannot be a run's id, or `None` when it can. A run id becomes a file name under
 /// `runs/` (`msgbench merge` writes `runs/<id>.json` from a shard's file), so one read from a
@@ -824,6 +826,12 @@ impl RunResult {
         let c = &self.counters;
         if let Err(e) = c.check() {
             return Some(format!("its counters break the accounting ({e})"));
+        }
+        if c.held_by_window > c.sent {
+            return Some(format!(
+                "held_by_window {} is more than the {} sent",
+                c.held_by_window, c.sent
+            ));
         }
         let (q, f) = (&self.sequence, &self.faults);
         let counts = [

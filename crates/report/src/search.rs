@@ -1,6 +1,6 @@
 //! The "Search" section of the reports, from `search.json` (written by `msgbench search`).
 use crate::format::{count, duration_ns};
-use msgbench_model::search::SearchRecord;
+use msgbench_model::search::{SearchRecord, SearchStep};
 use std::path::Path;
 
 /// The section in both formats.
@@ -19,7 +19,7 @@ pub fn verdict(s: &SearchRecord) -> String {
             .map(|ok| format!(" (it did pass {} at {}/s)", s.slo, count(ok)))
             .unwrap_or_default();
         return format!(
-            "No answer: this host could not keep a schedule of {}/s — msgbench's own sends went out late twice while the system never pushed back, so any rate found below it would be the host's, not the system's{before}. Free the host (another process shares its CPUs) or run the driver on another machine, and search again.",
+            "No answer: this host could not keep a schedule of {}/s — msgbench's own sends went out late while the system never pushed back, so any rate found below it would be the host's, not the system's{before}. Free the host (another process shares its CPUs) or run the driver on another machine, and search again.",
             count(rate)
         );
     }
@@ -40,6 +40,20 @@ pub fn verdict(s: &SearchRecord) -> String {
     }
 }
 
+/// A step's outcome in words: `pass`, `fail: why`, or that the host was late.
+pub fn step_result(step: &SearchStep) -> String {
+    if step.passed {
+        "pass".to_string()
+    } else if step.host_late {
+        format!(
+            "host late (msgbench's own sends, not the system): {}",
+            step.reasons.join("; ")
+        )
+    } else {
+        format!("fail: {}", step.reasons.join("; "))
+    }
+}
+
 /// Reads `dir/search.json`, if the directory holds a search.
 pub fn section(dir: &Path) -> Option<SearchSection> {
     let text = std::fs::read_to_string(dir.join("search.json")).ok()?;
@@ -56,16 +70,7 @@ pub fn section(dir: &Path) -> Option<SearchSection> {
         s.slo.split_whitespace().next().unwrap_or("latency")
     );
     for (i, step) in s.steps.iter().enumerate() {
-        let result = if step.passed {
-            "pass".to_string()
-        } else if step.host_late {
-            format!(
-                "host late (msgbench's own sends, not the system): {}",
-                step.reasons.join("; ")
-            )
-        } else {
-            format!("fail: {}", step.reasons.join("; "))
-        };
+        let result = step_result(step);
         md.push_str(&format!(
             "| {} | {} | {} | {} | {} |\n",
             i + 1,

@@ -296,9 +296,10 @@ pub struct Launcher {
     budget: Budget,
     /// No more sends: the schedule passed the span's end.
     pub done: bool,
-    /// The next due slot found the window full (`block`): when it goes, its lag is the
-    /// system's pushback, not the driver's lateness.
-    held: bool,
+    /// The last time a due slot found the window full (`block`): every slot due by then
+    /// waited for the window, so when it goes its lag is the system's pushback, not the
+    /// driver's lateness (several may go in one turn once answers free the window).
+    held_until_ns: Option<u64>,
 }
 
 impl Launcher {
@@ -331,7 +332,7 @@ impl Launcher {
             adapt: Adapt::new(t0_ns),
             budget: Budget::new(budget),
             done: false,
-            held: false,
+            held_until_ns: None,
         }
     }
 
@@ -466,10 +467,11 @@ impl Launcher {
                 WhenFull::Adapt => adapt(&mut self.adapt, now, full, connected),
             };
             if decision == Decision::Wait {
-                self.held = true;
+                self.held_until_ns = Some(now);
                 return;
             }
             let slot = self.pacer.next(clock);
+            let held = self.held_until_ns.is_some_and(|t| slot.scheduled_ns <= t);
             if measured && decision != Decision::Thin {
                 tally.attempted();
             }
@@ -479,11 +481,10 @@ impl Launcher {
                         self.open(in_flight, rules, slot.intended_ns, slot.actual_ns, measured);
                     if measured {
                         tally.sent(slot.scheduled_ns, slot.actual_ns);
-                        if self.held {
+                        if held {
                             tally.held_by_window();
                         }
                     }
-                    self.held = false;
                     send(launch);
                 }
                 Decision::Skip if measured => tally.skipped(if connected {
@@ -846,6 +847,45 @@ mod tests {
         conn.turn(&c, &clock, false, &mut t);
         assert_eq!((t.attempted, t.skipped, conn.sent.len()), (3, 3, 0));
         assert_eq!(t.causes, [SkipCause::NoConnection; 3]);
+    }
+
+    #[test]
+    fn every_slot_that_waited_for_the_window_counts_when_several_go_at_once() {
+        let (s, c) = (per_ms(), client(WhenFull::Block, 4));
+        let clock = ManualClock::starting_at(0);
+        let mut conn = Conn::new(s, 4);
+        let mut t = Counted::default();
+        clock.advance(3_000_000);
+        conn.turn(&c, &clock, true, &mut t); // slots 0-3 go: the window is full
+        clock.advance(4_000_000); // slots 4-7 fall due behind it
+        conn.turn(&c, &clock, true, &mut t);
+        assert_eq!((conn.sent.len(), t.held), (4, 0));
+        for l in conn.sent.clone() {
+            conn.in_flight.complete(l.id).unwrap();
+        }
+        conn.turn(&c, &clock, true, &mut t);
+        assert_eq!(
+            (conn.sent.len(), t.held),
+            (8, 4),
+            "the four that waited, in one turn"
+        );
+    }
+
+    #[test]
+    fn a_slot_held_by_the_window_and_then_skipped_leaves_the_next_send_unheld() {
+        let (s, c) = (per_ms(), client(WhenFull::Block, 1));
+        let clock = ManualClock::starting_at(0);
+        let mut conn = Conn::new(s, 1);
+        let mut t = Counted::default();
+        conn.turn(&c, &clock, true, &mut t); // slot 0 goes
+        clock.advance(1_000_000);
+        conn.turn(&c, &clock, true, &mut t); // slot 1 waits for the window
+        conn.turn(&c, &clock, false, &mut t); // the connection drops: slot 1 is skipped
+        assert_eq!((t.skipped, t.held), (1, 0));
+        conn.in_flight.complete(conn.sent[0].id).unwrap();
+        clock.advance(1_000_000);
+        conn.turn(&c, &clock, true, &mut t); // slot 2 finds room
+        assert_eq!((conn.sent.len(), t.held), (2, 0), "slot 2 never waited");
     }
 
     #[test]

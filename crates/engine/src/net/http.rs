@@ -150,7 +150,9 @@ impl<'a> Framing<'a> {
 }
 
 /// A `Content-Length` value: decimal digits, optional surrounding whitespace, below 2^64.
-fn parse_length(value: &[u8]) -> Option<u64> {
+/// A `Content-Length` value: decimal digits only (no sign, no space inside), without
+/// overflow. (Shared with `serve http`.)
+pub(crate) fn parse_length(value: &[u8]) -> Option<u64> {
     let digits = value.trim_ascii();
     if digits.is_empty() {
         return None;

@@ -78,12 +78,7 @@ fn body_length(headers: &[httparse::Header]) -> Result<Option<u64>, BadRequest> 
     let mut length = None;
     for h in headers {
         if h.name.eq_ignore_ascii_case("content-length") {
-            let value = std::str::from_utf8(h.value)
-                .ok()
-                .map(str::trim)
-                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|v| v.parse::<u64>().ok())
-                .ok_or(BadRequest)?;
+            let value = crate::net::http::parse_length(h.value).ok_or(BadRequest)?;
             if length.is_some_and(|l| l != value) {
                 return Err(BadRequest);
             }

@@ -428,7 +428,7 @@ pub fn kafka() -> SocketAddr {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             use std::os::unix::process::CommandExt;
-            let port = free_port();
+            let (port, controller) = (free_port(), free_port());
             let dir = tempfile::tempdir().unwrap();
             let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/kafka-broker.sh");
             let mut command = std::process::Command::new("bash");
@@ -436,6 +436,7 @@ pub fn kafka() -> SocketAddr {
                 .arg(script)
                 .arg(port.to_string())
                 .arg(dir.path())
+                .arg(controller.to_string())
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null());
             // SAFETY: prctl is async-signal-safe; the child only sets its own parent-death

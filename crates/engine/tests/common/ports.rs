@@ -27,15 +27,18 @@ const LOWEST: u16 = 20_000;
 /// A loopback port no other process or test of this binary will be handed, free now, outside
 /// the ephemeral range: give it to a server that binds it.
 pub fn free_port() -> u16 {
-    static GIVEN: std::sync::Mutex<Vec<(u16, std::fs::File)>> = std::sync::Mutex::new(Vec::new());
+    static GIVEN: std::sync::Mutex<Vec<(u16, Option<std::fs::File>)>> =
+        std::sync::Mutex::new(Vec::new());
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    let top = ephemeral_start().saturating_sub(1).max(LOWEST + 1000);
-    let span = u32::from(top - LOWEST);
+    // Below the ephemeral range, wherever it starts (32768 on Linux by default).
+    let top = ephemeral_start().saturating_sub(1).max(2024);
+    let lowest = LOWEST.min(top - 1000);
+    let span = u32::from(top - lowest);
     // Start somewhere this process's PID picks, so that parallel test binaries seldom try the
     // same ports first.
     let seed = std::process::id().wrapping_mul(2_654_435_761) ^ (given.len() as u32 * 7919);
     for k in 0..span {
-        let port = LOWEST + ((seed.wrapping_add(k)) % span) as u16;
+        let port = lowest + ((seed.wrapping_add(k)) % span) as u16;
         if given.iter().any(|(p, _)| *p == port) {
             continue;
         }
@@ -45,7 +48,7 @@ pub fn free_port() -> u16 {
             return port;
         }
     }
-    panic!("no free loopback port between {LOWEST} and {top}");
+    panic!("no free loopback port between {lowest} and {top}");
 }
 
 /// The first port of the kernel's ephemeral range (32768 when it cannot be read).
@@ -56,18 +59,33 @@ fn ephemeral_start() -> u16 {
         .unwrap_or(32_768)
 }
 
-/// An exclusive lock on `port` for this process's life, or `None` when another process has it.
-fn reserve(port: u16) -> Option<std::fs::File> {
-    let dir = std::env::temp_dir().join("msgbench-test-ports");
-    std::fs::create_dir_all(&dir).ok()?;
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join(port.to_string()))
-        .ok()?;
-    let locked = file.try_lock().is_ok();
-    locked.then_some(file)
+/// An exclusive lock on `port` for this process's life; `None` when another process holds it.
+/// A folder per user (another user's folder on a shared /tmp is not writable); where no lock
+/// file can be made at all, the port is taken unlocked (the bind check still holds).
+fn reserve(port: u16) -> Option<Option<std::fs::File>> {
+    let dir = std::env::temp_dir().join(format!("msgbench-test-ports-{}", user_id()));
+    let file = std::fs::create_dir_all(&dir).and_then(|()| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(port.to_string()))
+    });
+    match file {
+        Ok(file) => file.try_lock().is_ok().then_some(Some(file)),
+        Err(_) => Some(None),
+    }
+}
+
+/// This process's user id, from `/proc/self/status` (0 when it cannot be read).
+fn user_id() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|t| {
+            let line = t.lines().find(|l| l.starts_with("Uid:"))?;
+            line.split_whitespace().nth(1)?.parse().ok()
+        })
+        .unwrap_or(0)
 }
 
 /// Whether `pid`, or a process it started, holds a listening TCP socket on `port`.
