@@ -11,7 +11,7 @@ use std::path::PathBuf;
     propagate_version = true,
     arg_required_else_help = true,
     after_help = "Exit codes: 0 done; 1 a run failed or a file could not be written (what was measured \
-                  is on disk); 2 bad input (nothing run or written); 3 a threshold failed (every \
+                  is on disk), or `search` found the host, not the system, to be the limit; 2 bad input (nothing run or written); 3 a threshold failed (every \
                   result and report written); 4 compare's gate failed (--fail-on, \
                   --max-regression); 130 interrupted by Ctrl-C (the current run is \
                   written). Limits of runs and servers: docs/limits.md."

@@ -19,7 +19,12 @@ const SUB_BUCKET_MASK: u64 = (SUB_BUCKET_HALF_COUNT << 1) - 1;
 /// Counts per HdrHistogram bucket.
 #[derive(Debug, Clone)]
 pub struct HotHistogram {
+    /// As many as the `hdrhistogram` crate's own histogram has: its last bucket reaches past
+    /// [`HIGHEST_TRACKABLE_NS`], and a value there is recorded as itself, not clamped.
     counts: Box<[u64]>,
+    /// Where a value past the last bucket goes: HdrHistogram records the highest trackable
+    /// value instead.
+    saturated: usize,
 }
 
 impl Default for HotHistogram {
@@ -31,22 +36,39 @@ impl Default for HotHistogram {
 impl HotHistogram {
     /// An empty histogram covering 0 .. [`HIGHEST_TRACKABLE_NS`] (larger values saturate).
     pub fn new() -> HotHistogram {
+        let buckets = msgbench_model::histogram::new_latency_histogram().distinct_values();
         HotHistogram {
-            counts: vec![0; index_of(HIGHEST_TRACKABLE_NS) + 1].into_boxed_slice(),
+            counts: vec![0; buckets].into_boxed_slice(),
+            saturated: index_of(HIGHEST_TRACKABLE_NS),
+        }
+    }
+
+    /// The bucket `value` counts in, exactly as `saturating_record` would place it. (Clamping
+    /// the value to [`HIGHEST_TRACKABLE_NS`] first, as this once did, put a value just above it
+    /// — still inside HdrHistogram's last bucket — one bucket too low: a property test found it.)
+    #[inline(always)]
+    fn slot(&self, value: u64) -> usize {
+        let i = index_of(value);
+        // A select, not a branch: as cheap as the clamp it replaced.
+        if i < self.counts.len() {
+            i
+        } else {
+            self.saturated
         }
     }
 
     /// Counts one value.
     #[inline(always)]
     pub fn record(&mut self, value: u64) {
-        let i = index_of(value.min(HIGHEST_TRACKABLE_NS));
-        // The clamp above keeps `i` in bounds; the check stays (it is predictable and cheap).
+        let i = self.slot(value);
+        // `slot` keeps `i` in bounds; the check stays (it is predictable and cheap).
         self.counts[i] += 1;
     }
 
     /// Counts `n` occurrences of one value.
     pub fn record_n(&mut self, value: u64, n: u64) {
-        self.counts[index_of(value.min(HIGHEST_TRACKABLE_NS))] += n;
+        let i = self.slot(value);
+        self.counts[i] += n;
     }
 
     /// Adds every bucket into an HdrHistogram with msgbench's bounds.
@@ -122,6 +144,27 @@ mod tests {
         ] {
             let i = index_of(v);
             assert!(value_of(i) <= v && index_of(value_of(i)) == i, "{v}");
+        }
+    }
+
+    #[test]
+    fn values_past_the_highest_trackable_land_where_hdrhistogram_puts_them() {
+        // Inside HdrHistogram's last bucket (recorded as themselves), and past it (recorded as
+        // the highest trackable value).
+        for v in [
+            HIGHEST_TRACKABLE_NS + 1,
+            3_601_330_077_696,
+            3_603_477_561_343,
+            3_603_477_561_344,
+            u64::MAX,
+        ] {
+            let mut hot = HotHistogram::new();
+            let mut direct = new_latency_histogram();
+            hot.record(v);
+            direct.saturating_record(v);
+            let mut converted = new_latency_histogram();
+            hot.add_to(&mut converted);
+            assert_eq!(Percentiles::of(&converted), Percentiles::of(&direct), "{v}");
         }
     }
 

@@ -662,6 +662,9 @@ impl Fetcher {
     }
 }
 
+/// A batch whose offsets no partition can hold.
+const OFFSETS_OVERFLOW: &str = "a Kafka record batch whose offsets are negative or past 2^63";
+
 /// Reads the record batches of one partition from `next` on, moving `next` past each whole
 /// one (a fetch may end in a partial batch: it comes again whole in the next fetch).
 fn read_batches(
@@ -686,7 +689,11 @@ fn read_batches(
         let attributes = i16::from_be_bytes([batch[21], batch[22]]);
         let last_delta = i32::from_be_bytes(batch[23..27].try_into().expect("4"));
         let count = i32::from_be_bytes(batch[57..61].try_into().expect("4"));
-        let end = base + i64::from(last_delta) + 1;
+        // A broker's offsets are untrusted: near 2^63 a sum would wrap (or panic).
+        let end = (base.checked_add(i64::from(last_delta)))
+            .and_then(|o| o.checked_add(1))
+            .filter(|_| base >= 0 && last_delta >= 0)
+            .ok_or(OFFSETS_OVERFLOW)?;
         if end <= *next {
             continue;
         }
@@ -703,7 +710,7 @@ fn read_batches(
             let mut f = Reader::new(record);
             f.i8()?;
             f.varint()?; // timestamp delta
-            let offset = base + f.varint()?;
+            let offset = base.checked_add(f.varint()?).ok_or(OFFSETS_OVERFLOW)?;
             let key = f.varint()?;
             if key > 0 {
                 f.take(key as usize)?;
@@ -804,6 +811,23 @@ mod tests {
             .unwrap();
         assert_eq!(seen, [b"b".to_vec(), b"c".to_vec()]);
         assert!(f.on_response(&fetch_response(&batch), 1, |_| {}).is_err());
+    }
+
+    #[test]
+    fn offsets_near_two_to_the_63_are_refused_not_wrapped() {
+        let mut batch = produced(&[b"a", b"b"]);
+        for (base, delta) in [(i64::MAX - 1, 1i32), (i64::MAX, 0), (-5, 1), (0, -3)] {
+            batch[..8].copy_from_slice(&base.to_be_bytes());
+            batch[23..27].copy_from_slice(&delta.to_be_bytes());
+            let mut next = 0;
+            let read = read_batches(&batch, &mut next, &mut |_| {});
+            assert_eq!(
+                read,
+                Err(OFFSETS_OVERFLOW),
+                "base {base}, last delta {delta}"
+            );
+            assert_eq!(next, 0);
+        }
     }
 
     #[test]
