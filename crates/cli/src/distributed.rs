@@ -532,46 +532,68 @@ fn unpack(bytes: &[u8], dir: &PathBuf) -> std::io::Result<()> {
 
 fn unpack_bounded(bytes: &[u8], dir: &Path) -> std::io::Result<()> {
     use std::io::Read;
-    let refuse = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
     let bound = (bytes.len() as u64)
         .saturating_mul(MAX_UNPACK_RATIO)
         .max(MIN_UNPACK_BYTES);
     let too_big = |at: &str| {
-        refuse(format!(
+        refused(format!(
             "it unpacks to more than {MAX_UNPACK_RATIO} × its {} bytes ({at}): not a result \
              archive msgbench wrote",
             bytes.len()
         ))
     };
-    // The stream itself is cut past the bound (plus the tar's own headers' room): headers and
-    // extensions that tar reads into memory cannot grow past it either.
+    // The stream itself is cut past the bound (plus room for the tar's own headers):
+    // extension headers that tar reads into memory cannot grow past it either.
     let stream = flate2::read::GzDecoder::new(bytes).take(bound.saturating_add(1 << 20));
     let mut archive = tar::Archive::new(stream);
     let mut budget = bound;
+    let mut failed = None;
     for (k, entry) in archive.entries()?.enumerate() {
-        let mut entry = entry.map_err(|e| match e.kind() {
-            std::io::ErrorKind::UnexpectedEof => too_big("its stream ends past the bound"),
-            _ => e,
-        })?;
-        let name = entry.path()?.display().to_string();
-        let kind = entry.header().entry_type();
-        if k >= MAX_ARCHIVE_ENTRIES {
-            return Err(refuse(format!("more than {MAX_ARCHIVE_ENTRIES} entries")));
+        if let Err(e) = entry.and_then(|e| unpack_entry(e, k, dir, &mut budget, &too_big)) {
+            failed = Some(e);
+            break;
         }
-        if kind.is_dir() {
-            continue; // made for the files inside, with the default mode
-        }
-        if !kind.is_file() {
-            return Err(refuse(format!(
-                "{name} is not a file or a folder ({kind:?})"
-            )));
-        }
-        let size = entry.size();
-        budget = (budget.checked_sub(size))
-            .ok_or_else(|| too_big(&format!("at {name}, {size} bytes")))?;
-        if !entry.unpack_in(dir)? {
-            return Err(refuse(format!("{name} would land outside the folder")));
-        }
+    }
+    // A stream cut at the bound can end on a block boundary, which tar reads as the archive's
+    // end: what reached the cut is refused, whatever tar made of it.
+    if archive.into_inner().limit() == 0 {
+        return Err(too_big("its stream runs past the bound"));
+    }
+    failed.map_or(Ok(()), Err)
+}
+
+/// An archive refused, and why.
+fn refused(why: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, why)
+}
+
+/// Unpacks entry number `k` into `dir` if it is a regular file within the byte `budget` (a
+/// folder is made for the files inside it, with the default mode).
+fn unpack_entry<R: std::io::Read>(
+    mut entry: tar::Entry<'_, R>,
+    k: usize,
+    dir: &Path,
+    budget: &mut u64,
+    too_big: &dyn Fn(&str) -> std::io::Error,
+) -> std::io::Result<()> {
+    let name = entry.path()?.display().to_string();
+    let kind = entry.header().entry_type();
+    if k >= MAX_ARCHIVE_ENTRIES {
+        return Err(refused(format!("more than {MAX_ARCHIVE_ENTRIES} entries")));
+    }
+    if kind.is_dir() {
+        return Ok(());
+    }
+    if !kind.is_file() {
+        return Err(refused(format!(
+            "{name} is not a file or a folder ({kind:?})"
+        )));
+    }
+    let size = entry.size();
+    *budget =
+        (budget.checked_sub(size)).ok_or_else(|| too_big(&format!("at {name}, {size} bytes")))?;
+    if !entry.unpack_in(dir)? {
+        return Err(refused(format!("{name} would land outside the folder")));
     }
     Ok(())
 }

@@ -91,7 +91,9 @@ pub fn search(
     let mut results = Vec::new();
     let mut next = Some(settings.start_per_sec);
     while let Some(rate) = next {
-        if stop.load(Ordering::Relaxed) || record.steps.len() >= settings.max_steps {
+        // A late step's retry is run even past `--max-steps`: one late look is a hiccup.
+        let retry = record.steps.last().is_some_and(|s| s.host_late);
+        if stop.load(Ordering::Relaxed) || (record.steps.len() >= settings.max_steps && !retry) {
             break;
         }
         let index = record.steps.len();
@@ -147,10 +149,6 @@ pub fn search(
         next = next_rate(&record, settings);
     }
     record.interrupted |= stop.load(Ordering::Relaxed);
-    // Out of steps right after a late one: its retry never came, and no answer below it holds.
-    if let Some(last) = record.steps.last().filter(|s| s.host_late) {
-        record.host_limited_per_sec = Some(last.rate_per_sec);
-    }
     write_record(&store, &record)?;
     Ok(SearchOutcome {
         dir: store.dir().to_path_buf(),

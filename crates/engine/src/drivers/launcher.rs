@@ -296,10 +296,14 @@ pub struct Launcher {
     budget: Budget,
     /// No more sends: the schedule passed the span's end.
     pub done: bool,
-    /// The last time a due slot found the window full (`block`): every slot due by then
-    /// waited for the window, so when it goes its lag is the system's pushback, not the
-    /// driver's lateness (several may go in one turn once answers free the window).
+    /// The last time a due slot found the window full (`block`), or a turn began with the
+    /// window still full as the last one left it: every slot due by then waited for the
+    /// window, so when it goes its lag is the system's pushback, not the driver's lateness
+    /// (several may go in one turn once answers free the window).
     held_until_ns: Option<u64>,
+    /// The last paced turn under `block` ended with the window full. (A driver's loop need not
+    /// wake for slots that fall due then: it waits for answers, and the next turn sends them.)
+    left_full: bool,
 }
 
 impl Launcher {
@@ -333,6 +337,7 @@ impl Launcher {
             budget: Budget::new(budget),
             done: false,
             held_until_ns: None,
+            left_full: false,
         }
     }
 
@@ -376,7 +381,11 @@ impl Launcher {
             if l.pacer.upcoming_ns().is_none() {
                 l.send_unpaced(in_flight, connected, now, rules, tally, &mut send);
             } else {
+                if l.left_full {
+                    l.held_until_ns = Some(now); // full since the last turn: all due waited
+                }
                 l.send_paced(in_flight, connected, now, rules, clock, tally, &mut send);
+                l.left_full = holds_backlog(rules.client) && in_flight.is_full();
             }
         });
         // Its share of the budget spent, the connection sends no more: its loop must not keep
@@ -723,6 +732,7 @@ mod tests {
         conn.in_flight.complete(conn.sent[2].id).unwrap();
         conn.turn(&c, &clock, true, &mut t); // the slot at 3 ms, due at 3.5 ms behind it
         conn.in_flight.complete(conn.sent[3].id).unwrap();
+        conn.turn(&c, &clock, true, &mut t); // an answer is taken in a turn: the window is free
         clock.advance(1_000_000);
         conn.turn(&c, &clock, true, &mut t);
         assert_eq!(
@@ -872,6 +882,30 @@ mod tests {
     }
 
     #[test]
+    fn a_slot_due_while_the_window_stayed_full_between_turns_counts_as_held() {
+        // A byte-stream driver does not wake for a slot due while its window is full: it waits
+        // for the answer, and the turn after it sends the slot — which never met `Wait`.
+        let (s, c) = (per_ms(), client(WhenFull::Block, 1));
+        let clock = ManualClock::starting_at(0);
+        let mut conn = Conn::new(s, 1);
+        let mut t = Counted::default();
+        conn.turn(&c, &clock, true, &mut t); // slot 0 goes: the window is full
+        clock.advance(1_500_000); // slot 1 falls due with no turn
+        conn.in_flight.complete(conn.sent[0].id).unwrap();
+        conn.turn(&c, &clock, true, &mut t);
+        assert_eq!(
+            (conn.sent.len(), t.held),
+            (2, 1),
+            "slot 1 waited for the window"
+        );
+        conn.in_flight.complete(conn.sent[1].id).unwrap();
+        conn.turn(&c, &clock, true, &mut t); // nothing due; the window is empty
+        clock.advance(1_000_000);
+        conn.turn(&c, &clock, true, &mut t);
+        assert_eq!((conn.sent.len(), t.held), (3, 1), "slot 2 found room");
+    }
+
+    #[test]
     fn a_slot_held_by_the_window_and_then_skipped_leaves_the_next_send_unheld() {
         let (s, c) = (per_ms(), client(WhenFull::Block, 1));
         let clock = ManualClock::starting_at(0);
@@ -883,6 +917,7 @@ mod tests {
         conn.turn(&c, &clock, false, &mut t); // the connection drops: slot 1 is skipped
         assert_eq!((t.skipped, t.held), (1, 0));
         conn.in_flight.complete(conn.sent[0].id).unwrap();
+        conn.turn(&c, &clock, true, &mut t); // the answer's turn: nothing due, the window free
         clock.advance(1_000_000);
         conn.turn(&c, &clock, true, &mut t); // slot 2 finds room
         assert_eq!((conn.sent.len(), t.held), (2, 0), "slot 2 never waited");
