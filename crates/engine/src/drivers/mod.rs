@@ -11,8 +11,9 @@
 //! * Stream subscribers: [`tick_client`] (native clients of a WebSocket, or of a gRPC server
 //!   stream through [`grpc_feed`]), [`browser`] (headless Chromium pages), both measuring into
 //!   [`stream_stats`].
-//! * Publish/subscribe through a broker: [`pubsub`] (connections, the run, each
-//!   subscription's accounting) with [`publisher`] and [`subscriber`] threads.
+//! * Publish/subscribe through a broker: the [`pubsub`] family (the run, its publisher and
+//!   subscriber threads, each subscription's accounting), every broker one file of
+//!   [`pubsub::brokers`] behind [`pubsub::client::BrokerClient`].
 //! * In-process: [`producer_consumer`] (a paced producer and a consumer around a ring).
 pub mod browser;
 pub mod byte_stream;
@@ -29,11 +30,8 @@ pub mod h2_wire_socket;
 pub mod in_flight;
 pub mod launcher;
 pub mod producer_consumer;
-pub mod publisher;
 pub mod pubsub;
-pub mod stream_setup;
 pub mod stream_stats;
-pub mod subscriber;
 pub mod tick_client;
 pub mod tls;
 pub mod ws_socket;

@@ -108,7 +108,7 @@ fn info(config: &PubsubConfig, acks: u64) -> Vec<String> {
         (Broker::Jetstream, _) => info.push(format!(
             "NATS JetStream: each topic a stream kept to {} messages (file storage, oldest removed first); the stream answered {acks} publishes (PubAck); each subscription a durable push consumer from the stream's end (a deliver group when shared), at most {} deliveries unacknowledged per consumer, each acknowledged",
             config.stream_max_messages,
-            crate::drivers::stream_setup::max_ack_pending(config)
+            crate::drivers::pubsub::brokers::jetstream::max_ack_pending(config)
         )),
         (Broker::Kafka, _) => {
             info.push(format!(

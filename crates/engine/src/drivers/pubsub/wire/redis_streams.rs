@@ -6,7 +6,7 @@
 //! `XREADGROUP`. RESP framing comes from [`super::resp`]; the reply is walked in place (no
 //! copy of an entry), for the same reason as the rest of the project's RESP: the driver owns
 //! the socket and the clock.
-use super::resp;
+use crate::net::resp;
 
 /// The RESP array of `args`.
 pub fn command(args: &[&[u8]], out: &mut Vec<u8>) {

@@ -8,20 +8,23 @@
 //! by `max_unsent_bytes`); a publisher whose buffer is full takes no more slots until it drains
 //! (`block`): what is due meanwhile goes late, counted from its intended time, and the lag
 //! shows as send lag. Nothing is skipped.
-use super::pubsub::{Progress, PublisherStats};
+use super::client::{Framing, OpenedPublisher};
+use super::consumer::broken;
+use super::message::{Header, RunMark};
+use super::progress::{Progress, PublisherStats};
+use super::protocol::{BrokerProtocol, Incoming, PublishFrame};
+use super::wire::kafka;
 use crate::clock::{Clock, MonotonicClock};
 use crate::cpu::CpuSnapshot;
 use crate::error::EngineError;
 use crate::harness::timer::Timer;
 use crate::harness::{worker, RunStop, Timeline, STOP_CHECK_NS};
-use crate::net::kafka;
-use crate::net::pubsub::{self as wire, Header, Incoming, PublishFrame};
 use crate::pacer::Pacer;
 use crate::recorder::Recorder;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use msgbench_model::pacing::Pacing;
-use msgbench_model::pubsub::{Broker, PubsubConfig};
+use msgbench_model::pubsub::PubsubConfig;
 use msgbench_model::result::{CpuTimes, Faults, ThreadCpu};
 use std::io::{self, Read, Write};
 use std::sync::mpsc::Sender;
@@ -45,7 +48,7 @@ pub struct Publisher {
     topic: String,
     pacer: Pacer,
     frame: PublishFrame,
-    mark: wire::RunMark,
+    mark: RunMark,
     /// Acknowledgements expected (MQTT QoS 1): publishes in flight are capped at 65 535, the
     /// packet ids there are.
     acked: bool,
@@ -72,23 +75,30 @@ pub struct Publisher {
 }
 
 impl Publisher {
-    /// Publisher `index` on `topic`, on an opened connection (`leftover`: bytes read past its
-    /// opening handshake).
+    /// Publisher `index` on `topic`, on its opened connection.
     pub fn new(
-        (stream, leftover): (std::net::TcpStream, Vec<u8>),
+        opened: OpenedPublisher,
         index: u32,
         topic: &str,
         config: &PubsubConfig,
         timeline: &Timeline,
         seed: u64,
-        mark: wire::RunMark,
+        mark: RunMark,
     ) -> io::Result<Publisher> {
+        let OpenedPublisher {
+            stream,
+            leftover,
+            framing,
+        } = opened;
         stream.set_nonblocking(true)?;
         let size = config.message_bytes as usize;
-        let inbox = (config.broker == Broker::Jetstream)
-            .then(|| crate::net::jetstream::publisher_inbox(mark, index));
-        let frame = PublishFrame::new(config, topic, inbox.as_deref());
+        let (frame, kafka) = match framing {
+            Framing::Each(frame) => (frame, None),
+            Framing::Batches(producer) => (PublishFrame::none(), Some(producer)),
+        };
         let capacity = config.max_unsent_bytes as usize + frame.prefix.len() + size + 2;
+        // Packet ids per publish (MQTT QoS 1): as many in flight as there are ids.
+        let acked = frame.id_at.is_some();
         Ok(Publisher {
             stream: TcpStream::from_std(stream),
             index,
@@ -100,7 +110,7 @@ impl Publisher {
             ),
             frame,
             mark,
-            acked: config.broker.is_mqtt() && config.qos > 0,
+            acked,
             unanswered: config
                 .answers_publishes()
                 .then(|| std::collections::VecDeque::with_capacity(1024)),
@@ -113,7 +123,7 @@ impl Publisher {
             out: Vec::with_capacity(capacity),
             written: 0,
             input: leftover,
-            kafka: None,
+            kafka,
             requests: std::collections::VecDeque::new(),
             wall_ms: 0,
             sealed: 0,
@@ -247,7 +257,7 @@ impl Publisher {
                 Ok(n) => self.written += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(crate::drivers::pubsub::broken(&e, "writing")),
+                Err(e) => return Err(broken(&e, "writing")),
             }
         }
         if self.written == self.out.len() {
@@ -269,11 +279,7 @@ impl Publisher {
     /// the end of the connection ends the publisher.
     /// Reads to the socket's end when the peer `hung_up` (its FIN may have come with the last
     /// data); else a short read emptied it.
-    fn read(
-        &mut self,
-        broker: msgbench_model::pubsub::Broker,
-        hung_up: bool,
-    ) -> Result<(), String> {
+    fn read(&mut self, protocol: &dyn BrokerProtocol, hung_up: bool) -> Result<(), String> {
         let mut chunk = [0u8; 4096];
         loop {
             // Read until the socket is empty (edge-triggered: no new event comes for what is
@@ -282,7 +288,7 @@ impl Publisher {
                 Ok(0) => true,
                 Ok(n) => {
                     self.input.extend_from_slice(&chunk[..n]);
-                    self.handle(broker)?;
+                    self.handle(protocol)?;
                     if n < chunk.len() && !hung_up {
                         return Ok(());
                     }
@@ -290,11 +296,11 @@ impl Publisher {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => false,
-                Err(e) => return Err(crate::drivers::pubsub::broken(&e, "reading")),
+                Err(e) => return Err(broken(&e, "reading")),
             };
             if closed {
                 // What it said before closing (its error) is the reason.
-                self.handle(broker)?;
+                self.handle(protocol)?;
                 return Err("the broker closed the connection".into());
             }
             if self.input.len() > READ_BYTES {
@@ -318,29 +324,30 @@ impl Publisher {
 
     /// Handles every complete answer in the input: acknowledgements counted, pings answered,
     /// an error ends the publisher.
-    fn handle(&mut self, broker: Broker) -> Result<(), String> {
+    fn handle(&mut self, protocol: &dyn BrokerProtocol) -> Result<(), String> {
         if self.kafka.is_some() {
             return self.handle_produced();
         }
         let mut at = 0;
         let now = crate::clock::now_ns();
-        while let Some((incoming, used)) = wire::decode(broker, &self.input[at..])? {
+        while let Some((incoming, used)) = protocol.decode(&self.input[at..])? {
             match incoming {
                 Incoming::Ack => self.on_answer(now),
-                Incoming::Ping => self.out.extend_from_slice(wire::pong(broker)),
+                Incoming::Ping => self.out.extend_from_slice(protocol.pong()),
                 Incoming::Error(text) => {
                     return Err(format!(
                         "the broker refused a publish: {}",
                         String::from_utf8_lossy(text)
                     ))
                 }
-                // JetStream's answer to a publish arrives as a message on the publisher's inbox.
-                Incoming::Message { payload, .. } if broker == Broker::Jetstream => {
-                    wire::pub_ack(payload)
-                        .map_err(|why| format!("the broker refused a publish: {why}"))?;
-                    self.on_answer(now);
+                // An answer that comes as a message (JetStream's PubAck on the inbox).
+                Incoming::Message { payload, .. } => {
+                    let answer = protocol.publish_answer(payload);
+                    if answer.map_err(|why| format!("the broker refused a publish: {why}"))? {
+                        self.on_answer(now);
+                    }
                 }
-                Incoming::Message { .. } | Incoming::Reply | Incoming::Other => {}
+                Incoming::Reply | Incoming::Other => {}
             }
             at += used;
         }
@@ -401,6 +408,8 @@ pub struct PublisherThread<'a> {
     pub rec: Recorder,
     /// The run's settings.
     pub config: &'a PubsubConfig,
+    /// What the broker's connections speak.
+    pub protocol: &'a dyn BrokerProtocol,
     /// The run's timeline.
     pub timeline: Timeline,
     /// Stop flags and the span's end.
@@ -478,9 +487,6 @@ impl PublisherThread<'_> {
         let clock = MonotonicClock::new(0);
         clock.sleep_until(self.timeline.t0_ns);
         let mut cpu_before = None;
-        let size = self.config.message_bytes as usize;
-        let bound = self.config.max_unsent_bytes as usize;
-        let immediate = matches!(self.config.publisher_pacing, Pacing::Immediate);
         let mut ran_its_course = true;
         loop {
             let now = clock.now_ns();
@@ -496,36 +502,7 @@ impl PublisherThread<'_> {
                 break;
             }
             let mut next_due = now + STOP_CHECK_NS;
-            let mut more_now = false;
-            let wall_ms = wall_clock_ms();
-            for i in 0..self.publishers.len() {
-                let p = &mut self.publishers[i];
-                if p.stats.broken {
-                    continue;
-                }
-                p.wall_ms = wall_ms;
-                let mut n = 0;
-                while p.room(bound) && n < BATCH {
-                    if let Some(t) = p.pacer.upcoming_ns() {
-                        if t > now {
-                            next_due = next_due.min(t);
-                            break;
-                        }
-                        if t >= self.timeline.end_ns {
-                            break;
-                        }
-                    }
-                    let slot = p.pacer.next(&clock);
-                    self.rec.attempted();
-                    self.rec.sent(slot.scheduled_ns, slot.actual_ns);
-                    p.encode(slot.intended_ns, size, &self.timeline);
-                    n += 1;
-                }
-                more_now |= p.room(bound) && (n == BATCH || immediate);
-                if let Err(why) = p.flush() {
-                    self.fail(i, why);
-                }
-            }
+            let more_now = self.publish_due(&clock, now, &mut next_due);
             let timeout = if more_now {
                 Some(Duration::ZERO)
             } else {
@@ -549,6 +526,46 @@ impl PublisherThread<'_> {
         Ok(cpu)
     }
 
+    /// Encodes every message due by `now` (up to [`BATCH`] per publisher) and writes what the
+    /// sockets take; the next slot due later lowers `next_due`. True when a publisher may
+    /// have more due at once (its batch was full, or immediate pacing).
+    fn publish_due(&mut self, clock: &MonotonicClock, now: u64, next_due: &mut u64) -> bool {
+        let size = self.config.message_bytes as usize;
+        let bound = self.config.max_unsent_bytes as usize;
+        let immediate = matches!(self.config.publisher_pacing, Pacing::Immediate);
+        let mut more_now = false;
+        let wall_ms = wall_clock_ms();
+        for i in 0..self.publishers.len() {
+            let p = &mut self.publishers[i];
+            if p.stats.broken {
+                continue;
+            }
+            p.wall_ms = wall_ms;
+            let mut n = 0;
+            while p.room(bound) && n < BATCH {
+                if let Some(t) = p.pacer.upcoming_ns() {
+                    if t > now {
+                        *next_due = (*next_due).min(t);
+                        break;
+                    }
+                    if t >= self.timeline.end_ns {
+                        break;
+                    }
+                }
+                let slot = p.pacer.next(clock);
+                self.rec.attempted();
+                self.rec.sent(slot.scheduled_ns, slot.actual_ns);
+                p.encode(slot.intended_ns, size, &self.timeline);
+                n += 1;
+            }
+            more_now |= p.room(bound) && (n == BATCH || immediate);
+            if let Err(why) = p.flush() {
+                self.fail(i, why);
+            }
+        }
+        more_now
+    }
+
     /// Waits for the timer or a socket; reads and writes what became ready.
     fn wait(
         &mut self,
@@ -562,7 +579,7 @@ impl PublisherThread<'_> {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
             Err(e) => return Err(EngineError::Io(e)),
         }
-        let broker = self.config.broker;
+        let protocol = self.protocol;
         for event in events.iter() {
             if event.token() == TIMER {
                 timer.fired();
@@ -573,7 +590,7 @@ impl PublisherThread<'_> {
                 continue;
             }
             let result = if event.is_readable() || event.is_read_closed() {
-                self.publishers[i].read(broker, event.is_read_closed())
+                self.publishers[i].read(protocol, event.is_read_closed())
             } else {
                 Ok(())
             };

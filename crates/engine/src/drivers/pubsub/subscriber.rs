@@ -7,174 +7,26 @@
 //! A thread ends when every publisher finished and each of its subscriptions has seen every
 //! publisher's last message (or a later one), or at the drain deadline; what never came is
 //! then lost (a gap before a message that came) or still in flight.
-use super::pubsub::Progress;
-use super::stream_stats::StreamStats;
+use super::consumer::{broken, turn_bytes, Consumer};
+use super::message::{Header, RunMark};
+use super::progress::Progress;
+use super::protocol::{BrokerProtocol, Incoming};
 use crate::clock::now_ns;
 use crate::cpu::CpuSnapshot;
+use crate::drivers::cost::Cost;
+use crate::drivers::stream_stats::StreamStats;
 use crate::error::EngineError;
 use crate::harness::timer::Timer;
 use crate::harness::{worker, RunStop, Timeline, STOP_CHECK_NS};
-use crate::net::pubsub::{self as wire, Header, Incoming, RunMark};
 use crate::net::tick::Schedule;
-use crate::net::{kafka, kafka_group, redis_streams};
 use crate::recorder::{Recorder, SequenceChecker};
-use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
-use msgbench_model::pubsub::{Broker, PubsubConfig};
+use msgbench_model::pubsub::{PubsubConfig, Subscription};
 use msgbench_model::result::{CpuTimes, ThreadCpu};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::time::Duration;
 
 const TIMER: Token = Token(usize::MAX - 1);
-/// Bytes a consumer's read buffer holds at least.
-const READ_BYTES: usize = 256 * 1024;
-/// Bytes read from one consumer before the loop looks at its clock, its other consumers and
-/// the end of the run again (a slow subscription may always have more to read).
-const READ_BUDGET: usize = 1 << 20;
-
-/// One consumer connection of a subscription.
-pub struct Consumer {
-    stream: TcpStream,
-    input: Vec<u8>,
-    len: usize,
-    closed: bool,
-    /// The last error the broker sent on it.
-    last_error: Option<String>,
-    /// Acknowledgements (MQTT QoS 1, JetStream, Redis Streams' XACK) and requests (Kafka's
-    /// next fetch, Redis Streams' next XREADGROUP) not written yet.
-    acks: Vec<u8>,
-    /// A consumer that asks for its messages (Kafka, Redis Streams): it asks for more after
-    /// each answer.
-    pub pull: Option<Pull>,
-}
-
-/// A Kafka consumer: what it fetches, and its group membership.
-pub struct KafkaConsumer {
-    /// Its fetch positions.
-    pub fetcher: kafka::Fetcher,
-    /// Its membership of the subscription's consumer group.
-    pub member: kafka_group::Member,
-    /// When its next heartbeat is due (clock ns).
-    pub next_heartbeat_ns: u64,
-}
-
-/// How a consumer that asks for its messages asks, and reads the answers.
-pub enum Pull {
-    /// Kafka: Fetch requests, from where, and heartbeats to its group's coordinator.
-    Kafka(KafkaConsumer),
-    /// Redis Streams: XREADGROUP, then XACK.
-    Streams(redis_streams::Reader),
-}
-
-impl Pull {
-    /// Handles the whole answers at the start of `input`: each message's payload to
-    /// `on_message`, the next request (and acknowledgements) appended to `out`. Returns the
-    /// bytes used and the messages that were not records of this run (Kafka's compressed or
-    /// control batches); an error says why the consumer cannot go on, and whether the bytes
-    /// broke the protocol (else the broker refused).
-    fn on_input(
-        &mut self,
-        input: &[u8],
-        out: &mut Vec<u8>,
-        mut on_message: impl FnMut(&[u8]),
-    ) -> Result<(usize, u64), (String, bool)> {
-        match self {
-            Pull::Streams(reader) => reader
-                .on_replies(input, out, on_message)
-                .map(|used| (used, 0))
-                .map_err(|e| (e, false)),
-            Pull::Kafka(k) => {
-                let (mut at, mut foreign) = (0, 0);
-                loop {
-                    match kafka::frame(&input[at..]) {
-                        Ok(Some((body, kafka_group::HEARTBEAT_CORRELATION, used))) => {
-                            let refusal = kafka_group::heartbeat_refusal(body, &k.member)
-                                .map_err(|e| (e, true))?;
-                            if let Some(why) = refusal {
-                                return Err((why, false));
-                            }
-                            at += used;
-                        }
-                        Ok(Some((body, correlation, used))) => {
-                            foreign += k
-                                .fetcher
-                                .on_response(body, correlation, &mut on_message)
-                                .map_err(|e| (e, false))?;
-                            k.fetcher.request(out);
-                            // Between two fetches: a fetch waits at most 500 ms for records,
-                            // so heartbeats keep well inside the session (30 s).
-                            let now = now_ns();
-                            if now >= k.next_heartbeat_ns {
-                                kafka_group::heartbeat_request(&k.member, out);
-                                k.next_heartbeat_ns = now + kafka_group::HEARTBEAT_EVERY_NS;
-                            }
-                            at += used;
-                        }
-                        Ok(None) => return Ok((at, foreign)),
-                        Err(e) => {
-                            return Err((
-                                format!(
-                                    "the broker sent what Kafka's protocol does not allow: {e}"
-                                ),
-                                true,
-                            ))
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-impl Consumer {
-    /// A consumer on an opened, subscribed connection (`leftover`: bytes read past the
-    /// subscription's confirmation).
-    pub fn new(
-        stream: std::net::TcpStream,
-        leftover: &[u8],
-        message_bytes: usize,
-    ) -> io::Result<Consumer> {
-        stream.set_nonblocking(true)?;
-        let size = READ_BYTES.max(4 * (message_bytes + 512));
-        let mut input = vec![0u8; size.max(leftover.len() * 2)];
-        input[..leftover.len()].copy_from_slice(leftover);
-        Ok(Consumer {
-            stream: TcpStream::from_std(stream),
-            len: leftover.len(),
-            input,
-            closed: false,
-            last_error: None,
-            acks: Vec::with_capacity(4096),
-            pull: None,
-        })
-    }
-}
-
-impl Consumer {
-    /// Writes the acknowledgements owed, once per batch read; what the socket does not take
-    /// waits for the next batch (bounded: a broker that stops reading them ends the
-    /// connection).
-    fn write_acks(&mut self) -> Result<(), String> {
-        let mut written = 0;
-        while written < self.acks.len() {
-            match self.stream.write(&self.acks[written..]) {
-                Ok(0) => break,
-                Ok(n) => written += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(crate::drivers::pubsub::broken(&e, "writing")),
-            }
-        }
-        self.acks.drain(..written);
-        if self.acks.len() > MAX_UNSENT_ACKS {
-            return Err("the broker stopped reading the acknowledgements of its messages".into());
-        }
-        Ok(())
-    }
-}
-
-/// Acknowledgement bytes a consumer may owe the broker.
-const MAX_UNSENT_ACKS: usize = 1 << 20;
 
 /// One subscription, as its thread measures it.
 pub struct SubscriptionState {
@@ -209,7 +61,7 @@ pub struct SubscriptionState {
     /// Per-second figures and the latency histogram.
     pub stats: StreamStats,
     /// Per-message cost.
-    cost: super::cost::Cost,
+    cost: Cost,
     /// Its consumer connections.
     pub consumers: Vec<Consumer>,
     /// Messages on its topic that were not msgbench's (or from no publisher of the topic).
@@ -217,21 +69,22 @@ pub struct SubscriptionState {
 }
 
 impl SubscriptionState {
-    /// A subscription named `name` of `topic`, measured as class `class`, read by `consumers`.
+    /// Subscription `sub`, spending `cost_ns` per message, read by `consumers`. Its
+    /// publishers' messages come in order to one consumer when the broker keeps them
+    /// `ordered` (else it is followed like a shared subscription: counted, not sequenced);
+    /// the broker `retains` every message until read (Kafka).
     pub fn new(
-        name: String,
-        class: usize,
-        topic: u32,
+        sub: &Subscription,
         config: &PubsubConfig,
         cost_ns: u64,
         consumers: Vec<Consumer>,
         mark: RunMark,
+        ordered: bool,
+        retains: bool,
     ) -> SubscriptionState {
         let p = config.publishers_per_topic as usize;
-        let kafka = config.broker == Broker::Kafka;
-        // Kafka keeps order within a partition only: a topic of several partitions is
-        // followed like a shared subscription (counted, not sequenced).
-        let shared = consumers.len() > 1 || (kafka && config.partitions > 1);
+        let topic = sub.topic;
+        let shared = consumers.len() > 1 || !ordered;
         SubscriptionState {
             topic,
             first_publisher: topic * config.publishers_per_topic,
@@ -242,11 +95,11 @@ impl SubscriptionState {
             shared,
             consumer_highest: vec![vec![None; p]; consumers.len()],
             seen: vec![0; p],
-            retains: kafka,
+            retains,
             mark,
             turn_bytes: turn_bytes(config, cost_ns),
-            stats: StreamStats::new(name, class, "native"),
-            cost: super::cost::Cost::new(cost_ns, config.slow_work),
+            stats: StreamStats::new(sub.name.clone(), usize::from(sub.slow), "native"),
+            cost: Cost::new(cost_ns, config.slow_work),
             consumers,
             foreign: 0,
         }
@@ -351,19 +204,6 @@ impl SubscriptionState {
     }
 }
 
-/// Bytes a subscription reads per turn: all there is for a fast one (to [`READ_BUDGET`]); for
-/// one that spends `cost_ns` per message, what it handles in about half a stop check.
-pub fn turn_bytes(config: &PubsubConfig, cost_ns: u64) -> usize {
-    match cost_ns {
-        0 => READ_BUDGET,
-        cost => {
-            let frame = config.message_bytes as usize + 64;
-            let messages = (STOP_CHECK_NS / 2 / cost).max(1) as usize;
-            (messages * frame).clamp(frame, READ_BUDGET)
-        }
-    }
-}
-
 /// One subscriber thread.
 pub struct SubscriberThread<'a> {
     /// Its role in the CPU table (`subscriber-0`, `slow-subscriber-0`).
@@ -372,8 +212,8 @@ pub struct SubscriberThread<'a> {
     pub subscriptions: Vec<SubscriptionState>,
     /// Its recorder.
     pub rec: Recorder,
-    /// The broker.
-    pub broker: Broker,
+    /// What the broker's connections speak.
+    pub protocol: &'a dyn BrokerProtocol,
     /// The run's timeline.
     pub timeline: Timeline,
     /// Stop flags.
@@ -396,19 +236,7 @@ impl SubscriberThread<'_> {
         worker::prepare("subscriber", None, true)?;
         let mut poll = Poll::new().map_err(EngineError::Io)?;
         let mut timer = Timer::new(poll.registry(), TIMER).map_err(EngineError::Io)?;
-        let mut tokens = Vec::new();
-        for (s, sub) in self.subscriptions.iter_mut().enumerate() {
-            for (c, consumer) in sub.consumers.iter_mut().enumerate() {
-                poll.registry()
-                    .register(
-                        &mut consumer.stream,
-                        Token(tokens.len()),
-                        Interest::READABLE,
-                    )
-                    .map_err(EngineError::Io)?;
-                tokens.push((s, c));
-            }
-        }
+        let tokens = self.register(&poll)?;
         let window = Schedule {
             t0_ns: self.timeline.t0_ns,
             measure_start_ns: self.timeline.measure_start_ns,
@@ -439,11 +267,7 @@ impl SubscriberThread<'_> {
                         .map(|b| CpuSnapshot::thread().since(&b))
                         .unwrap_or_default();
                 }
-                let done = self
-                    .subscriptions
-                    .iter()
-                    .all(|s| s.complete(self.progress) || s.consumers.iter().all(|c| c.closed));
-                if done || now >= self.stop.drain_deadline(&self.timeline, send_end) {
+                if self.all_in() || now >= self.stop.drain_deadline(&self.timeline, send_end) {
                     break;
                 }
             }
@@ -478,19 +302,47 @@ impl SubscriberThread<'_> {
                 }
             }
         }
+        Ok(self.finish(cpu))
+    }
+
+    /// Every consumer registered with `poll`, its token its index in the list returned
+    /// (subscription, consumer).
+    fn register(&mut self, poll: &Poll) -> Result<Vec<(usize, usize)>, EngineError> {
+        let mut tokens = Vec::new();
+        for (s, sub) in self.subscriptions.iter_mut().enumerate() {
+            for (c, consumer) in sub.consumers.iter_mut().enumerate() {
+                let token = Token(tokens.len());
+                poll.registry()
+                    .register(&mut consumer.stream, token, Interest::READABLE)
+                    .map_err(EngineError::Io)?;
+                tokens.push((s, c));
+            }
+        }
+        Ok(tokens)
+    }
+
+    /// Every subscription has all its publishers sent, or no consumer left.
+    fn all_in(&self) -> bool {
+        self.subscriptions
+            .iter()
+            .all(|s| s.complete(self.progress) || s.consumers.iter().all(|c| c.closed))
+    }
+
+    /// The thread's end: its subscriptions' figures closed, its recorder's last second.
+    fn finish(mut self, cpu: CpuTimes) -> SubscriberOut {
         let end = now_ns();
         for sub in &mut self.subscriptions {
             sub.stats.finish();
         }
         self.rec.finish(end);
-        Ok(SubscriberOut {
+        SubscriberOut {
             subscriptions: self.subscriptions,
             cpu: ThreadCpu {
                 role: self.role,
                 pinned_cpu: None,
                 cpu,
             },
-        })
+        }
     }
 
     /// Reads consumer `c` of subscription `s` until its socket is empty (false) or its turn's
@@ -537,7 +389,7 @@ impl SubscriberThread<'_> {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    self.close(s, c, crate::drivers::pubsub::broken(&e, "reading"));
+                    self.close(s, c, broken(&e, "reading"));
                     return false;
                 }
             }
@@ -549,25 +401,25 @@ impl SubscriberThread<'_> {
         if self.subscriptions[s].consumers[c].pull.is_some() {
             return self.parse_pulled(s, c, window);
         }
-        let broker = self.broker;
+        let protocol = self.protocol;
         let sub = &mut self.subscriptions[s];
         let mut consumer = std::mem::take(&mut sub.consumers[c].input);
         let len = sub.consumers[c].len;
         let mut at = 0;
         let mut failure = None;
         loop {
-            match wire::decode(broker, &consumer[at..len]) {
+            match protocol.decode(&consumer[at..len]) {
                 Ok(Some((incoming, used))) => {
                     match incoming {
                         Incoming::Message { payload, ack } => {
                             sub.on_message(c, payload, window, &mut self.rec);
                             if let Some(id) = ack {
-                                wire::ack(id, &mut sub.consumers[c].acks);
+                                protocol.ack(id, &mut sub.consumers[c].acks);
                             }
                         }
                         Incoming::Ping => {
                             // Sent with the acknowledgements (whole, bounded).
-                            sub.consumers[c].acks.extend_from_slice(wire::pong(broker));
+                            sub.consumers[c].acks.extend_from_slice(protocol.pong());
                         }
                         Incoming::Error(text) => {
                             let text = String::from_utf8_lossy(text).into_owned();
@@ -607,7 +459,7 @@ impl SubscriberThread<'_> {
         let mut requests = std::mem::take(&mut sub.consumers[c].acks);
         let len = sub.consumers[c].len;
         let rec = &mut self.rec;
-        let answered = pull.on_input(&input[..len], &mut requests, |v| {
+        let answered = pull.on_input(&input[..len], &mut requests, &mut |v| {
             sub.on_message(c, v, window, rec)
         });
         let (used, failure) = match answered {

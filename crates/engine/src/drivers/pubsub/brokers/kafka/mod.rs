@@ -1,0 +1,300 @@
+//! Apache Kafka: Produce requests (a batch of records per request, `acks`), Fetch from the end
+//! of each partition ([`wire::kafka`]). Before the run the topics exist with the scenario's
+//! partitions (created when missing) and every subscription's consumers have joined its
+//! consumer group ([`group`]); at the end each group's positions are committed and the group
+//! left. Kafka keeps every message: one that had not come is on its way, never lost.
+pub mod group;
+
+use crate::clock::now_ns;
+use crate::drivers::pubsub::client::{BrokerClient, Ended, Framing, OpenedPublisher};
+use crate::drivers::pubsub::consumer::{turn_bytes, Consumer, Pull};
+use crate::drivers::pubsub::opening::{Opening, OPEN_TIMEOUT};
+use crate::drivers::pubsub::protocol::{BrokerProtocol, Incoming, PublishFrame};
+use crate::drivers::pubsub::wire::{kafka, kafka_group};
+use crate::error::EngineError;
+use msgbench_model::pubsub::{PubsubConfig, Subscription};
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// Apache Kafka.
+pub struct Kafka;
+
+impl BrokerProtocol for Kafka {
+    fn name(&self) -> &'static str {
+        "kafka"
+    }
+
+    /// Kafka's opening is its own: metadata, offsets, groups.
+    fn hello(&self, _name: &str, _out: &mut Vec<u8>) {}
+
+    /// A consumer's fetch responses and a producer's answers are read whole ([`KafkaPull`],
+    /// the publisher's batches), not message by message.
+    fn decode<'a>(&self, _buf: &'a [u8]) -> Result<Option<(Incoming<'a>, usize)>, String> {
+        Err("Kafka's responses are read whole (wire::kafka)".into())
+    }
+}
+
+impl BrokerClient for Kafka {
+    fn prepare(&mut self, run: &Opening<'_>) -> Result<(), EngineError> {
+        prepare_topics(run)
+    }
+
+    /// Each subscription a consumer group, its consumers the group's members.
+    fn open_consumers(
+        &mut self,
+        run: &Opening<'_>,
+        sub: &Subscription,
+        sids: std::ops::Range<u64>,
+    ) -> Result<Vec<Consumer>, EngineError> {
+        let config = run.config;
+        let topic = &config.topics[sub.topic as usize];
+        let members = group::join(run, topic, &group_id(topic, &sub.name), sids.count() as u32)?;
+        let cost = if sub.slow { config.slow_cost_ns } else { 0 };
+        // A slow subscription fetches about what it handles in one of its turns.
+        let max_bytes = turn_bytes(config, cost).min(kafka::FETCH_MAX_BYTES as usize) as i32;
+        let mut consumers = Vec::new();
+        for joined in members {
+            let (stream, fetcher) =
+                start_consumer(run, joined.stream, topic, &joined.partitions, max_bytes)?;
+            let pull = KafkaPull {
+                fetcher,
+                member: joined.member,
+                next_heartbeat_ns: now_ns() + kafka_group::HEARTBEAT_EVERY_NS,
+            };
+            let size = config.message_bytes as usize;
+            let consumer = Consumer::pulling(stream, &[], size, Box::new(pull));
+            consumers.push(consumer.map_err(EngineError::Io)?);
+        }
+        Ok(consumers)
+    }
+
+    fn open_publisher(
+        &mut self,
+        run: &Opening<'_>,
+        index: u32,
+        topic: &str,
+    ) -> Result<OpenedPublisher, EngineError> {
+        let config = run.config;
+        let ppt = config.publishers_per_topic;
+        let partitions = publisher_partitions(config.partitions, index % ppt, ppt);
+        Ok(OpenedPublisher {
+            stream: run.connect(0)?,
+            leftover: Vec::new(),
+            framing: Framing::Batches(kafka::Producer::new(topic, config.acks.wire(), partitions)),
+        })
+    }
+
+    /// Records are framed by [`kafka::Producer`], in batches.
+    fn publish_frame(&self, _: &PubsubConfig, _: &str, _: Option<&str>) -> PublishFrame {
+        PublishFrame::none()
+    }
+
+    /// Order holds within a partition only: a topic of several is followed like a shared
+    /// subscription (counted, not sequenced).
+    fn ordered(&self, config: &PubsubConfig) -> bool {
+        config.partitions == 1
+    }
+
+    fn retains(&self) -> bool {
+        true
+    }
+
+    fn finish(&mut self, run: &Opening<'_>, subscriptions: &[Ended<'_>]) -> Vec<String> {
+        let mut notes = Vec::new();
+        for s in subscriptions {
+            let members: Vec<_> = s
+                .consumers
+                .iter()
+                .filter_map(|c| c.pull.as_ref()?.as_any().downcast_ref::<KafkaPull>())
+                .map(|k| (k.member.clone(), k.fetcher.positions().to_vec()))
+                .collect();
+            if let Err(why) = group::leave(run, s.topic, &members) {
+                notes.push(format!(
+                    "consumer group {} was not committed and left at the end ({why}): its members expire after {} s",
+                    group_id(s.topic, s.name),
+                    kafka_group::SESSION_TIMEOUT_MS / 1000
+                ));
+            }
+        }
+        notes
+    }
+
+    fn protocol(&self) -> &dyn BrokerProtocol {
+        self
+    }
+}
+
+/// The consumer group of Kafka subscription `subscription` of `topic` (`msgbench.0-t0-s1`):
+/// named after its topic, so runs on other topics never share a group.
+pub fn group_id(topic: &str, subscription: &str) -> String {
+    format!("{topic}-{subscription}")
+}
+
+/// A Kafka consumer: what it fetches, and its group membership.
+pub struct KafkaPull {
+    /// Its fetch positions.
+    fetcher: kafka::Fetcher,
+    /// Its membership of the subscription's consumer group.
+    member: kafka_group::Member,
+    /// When its next heartbeat is due (clock ns).
+    next_heartbeat_ns: u64,
+}
+
+impl Pull for KafkaPull {
+    fn on_input(
+        &mut self,
+        input: &[u8],
+        out: &mut Vec<u8>,
+        on_message: &mut dyn FnMut(&[u8]),
+    ) -> Result<(usize, u64), (String, bool)> {
+        let (mut at, mut foreign) = (0, 0);
+        loop {
+            let (body, correlation, used) = match kafka::frame(&input[at..]) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => return Ok((at, foreign)),
+                Err(e) => {
+                    let why = format!("the broker sent what Kafka's protocol does not allow: {e}");
+                    return Err((why, true));
+                }
+            };
+            if correlation == kafka_group::HEARTBEAT_CORRELATION {
+                let refusal =
+                    kafka_group::heartbeat_refusal(body, &self.member).map_err(|e| (e, true))?;
+                if let Some(why) = refusal {
+                    return Err((why, false));
+                }
+            } else {
+                foreign += self
+                    .fetcher
+                    .on_response(body, correlation, &mut *on_message)
+                    .map_err(|e| (e, false))?;
+                self.fetcher.request(out);
+                // Between two fetches: a fetch waits at most 500 ms for records, so heartbeats
+                // keep well inside the session (30 s).
+                let now = now_ns();
+                if now >= self.next_heartbeat_ns {
+                    kafka_group::heartbeat_request(&self.member, out);
+                    self.next_heartbeat_ns = now + kafka_group::HEARTBEAT_EVERY_NS;
+                }
+            }
+            at += used;
+        }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// Kafka: the run's topics exist with `partitions` partitions each (created when missing,
+/// one replica), and every partition has a leader, before any consumer asks for its end.
+fn prepare_topics(run: &Opening<'_>) -> Result<(), EngineError> {
+    let config = run.config;
+    let mut stream = run.connect(0)?;
+    let fail = |problem: String| run.error(problem);
+    let found = kafka::metadata(&mut stream, &config.topics).map_err(fail)?;
+    let missing: Vec<&str> = found
+        .iter()
+        .filter(|(_, error, _)| *error == 3)
+        .map(|(name, ..)| name.as_str())
+        .collect();
+    if !missing.is_empty() {
+        for (name, error, message) in
+            kafka::create_topics(&mut stream, &missing, config.partitions).map_err(fail)?
+        {
+            if error != 0 && error != 36 {
+                return Err(fail(format!(
+                    "it refused to create topic {name}: {}{}",
+                    kafka::error_name(error),
+                    if message.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({message})")
+                    }
+                )));
+            }
+        }
+    }
+    let deadline = std::time::Instant::now() + OPEN_TIMEOUT * 3;
+    loop {
+        let found = kafka::metadata(&mut stream, &config.topics).map_err(fail)?;
+        let mut waiting = None;
+        for (name, error, partitions) in &found {
+            if *error == 0 && partitions.len() != config.partitions as usize {
+                return Err(fail(format!(
+                    "topic {name} exists with {} partitions, and the scenario asks for {}: set pubsub.partitions = {}, or use another pubsub.topic_prefix",
+                    partitions.len(),
+                    config.partitions,
+                    partitions.len()
+                )));
+            }
+            if *error != 0 && *error != 3 && *error != 5 {
+                return Err(fail(format!(
+                    "it refused the metadata of topic {name}: {}",
+                    kafka::error_name(*error)
+                )));
+            }
+            if *error != 0 || partitions.iter().any(|&(_, leader)| leader < 0) {
+                waiting = Some(name.clone());
+            }
+        }
+        let Some(name) = waiting else {
+            return Ok(());
+        };
+        if std::time::Instant::now() > deadline {
+            return Err(fail(format!(
+                "topic {name} has no leader for every partition after {} s",
+                (OPEN_TIMEOUT * 3).as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The partitions publisher `j` of a topic's `publishers` fills, in turn.
+fn publisher_partitions(partitions: u32, j: u32, publishers: u32) -> Vec<i32> {
+    if partitions < publishers {
+        return vec![(j % partitions) as i32];
+    }
+    (0..partitions as i32)
+        .filter(|p| *p as u32 % publishers == j)
+        .collect()
+}
+
+/// Starts a Kafka consumer of `partitions` of `topic` on its `stream`: their end offsets, and
+/// its first fetch sent (the subscription is in place from those offsets on).
+fn start_consumer(
+    run: &Opening<'_>,
+    mut stream: TcpStream,
+    topic: &str,
+    partitions: &[i32],
+    max_bytes: i32,
+) -> Result<(TcpStream, kafka::Fetcher), EngineError> {
+    // A topic just created may not be served yet though it has a leader: ask again.
+    let deadline = std::time::Instant::now() + OPEN_TIMEOUT * 3;
+    let offsets = loop {
+        let answer = kafka::end_offsets(&mut stream, topic, partitions)
+            .map_err(|problem| run.error(problem))?;
+        match answer {
+            Ok(offsets) => break offsets,
+            Err((_, code)) if kafka::retriable(code) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err((p, code)) => {
+                return Err(run.error(format!(
+                    "it refused the end offset of {topic} partition {p}: {}",
+                    kafka::error_name(code)
+                )))
+            }
+        }
+    };
+    let mut fetcher = kafka::Fetcher::new(topic, offsets, max_bytes);
+    let mut out = Vec::new();
+    fetcher.request(&mut out);
+    stream
+        .write_all(&out)
+        .map_err(|e| run.error(format!("writing a fetch failed ({e})")))?;
+    stream.set_read_timeout(None).map_err(EngineError::Io)?;
+    Ok((stream, fetcher))
+}

@@ -1,0 +1,129 @@
+//! The seam of the broker family: [`BrokerClient`], one implementation per broker in
+//! [`super::brokers`], one line each in its registry. A broker prepares what the run needs
+//! (topics, streams, groups), opens its consumers and publishers, speaks its protocol
+//! ([`BrokerProtocol`]) and says what it left behind at the end. The run
+//! ([`super::drive`]) and its threads never name a broker.
+use super::consumer::Consumer;
+use super::opening::{open, Opening};
+use super::protocol::{BrokerProtocol, PublishFrame};
+use super::wire::kafka;
+use crate::error::EngineError;
+use msgbench_model::pubsub::{PubsubConfig, Subscription};
+use std::net::TcpStream;
+
+/// How a publisher frames its messages.
+pub enum Framing {
+    /// Each message framed on its own (NATS, Redis, MQTT, …).
+    Each(PublishFrame),
+    /// Messages gathered into batches, one request each (Kafka's Produce).
+    Batches(kafka::Producer),
+}
+
+/// A publisher's connection, opened, and how it frames.
+pub struct OpenedPublisher {
+    /// The connection, its opening answered.
+    pub stream: TcpStream,
+    /// Bytes read past the opening's answers.
+    pub leftover: Vec<u8>,
+    /// How it frames its messages.
+    pub framing: Framing,
+}
+
+/// One subscription at the end of the run: what its broker may have to close.
+pub struct Ended<'a> {
+    /// Its name (`t0-s1`).
+    pub name: &'a str,
+    /// Its topic's name.
+    pub topic: &'a str,
+    /// Its consumers.
+    pub consumers: &'a [Consumer],
+}
+
+/// A broker as msgbench's `pubsub` system uses it. One value per run (it may hold what its
+/// opening needs across calls, e.g. JetStream's API connection); its protocol is shared by the
+/// publisher and subscriber threads.
+pub trait BrokerClient: BrokerProtocol {
+    /// Before any connection of the run: what the run needs in place (Kafka's topics, Redis
+    /// Streams' consumer groups, JetStream's streams).
+    fn prepare(&mut self, run: &Opening<'_>) -> Result<(), EngineError> {
+        let _ = run;
+        Ok(())
+    }
+
+    /// Opens the consumers of subscription `sub` (`config.consumers_per_subscription` of
+    /// them), subscribed from now on; `sids` are theirs (one each).
+    fn open_consumers(
+        &mut self,
+        run: &Opening<'_>,
+        sub: &Subscription,
+        sids: std::ops::Range<u64>,
+    ) -> Result<Vec<Consumer>, EngineError> {
+        let config = run.config;
+        let topic = &config.topics[sub.topic as usize];
+        let group = shared_group(config, sub);
+        let mut consumers = Vec::new();
+        for (k, sid) in sids.enumerate() {
+            let name = format!("{}-c{k}", sub.name);
+            let (stream, leftover) = open(run, self.protocol(), &name, Some((topic, group, sid)))?;
+            let size = config.message_bytes as usize;
+            consumers.push(Consumer::new(stream, &leftover, size).map_err(EngineError::Io)?);
+        }
+        Ok(consumers)
+    }
+
+    /// Opens publisher `index`'s connection, publishing on `topic`.
+    fn open_publisher(
+        &mut self,
+        run: &Opening<'_>,
+        index: u32,
+        topic: &str,
+    ) -> Result<OpenedPublisher, EngineError> {
+        let (stream, leftover) = open(run, self.protocol(), &format!("p{index}"), None)?;
+        Ok(OpenedPublisher {
+            stream,
+            leftover,
+            framing: Framing::Each(self.publish_frame(run.config, topic, None)),
+        })
+    }
+
+    /// How a publisher frames its messages on `topic` (answered on `inbox`, when the broker
+    /// answers publishes there).
+    fn publish_frame(
+        &self,
+        config: &PubsubConfig,
+        topic: &str,
+        inbox: Option<&str>,
+    ) -> PublishFrame;
+
+    /// Every connection is open: what the opening alone needed may go.
+    fn opened(&mut self) {}
+
+    /// Messages of one publisher come in order to a subscription with one consumer (false:
+    /// Kafka's topic of several partitions, ordered only within each).
+    fn ordered(&self, config: &PubsubConfig) -> bool {
+        let _ = config;
+        true
+    }
+
+    /// The broker keeps every message until it is read (Kafka's log): one that has not come
+    /// is on its way, never lost.
+    fn retains(&self) -> bool {
+        false
+    }
+
+    /// At the end of the run: what the broker must be told (Kafka: each group's positions
+    /// committed, the group left). What failed is returned, a note each.
+    fn finish(&mut self, run: &Opening<'_>, subscriptions: &[Ended<'_>]) -> Vec<String> {
+        let _ = (run, subscriptions);
+        Vec::new()
+    }
+
+    /// Itself as the protocol its connections speak.
+    fn protocol(&self) -> &dyn BrokerProtocol;
+}
+
+/// The group subscription `sub`'s consumers share (NATS queue groups, MQTT `$share/`), when it
+/// has more than one.
+pub fn shared_group<'a>(config: &PubsubConfig, sub: &'a Subscription) -> Option<&'a str> {
+    (config.consumers_per_subscription > 1).then_some(sub.name.as_str())
+}

@@ -1,0 +1,375 @@
+//! Publish/subscribe through a broker: every connection opened and subscribed before the
+//! schedule starts (so no subscription misses the first message), then publisher threads
+//! ([`publisher`]) and subscriber threads ([`subscriber`]) on the run's timeline, and at the
+//! end each subscription's accounting from both ends ([`accounting`]). The run counters are the
+//! sum over its subscriptions: every subscription of a topic is meant to get every message of
+//! it.
+//!
+//! The family's one seam is [`client::BrokerClient`]: each broker is a file in [`brokers`]
+//! (its opening, its protocol, its end of run) and one line of [`brokers::client`]; the run
+//! and its threads never name a broker. Imports run one way: `brokers` → `client` →
+//! `opening` → `protocol`; the threads read only `protocol`, `consumer` and `progress`.
+pub mod accounting;
+pub mod brokers;
+pub mod client;
+pub mod consumer;
+pub mod message;
+pub mod opening;
+pub mod progress;
+pub mod protocol;
+pub mod publisher;
+pub mod subscriber;
+pub mod wire;
+
+use crate::error::EngineError;
+use crate::harness::{DriverOutput, RunContext, RunStop, SpanCpu, Timeline};
+use crate::net::tick::Schedule;
+use crate::recorder::Recording;
+use accounting::{patch_intervals, stream_of};
+use client::{BrokerClient, Ended, OpenedPublisher};
+use msgbench_model::pubsub::PubsubConfig;
+use msgbench_model::result::{Counters, Faults, SequenceErrors, StreamClient, ThreadCpu};
+use msgbench_model::scenario::Scenario;
+use opening::Opening;
+use progress::{Progress, PublisherStats};
+use protocol::BrokerProtocol;
+use publisher::{Publisher, PublisherOut, PublisherThread};
+use std::net::SocketAddr;
+use subscriber::{SubscriberOut, SubscriberThread, SubscriptionState};
+
+/// What the driver measured: the run's recording, and one stream record per subscription.
+pub struct PubsubOutput {
+    /// The recording, counters and intervals already the subscriptions' sums.
+    pub out: DriverOutput,
+    /// One per subscription.
+    pub streams: Vec<StreamClient>,
+    /// Acknowledgements the broker sent for publishes.
+    pub acks: u64,
+    /// Publish latency (answer − intended publish time) of measured messages, when the
+    /// broker answers publishes.
+    pub publish_latency: Option<hdrhistogram::Histogram<u64>>,
+    /// What the reader must know of the run's end (a Kafka group not left).
+    pub notes: Vec<String>,
+}
+
+/// Runs the publishers and subscribers of `config` against the broker at `address`.
+pub fn drive(
+    scenario: &Scenario,
+    config: &PubsubConfig,
+    address: SocketAddr,
+    ctx: &RunContext,
+    sut_cpu_ns: &dyn Fn() -> Option<u64>,
+) -> Result<PubsubOutput, EngineError> {
+    // This run's mark on every message: another run publishing on the same topics (another
+    // process, another host) is not counted as ours.
+    let run = Opening {
+        config,
+        address,
+        mark: rand::random(),
+    };
+    let mut broker = brokers::client(config.broker);
+    broker.prepare(&run)?;
+    let subscriptions = open_subscriptions(&run, broker.as_mut())?;
+    let mut publishers = Vec::new();
+    for (i, &topic) in config.publishers().iter().enumerate() {
+        let topic = &config.topics[topic as usize];
+        publishers.push(broker.open_publisher(&run, i as u32, topic)?);
+    }
+    broker.opened();
+    let timeline = Timeline::from_now(&scenario.run);
+    let stop = RunStop::new(&ctx.stop);
+    let frame = Frame {
+        scenario,
+        config,
+        ctx,
+        timeline,
+        stop: &stop,
+        mark: run.mark,
+    };
+    let threads = frame.run_threads(broker.protocol(), subscriptions, publishers, sut_cpu_ns)?;
+    let (mut gathered, states) = gather(config, threads)?;
+    let ended: Vec<Ended> = states
+        .iter()
+        .map(|s| Ended {
+            name: &s.stats.name,
+            topic: &config.topics[s.topic as usize],
+            consumers: &s.consumers,
+        })
+        .collect();
+    let notes = broker.finish(&run, &ended);
+    let streams = account_subscriptions(config, &states, &gathered.stats, &timeline);
+    let (counters, sequence) = sums(&streams, &mut gathered.faults);
+    gathered.recording.counters = counters;
+    gathered.recording.sequence = sequence;
+    patch_intervals(&mut gathered.recording.intervals, &streams);
+    let cpu = (gathered.threads, gathered.faults);
+    let out = stop.output(&timeline, gathered.recording, cpu, gathered.sut_cpu_s);
+    Ok(PubsubOutput {
+        out,
+        streams,
+        acks: gathered.acks,
+        publish_latency: gathered
+            .publish_latency
+            .filter(|_| config.answers_publishes()),
+        notes,
+    })
+}
+
+/// Every subscription's consumers, opened and subscribed, in plan order.
+fn open_subscriptions(
+    run: &Opening<'_>,
+    broker: &mut dyn BrokerClient,
+) -> Result<Vec<SubscriptionState>, EngineError> {
+    let config = run.config;
+    let per = u64::from(config.consumers_per_subscription);
+    let mut subscriptions = Vec::new();
+    for (i, sub) in config.subscriptions().iter().enumerate() {
+        let first_sid = 1 + i as u64 * per;
+        let consumers = broker.open_consumers(run, sub, first_sid..first_sid + per)?;
+        let cost = if sub.slow { config.slow_cost_ns } else { 0 };
+        let (ordered, retains) = (broker.ordered(config), broker.retains());
+        subscriptions.push(SubscriptionState::new(
+            sub, config, cost, consumers, run.mark, ordered, retains,
+        ));
+    }
+    Ok(subscriptions)
+}
+
+/// What the run's threads share.
+struct Frame<'a> {
+    scenario: &'a Scenario,
+    config: &'a PubsubConfig,
+    ctx: &'a RunContext,
+    timeline: Timeline,
+    stop: &'a RunStop<'a>,
+    mark: message::RunMark,
+}
+
+/// What the threads returned, and the run's recording.
+struct Threads {
+    recording: Recording,
+    publishers: Vec<std::thread::Result<Result<PublisherOut, EngineError>>>,
+    subscribers: Vec<std::thread::Result<Result<SubscriberOut, EngineError>>>,
+    sut_cpu_s: Option<f64>,
+}
+
+impl Frame<'_> {
+    /// Publisher and subscriber threads on the run's timeline, until they end.
+    fn run_threads(
+        &self,
+        protocol: &dyn BrokerProtocol,
+        subscriptions: Vec<SubscriptionState>,
+        opened: Vec<OpenedPublisher>,
+        sut_cpu_ns: &dyn Fn() -> Option<u64>,
+    ) -> Result<Threads, EngineError> {
+        let (config, timeline) = (self.config, self.timeline);
+        let progress = Progress::new(opened.len());
+        let groups = subscriber_groups(config, subscriptions);
+        let publisher_threads = config.publisher_threads as usize;
+        let classes = config.class_names().len();
+        let recorders = publisher_threads + groups.len();
+        let mut collector = timeline.collector(&self.scenario.run, classes, recorders);
+        let mut by_thread: Vec<Vec<Publisher>> =
+            (0..publisher_threads).map(|_| Vec::new()).collect();
+        for (i, opened) in opened.into_iter().enumerate() {
+            let topic = &config.topics[config.publishers()[i] as usize];
+            let seed = self.scenario.run.seed;
+            let p = Publisher::new(opened, i as u32, topic, config, &timeline, seed, self.mark)
+                .map_err(EngineError::Io)?;
+            by_thread[i % publisher_threads].push(p);
+        }
+        let publishers: Vec<PublisherThread> = by_thread
+            .into_iter()
+            .enumerate()
+            .map(|(index, publishers)| PublisherThread {
+                index,
+                publishers,
+                rec: collector.recorder(false),
+                config,
+                protocol,
+                timeline,
+                stop: self.stop,
+                progress: &progress,
+            })
+            .collect();
+        let subscribers: Vec<SubscriberThread> = groups
+            .into_iter()
+            .map(|(role, subscriptions)| SubscriberThread {
+                role,
+                subscriptions,
+                rec: collector.recorder(true),
+                protocol,
+                timeline,
+                stop: self.stop,
+                progress: &progress,
+            })
+            .collect();
+        let collecting = collector.start(self.ctx.live.clone());
+        let (publishers, subscribers, sut_cpu_s) =
+            spawn_and_join(&timeline, publishers, subscribers, sut_cpu_ns);
+        let recording = collecting
+            .join()
+            .map_err(|_| EngineError::WorkerPanicked("collector"))?;
+        Ok(Threads {
+            recording,
+            publishers,
+            subscribers,
+            sut_cpu_s,
+        })
+    }
+}
+
+/// The subscriptions dealt to their threads: the fast ones over `subscriber_threads`, the slow
+/// ones together on one of their own.
+fn subscriber_groups(
+    config: &PubsubConfig,
+    subscriptions: Vec<SubscriptionState>,
+) -> Vec<(String, Vec<SubscriptionState>)> {
+    let (fast, slow): (Vec<_>, Vec<_>) =
+        subscriptions.into_iter().partition(|s| s.stats.group == 0);
+    let fast_threads = (config.subscriber_threads as usize).min(fast.len());
+    let mut fast_groups: Vec<Vec<SubscriptionState>> =
+        (0..fast_threads).map(|_| Vec::new()).collect();
+    for (i, s) in fast.into_iter().enumerate() {
+        fast_groups[i % fast_threads].push(s);
+    }
+    let mut groups: Vec<(String, Vec<SubscriptionState>)> = fast_groups
+        .into_iter()
+        .enumerate()
+        .map(|(i, g)| (format!("subscriber-{i}"), g))
+        .collect();
+    if !slow.is_empty() {
+        groups.push(("slow-subscriber-0".into(), slow));
+    }
+    groups
+}
+
+/// Runs the threads in a scope, the span's CPU read while the publishers publish.
+#[allow(clippy::type_complexity)]
+fn spawn_and_join(
+    timeline: &Timeline,
+    publishers: Vec<PublisherThread>,
+    subscribers: Vec<SubscriberThread>,
+    sut_cpu_ns: &dyn Fn() -> Option<u64>,
+) -> (
+    Vec<std::thread::Result<Result<PublisherOut, EngineError>>>,
+    Vec<std::thread::Result<Result<SubscriberOut, EngineError>>>,
+    Option<f64>,
+) {
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        let pub_handles: Vec<_> = publishers
+            .into_iter()
+            .map(|t| {
+                let done = done_tx.clone();
+                std::thread::Builder::new()
+                    .name(format!("msgbench-publisher-{}", t.index))
+                    .spawn_scoped(s, move || t.run(done))
+                    .expect("spawning a thread")
+            })
+            .collect();
+        drop(done_tx);
+        let sub_handles: Vec<_> = subscribers
+            .into_iter()
+            .map(|t| {
+                std::thread::Builder::new()
+                    .name(format!("msgbench-{}", t.role))
+                    .spawn_scoped(s, move || t.run())
+                    .expect("spawning a thread")
+            })
+            .collect();
+        let cpu = SpanCpu::new(sut_cpu_ns).over_workers(timeline, &done_rx, pub_handles.len());
+        (
+            pub_handles.into_iter().map(|h| h.join()).collect(),
+            sub_handles.into_iter().map(|h| h.join()).collect(),
+            cpu,
+        )
+    })
+}
+
+/// What the threads measured, gathered.
+struct Gathered {
+    recording: Recording,
+    threads: Vec<ThreadCpu>,
+    faults: Faults,
+    stats: Vec<PublisherStats>,
+    acks: u64,
+    publish_latency: Option<hdrhistogram::Histogram<u64>>,
+    sut_cpu_s: Option<f64>,
+}
+
+/// Gathers the threads' results; the subscriptions back in plan order.
+fn gather(
+    config: &PubsubConfig,
+    threads: Threads,
+) -> Result<(Gathered, Vec<SubscriptionState>), EngineError> {
+    let mut g = Gathered {
+        recording: threads.recording,
+        threads: Vec::new(),
+        faults: Faults::default(),
+        stats: vec![PublisherStats::default(); config.publishers().len()],
+        acks: 0,
+        publish_latency: None,
+        sut_cpu_s: threads.sut_cpu_s,
+    };
+    for out in threads.publishers {
+        let out = out.map_err(|_| EngineError::WorkerPanicked("publisher"))??;
+        g.threads.push(out.cpu);
+        g.faults += out.faults;
+        match g.publish_latency.as_mut() {
+            Some(h) => h.add(&out.answer_latency).expect("same bounds"),
+            None => g.publish_latency = Some(out.answer_latency),
+        }
+        for (i, s) in out.stats {
+            g.acks += s.acks;
+            g.stats[i as usize] = s;
+        }
+    }
+    let mut states = Vec::new();
+    for out in threads.subscribers {
+        let out = out.map_err(|_| EngineError::WorkerPanicked("subscriber"))??;
+        g.threads.push(out.cpu);
+        states.extend(out.subscriptions);
+    }
+    let plan = config.subscriptions();
+    states.sort_by_key(|s| plan.iter().position(|p| p.name == s.stats.name));
+    Ok((g, states))
+}
+
+/// One stream record per subscription, accounted against its topic's publishers.
+fn account_subscriptions(
+    config: &PubsubConfig,
+    states: &[SubscriptionState],
+    stats: &[PublisherStats],
+    timeline: &Timeline,
+) -> Vec<StreamClient> {
+    let window = Schedule {
+        t0_ns: timeline.t0_ns,
+        measure_start_ns: timeline.measure_start_ns,
+        end_ns: timeline.end_ns,
+    };
+    let classes = config.class_names();
+    let per_topic = config.publishers_per_topic as usize;
+    states
+        .iter()
+        .map(|s| {
+            let first = s.topic as usize * per_topic;
+            let pubs = &stats[first..first + per_topic];
+            let shared = config.consumers_per_subscription > 1;
+            stream_of(s, pubs, &classes, shared, config.broker.name(), &window)
+        })
+        .collect()
+}
+
+/// The run's counters and sequence errors: the sums over its subscriptions (their faults added
+/// to `faults`).
+fn sums(streams: &[StreamClient], faults: &mut Faults) -> (Counters, SequenceErrors) {
+    let mut sequence = SequenceErrors::default();
+    let mut counters = Counters::default();
+    for s in streams {
+        counters += s.counters;
+        sequence += s.sequence;
+        *faults += s.faults.clone();
+    }
+    (counters, sequence)
+}
