@@ -114,8 +114,9 @@ pub struct ImportOmbArgs {
     /// The workload file (OMB's `workloads/*.yaml`).
     #[arg(value_name = "WORKLOAD")]
     pub workload: PathBuf,
-    /// The broker to publish through: nats, redis, mqtt or mqtt5 (QoS 0), or kafka (acks=1).
-    #[arg(long, default_value = "nats", value_parser = ["nats", "redis", "mqtt", "mqtt5", "kafka"])]
+    /// The broker to publish through: nats, redis, mqtt or mqtt5 (QoS 0), kafka (acks=1),
+    /// redis-streams or jetstream.
+    #[arg(long, default_value = "nats", value_parser = clap::builder::PossibleValuesParser::new(msgbench_model::pubsub::Broker::names()))]
     pub broker: String,
     /// Its host:port (default: the broker's usual port on 127.0.0.1).
     #[arg(long, value_name = "HOST:PORT")]

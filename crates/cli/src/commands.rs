@@ -926,19 +926,12 @@ fn import_omb(args: &crate::args::ImportOmbArgs) -> ExitCode {
     if let Err(e) = workload.check(&source) {
         return fail(EXIT_BAD_INPUT, e);
     }
-    let broker = Broker::ALL
-        .into_iter()
-        .find(|b| b.name() == args.broker)
-        .unwrap_or(Broker::Nats);
-    let address = args.address.clone().unwrap_or_else(|| {
-        match broker {
-            Broker::Nats | Broker::Jetstream => "127.0.0.1:4222",
-            Broker::Redis | Broker::RedisStreams => "127.0.0.1:6379",
-            Broker::Mqtt | Broker::Mqtt5 => "127.0.0.1:1883",
-            Broker::Kafka => "127.0.0.1:9092",
-        }
-        .into()
-    });
+    // The parser accepts only the registry's names.
+    let broker = Broker::from_name(&args.broker).unwrap_or_default();
+    let address = args
+        .address
+        .clone()
+        .unwrap_or_else(|| broker.default_address());
     let scenario = workload.to_scenario(&source, &Target { broker, address });
     let limits = msgbench_engine::machine_limits();
     if let Err(e) =

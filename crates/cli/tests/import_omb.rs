@@ -105,6 +105,35 @@ fn kafka_keeps_the_workloads_partitions_and_its_consumer_group() {
 }
 
 #[test]
+fn every_broker_of_the_registry_is_a_target_at_its_usual_port() {
+    use msgbench_model::pubsub::Broker;
+    let dir = tempfile::tempdir().unwrap();
+    for broker in Broker::ALL {
+        let file = workload("1-topic-1-partition-1kb.yaml");
+        let (text, o) = import(&[&file, "--broker", broker.name()]);
+        assert!(o.status.success(), "{}: {}", broker.name(), stderr(&o));
+        assert!(
+            text.contains(&format!("broker = \"{}\"", broker.name())),
+            "{text}"
+        );
+        let address = format!("address = \"{}\"", broker.default_address());
+        assert!(
+            text.contains(&address),
+            "{}: no {address} in\n{text}",
+            broker.name()
+        );
+        assert!(text.contains(broker.title()), "{}: {text}", broker.name());
+        let path = dir.path().join(format!("{}.toml", broker.name()));
+        std::fs::write(&path, &text).unwrap();
+        let c = msgbench(&["check", path.to_str().unwrap()]);
+        assert!(c.status.success(), "{}: {}", broker.name(), stderr(&c));
+    }
+    let (_, o) = import(&[&workload("max-rate.yaml"), "--broker", "rabbit"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("redis-streams"), "{}", stderr(&o));
+}
+
+#[test]
 fn bad_workloads_are_one_message_and_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [

@@ -6,6 +6,7 @@
 //! this crate alone makes "reports never re-run load" a compile-time fact.
 #![deny(missing_docs)]
 
+pub mod broker;
 pub mod check;
 pub mod client;
 pub mod duration;

@@ -257,16 +257,17 @@ impl OmbWorkload {
     }
 }
 
-fn broker_title(broker: Broker) -> &'static str {
-    match broker {
-        Broker::Nats => "NATS core",
-        Broker::Redis => "Redis Pub/Sub",
-        Broker::Mqtt => "MQTT (QoS 0)",
-        Broker::Mqtt5 => "MQTT 5 (QoS 0)",
-        Broker::Kafka => "Kafka (acks=1)",
-        Broker::RedisStreams => "Redis Streams (a consumer group per subscription)",
-        Broker::Jetstream => "NATS JetStream (a durable consumer per subscription)",
-    }
+/// The broker as the imported scenario uses it: its title, and the defaults the scenario
+/// keeps where the workload says nothing (MQTT's QoS, Kafka's acks).
+fn broker_title(broker: Broker) -> String {
+    let defaults = if broker.is_mqtt() {
+        " (QoS 0)"
+    } else if broker == Broker::Kafka {
+        " (acks=1)"
+    } else {
+        ""
+    };
+    format!("{}{defaults}", broker.title())
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! `consumers_per_subscription` connections (more than one: a shared subscription, each message
 //! to one of them). Every message carries its publisher, its sequence number and its intended
 //! publish time; its end-to-end latency is receipt − intended publish time.
+pub use crate::broker::Broker;
 use crate::check::{check_address, Invalid, ScenarioError, MAX_DURATION};
 use crate::duration::serde_text;
 use crate::pacing::{Pacing, PacingSpec};
@@ -98,7 +99,7 @@ impl Default for PubsubSpec {
             acks: Acks::Leader,
             partitions: 1,
             stream_max_messages: DEFAULT_STREAM_MAX_MESSAGES,
-            address: "127.0.0.1:4222".into(),
+            address: Broker::Nats.default_address(),
             addresses: BTreeMap::new(),
             topics: 1,
             topic_prefix: "msgbench".into(),
@@ -115,34 +116,6 @@ impl Default for PubsubSpec {
             receive_buffer: 0,
         }
     }
-}
-
-/// A broker and its publish/subscribe mechanism.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Broker {
-    /// NATS core: PUB and SUB (queue groups for shared subscriptions); at most once.
-    #[default]
-    Nats,
-    /// Redis Pub/Sub: PUBLISH and SUBSCRIBE; at most once, no shared subscriptions.
-    Redis,
-    /// MQTT 3.1.1: PUBLISH and SUBSCRIBE at QoS 0 or 1.
-    Mqtt,
-    /// MQTT 5: the same, with version 5's packets (properties, reason codes).
-    Mqtt5,
-    /// Apache Kafka: Produce requests (a batch of records per request, `acks`), Fetch from the
-    /// end of each partition; shared subscriptions split the partitions.
-    Kafka,
-    /// Redis Streams: `XADD` (answered with the entry's id), a consumer group per
-    /// subscription read with `XREADGROUP` and acknowledged with `XACK`; shared subscriptions
-    /// are consumers of one group.
-    RedisStreams,
-    /// NATS JetStream: a stream per topic, publishes answered by the stream (PubAck), a
-    /// durable push consumer per subscription (shared: a deliver group), every delivery
-    /// acknowledged (`ack_policy: explicit`).
-    Jetstream,
 }
 
 /// Messages a stream keeps by default (Redis Streams, JetStream).
@@ -209,54 +182,6 @@ impl Acks {
             Acks::None => "0",
             Acks::Leader => "1",
             Acks::All => "all",
-        }
-    }
-}
-
-impl Broker {
-    /// Every broker msgbench speaks.
-    pub const ALL: [Broker; 7] = [
-        Broker::Nats,
-        Broker::Redis,
-        Broker::Mqtt,
-        Broker::Mqtt5,
-        Broker::Kafka,
-        Broker::RedisStreams,
-        Broker::Jetstream,
-    ];
-
-    /// Its messages are kept in a stream until removed by the stream's bound (Redis Streams,
-    /// JetStream).
-    pub fn is_stream(self) -> bool {
-        matches!(self, Broker::RedisStreams | Broker::Jetstream)
-    }
-
-    /// MQTT, of either version.
-    pub fn is_mqtt(self) -> bool {
-        matches!(self, Broker::Mqtt | Broker::Mqtt5)
-    }
-
-    /// Its name in scenario files.
-    pub fn name(self) -> &'static str {
-        match self {
-            Broker::Nats => "nats",
-            Broker::Redis => "redis",
-            Broker::Mqtt => "mqtt",
-            Broker::Mqtt5 => "mqtt5",
-            Broker::Kafka => "kafka",
-            Broker::RedisStreams => "redis-streams",
-            Broker::Jetstream => "jetstream",
-        }
-    }
-
-    /// How to start one on `port`, for the error when nothing listens.
-    pub fn hint(self) -> &'static str {
-        match self {
-            Broker::Nats => "(start one with `nats-server -a 127.0.0.1 -p PORT`, or let the scenario start it: `[sut] command = \"exec nats-server -a 127.0.0.1 -p PORT\"`)",
-            Broker::Redis | Broker::RedisStreams => "(start one with `redis-server --port PORT`, or let the scenario start it: `[sut] command = \"exec redis-server --port PORT\"`)",
-            Broker::Jetstream => "(start one with `nats-server -js -a 127.0.0.1 -p PORT`, or let the scenario start it: `[sut] command = \"exec nats-server -js -a 127.0.0.1 -p PORT\"`)",
-            Broker::Mqtt | Broker::Mqtt5 => "(start one with `mosquitto -p PORT`, or let the scenario start it: `[sut] command = \"exec mosquitto -p PORT\"`)",
-            Broker::Kafka => "(start one with `bash scripts/kafka-broker.sh PORT` from msgbench's folder, or let the scenario start it: `[sut] command = \"exec bash scripts/kafka-broker.sh PORT\"`)",
         }
     }
 }
