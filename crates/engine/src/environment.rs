@@ -98,14 +98,14 @@ pub fn hostname() -> String {
 
 /// What the kernel's clock discipline says of the wall clock (`adjtimex` without changing
 /// anything): whether an NTP/PTP daemon keeps it synchronized, and its error bounds.
-pub fn wall_clock_status() -> msgbench_model::shard::WallClockStatus {
+pub fn wall_clock_status() -> msgbench_model::result::WallClockStatus {
     // SAFETY: `timex` is plain data; modes = 0 only reads the kernel's state into it.
     let mut t: libc::timex = unsafe { std::mem::zeroed() };
     let state = unsafe { libc::adjtimex(&mut t) };
     if state < 0 {
         return Default::default();
     }
-    msgbench_model::shard::WallClockStatus {
+    msgbench_model::result::WallClockStatus {
         synchronized: state != libc::TIME_ERROR && t.status & libc::STA_UNSYNC == 0,
         estimated_error_us: t.esterror.max(0) as u64,
         max_error_us: t.maxerror.max(0) as u64,

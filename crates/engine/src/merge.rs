@@ -11,8 +11,8 @@ use crate::store::{ResultStore, StoreError};
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use hdrhistogram::Histogram;
 use msgbench_model::histogram::{decode, encode, new_latency_histogram, Percentiles};
+use msgbench_model::result::ShardRow;
 use msgbench_model::result::{ClassResult, IntervalSample, RunResult, ThreadCpu};
-use msgbench_model::shard::ShardRow;
 use msgbench_model::warning::Warning;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
@@ -438,7 +438,7 @@ pub fn merge_runs(parts: &[&RunResult], seconds: &Seconds) -> Result<RunResult, 
     m.classes = merged_classes(parts)?;
     merge_cpu(&mut m, parts);
     m.intervals = merged_intervals(parts, seconds);
-    m.fairness = msgbench_model::fairness::of_run(&m);
+    m.fairness = msgbench_model::result::fairness_of(&m);
     m.info.push(format!(
         "merged from {} shards on {}",
         parts.len(),

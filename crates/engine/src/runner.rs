@@ -7,7 +7,6 @@ use crate::harness::{Measured, RunContext};
 pub use crate::recorder::LiveStatus;
 use crate::store::{ResultStore, StoreError};
 use crate::systems;
-use msgbench_model::fairness;
 use msgbench_model::histogram::{encode, Percentiles};
 use msgbench_model::result::{ClassResult, CpuUsage, Histograms, Param, RunResult, SCHEMA_VERSION};
 use msgbench_model::sweep::{short_axis, SweepPoint};
@@ -330,7 +329,7 @@ fn shard_identity(
     for c in &mut result.connections {
         c.index = shard.global(c.index as usize) as u32;
     }
-    result.shard = Some(msgbench_model::shard::ShardInfo {
+    result.shard = Some(msgbench_model::result::ShardInfo {
         index: shard.index,
         count: shard.count,
         connections: connections as u64,
@@ -443,7 +442,7 @@ fn assemble(
         shard: None,
         shards: Vec::new(),
     };
-    result.fairness = fairness::of_run(&result);
+    result.fairness = msgbench_model::result::fairness_of(&result);
     result.warnings = (m.stopped_by.iter().cloned().map(Warning::StoppedEarly))
         .chain(m.notes.iter().cloned().map(Warning::Note))
         .collect();

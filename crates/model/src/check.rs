@@ -57,9 +57,29 @@ impl MachineLimits {
     }
 }
 
+/// A gRPC server to ask for its descriptors (server reflection), from the scenario's address
+/// and TLS settings.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ReflectionTarget {
+    /// The address as the scenario gives it (`http://…` or `https://…`).
+    pub url: String,
+    /// `host:port` to connect to.
+    pub address: String,
+    /// `:authority`.
+    pub authority: String,
+    /// TLS (`https://`): the name the certificate must carry.
+    pub server_name: Option<String>,
+    /// A private CA's certificates.
+    pub ca_file: Option<String>,
+    /// No certificate check.
+    pub insecure: bool,
+    /// Metadata the calls carry (lower-case names: `authorization`, …): a server that wants
+    /// them for its calls may want them for reflection too.
+    pub metadata: Vec<(String, String)>,
+}
+
 /// How descriptors are asked of a server: its target → `FileDescriptorSet` bytes, or why not.
-pub type ReflectFn =
-    dyn Fn(&crate::grpc::ReflectionTarget) -> Result<Vec<u8>, String> + Send + Sync;
+pub type ReflectFn = dyn Fn(&ReflectionTarget) -> Result<Vec<u8>, String> + Send + Sync;
 
 /// Fetches the descriptors a gRPC server offers through server reflection, as the bytes of a
 /// `FileDescriptorSet`, or says why it could not. Called when a scenario is checked, once per

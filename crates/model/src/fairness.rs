@@ -3,7 +3,6 @@
 //! connection got, the least-served connection's share against the median's, and the spread of
 //! per-connection p99. A server that answers one connection first and lets the others wait is
 //! exactly what a whole-run percentile hides; [`unequal_service`] says so in one sentence.
-use crate::result::{RunResult, StreamClient};
 use serde::{Deserialize, Serialize};
 
 /// What one connection of a request/response run got (measured requests only).
@@ -163,42 +162,6 @@ pub fn of_connections(connections: &[ConnectionResult]) -> Option<Fairness> {
     fairness("connections", &served)
 }
 
-/// Every fairness figure of a run: over its connections, or over each group of two or more
-/// stream clients that stayed connected for the whole run (one that left early or reconnected
-/// got less by its own history, not by the server's choice).
-pub fn of_run(r: &RunResult) -> Vec<Fairness> {
-    if !r.connections.is_empty() {
-        return of_connections(&r.connections).into_iter().collect();
-    }
-    let mut groups: Vec<&str> = Vec::new();
-    for c in &r.streams {
-        if !groups.contains(&c.group.as_str()) {
-            groups.push(&c.group);
-        }
-    }
-    groups
-        .into_iter()
-        .filter_map(|g| {
-            let served: Vec<Served> = (r.streams.iter())
-                .filter(|c| c.group == g && stayed(c))
-                .map(|c| Served {
-                    name: c.name.clone(),
-                    delivered: c.counters.delivered,
-                    p99_ns: c.latency.p99_ns,
-                })
-                .collect();
-            fairness(&format!("group {g}"), &served)
-        })
-        .collect()
-}
-
-/// A stream client connected from the start to the end: not a reconnection (`fast-0.1`), not
-/// closed early.
-fn stayed(c: &StreamClient) -> bool {
-    c.closed.is_none() && !c.name[c.group.len().min(c.name.len())..].contains('.')
-}
-
-/// Upper median (the larger middle value of an even count): a fair half never reads as starved.
 fn median(values: impl Iterator<Item = u64>) -> u64 {
     middle(values, |n| n / 2)
 }

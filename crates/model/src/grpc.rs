@@ -3,6 +3,7 @@
 //! given as JSON, encoded once into its protobuf bytes and gRPC's length-prefixed frame.
 //! Anything wrong (an unreadable `.proto`, an unknown service or method, JSON that does not
 //! match the request message) is refused here, before any load, with what there is.
+pub use crate::check::ReflectionTarget;
 use prost::Message;
 use prost_reflect::{DescriptorPool, DynamicMessage, MethodDescriptor};
 use std::path::Path;
@@ -60,33 +61,12 @@ pub fn load(path: &str, include: &[String]) -> Result<DescriptorPool, String> {
     Ok(compiler.descriptor_pool())
 }
 
-/// A gRPC server to ask for its descriptors (server reflection), from the scenario's address
-/// and TLS settings.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ReflectionTarget {
-    /// The address as the scenario gives it (`http://…` or `https://…`).
-    pub url: String,
-    /// `host:port` to connect to.
-    pub address: String,
-    /// `:authority`.
-    pub authority: String,
-    /// TLS (`https://`): the name the certificate must carry.
-    pub server_name: Option<String>,
-    /// A private CA's certificates.
-    pub ca_file: Option<String>,
-    /// No certificate check.
-    pub insecure: bool,
-    /// Metadata the calls carry (lower-case names: `authorization`, …): a server that wants
-    /// them for its calls may want them for reflection too.
-    pub metadata: Vec<(String, String)>,
-}
-
 impl ReflectionTarget {
     /// The server at `url` (as given: `text`), with the section's TLS options and the calls'
     /// metadata.
     pub(crate) fn of(
         text: &str,
-        url: &crate::http::Url,
+        url: &crate::url::Url,
         (ca_file, insecure): (Option<&str>, bool),
         metadata: Vec<(String, String)>,
     ) -> ReflectionTarget {
@@ -229,7 +209,7 @@ impl GrpcStreamSpec {
         let wrong = |field: &str, problem: String, fix: &str| {
             Err((format!("ticks.grpc.{field}"), problem, fix.to_string()))
         };
-        let url = match crate::http::parse_url(address) {
+        let url = match crate::url::parse_url(address) {
             Ok(u) => u,
             Err((why, _)) => {
                 return Err((

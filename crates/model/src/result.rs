@@ -4,7 +4,7 @@
 //! checked by a test). It carries the full histograms, so any percentile can be recomputed later.
 use crate::fairness::{ConnectionResult, Fairness};
 use crate::histogram::Percentiles;
-use crate::scenario::SystemKind;
+use crate::kind::SystemKind;
 use crate::warning::Warning;
 use serde::{Deserialize, Serialize};
 use std::ops::AddAssign;
@@ -115,11 +115,11 @@ pub struct RunResult {
     /// This run is one shard of a run spread over several load generators (`run --shard`):
     /// which slice, on which host, started how close to the agreed time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shard: Option<crate::shard::ShardInfo>,
+    pub shard: Option<ShardInfo>,
     /// This run merged shards (`msgbench merge`): each shard's own figures. The run's figures
     /// are the whole's: histograms added, counters summed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub shards: Vec<crate::shard::ShardRow>,
+    pub shards: Vec<ShardRow>,
 }
 
 /// One client connection of a broadcast stream.
@@ -939,6 +939,106 @@ impl RunResult {
     }
 }
 
+/// A shard's identity and start, as its result records them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShardInfo {
+    /// This shard, from 0.
+    pub index: u32,
+    /// How many shards share the run.
+    pub count: u32,
+    /// Connections this shard opened (global indices `index`, `index + count`, …).
+    pub connections: u64,
+    /// Connections of the whole run.
+    pub total_connections: u64,
+    /// The host it ran on.
+    pub host: String,
+    /// The agreed start of this run's schedule (`--start-at` and the run's slot), Unix ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub planned_start_unix_ms: Option<u64>,
+    /// How late the schedule started after the agreed start, ms (0: on time).
+    pub start_late_ms: u64,
+    /// What the host's clock discipline said of its wall clock at start.
+    pub clock: WallClockStatus,
+}
+
+/// The wall clock's state as the kernel knows it (`adjtimex`): shards' intervals are aligned
+/// on wall-clock time, so two hosts' offset shifts one's seconds against the other's.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WallClockStatus {
+    /// True when an NTP/PTP daemon disciplines the clock (kernel status not `UNSYNC`).
+    pub synchronized: bool,
+    /// Estimated error of the wall clock, µs (`adjtimex` esterror; 0 when unknown).
+    pub estimated_error_us: u64,
+    /// Maximum error of the wall clock, µs (`adjtimex` maxerror).
+    pub max_error_us: u64,
+    /// The offset the clock discipline last measured against its reference, µs (`adjtimex`
+    /// offset; 0 without a daemon).
+    #[serde(default)]
+    pub offset_us: i64,
+}
+
+/// One shard's figures in a merged run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShardRow {
+    /// The shard's identity and start.
+    pub shard: ShardInfo,
+    /// Its counters.
+    pub counters: Counters,
+    /// Its measured span, seconds.
+    pub duration_s: f64,
+    /// Its latency.
+    pub latency: crate::histogram::Percentiles,
+    /// Its send lag.
+    pub send_lag: crate::histogram::Percentiles,
+    /// Its driver threads' CPU over the span, seconds.
+    pub driver_cpu_s: f64,
+    /// Wall clock at which its measured span began, Unix ms.
+    pub started_unix_ms: u64,
+    /// Its warnings, as sentences.
+    pub warnings: Vec<String>,
+}
+
+/// Every fairness figure of a run: over its connections, or over each group of two or more
+/// stream clients that stayed connected for the whole run (one that left early or reconnected
+/// got less by its own history, not by the server's choice).
+pub fn fairness_of(r: &RunResult) -> Vec<Fairness> {
+    if !r.connections.is_empty() {
+        return crate::fairness::of_connections(&r.connections)
+            .into_iter()
+            .collect();
+    }
+    let mut groups: Vec<&str> = Vec::new();
+    for c in &r.streams {
+        if !groups.contains(&c.group.as_str()) {
+            groups.push(&c.group);
+        }
+    }
+    groups
+        .into_iter()
+        .filter_map(|g| {
+            let served: Vec<crate::fairness::Served> = (r.streams.iter())
+                .filter(|c| c.group == g && stayed(c))
+                .map(|c| crate::fairness::Served {
+                    name: c.name.clone(),
+                    delivered: c.counters.delivered,
+                    p99_ns: c.latency.p99_ns,
+                })
+                .collect();
+            crate::fairness::fairness(&format!("group {g}"), &served)
+        })
+        .collect()
+}
+
+/// A stream client connected from the start to the end: not a reconnection (`fast-0.1`), not
+/// closed early.
+fn stayed(c: &StreamClient) -> bool {
+    c.closed.is_none() && !c.name[c.group.len().min(c.name.len())..].contains('.')
+}
+
+/// Upper median (the larger middle value of an even count): a fair half never reads as starved.
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,8 +11,10 @@
 //! and [`crate::sut`]); the shared checks are in [`crate::check`].
 use crate::check::{Invalid, MachineLimits, ScenarioError, MAX_DURATION, MAX_RAW_LATENCIES};
 use crate::duration::serde_text;
+pub use crate::kind::{SystemKind, SYSTEM_SECTIONS};
 use crate::pacing::{Pacing, PacingSpec};
 use crate::queue::{QueueConfig, QueueSpec};
+use crate::threshold::Threshold;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -93,80 +95,6 @@ pub struct ReportSpec {
     pub thresholds: Vec<String>,
 }
 
-/// The systems under test msgbench knows.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum SystemKind {
-    /// In-process bounded single-producer/single-consumer ring.
-    #[default]
-    Queue,
-    /// Framed request/response over TCP: the built-in server or any address speaking the
-    /// protocol of `docs/protocol.md`.
-    Rpc,
-    /// A Redis server (RESP: PING, GET, SET).
-    Redis,
-    /// A WebSocket server broadcasting market ticks to native and browser clients.
-    Ticks,
-    /// JSON-RPC 2.0 over WebSocket.
-    WsRpc,
-    /// Any HTTP/1.1 server: named requests, statuses counted.
-    Http,
-    /// Publish/subscribe through a message broker (NATS, Redis Pub/Sub).
-    Pubsub,
-}
-
-impl SystemKind {
-    /// Its name in scenario and result files (`queue`, `rpc`, `redis`, `ticks`, `ws-rpc`,
-    /// `http`).
-    pub fn name(self) -> &'static str {
-        match self {
-            SystemKind::Queue => "queue",
-            SystemKind::Rpc => "rpc",
-            SystemKind::Redis => "redis",
-            SystemKind::Ticks => "ticks",
-            SystemKind::WsRpc => "ws-rpc",
-            SystemKind::Http => "http",
-            SystemKind::Pubsub => "pubsub",
-        }
-    }
-
-    /// The system's own sections it reads; every system reads `name`, `system`, `run`,
-    /// `pacing`, `report` and `sweep`, and none reads the others'.
-    pub fn sections(self) -> &'static [&'static str] {
-        match self {
-            SystemKind::Queue => &["queue"],
-            SystemKind::Rpc => &["client", "rpc", "sut"],
-            SystemKind::Redis => &["client", "redis", "sut"],
-            SystemKind::Ticks => &["ticks", "sut"],
-            SystemKind::WsRpc => &["client", "ws_rpc", "sut"],
-            SystemKind::Http => &["client", "http", "sut"],
-            SystemKind::Pubsub => &["pubsub", "sut"],
-        }
-    }
-
-    /// The section of `axis` (a dotted path, maybe quoted) when it is another system's:
-    /// setting it changes nothing this system does.
-    pub fn foreign_section(self, axis: &str) -> Option<&str> {
-        let axis = axis.trim_matches('"');
-        let section = axis.split('.').next().unwrap_or(axis);
-        (SYSTEM_SECTIONS.contains(&section) && !self.sections().contains(&section))
-            .then_some(section)
-    }
-}
-
-/// Sections some systems read and others do not (see [`SystemKind::sections`]).
-pub const SYSTEM_SECTIONS: [&str; 9] = [
-    "queue", "client", "rpc", "redis", "ticks", "ws_rpc", "http", "pubsub", "sut",
-];
-
-impl std::fmt::Display for SystemKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 /// Measurement settings of every run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
@@ -230,7 +158,7 @@ pub struct Scenario {
     /// The latency objective (`report.slo`), if any.
     pub slo: Option<crate::slo::Slo>,
     /// The checks every run must pass (`report.thresholds`).
-    pub thresholds: Vec<crate::threshold::Threshold>,
+    pub thresholds: Vec<Threshold>,
 }
 
 /// Validated measurement settings.
@@ -684,8 +612,8 @@ impl ScenarioSpec {
             .thresholds
             .iter()
             .map(|text| {
-                let t = crate::threshold::Threshold::parse(text)
-                    .and_then(|t| t.check_names(&system).map(|()| t));
+                let t = Threshold::parse(text)
+                    .and_then(|t| check_threshold_names(&t, &system).map(|()| t));
                 t.map_err(|e| invalid("report.thresholds", format!("has \"{text}\""), &e))
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -761,6 +689,78 @@ impl RunSpec {
             seed: self.seed,
             start_unix_ns: None,
         })
+    }
+}
+
+/// Refuses a threshold whose scope names no class or stream client of `system`, listing those it has.
+fn check_threshold_names(threshold: &Threshold, system: &System) -> Result<(), String> {
+    match &threshold.scope {
+        crate::threshold::Scope::Run => Ok(()),
+        crate::threshold::Scope::Publish => match system {
+            System::Pubsub { pubsub, .. } if pubsub.answers_publishes() => {
+                Ok(())
+            }
+            System::Pubsub { pubsub, .. } => Err(format!(
+                "it names publish latency, and broker \"{}\"{} answers no publish: use redis, redis-streams, jetstream, mqtt with qos = 1, or kafka with acks 1 or all",
+                pubsub.broker.name(),
+                if pubsub.broker.is_mqtt() { " at qos 0" } else if pubsub.broker == crate::pubsub::Broker::Kafka { " at acks 0" } else { "" }
+            )),
+            _ => Err("it names publish latency, which only a pubsub run has".to_string()),
+        },
+        crate::threshold::Scope::Class(name) => {
+            let classes = system.class_names();
+            if classes.iter().any(|c| c.eq_ignore_ascii_case(name)) {
+                return Ok(());
+            }
+            Err(format!(
+                "it names class `{name}`, which the scenario does not have (its classes: {})",
+                classes.join(", ")
+            ))
+        }
+        crate::threshold::Scope::Client(name) => {
+            if let System::Pubsub { pubsub, .. } = system {
+                // A pubsub run's clients are its subscriptions (t0-s1), grouped as
+                // subscriber and slow-subscriber.
+                let mut names: Vec<String> =
+                    pubsub.subscriptions().into_iter().map(|s| s.name).collect();
+                names.extend(pubsub.class_names());
+                if names.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+                    return Ok(());
+                }
+                let subs: Vec<String> =
+                    pubsub.subscriptions().into_iter().map(|s| s.name).collect();
+                let listed = if subs.len() <= 8 {
+                    subs.join(", ")
+                } else {
+                    format!("{} … {} (tT-sS)", subs[0], subs[subs.len() - 1])
+                };
+                return Err(format!(
+                    "it names client `{name}`, which the scenario does not have (its subscriptions: {listed}; its groups: {})",
+                    pubsub.class_names().join(", ")
+                ));
+            }
+            let System::Ticks { ticks, .. } = system else {
+                return Err(
+                    "it names a stream client, and only the ticks and pubsub systems have them: \
+                            use class.NAME for an operation class"
+                        .to_string(),
+                );
+            };
+            let mut names = Vec::new();
+            for g in &ticks.groups {
+                names.push(g.name.clone());
+                names.extend((0..g.connections).map(|i| format!("{}-{i}", g.name)));
+            }
+            if names.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+                return Ok(());
+            }
+            let groups: Vec<&str> = ticks.groups.iter().map(|g| g.name.as_str()).collect();
+            Err(format!(
+                "it names client `{name}`, which the scenario does not have (its groups: \
+                 {}; a client is GROUP-N from 0)",
+                groups.join(", ")
+            ))
+        }
     }
 }
 

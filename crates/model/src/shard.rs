@@ -141,68 +141,6 @@ pub fn planned_starts(
     Ok(starts)
 }
 
-/// A shard's identity and start, as its result records them.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ShardInfo {
-    /// This shard, from 0.
-    pub index: u32,
-    /// How many shards share the run.
-    pub count: u32,
-    /// Connections this shard opened (global indices `index`, `index + count`, …).
-    pub connections: u64,
-    /// Connections of the whole run.
-    pub total_connections: u64,
-    /// The host it ran on.
-    pub host: String,
-    /// The agreed start of this run's schedule (`--start-at` and the run's slot), Unix ms.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub planned_start_unix_ms: Option<u64>,
-    /// How late the schedule started after the agreed start, ms (0: on time).
-    pub start_late_ms: u64,
-    /// What the host's clock discipline said of its wall clock at start.
-    pub clock: WallClockStatus,
-}
-
-/// The wall clock's state as the kernel knows it (`adjtimex`): shards' intervals are aligned
-/// on wall-clock time, so two hosts' offset shifts one's seconds against the other's.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct WallClockStatus {
-    /// True when an NTP/PTP daemon disciplines the clock (kernel status not `UNSYNC`).
-    pub synchronized: bool,
-    /// Estimated error of the wall clock, µs (`adjtimex` esterror; 0 when unknown).
-    pub estimated_error_us: u64,
-    /// Maximum error of the wall clock, µs (`adjtimex` maxerror).
-    pub max_error_us: u64,
-    /// The offset the clock discipline last measured against its reference, µs (`adjtimex`
-    /// offset; 0 without a daemon).
-    #[serde(default)]
-    pub offset_us: i64,
-}
-
-/// One shard's figures in a merged run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ShardRow {
-    /// The shard's identity and start.
-    pub shard: ShardInfo,
-    /// Its counters.
-    pub counters: crate::result::Counters,
-    /// Its measured span, seconds.
-    pub duration_s: f64,
-    /// Its latency.
-    pub latency: crate::histogram::Percentiles,
-    /// Its send lag.
-    pub send_lag: crate::histogram::Percentiles,
-    /// Its driver threads' CPU over the span, seconds.
-    pub driver_cpu_s: f64,
-    /// Wall clock at which its measured span began, Unix ms.
-    pub started_unix_ms: u64,
-    /// Its warnings, as sentences.
-    pub warnings: Vec<String>,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,8 +15,8 @@
 //! attempted. A run whose verdict is not valid fails every threshold: its figures cannot be
 //! trusted to pass.
 use crate::histogram::Percentiles;
+use crate::percentile::SloMetric;
 use crate::result::{Counters, RunResult};
-use crate::slo::SloMetric;
 use std::time::Duration;
 
 /// How to write one, for every parse error.
@@ -285,78 +285,6 @@ impl Threshold {
             Bound::Percent(_) => format!("{value:.3} %"),
             Bound::Number(_) if self.metric == Metric::Rate => format!("{value:.0}/s"),
             Bound::Number(_) => format!("{value:.0}"),
-        }
-    }
-
-    /// Refuses a scope that names no class or stream client of `system`, listing those it has.
-    pub fn check_names(&self, system: &crate::scenario::System) -> Result<(), String> {
-        match &self.scope {
-            Scope::Run => Ok(()),
-            Scope::Publish => match system {
-                crate::scenario::System::Pubsub { pubsub, .. } if pubsub.answers_publishes() => {
-                    Ok(())
-                }
-                crate::scenario::System::Pubsub { pubsub, .. } => Err(format!(
-                    "it names publish latency, and broker \"{}\"{} answers no publish: use redis, redis-streams, jetstream, mqtt with qos = 1, or kafka with acks 1 or all",
-                    pubsub.broker.name(),
-                    if pubsub.broker.is_mqtt() { " at qos 0" } else if pubsub.broker == crate::pubsub::Broker::Kafka { " at acks 0" } else { "" }
-                )),
-                _ => Err("it names publish latency, which only a pubsub run has".to_string()),
-            },
-            Scope::Class(name) => {
-                let classes = system.class_names();
-                if classes.iter().any(|c| c.eq_ignore_ascii_case(name)) {
-                    return Ok(());
-                }
-                Err(format!(
-                    "it names class `{name}`, which the scenario does not have (its classes: {})",
-                    classes.join(", ")
-                ))
-            }
-            Scope::Client(name) => {
-                if let crate::scenario::System::Pubsub { pubsub, .. } = system {
-                    // A pubsub run's clients are its subscriptions (t0-s1), grouped as
-                    // subscriber and slow-subscriber.
-                    let mut names: Vec<String> =
-                        pubsub.subscriptions().into_iter().map(|s| s.name).collect();
-                    names.extend(pubsub.class_names());
-                    if names.iter().any(|n| n.eq_ignore_ascii_case(name)) {
-                        return Ok(());
-                    }
-                    let subs: Vec<String> =
-                        pubsub.subscriptions().into_iter().map(|s| s.name).collect();
-                    let listed = if subs.len() <= 8 {
-                        subs.join(", ")
-                    } else {
-                        format!("{} … {} (tT-sS)", subs[0], subs[subs.len() - 1])
-                    };
-                    return Err(format!(
-                        "it names client `{name}`, which the scenario does not have (its subscriptions: {listed}; its groups: {})",
-                        pubsub.class_names().join(", ")
-                    ));
-                }
-                let crate::scenario::System::Ticks { ticks, .. } = system else {
-                    return Err(
-                        "it names a stream client, and only the ticks and pubsub systems have them: \
-                                use class.NAME for an operation class"
-                            .to_string(),
-                    );
-                };
-                let mut names = Vec::new();
-                for g in &ticks.groups {
-                    names.push(g.name.clone());
-                    names.extend((0..g.connections).map(|i| format!("{}-{i}", g.name)));
-                }
-                if names.iter().any(|n| n.eq_ignore_ascii_case(name)) {
-                    return Ok(());
-                }
-                let groups: Vec<&str> = ticks.groups.iter().map(|g| g.name.as_str()).collect();
-                Err(format!(
-                    "it names client `{name}`, which the scenario does not have (its groups: \
-                     {}; a client is GROUP-N from 0)",
-                    groups.join(", ")
-                ))
-            }
         }
     }
 

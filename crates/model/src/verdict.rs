@@ -8,8 +8,8 @@
 //! * [`judge`]: the verdict: every warning, plus what only the whole measured span shows — a
 //!   delivered rate or p99 still trending, a stream client's backlog growing, a driver thread
 //!   that saturated its CPU while the target was missed.
+use crate::kind::SystemKind;
 use crate::result::{IntervalSample, RunResult, StreamInterval};
-use crate::scenario::SystemKind;
 use crate::warning::Warning;
 
 /// Send lag p99 above which a run is late, unless `run.send_lag_limit` says otherwise.

@@ -2,7 +2,7 @@
 //! generator's own figures beside the whole, and how far apart their clocks and starts were.
 use crate::format::{count, duration_ns};
 use msgbench_model::result::RunResult;
-use msgbench_model::shard::ShardRow;
+use msgbench_model::result::ShardRow;
 
 /// True when some run was merged from shards.
 pub fn any(runs: &[RunResult]) -> bool {
