@@ -99,7 +99,7 @@ pub(crate) fn merge(args: MergeArgs) -> ExitCode {
         Err(e @ msgbench_engine::merge::MergeError::Refused(_)) => return fail(EXIT_BAD_INPUT, e),
         Err(e) => return fail(1, e),
     };
-    if let Err(e) = crate::commands::write_report(&merged.dir, None) {
+    if let Err(e) = crate::commands::report::write_report(&merged.dir, None) {
         return fail(1, e);
     }
     if !args.quiet {
@@ -183,7 +183,7 @@ fn manifest(args: &KubeArgs) -> Result<String, String> {
             msgbench_model::shard::MAX_SHARDS
         ));
     }
-    let mut experiment = crate::commands::load(&args.scenario)?;
+    let mut experiment = crate::commands::scenario::load(&args.scenario)?;
     // Every shard must have work (set_shard checks the count for every index alike).
     experiment
         .set_shard(Shard {

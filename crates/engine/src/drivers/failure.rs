@@ -1,6 +1,7 @@
 //! What ends the requests of a connection early (a timeout, a closed connection, a protocol
 //! error), how each is counted, and the sentence a run stopped by one (`on_error = "stop"`)
 //! carries.
+use crate::error::EngineError;
 use msgbench_model::result::Faults;
 
 /// Why a connection's requests failed.
@@ -69,4 +70,35 @@ pub fn endless_stop_message(connection: usize, address: &str, down_ns: u64) -> S
          (give run.duration too, and the connections reconnect until its end)",
         down_ns as f64 / 1e9
     )
+}
+
+/// Why a connection could not be opened.
+#[derive(Debug)]
+pub enum OpenError {
+    /// The TCP connection failed.
+    Connect(std::io::Error),
+    /// The peer is not a WebSocket server, or refused the upgrade.
+    Handshake(String),
+}
+
+impl OpenError {
+    /// The engine error for a run that cannot start.
+    pub fn into_engine(self, url: &str, hint: &str) -> EngineError {
+        match self {
+            OpenError::Connect(source) => EngineError::Connect {
+                address: url.to_string(),
+                source,
+                hint: hint.to_string(),
+            },
+            // A gRPC stream's server (http:// or https://) is no WebSocket.
+            OpenError::Handshake(problem) if url.starts_with("http") => EngineError::Http2 {
+                address: url.to_string(),
+                problem,
+            },
+            OpenError::Handshake(problem) => EngineError::Handshake {
+                address: url.to_string(),
+                problem,
+            },
+        }
+    }
 }

@@ -10,8 +10,8 @@
 //!
 //! The stream ends with the server's trailers: `grpc-status` 0 ends it for this client like
 //! msgbench's `end` message; any other status ends it as a fault named by its status.
+use super::failure::OpenError;
 use super::h2_connect::{self, Failure, Open, Target};
-use super::tick_client::OpenError;
 use crate::net::grpc_frame::Frames;
 use bytes::Bytes;
 use msgbench_model::grpc::GrpcStream;

@@ -8,6 +8,7 @@
 //! A connection ends when the server says the stream is over (`end`), when a tick due after the
 //! window arrives (a server that sends no `end`), at the drain deadline, or when the server
 //! closes it; then `ticks.on_close` decides: go on without it, reconnect, or stop the run.
+use super::failure::OpenError;
 use super::grpc_feed::{GrpcFeed, GrpcPlan, StreamEnd};
 use super::stream_stats::StreamStats;
 use crate::clock::now_ns;
@@ -141,37 +142,6 @@ pub struct ThreadOut {
     pub stats: Vec<StreamStats>,
     /// The thread's CPU over the measured window.
     pub cpu: ThreadCpu,
-}
-
-/// Why a connection could not be opened.
-#[derive(Debug)]
-pub enum OpenError {
-    /// The TCP connection failed.
-    Connect(std::io::Error),
-    /// The peer is not a WebSocket server, or refused the upgrade.
-    Handshake(String),
-}
-
-impl OpenError {
-    /// The engine error for a run that cannot start.
-    pub fn into_engine(self, url: &str, hint: &str) -> EngineError {
-        match self {
-            OpenError::Connect(source) => EngineError::Connect {
-                address: url.to_string(),
-                source,
-                hint: hint.to_string(),
-            },
-            // A gRPC stream's server (http:// or https://) is no WebSocket.
-            OpenError::Handshake(problem) if url.starts_with("http") => EngineError::Http2 {
-                address: url.to_string(),
-                problem,
-            },
-            OpenError::Handshake(problem) => EngineError::Handshake {
-                address: url.to_string(),
-                problem,
-            },
-        }
-    }
 }
 
 /// The TLS session of a `wss://` connection, its handshake bounded like the rest of opening;

@@ -14,6 +14,7 @@
 //! past it, calls are answered `RESOURCE_EXHAUSTED`), header lists (64 KiB), connections (more
 //! are closed on accept), idle connections (closed after 60 s without a call), and service
 //! times (clamped). It runs on one thread.
+use super::grpc_stream::{end_stream, grpc_head, window_takes};
 use crate::cpu::ThreadCpuClock;
 use bytes::{BufMut, Bytes, BytesMut};
 use rand::{Rng, SeedableRng};
@@ -389,15 +390,6 @@ fn spin(service: Duration) {
     }
 }
 
-/// The head of every answer: 200, `application/grpc`.
-pub(super) fn grpc_head() -> http::Response<()> {
-    http::Response::builder()
-        .status(200)
-        .header("content-type", "application/grpc")
-        .body(())
-        .expect("a static response head")
-}
-
 /// Answers a unary-response call with one framed `message` and status OK.
 fn reply(
     mut respond: h2::server::SendResponse<Bytes>,
@@ -409,19 +401,6 @@ fn reply(
     end_stream(&mut stream, ("0", None))?;
     shared.stats.answered.fetch_add(1, Ordering::Relaxed);
     Ok(())
-}
-
-/// Ends a response stream with its trailers: `grpc-status` and, if any, `grpc-message`.
-pub(super) fn end_stream(
-    stream: &mut h2::SendStream<Bytes>,
-    (code, why): (&'static str, Option<&'static str>),
-) -> Result<(), h2::Error> {
-    let mut trailers = http::HeaderMap::new();
-    trailers.insert("grpc-status", http::HeaderValue::from_static(code));
-    if let Some(why) = why {
-        trailers.insert("grpc-message", http::HeaderValue::from_static(why));
-    }
-    stream.send_trailers(trailers)
 }
 
 /// A call's request message, framed (`Ok(Err)`: the status to refuse it with, and why).
@@ -602,23 +581,6 @@ async fn chat_stream(
         }
     };
     end_stream(&mut stream, status)
-}
-
-/// Waits until the client's flow-control window takes `bytes` more on `stream`: a client that
-/// does not read holds its own stream, never the server's memory. `false`: the client reset it.
-pub(super) async fn window_takes(
-    stream: &mut h2::SendStream<Bytes>,
-    bytes: usize,
-) -> Result<bool, h2::Error> {
-    stream.reserve_capacity(bytes);
-    while stream.capacity() < bytes {
-        match std::future::poll_fn(|cx| stream.poll_capacity(cx)).await {
-            Some(Ok(_)) => {}
-            Some(Err(e)) => return Err(e),
-            None => return Ok(false),
-        }
-    }
-    Ok(true)
 }
 
 /// Sleeps until `at` (`None`: forever).

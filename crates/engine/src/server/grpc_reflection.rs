@@ -124,7 +124,7 @@ pub async fn serve(
     mut respond: h2::server::SendResponse<Bytes>,
     descriptors: &Descriptors,
 ) -> Result<(), h2::Error> {
-    let mut stream = respond.send_response(super::grpc::grpc_head(), false)?;
+    let mut stream = respond.send_response(super::grpc_stream::grpc_head(), false)?;
     let mut frames = Frames::default();
     let mut out = BytesMut::new();
     while let Some(chunk) = body.data().await {
@@ -135,7 +135,7 @@ pub async fn serve(
             let request = match frames.cut() {
                 Ok(Some(m)) if m.len() <= MAX_REQUEST => m,
                 Ok(Some(_)) => {
-                    return super::grpc::end_stream(
+                    return super::grpc_stream::end_stream(
                         &mut stream,
                         (
                             "8",
@@ -146,12 +146,12 @@ pub async fn serve(
                 Ok(None) => break,
                 Err(_) => {
                     let why = "not a stream of uncompressed gRPC messages";
-                    return super::grpc::end_stream(&mut stream, ("13", Some(why)));
+                    return super::grpc_stream::end_stream(&mut stream, ("13", Some(why)));
                 }
             };
             let Ok(request) = wire::Request::decode(request) else {
                 let why = "not a ServerReflectionRequest";
-                return super::grpc::end_stream(&mut stream, ("13", Some(why)));
+                return super::grpc_stream::end_stream(&mut stream, ("13", Some(why)));
             };
             let response = wire::Response {
                 valid_host: request.host.clone(),
@@ -162,13 +162,13 @@ pub async fn serve(
             crate::net::grpc_frame::put_head(&mut out, response.len());
             out.extend_from_slice(&response);
             let message = out.split().freeze();
-            if !super::grpc::window_takes(&mut stream, message.len()).await? {
+            if !super::grpc_stream::window_takes(&mut stream, message.len()).await? {
                 return Ok(()); // the client reset the stream
             }
             stream.send_data(message, false)?;
         }
     }
-    super::grpc::end_stream(&mut stream, ("0", None))
+    super::grpc_stream::end_stream(&mut stream, ("0", None))
 }
 
 #[cfg(test)]

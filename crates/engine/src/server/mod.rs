@@ -2,6 +2,7 @@
 //! standalone with `msgbench serve`.
 pub mod grpc;
 pub mod grpc_reflection;
+pub mod grpc_stream;
 pub mod http;
 pub mod rpc;
 pub mod ticks;
