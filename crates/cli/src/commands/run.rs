@@ -6,7 +6,8 @@ use crate::setup::{fail, on_ctrl_c};
 use crate::terminal::Terminal;
 use crate::{EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_THRESHOLD_FAILED};
 use msgbench_engine::environment::Environment;
-use msgbench_engine::runner::{run_experiment_to, Destination};
+use msgbench_engine::runner::{run_experiment_to, Destination, Outcome};
+use msgbench_model::Experiment;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -31,55 +32,16 @@ pub(super) fn run(args: RunArgs) -> ExitCode {
 
 /// [`run`]; sets `hold` once live metrics are served: how long to keep serving at the end.
 fn run_with(args: RunArgs, hold: &mut Option<(std::time::Duration, Arc<AtomicBool>)>) -> ExitCode {
-    let loaded = match &args.resume {
-        None => load(&args.scenario),
-        Some(dir) => load(&ScenarioArgs {
-            scenario: Some(dir.join("experiment.toml")),
-            ..args.scenario.clone()
-        })
-        .map_err(|e| {
-            format!(
-                "--resume {}: {e} (is it a result directory written by `msgbench run`?)",
-                dir.display()
-            )
-        }),
-    };
-    let mut experiment = match loaded {
+    let experiment = match load_for_run(&args) {
         Ok(e) => e,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
-    if let Err(e) = crate::distributed::apply(
-        &mut experiment,
-        args.shard.as_deref(),
-        args.start_at.as_deref(),
-    ) {
-        return fail(EXIT_BAD_INPUT, e);
-    }
     let stop = Arc::new(AtomicBool::new(false));
     let terminal = Arc::new(Terminal::new(args.quiet || args.json));
-    let mut observers: Vec<Arc<dyn msgbench_engine::runner::Observer>> = vec![terminal.clone()];
-    if let Some(address) = &args.metrics_listen {
-        let held = match msgbench_model::duration::parse(&args.metrics_hold) {
-            Ok(d) if d <= std::time::Duration::from_secs(3600) => d,
-            _ => {
-                return fail(
-                    EXIT_BAD_INPUT,
-                    format!(
-                        "--metrics-hold {:?}: give a duration up to 1h, e.g. 5s or 0",
-                        args.metrics_hold
-                    ),
-                )
-            }
-        };
-        match crate::live::Exporter::start(address, &experiment) {
-            Ok(exporter) => observers.push(exporter),
-            Err(e) => return fail(EXIT_BAD_INPUT, e),
-        }
-        *hold = Some((held, stop.clone()));
-    }
-    if args.progress.is_some() {
-        observers.push(Arc::new(crate::live::JsonProgress::new(&experiment)));
-    }
+    let observers = match observers(&args, &experiment, &terminal, &stop, hold) {
+        Ok(o) => o,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
     install_ctrl_c(stop.clone());
     let env = Environment::capture(std::env::args().collect());
     let destination = match &args.resume {
@@ -127,6 +89,72 @@ fn run_with(args: RunArgs, hold: &mut Option<(std::time::Duration, Arc<AtomicBoo
         .map(|p| p.scenario.thresholds.clone())
         .unwrap_or_default();
     let checks = msgbench_model::threshold::check_all(&thresholds, &outcome.results);
+    print_outcome(&args, &experiment, &outcome, &checks);
+    exit_code(&outcome, &checks, report_failed)
+}
+
+/// The experiment of `msgbench run`: the scenario (or, resuming, the result folder's own),
+/// with its shard and start applied.
+fn load_for_run(args: &RunArgs) -> Result<Experiment, String> {
+    let loaded = match &args.resume {
+        None => load(&args.scenario),
+        Some(dir) => load(&ScenarioArgs {
+            scenario: Some(dir.join("experiment.toml")),
+            ..args.scenario.clone()
+        })
+        .map_err(|e| {
+            format!(
+                "--resume {}: {e} (is it a result directory written by `msgbench run`?)",
+                dir.display()
+            )
+        }),
+    };
+    let mut experiment = loaded?;
+    crate::distributed::apply(
+        &mut experiment,
+        args.shard.as_deref(),
+        args.start_at.as_deref(),
+    )?;
+    Ok(experiment)
+}
+
+/// Who watches the runs: the terminal, and as asked the metrics exporter (held open after the
+/// last run for `--metrics-hold`) and the JSON progress lines.
+fn observers(
+    args: &RunArgs,
+    experiment: &Experiment,
+    terminal: &Arc<Terminal>,
+    stop: &Arc<AtomicBool>,
+    hold: &mut Option<(std::time::Duration, Arc<AtomicBool>)>,
+) -> Result<Vec<Arc<dyn msgbench_engine::runner::Observer>>, String> {
+    let mut observers: Vec<Arc<dyn msgbench_engine::runner::Observer>> = vec![terminal.clone()];
+    if let Some(address) = &args.metrics_listen {
+        let held = match msgbench_model::duration::parse(&args.metrics_hold) {
+            Ok(d) if d <= std::time::Duration::from_secs(3600) => d,
+            _ => {
+                return Err(format!(
+                    "--metrics-hold {:?}: give a duration up to 1h, e.g. 5s or 0",
+                    args.metrics_hold
+                ))
+            }
+        };
+        observers.push(crate::live::Exporter::start(address, experiment)?);
+        *hold = Some((held, stop.clone()));
+    }
+    if args.progress.is_some() {
+        observers.push(Arc::new(crate::live::JsonProgress::new(experiment)));
+    }
+    Ok(observers)
+}
+
+/// What the terminal shows of a finished experiment: the JSON document (`--json`), or the
+/// table, the advice, the thresholds and where the results are (unless `--quiet`).
+fn print_outcome(
+    args: &RunArgs,
+    experiment: &Experiment,
+    outcome: &Outcome,
+    checks: &[msgbench_model::threshold::Outcome],
+) {
     if args.json {
         let checks_json: Vec<_> = checks
             .iter()
@@ -167,14 +195,23 @@ fn run_with(args: RunArgs, hold: &mut Option<(std::time::Duration, Arc<AtomicBoo
         if !checks.is_empty() {
             println!(
                 "\nthresholds: {}",
-                msgbench_report::thresholds::summary(&checks)
+                msgbench_report::thresholds::summary(checks)
             );
-            for o in &checks {
+            for o in checks {
                 println!("  {}", msgbench_report::thresholds::line(o));
             }
         }
         println!("\nresults: {}", outcome.dir.display());
     }
+}
+
+/// The exit code of a finished experiment: 1 for a run the system cut short or a report not
+/// written, 130 for Ctrl-C, 3 for a failed threshold, else 0.
+fn exit_code(
+    outcome: &Outcome,
+    checks: &[msgbench_model::threshold::Outcome],
+    report_failed: Option<String>,
+) -> ExitCode {
     // A run the system under test cut short (closed connection, garbage, timeout with
     // on_error = stop) is written, but the experiment did not go as asked.
     let stopped = outcome.results.iter().find_map(|r| {
