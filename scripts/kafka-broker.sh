@@ -6,8 +6,9 @@
 # is stopped (SIGTERM or Ctrl-C to this script's process group, as a scenario's [sut] does).
 # Warnings and errors go to stderr.
 #
-# The controller listens on CONTROLLER_PORT when given (the tests pass a port reserved for
-# them), else on a free loopback port.
+# With DIR (and CONTROLLER_PORT) the script becomes the broker, so a SIGKILL to its PID (a
+# test's parent-death signal) ends the JVM too. The controller listens on CONTROLLER_PORT when
+# given (the tests pass a port reserved for them), else on a free loopback port.
 #
 #   bash scripts/kafka-broker.sh 9092
 #   [sut] command = "exec bash scripts/kafka-broker.sh PORT"   (in a scenario)
@@ -56,7 +57,7 @@ JAVA_OPTS=(-Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true
 # A fixed cluster id: each broker has its own log folder, so ids never meet.
 java "${JAVA_OPTS[@]}" -cp "$LIBS/*" kafka.tools.StorageTool format \
   -t MkU3OEVBNTcwNTJENDM2Qg -c "$DIR/server.properties" --ignore-formatted >/dev/null
-if [ $# -eq 2 ]; then
+if [ $# -ge 2 ]; then
   exec java "${JAVA_OPTS[@]}" -cp "$LIBS/*" kafka.Kafka "$DIR/server.properties"
 fi
 # The folder is ours: the broker runs as a child, and the folder goes when it stops.

@@ -220,15 +220,6 @@ impl FeedSpec {
         streamed: Option<&prost_reflect::MessageDescriptor>,
         invalid: &Invalid,
     ) -> Result<FeedConfig, ScenarioError> {
-        let json_path = |field: &str, text: &str| {
-            path(text).ok_or_else(|| {
-                invalid(
-                    field,
-                    format!("is {text:?}"),
-                    "give a dotted field path, e.g. \"E\" or \"data.E\"",
-                )
-            })
-        };
         match (self.format, streamed) {
             (FeedFormat::Protobuf, None) => {
                 return Err(invalid(
@@ -246,89 +237,14 @@ impl FeedSpec {
             }
             _ => {}
         }
-        let (sequence, timestamp) = match self.format {
-            FeedFormat::Protobuf => {
-                let message = streamed.expect("checked above");
-                if self.sequence_at.is_some()
-                    || self.timestamp_at.is_some()
-                    || self.filter.is_some()
-                {
-                    return Err(invalid(
-                        "ticks.feed.timestamp_at",
-                        "(or a filter) is given for a protobuf feed".into(),
-                        "protobuf fields are named: sequence = \"seq\", timestamp = \"sent_ns\" (filters are for JSON feeds)",
-                    ));
-                }
-                let at = |field: &str, text: &str, role| {
-                    crate::grpc::field_path(message, text, role)
-                        .map(FieldAt::Proto)
-                        .map_err(|e| invalid(field, e, "name a field of the streamed message"))
-                };
-                let sequence = match &self.sequence {
-                    Some(s) => Some(at("ticks.feed.sequence", s, crate::grpc::Role::Sequence)?),
-                    None => None,
-                };
-                let timestamp = at(
-                    "ticks.feed.timestamp",
-                    &self.timestamp,
-                    crate::grpc::Role::Timestamp,
-                )?;
-                if let FieldAt::Proto(f) = &timestamp {
-                    if f.kind == crate::grpc::ProtoKind::Timestamp
-                        && self.clock != FeedClock::UnixNs
-                    {
-                        return Err(invalid(
-                            "ticks.feed.clock",
-                            format!(
-                                "is {:?}, but {} is a google.protobuf.Timestamp",
-                                self.clock.name(),
-                                f.path
-                            ),
-                            "a Timestamp is read as Unix nanoseconds: clock = \"unix-ns\"",
-                        ));
-                    }
-                }
-                (sequence, timestamp)
-            }
-            FeedFormat::Json => {
-                if self.sequence_at.is_some() || self.timestamp_at.is_some() {
-                    return Err(invalid(
-                        "ticks.feed.timestamp_at",
-                        "is given for a JSON feed".into(),
-                        "JSON fields are paths: sequence = \"t\", timestamp = \"E\"",
-                    ));
-                }
-                let sequence = match &self.sequence {
-                    Some(s) => Some(FieldAt::Json(json_path("ticks.feed.sequence", s)?)),
-                    None => None,
-                };
-                let timestamp = FieldAt::Json(json_path("ticks.feed.timestamp", &self.timestamp)?);
-                (sequence, timestamp)
-            }
-            FeedFormat::Binary => {
-                if self.sequence.is_some() || !self.timestamp.is_empty() || self.filter.is_some() {
-                    return Err(invalid(
-                        "ticks.feed.timestamp",
-                        "is a JSON path (or a filter is set) for a binary feed".into(),
-                        "binary fields are offsets: timestamp_at = { offset = 8, type = \"u64le\" }",
-                    ));
-                }
-                let Some(timestamp) = self.timestamp_at else {
-                    return Err(invalid(
-                        "ticks.feed.timestamp_at",
-                        "is missing".into(),
-                        "say where the timestamp is: timestamp_at = { offset = 8, type = \"u64le\" }",
-                    ));
-                };
-                (
-                    self.sequence_at.map(FieldAt::Binary),
-                    FieldAt::Binary(timestamp),
-                )
-            }
+        let (sequence, timestamp) = match (self.format, streamed) {
+            (FeedFormat::Protobuf, Some(message)) => self.proto_fields(message, invalid)?,
+            (FeedFormat::Json, _) => self.json_fields(invalid)?,
+            _ => self.binary_fields(invalid)?,
         };
         let filter = match &self.filter {
             Some(f) => Some((
-                json_path("ticks.feed.filter.path", &f.path)?,
+                json_path("ticks.feed.filter.path", &f.path, invalid)?,
                 f.equals.clone(),
             )),
             None => None,
@@ -350,6 +266,104 @@ impl FeedSpec {
             filter,
         })
     }
+}
+
+impl FeedSpec {
+    /// A protobuf feed's sequence and timestamp: fields of the streamed `message`.
+    fn proto_fields(
+        &self,
+        message: &prost_reflect::MessageDescriptor,
+        invalid: &Invalid,
+    ) -> Result<(Option<FieldAt>, FieldAt), ScenarioError> {
+        if self.sequence_at.is_some() || self.timestamp_at.is_some() || self.filter.is_some() {
+            return Err(invalid(
+                "ticks.feed.timestamp_at",
+                "(or a filter) is given for a protobuf feed".into(),
+                "protobuf fields are named: sequence = \"seq\", timestamp = \"sent_ns\" (filters are for JSON feeds)",
+            ));
+        }
+        let at = |field: &str, text: &str, role| {
+            crate::grpc::field_path(message, text, role)
+                .map(FieldAt::Proto)
+                .map_err(|e| invalid(field, e, "name a field of the streamed message"))
+        };
+        let sequence = match &self.sequence {
+            Some(s) => Some(at("ticks.feed.sequence", s, crate::grpc::Role::Sequence)?),
+            None => None,
+        };
+        let timestamp = at(
+            "ticks.feed.timestamp",
+            &self.timestamp,
+            crate::grpc::Role::Timestamp,
+        )?;
+        if let FieldAt::Proto(f) = &timestamp {
+            if f.kind == crate::grpc::ProtoKind::Timestamp && self.clock != FeedClock::UnixNs {
+                return Err(invalid(
+                    "ticks.feed.clock",
+                    format!(
+                        "is {:?}, but {} is a google.protobuf.Timestamp",
+                        self.clock.name(),
+                        f.path
+                    ),
+                    "a Timestamp is read as Unix nanoseconds: clock = \"unix-ns\"",
+                ));
+            }
+        }
+        Ok((sequence, timestamp))
+    }
+
+    /// A JSON feed's sequence and timestamp: dotted paths.
+    fn json_fields(&self, invalid: &Invalid) -> Result<(Option<FieldAt>, FieldAt), ScenarioError> {
+        if self.sequence_at.is_some() || self.timestamp_at.is_some() {
+            return Err(invalid(
+                "ticks.feed.timestamp_at",
+                "is given for a JSON feed".into(),
+                "JSON fields are paths: sequence = \"t\", timestamp = \"E\"",
+            ));
+        }
+        let sequence = match &self.sequence {
+            Some(s) => Some(FieldAt::Json(json_path("ticks.feed.sequence", s, invalid)?)),
+            None => None,
+        };
+        let timestamp = FieldAt::Json(json_path("ticks.feed.timestamp", &self.timestamp, invalid)?);
+        Ok((sequence, timestamp))
+    }
+
+    /// A binary feed's sequence and timestamp: offsets and types.
+    fn binary_fields(
+        &self,
+        invalid: &Invalid,
+    ) -> Result<(Option<FieldAt>, FieldAt), ScenarioError> {
+        if self.sequence.is_some() || !self.timestamp.is_empty() || self.filter.is_some() {
+            return Err(invalid(
+                "ticks.feed.timestamp",
+                "is a JSON path (or a filter is set) for a binary feed".into(),
+                "binary fields are offsets: timestamp_at = { offset = 8, type = \"u64le\" }",
+            ));
+        }
+        let Some(timestamp) = self.timestamp_at else {
+            return Err(invalid(
+                "ticks.feed.timestamp_at",
+                "is missing".into(),
+                "say where the timestamp is: timestamp_at = { offset = 8, type = \"u64le\" }",
+            ));
+        };
+        Ok((
+            self.sequence_at.map(FieldAt::Binary),
+            FieldAt::Binary(timestamp),
+        ))
+    }
+}
+
+/// `text` as a dotted field path of `field`, or why not.
+fn json_path(field: &str, text: &str, invalid: &Invalid) -> Result<Vec<String>, ScenarioError> {
+    path(text).ok_or_else(|| {
+        invalid(
+            field,
+            format!("is {text:?}"),
+            "give a dotted field path, e.g. \"E\" or \"data.E\"",
+        )
+    })
 }
 
 impl FeedConfig {

@@ -261,6 +261,15 @@ impl PubsubConfig {
             .collect()
     }
 
+    /// What subscription `sub` spends per message, ns (0 but for a slow one).
+    pub fn cost_ns(&self, sub: &Subscription) -> u64 {
+        if sub.slow {
+            self.slow_cost_ns
+        } else {
+            0
+        }
+    }
+
     /// The broker answers every publish: Redis (PUBLISH's reply, XADD's id), MQTT at QoS 1
     /// (PUBACK), Kafka at acks 1 or all, JetStream (its PubAck).
     pub fn answers_publishes(&self) -> bool {
@@ -327,6 +336,62 @@ impl PubsubSpec {
         pacing_spec: &PacingSpec,
         invalid: &Invalid,
     ) -> Result<PubsubConfig, ScenarioError> {
+        let address = self.checked_address(invalid)?;
+        let publishers = self.checked_counts(invalid)?;
+        // Kafka's own bound first: one message, one answer.
+        self.check_kafka(invalid)?;
+        self.check_stream(invalid)?;
+        if !(HEADER_BYTES..=MAX_MESSAGE_BYTES).contains(&self.message_bytes) {
+            return Err(invalid(
+                "pubsub.message_bytes",
+                format!("is {}", self.message_bytes),
+                &format!("give {HEADER_BYTES} to {MAX_MESSAGE_BYTES} bytes (each message carries a {HEADER_BYTES}-byte header)"),
+            ));
+        }
+        self.check_broker_rules(invalid)?;
+        self.check_slow(invalid)?;
+        let least = self.message_bytes.saturating_mul(2).max(4096);
+        if self.max_unsent_bytes < least {
+            return Err(invalid(
+                "pubsub.max_unsent_bytes",
+                format!(
+                    "is {} with {}-byte messages",
+                    self.max_unsent_bytes, self.message_bytes
+                ),
+                &format!("give at least {least} (4096 bytes and two messages' worth)"),
+            ));
+        }
+        let publisher_pacing = self.publisher_pacing(pacing_spec, publishers, invalid)?;
+        Ok(PubsubConfig {
+            broker: self.broker,
+            qos: self.qos,
+            acks: self.acks,
+            partitions: self.partitions,
+            stream_max_messages: self.stream_max_messages,
+            address: address.to_string(),
+            topics: (0..self.topics)
+                .map(|t| format!("{}.{t}", self.topic_prefix))
+                .collect(),
+            publishers_per_topic: self.publishers_per_topic,
+            subscriptions_per_topic: self.subscriptions_per_topic,
+            consumers_per_subscription: self.consumers_per_subscription,
+            message_bytes: self.message_bytes,
+            publisher_threads: self.publisher_threads.min(publishers as u32),
+            subscriber_threads: self.subscriber_threads,
+            slow_subscriptions: self.slow_subscriptions,
+            slow_cost_ns: self.slow_cost.as_nanos() as u64,
+            slow_work: self.slow_work,
+            max_unsent_bytes: self.max_unsent_bytes,
+            receive_buffer: self.receive_buffer,
+            publisher_pacing,
+        })
+    }
+}
+
+impl PubsubSpec {
+    /// The broker's address: its entry of `addresses`, else `address`; every key of
+    /// `addresses` a broker's name.
+    fn checked_address(&self, invalid: &Invalid) -> Result<&str, ScenarioError> {
         for name in self.addresses.keys() {
             if !Broker::ALL.iter().any(|b| b.name() == name) {
                 return Err(invalid(
@@ -344,6 +409,12 @@ impl PubsubSpec {
             None => ("pubsub.address".to_string(), &self.address),
         };
         check_address(&field, address, invalid)?;
+        Ok(address)
+    }
+
+    /// Every count at least 1, the connections within [`MAX_CONNECTIONS`], the topic prefix a
+    /// name: the number of publishers.
+    fn checked_counts(&self, invalid: &Invalid) -> Result<u64, ScenarioError> {
         for (field, value) in [
             ("pubsub.topics", self.topics),
             ("pubsub.publishers_per_topic", self.publishers_per_topic),
@@ -386,16 +457,12 @@ impl PubsubSpec {
                 "use 1 to 200 letters, digits, `-` or `_` (topics are named <prefix>.<n>)",
             ));
         }
-        // Kafka's own bound first: one message, one answer.
-        self.check_kafka(invalid)?;
-        self.check_stream(invalid)?;
-        if !(HEADER_BYTES..=MAX_MESSAGE_BYTES).contains(&self.message_bytes) {
-            return Err(invalid(
-                "pubsub.message_bytes",
-                format!("is {}", self.message_bytes),
-                &format!("give {HEADER_BYTES} to {MAX_MESSAGE_BYTES} bytes (each message carries a {HEADER_BYTES}-byte header)"),
-            ));
-        }
+        Ok(publishers)
+    }
+
+    /// What one broker cannot do: a shared subscription on Redis Pub/Sub, QoS 1 but on MQTT,
+    /// QoS 2 anywhere.
+    fn check_broker_rules(&self, invalid: &Invalid) -> Result<(), ScenarioError> {
         if self.consumers_per_subscription > 1 && self.broker == Broker::Redis {
             return Err(invalid(
                 "pubsub.consumers_per_subscription",
@@ -414,6 +481,11 @@ impl PubsubSpec {
                 },
             ));
         }
+        Ok(())
+    }
+
+    /// Slow subscriptions: no more than there are, with a cost, of at most 1 s a message.
+    fn check_slow(&self, invalid: &Invalid) -> Result<(), ScenarioError> {
         if self.slow_subscriptions > self.subscriptions_per_topic {
             return Err(invalid(
                 "pubsub.slow_subscriptions",
@@ -438,19 +510,19 @@ impl PubsubSpec {
                 "give at most 1s per message",
             ));
         }
-        let least = self.message_bytes.saturating_mul(2).max(4096);
-        if self.max_unsent_bytes < least {
-            return Err(invalid(
-                "pubsub.max_unsent_bytes",
-                format!(
-                    "is {} with {}-byte messages",
-                    self.max_unsent_bytes, self.message_bytes
-                ),
-                &format!("give at least {least} (4096 bytes and two messages' worth)"),
-            ));
-        }
+        Ok(())
+    }
+
+    /// Each publisher's pacing: the scenario's, its rate split over the `publishers`; closed
+    /// loop refused (a publish gets no response to close it on).
+    fn publisher_pacing(
+        &self,
+        pacing_spec: &PacingSpec,
+        publishers: u64,
+        invalid: &Invalid,
+    ) -> Result<Pacing, ScenarioError> {
         let pacing = pacing_spec.validate(invalid)?;
-        let publisher_pacing = match pacing {
+        Ok(match pacing {
             Pacing::ClosedLoop => {
                 return Err(invalid(
                     "pacing.mode",
@@ -463,29 +535,6 @@ impl PubsubSpec {
                 arrivals,
             },
             other => other,
-        };
-        Ok(PubsubConfig {
-            broker: self.broker,
-            qos: self.qos,
-            acks: self.acks,
-            partitions: self.partitions,
-            stream_max_messages: self.stream_max_messages,
-            address: address.clone(),
-            topics: (0..self.topics)
-                .map(|t| format!("{}.{t}", self.topic_prefix))
-                .collect(),
-            publishers_per_topic: self.publishers_per_topic,
-            subscriptions_per_topic: self.subscriptions_per_topic,
-            consumers_per_subscription: self.consumers_per_subscription,
-            message_bytes: self.message_bytes,
-            publisher_threads: self.publisher_threads.min(publishers as u32),
-            subscriber_threads: self.subscriber_threads,
-            slow_subscriptions: self.slow_subscriptions,
-            slow_cost_ns: self.slow_cost.as_nanos() as u64,
-            slow_work: self.slow_work,
-            max_unsent_bytes: self.max_unsent_bytes,
-            receive_buffer: self.receive_buffer,
-            publisher_pacing,
         })
     }
 }

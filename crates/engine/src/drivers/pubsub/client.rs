@@ -58,17 +58,8 @@ pub trait BrokerClient: BrokerProtocol {
         sub: &Subscription,
         sids: std::ops::Range<u64>,
     ) -> Result<Vec<Consumer>, EngineError> {
-        let config = run.config;
-        let topic = &config.topics[sub.topic as usize];
-        let group = shared_group(config, sub);
-        let mut consumers = Vec::new();
-        for (k, sid) in sids.enumerate() {
-            let name = format!("{}-c{k}", sub.name);
-            let (stream, leftover) = open(run, self.protocol(), &name, Some((topic, group, sid)))?;
-            let size = config.message_bytes as usize;
-            consumers.push(Consumer::new(stream, &leftover, size).map_err(EngineError::Io)?);
-        }
-        Ok(consumers)
+        let topic = &run.config.topics[sub.topic as usize];
+        open_subscribed(run, self.protocol(), sub, topic, sids)
     }
 
     /// Opens publisher `index`'s connection, publishing on `topic`.
@@ -120,6 +111,31 @@ pub trait BrokerClient: BrokerProtocol {
 
     /// Itself as the protocol its connections speak.
     fn protocol(&self) -> &dyn BrokerProtocol;
+}
+
+/// Opens subscription `sub`'s consumers, one per sid, each subscribed to `subject` (in the
+/// subscription's shared group when it has more than one consumer).
+pub fn open_subscribed(
+    run: &Opening<'_>,
+    protocol: &dyn BrokerProtocol,
+    sub: &Subscription,
+    subject: &str,
+    sids: std::ops::Range<u64>,
+) -> Result<Vec<Consumer>, EngineError> {
+    let group = shared_group(run.config, sub);
+    let size = run.config.message_bytes as usize;
+    let mut consumers = Vec::new();
+    for (k, sid) in sids.enumerate() {
+        let name = consumer_name(sub, k);
+        let (stream, leftover) = open(run, protocol, &name, Some((subject, group, sid)))?;
+        consumers.push(Consumer::new(stream, &leftover, size).map_err(EngineError::Io)?);
+    }
+    Ok(consumers)
+}
+
+/// Consumer `k` of subscription `sub` (`t0-s1-c0`), as the broker is told its name.
+pub fn consumer_name(sub: &Subscription, k: usize) -> String {
+    format!("{}-c{k}", sub.name)
 }
 
 /// The group subscription `sub`'s consumers share (NATS queue groups, MQTT `$share/`), when it

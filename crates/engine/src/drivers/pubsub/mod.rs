@@ -126,7 +126,7 @@ fn open_subscriptions(
     for (i, sub) in config.subscriptions().iter().enumerate() {
         let first_sid = 1 + i as u64 * per;
         let consumers = broker.open_consumers(run, sub, first_sid..first_sid + per)?;
-        let cost = if sub.slow { config.slow_cost_ns } else { 0 };
+        let cost = config.cost_ns(sub);
         let (ordered, retains) = (broker.ordered(config), broker.retains());
         subscriptions.push(SubscriptionState::new(
             sub, config, cost, consumers, run.mark, ordered, retains,

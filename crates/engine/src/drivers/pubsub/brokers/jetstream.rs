@@ -4,7 +4,9 @@
 //! (its PubAck, on the publisher's inbox). NATS's protocol ([`super::nats`]) with
 //! [`wire::jetstream`]'s subjects and answers.
 use super::nats;
-use crate::drivers::pubsub::client::{BrokerClient, Framing, OpenedPublisher};
+use crate::drivers::pubsub::client::{
+    open_subscribed, shared_group, BrokerClient, Framing, OpenedPublisher,
+};
 use crate::drivers::pubsub::consumer::Consumer;
 use crate::drivers::pubsub::opening::{broker_error, open, read_more, Opening, OPEN_TIMEOUT};
 use crate::drivers::pubsub::protocol::{AckId, BrokerProtocol, Incoming, PublishFrame};
@@ -80,16 +82,9 @@ impl BrokerClient for Jetstream {
     ) -> Result<Vec<Consumer>, EngineError> {
         let config = run.config;
         let topic = &config.topics[sub.topic as usize];
-        let group = crate::drivers::pubsub::client::shared_group(config, sub);
+        let group = shared_group(config, sub);
         let deliver = jetstream::deliver_subject(run.mark, &sub.name);
-        let mut consumers = Vec::new();
-        for (k, sid) in sids.enumerate() {
-            let name = format!("{}-c{k}", sub.name);
-            let (stream, leftover) =
-                open(run, self.protocol(), &name, Some((&deliver, group, sid)))?;
-            let size = config.message_bytes as usize;
-            consumers.push(Consumer::new(stream, &leftover, size).map_err(EngineError::Io)?);
-        }
+        let consumers = open_subscribed(run, self.protocol(), sub, &deliver, sids)?;
         // Its deliveries have somewhere to go: the consumer is made once they listen.
         let durable = jetstream::durable_name(topic, &sub.name);
         let api = self.api.as_mut().expect("prepared before consumers open");

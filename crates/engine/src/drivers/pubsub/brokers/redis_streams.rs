@@ -4,7 +4,7 @@
 //! one group. Before the run, each group is set at its stream's end, and a stream that is not
 //! msgbench's is refused rather than trimmed.
 use super::redis::HELLO;
-use crate::drivers::pubsub::client::BrokerClient;
+use crate::drivers::pubsub::client::{consumer_name, BrokerClient};
 use crate::drivers::pubsub::consumer::{turn_bytes, Consumer, Pull};
 use crate::drivers::pubsub::opening::{broker_error, open, read_more, Opening};
 use crate::drivers::pubsub::protocol::{BrokerProtocol, Incoming, PublishFrame};
@@ -67,13 +67,13 @@ impl BrokerClient for RedisStreams {
     ) -> Result<Vec<Consumer>, EngineError> {
         let config = run.config;
         let topic = &config.topics[sub.topic as usize];
-        let cost = if sub.slow { config.slow_cost_ns } else { 0 };
+        let cost = config.cost_ns(sub);
         // About a turn's worth per read, as a Kafka fetch.
         let count = (turn_bytes(config, cost) / (config.message_bytes as usize + 64))
             .clamp(1, 10_000) as u32;
         let mut consumers = Vec::new();
         for k in 0..sids.count() {
-            let name = format!("{}-c{k}", sub.name);
+            let name = consumer_name(sub, k);
             let reader = redis_streams::Reader::new(
                 topic,
                 &group_of(&sub.name),

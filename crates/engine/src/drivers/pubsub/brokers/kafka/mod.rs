@@ -50,7 +50,7 @@ impl BrokerClient for Kafka {
         let config = run.config;
         let topic = &config.topics[sub.topic as usize];
         let members = group::join(run, topic, &group_id(topic, &sub.name), sids.count() as u32)?;
-        let cost = if sub.slow { config.slow_cost_ns } else { 0 };
+        let cost = config.cost_ns(sub);
         // A slow subscription fetches about what it handles in one of its turns.
         let max_bytes = turn_bytes(config, cost).min(kafka::FETCH_MAX_BYTES as usize) as i32;
         let mut consumers = Vec::new();
