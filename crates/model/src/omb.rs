@@ -125,8 +125,61 @@ impl OmbWorkload {
     /// The equivalent scenario, as a commented TOML file for `target`: what maps, and, in
     /// comments, what does not and why.
     pub fn to_scenario(&self, source: &str, target: &Target) -> String {
-        let mut notes: Vec<String> = Vec::new();
+        let mut notes = self.differences(target);
         let size = self.message_size.max(HEADER_BYTES);
+        let partitions = self.partitions_per_topic.max(1);
+        let pacing = if self.producer_rate == 0 {
+            let start = self.producer_start_rate.unwrap_or(10_000);
+            notes.push(format!(
+                "producerRate 0 asks OMB to find the highest rate the broker keeps up with: run `msgbench search` on this file with an SLO (e.g. --slo \"p99 < 10ms\"); it starts at {start}/s (producerStartRate)"
+            ));
+            format!("mode = \"rate\"\nper_sec = {start}")
+        } else {
+            format!("mode = \"rate\"\nper_sec = {}", self.producer_rate)
+        };
+        let name = self.scenario_name();
+        let consumers = match target.broker {
+            Broker::Redis => 1,
+            Broker::Kafka => self.consumer_per_subscription.min(partitions),
+            _ => self.consumer_per_subscription,
+        };
+        let mut out = format!(
+            "# Imported from the OpenMessaging Benchmark workload {source}{} by\n# `msgbench import omb`: the same topics, producers, subscriptions, consumers, message size,\n# rate and duration, published through {} and measured end to end per subscription.\n",
+            if self.name.is_empty() { String::new() } else { format!(" (`{}`)", self.name) },
+            broker_title(target.broker)
+        );
+        if !notes.is_empty() {
+            out.push_str("#\n# What OMB's workload asks that this scenario does differently:\n");
+            for n in &notes {
+                out.push_str(&format!("# - {n}\n"));
+            }
+        }
+        out.push_str(&format!(
+            "name = \"{name}\"\nsystem = \"pubsub\"\n\n[run]\n# OMB measures testDurationMinutes after its warm-up (warmupDurationMinutes, or one minute).\nduration = \"{}m\"\nwarmup = \"{}m\"\n\n[pacing]\n# producerRate: messages per second over all producers.\n{pacing}\n\n[pubsub]\nbroker = \"{}\"\naddress = \"{}\"\ntopics = {}\npublishers_per_topic = {}\nsubscriptions_per_topic = {}\nconsumers_per_subscription = {consumers}\nmessage_bytes = {size}\n{partitions}{unsent}",
+            self.test_duration_minutes,
+            self.warmup_duration_minutes.unwrap_or(OMB_WARMUP_MINUTES),
+            target.broker.name(),
+            target.address,
+            self.topics,
+            self.producers_per_topic,
+            self.subscriptions_per_topic,
+            partitions = if target.broker == Broker::Kafka {
+                format!("partitions = {partitions}\n")
+            } else {
+                String::new()
+            },
+            unsent = if 2 * size > 1 << 20 {
+                format!("# Room for two messages in each publisher's buffer.\nmax_unsent_bytes = {}\n", 2 * size)
+            } else {
+                String::new()
+            },
+        ));
+        out
+    }
+
+    /// What the workload asks that the scenario does differently, a sentence each.
+    fn differences(&self, target: &Target) -> Vec<String> {
+        let mut notes: Vec<String> = Vec::new();
         if self.message_size < HEADER_BYTES {
             notes.push(format!(
                 "messageSize {} is below msgbench's {HEADER_BYTES}-byte header: messages are {HEADER_BYTES} bytes",
@@ -188,15 +241,11 @@ impl OmbWorkload {
                 "messageRateReceivedForSubscription: subscriptions are not filtered here".into(),
             );
         }
-        let pacing = if self.producer_rate == 0 {
-            let start = self.producer_start_rate.unwrap_or(10_000);
-            notes.push(format!(
-                "producerRate 0 asks OMB to find the highest rate the broker keeps up with: run `msgbench search` on this file with an SLO (e.g. --slo \"p99 < 10ms\"); it starts at {start}/s (producerStartRate)"
-            ));
-            format!("mode = \"rate\"\nper_sec = {start}")
-        } else {
-            format!("mode = \"rate\"\nper_sec = {}", self.producer_rate)
-        };
+        notes
+    }
+
+    /// `omb-<the workload's name>`, in the letters a scenario name takes.
+    fn scenario_name(&self) -> String {
         let name: String = self
             .name
             .chars()
@@ -212,48 +261,11 @@ impl OmbWorkload {
             .filter(|p| !p.is_empty())
             .collect::<Vec<_>>()
             .join("-");
-        let name = if name.is_empty() {
+        if name.is_empty() {
             "omb".into()
         } else {
             format!("omb-{name}")
-        };
-        let consumers = match target.broker {
-            Broker::Redis => 1,
-            Broker::Kafka => self.consumer_per_subscription.min(partitions),
-            _ => self.consumer_per_subscription,
-        };
-        let mut out = format!(
-            "# Imported from the OpenMessaging Benchmark workload {source}{} by\n# `msgbench import omb`: the same topics, producers, subscriptions, consumers, message size,\n# rate and duration, published through {} and measured end to end per subscription.\n",
-            if self.name.is_empty() { String::new() } else { format!(" (`{}`)", self.name) },
-            broker_title(target.broker)
-        );
-        if !notes.is_empty() {
-            out.push_str("#\n# What OMB's workload asks that this scenario does differently:\n");
-            for n in &notes {
-                out.push_str(&format!("# - {n}\n"));
-            }
         }
-        out.push_str(&format!(
-            "name = \"{name}\"\nsystem = \"pubsub\"\n\n[run]\n# OMB measures testDurationMinutes after its warm-up (warmupDurationMinutes, or one minute).\nduration = \"{}m\"\nwarmup = \"{}m\"\n\n[pacing]\n# producerRate: messages per second over all producers.\n{pacing}\n\n[pubsub]\nbroker = \"{}\"\naddress = \"{}\"\ntopics = {}\npublishers_per_topic = {}\nsubscriptions_per_topic = {}\nconsumers_per_subscription = {consumers}\nmessage_bytes = {size}\n{partitions}{unsent}",
-            self.test_duration_minutes,
-            self.warmup_duration_minutes.unwrap_or(OMB_WARMUP_MINUTES),
-            target.broker.name(),
-            target.address,
-            self.topics,
-            self.producers_per_topic,
-            self.subscriptions_per_topic,
-            partitions = if target.broker == Broker::Kafka {
-                format!("partitions = {partitions}\n")
-            } else {
-                String::new()
-            },
-            unsent = if 2 * size > 1 << 20 {
-                format!("# Room for two messages in each publisher's buffer.\nmax_unsent_bytes = {}\n", 2 * size)
-            } else {
-                String::new()
-            },
-        ));
-        out
     }
 }
 

@@ -506,7 +506,45 @@ impl TicksSpec {
             ));
         }
         let server = self.server.validate(limits, invalid)?;
-        let feed = match &self.feed {
+        let feed = self.checked_feed(grpc.as_ref().map(|(_, m)| m), invalid)?;
+        let groups = self.checked_groups(&server, limits, invalid)?;
+        let wss = self
+            .address
+            .as_deref()
+            .is_some_and(|a| a.starts_with("wss://") || a.starts_with("https://"));
+        crate::check::check_tls_options(
+            "ticks",
+            wss,
+            (self.ca_file.as_deref(), self.insecure),
+            invalid,
+        )?;
+        Ok(TicksConfig {
+            feed,
+            grpc: grpc.map(|(g, _)| Box::new(g)),
+            ca_file: self.ca_file.clone(),
+            insecure: self.insecure,
+            address: self.address.clone(),
+            format: self.format,
+            symbols: self.symbols,
+            ack_every_ns: self.ack_every.as_nanos() as u64,
+            on_close: self.on_close,
+            gaps: self.gaps,
+            receive_buffer: self.receive_buffer,
+            server,
+            groups,
+            spin_ns: pacing.spin.as_nanos() as u64,
+            shard: crate::shard::Shard::WHOLE,
+        })
+    }
+
+    /// The feed of someone else's server (a gRPC stream must say where its fields are);
+    /// `streamed` is the message a gRPC stream carries.
+    fn checked_feed(
+        &self,
+        streamed: Option<&prost_reflect::MessageDescriptor>,
+        invalid: &Invalid,
+    ) -> Result<Option<crate::feed::FeedConfig>, ScenarioError> {
+        Ok(match &self.feed {
             Some(_) if self.address.is_none() => {
                 return Err(invalid(
                     "ticks.feed",
@@ -514,8 +552,8 @@ impl TicksSpec {
                     "a feed is someone else's server: give its URL, e.g. address = \"ws://127.0.0.1:9443/ws\"",
                 ))
             }
-            Some(f) => Some(f.validate(grpc.as_ref().map(|(_, m)| m), invalid)?),
-            None if grpc.is_some() => {
+            Some(f) => Some(f.validate(streamed, invalid)?),
+            None if streamed.is_some() => {
                 return Err(invalid(
                     "ticks.feed",
                     "is missing for a gRPC stream".into(),
@@ -523,7 +561,17 @@ impl TicksSpec {
                 ))
             }
             None => None,
-        };
+        })
+    }
+
+    /// The client groups (one `client` group by default), within the run's connection and
+    /// browser caps and the built-in server's connection limit.
+    fn checked_groups(
+        &self,
+        server: &TickServerConfig,
+        limits: &MachineLimits,
+        invalid: &Invalid,
+    ) -> Result<Vec<TickGroup>, ScenarioError> {
         let default_groups: BTreeMap<String, TickClientSpec> =
             [("client".to_string(), TickClientSpec::default())].into();
         let specs = if self.clients.is_empty() {
@@ -567,33 +615,7 @@ impl TicksSpec {
                 "raise it or open fewer connections",
             ));
         }
-        let wss = self
-            .address
-            .as_deref()
-            .is_some_and(|a| a.starts_with("wss://") || a.starts_with("https://"));
-        crate::check::check_tls_options(
-            "ticks",
-            wss,
-            (self.ca_file.as_deref(), self.insecure),
-            invalid,
-        )?;
-        Ok(TicksConfig {
-            feed,
-            grpc: grpc.map(|(g, _)| Box::new(g)),
-            ca_file: self.ca_file.clone(),
-            insecure: self.insecure,
-            address: self.address.clone(),
-            format: self.format,
-            symbols: self.symbols,
-            ack_every_ns: self.ack_every.as_nanos() as u64,
-            on_close: self.on_close,
-            gaps: self.gaps,
-            receive_buffer: self.receive_buffer,
-            server,
-            groups,
-            spin_ns: pacing.spin.as_nanos() as u64,
-            shard: crate::shard::Shard::WHOLE,
-        })
+        Ok(groups)
     }
 }
 
@@ -689,63 +711,8 @@ impl TickClientSpec {
             ));
         }
         match self.kind {
-            ClientKind::Native => {
-                if self.threads == 0 || self.threads > 64 {
-                    return Err(invalid(
-                        &field("threads"),
-                        format!("is {}", self.threads),
-                        "use 1 to 64 threads per group",
-                    ));
-                }
-                if self.threads > self.connections {
-                    return Err(invalid(
-                        &field("threads"),
-                        format!(
-                            "is {}, more than its {} connections",
-                            self.threads, self.connections
-                        ),
-                        "use at most one thread per connection",
-                    ));
-                }
-                check_pins(
-                    &field("pin"),
-                    "client",
-                    &self.pin,
-                    self.threads,
-                    limits,
-                    invalid,
-                )?;
-                if self.page != PageWork::None {
-                    return Err(invalid(
-                        &field("page"),
-                        "is set for a native group".into(),
-                        "`page` applies to kind = \"browser\"; remove it or set the kind",
-                    ));
-                }
-            }
-            ClientKind::Browser => {
-                if external {
-                    return Err(invalid(
-                        &field("kind"),
-                        "is `browser`, but `ticks.address` names an external server".into(),
-                        "browsers run the page msgbench's built-in server serves: remove `ticks.address`",
-                    ));
-                }
-                if !self.pin.is_empty() || self.threads != 1 {
-                    return Err(invalid(
-                        &field("threads"),
-                        "or `pin` is set for a browser group".into(),
-                        "threads and pinning apply to native clients; remove them",
-                    ));
-                }
-                if self.work != CostWork::Busy {
-                    return Err(invalid(
-                        &field("work"),
-                        "is `sleep` for a browser group".into(),
-                        "a page spends its cost busy; remove `work`",
-                    ));
-                }
-            }
+            ClientKind::Native => self.check_native(&field, limits, invalid)?,
+            ClientKind::Browser => self.check_browser(&field, external, invalid)?,
         }
         Ok(TickGroup {
             name: name.to_string(),
@@ -757,6 +724,81 @@ impl TickClientSpec {
             work: self.work,
             page: self.page,
         })
+    }
+}
+
+impl TickClientSpec {
+    /// A native group: 1 to 64 threads, no more than its connections, pins that fit, no page.
+    fn check_native(
+        &self,
+        field: &dyn Fn(&str) -> String,
+        limits: &MachineLimits,
+        invalid: &Invalid,
+    ) -> Result<(), ScenarioError> {
+        if self.threads == 0 || self.threads > 64 {
+            return Err(invalid(
+                &field("threads"),
+                format!("is {}", self.threads),
+                "use 1 to 64 threads per group",
+            ));
+        }
+        if self.threads > self.connections {
+            return Err(invalid(
+                &field("threads"),
+                format!(
+                    "is {}, more than its {} connections",
+                    self.threads, self.connections
+                ),
+                "use at most one thread per connection",
+            ));
+        }
+        check_pins(
+            &field("pin"),
+            "client",
+            &self.pin,
+            self.threads,
+            limits,
+            invalid,
+        )?;
+        if self.page != PageWork::None {
+            return Err(invalid(
+                &field("page"),
+                "is set for a native group".into(),
+                "`page` applies to kind = \"browser\"; remove it or set the kind",
+            ));
+        }
+        Ok(())
+    }
+
+    /// A browser group: the built-in server's page only, no threads, pins or sleeping cost.
+    fn check_browser(
+        &self,
+        field: &dyn Fn(&str) -> String,
+        external: bool,
+        invalid: &Invalid,
+    ) -> Result<(), ScenarioError> {
+        if external {
+            return Err(invalid(
+                &field("kind"),
+                "is `browser`, but `ticks.address` names an external server".into(),
+                "browsers run the page msgbench's built-in server serves: remove `ticks.address`",
+            ));
+        }
+        if !self.pin.is_empty() || self.threads != 1 {
+            return Err(invalid(
+                &field("threads"),
+                "or `pin` is set for a browser group".into(),
+                "threads and pinning apply to native clients; remove them",
+            ));
+        }
+        if self.work != CostWork::Busy {
+            return Err(invalid(
+                &field("work"),
+                "is `sleep` for a browser group".into(),
+                "a page spends its cost busy; remove `work`",
+            ));
+        }
+        Ok(())
     }
 }
 
