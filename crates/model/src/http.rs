@@ -273,26 +273,7 @@ impl HttpSpec {
             .map_err(|(why, fix)| invalid("http.url", format!("\"{}\" {why}", self.url), fix))?;
         let tls = self.tls(&url, invalid)?;
         let protos = self.protos(&url, limits, invalid)?;
-        let version = match self.version.as_deref() {
-            Some("1.1") if protos.is_some() => {
-                return Err(invalid(
-                    "http.version",
-                    "is \"1.1\", and a request is a gRPC call".into(),
-                    "gRPC is HTTP/2: leave version out, or give \"2\"",
-                ))
-            }
-            // gRPC is HTTP/2.
-            None if protos.is_some() => HttpVersion::Http2,
-            None | Some("1.1") => HttpVersion::Http1,
-            Some("2") => HttpVersion::Http2,
-            Some(other) => {
-                return Err(invalid(
-                    "http.version",
-                    format!("is \"{other}\""),
-                    "give \"1.1\" (HTTP/1.1, the default) or \"2\" (HTTP/2)",
-                ))
-            }
-        };
+        let version = self.checked_version(protos.is_some(), invalid)?;
         let host = url.authority;
         if let Some(bad) = self.accept.iter().find(|s| !(100..=999).contains(*s)) {
             return Err(invalid(
@@ -315,33 +296,8 @@ impl HttpSpec {
         } else {
             &self.requests
         };
-        let shares = shares("http.requests", specs, |r| r.weight, invalid)?;
-        let mut requests = Vec::new();
-        for ((name, r), share) in specs.iter().zip(shares) {
-            let field = |key: &str| format!("http.requests.{name}.{key}");
-            let request = match &r.grpc {
-                Some(call) => r.grpc_call(call, protos.as_ref(), (name, share), &field, invalid)?,
-                None if r.paced => {
-                    return Err(invalid(
-                        &field("paced"),
-                        "is given without a gRPC call".into(),
-                        "`paced` sends a client-streaming gRPC call's messages on their schedule: give grpc = \"package.Service/Method\" and messages = N too",
-                    ))
-                }
-                None if r.match_field.is_some() => {
-                    return Err(invalid(
-                        &field("match"),
-                        "is given without a gRPC call".into(),
-                        "`match` pairs the replies of a bidirectional gRPC call: give grpc = \"package.Service/Method\" too",
-                    ))
-                }
-                None => r.aimed(&url.target).render(&host, name, share, &field, invalid)?,
-            };
-            if version == HttpVersion::Http2 {
-                check_h2_headers(&request.parts, &field, invalid)?;
-            }
-            requests.push(request);
-        }
+        let target = (host.as_str(), url.target.as_str());
+        let requests = requests_of(specs, target, version, protos.as_ref(), invalid)?;
         let json_rpc = self.json_rpc || specs.values().any(|r| r.rpc_method.is_some());
         Ok(HttpConfig {
             address: url.address,
@@ -355,6 +311,71 @@ impl HttpSpec {
             requests,
         })
     }
+}
+
+impl HttpSpec {
+    /// The HTTP version: `1.1` by default, `2` for a gRPC call (`grpc`), where 1.1 is refused.
+    fn checked_version(&self, grpc: bool, invalid: &Invalid) -> Result<HttpVersion, ScenarioError> {
+        Ok(match self.version.as_deref() {
+            Some("1.1") if grpc => {
+                return Err(invalid(
+                    "http.version",
+                    "is \"1.1\", and a request is a gRPC call".into(),
+                    "gRPC is HTTP/2: leave version out, or give \"2\"",
+                ))
+            }
+            // gRPC is HTTP/2.
+            None if grpc => HttpVersion::Http2,
+            None | Some("1.1") => HttpVersion::Http1,
+            Some("2") => HttpVersion::Http2,
+            Some(other) => {
+                return Err(invalid(
+                    "http.version",
+                    format!("is \"{other}\""),
+                    "give \"1.1\" (HTTP/1.1, the default) or \"2\" (HTTP/2)",
+                ))
+            }
+        })
+    }
+}
+
+/// Every request of `specs` rendered for `(host, url_target)` (its `paced` and `match` only
+/// with a gRPC call; HTTP/2's forbidden headers refused).
+fn requests_of(
+    specs: &BTreeMap<String, HttpRequestSpec>,
+    (host, url_target): (&str, &str),
+    version: HttpVersion,
+    protos: Option<&prost_reflect::DescriptorPool>,
+    invalid: &Invalid,
+) -> Result<Vec<HttpRequest>, ScenarioError> {
+    let shares = shares("http.requests", specs, |r| r.weight, invalid)?;
+    let mut requests = Vec::new();
+    for ((name, r), share) in specs.iter().zip(shares) {
+        let field = |key: &str| format!("http.requests.{name}.{key}");
+        let request = match &r.grpc {
+            Some(call) => r.grpc_call(call, protos, (name, share), &field, invalid)?,
+            None if r.paced => {
+                return Err(invalid(
+                    &field("paced"),
+                    "is given without a gRPC call".into(),
+                    "`paced` sends a client-streaming gRPC call's messages on their schedule: give grpc = \"package.Service/Method\" and messages = N too",
+                ))
+            }
+            None if r.match_field.is_some() => {
+                return Err(invalid(
+                    &field("match"),
+                    "is given without a gRPC call".into(),
+                    "`match` pairs the replies of a bidirectional gRPC call: give grpc = \"package.Service/Method\" too",
+                ))
+            }
+            None => r.aimed(url_target).render(host, name, share, &field, invalid)?,
+        };
+        if version == HttpVersion::Http2 {
+            check_h2_headers(&request.parts, &field, invalid)?;
+        }
+        requests.push(request);
+    }
+    Ok(requests)
 }
 
 /// HTTP/2 forbids the connection-specific header fields of HTTP/1.1 (RFC 9113 §8.2.2): a
@@ -513,18 +534,7 @@ impl HttpRequestSpec {
                 "a gRPC call is a POST to /package.Service/Method: leave method and path out",
             ));
         }
-        let shape = match (&self.match_field, self.messages) {
-            (Some(_), Some(_)) => {
-                return Err(invalid(
-                    &field("messages"),
-                    "is given with `match`".into(),
-                    "`match` is for bidirectional calls (a message per request), `messages` for client-streaming ones (many per request): give the one the method needs",
-                ))
-            }
-            (Some(_), None) => crate::grpc::Shape::Bidi,
-            (None, Some(_)) => crate::grpc::Shape::ClientStreaming,
-            (None, None) => crate::grpc::Shape::Unary,
-        };
+        let shape = self.grpc_shape(field, invalid)?;
         let method =
             crate::grpc::method(pool, call, shape).map_err(|e| invalid(&field("grpc"), e, fix))?;
         let json = self.message.as_deref().unwrap_or("{}");
@@ -539,6 +549,55 @@ impl HttpRequestSpec {
             }
             None => None,
         };
+        let frame = self.streamed_body(frame, call, field, invalid)?;
+        let headers = self.grpc_headers(field, invalid)?;
+        Ok(HttpRequest {
+            name: name.to_string(),
+            share,
+            bytes: Vec::new(),
+            head: false,
+            expect: self.expect.clone().map(String::into_bytes),
+            parts: RequestParts {
+                method: "POST".into(),
+                target: format!("/{call}"),
+                headers,
+                body: frame,
+            },
+            grpc: true,
+            bidi,
+            paced: self.messages.filter(|_| self.paced),
+        })
+    }
+
+    /// How a gRPC call streams: `match` makes it bidirectional, `messages` client-streaming.
+    fn grpc_shape(
+        &self,
+        field: &dyn Fn(&str) -> String,
+        invalid: &Invalid,
+    ) -> Result<crate::grpc::Shape, ScenarioError> {
+        Ok(match (&self.match_field, self.messages) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    &field("messages"),
+                    "is given with `match`".into(),
+                    "`match` is for bidirectional calls (a message per request), `messages` for client-streaming ones (many per request): give the one the method needs",
+                ))
+            }
+            (Some(_), None) => crate::grpc::Shape::Bidi,
+            (None, Some(_)) => crate::grpc::Shape::ClientStreaming,
+            (None, None) => crate::grpc::Shape::Unary,
+        })
+    }
+
+    /// A client-streaming call's body: its `messages` copies of `frame` (one, sent on the
+    /// schedule, when `paced`), within [`MAX_STREAMED_BODY`].
+    fn streamed_body(
+        &self,
+        mut frame: Vec<u8>,
+        call: &str,
+        field: &dyn Fn(&str) -> String,
+        invalid: &Invalid,
+    ) -> Result<Vec<u8>, ScenarioError> {
         if let Some(n) = self.messages {
             let total = frame.len() as u64 * n as u64;
             if n == 0 || total > MAX_STREAMED_BODY {
@@ -561,6 +620,15 @@ impl HttpRequestSpec {
                 "`paced` sends a client-streaming method's messages on their schedule: name one, with messages = N (its call ends after N), or leave `paced` out",
             ));
         }
+        Ok(frame)
+    }
+
+    /// A gRPC call's headers: its content type, `te: trailers`, and the scenario's metadata.
+    fn grpc_headers(
+        &self,
+        field: &dyn Fn(&str) -> String,
+        invalid: &Invalid,
+    ) -> Result<Vec<(String, String)>, ScenarioError> {
         let mut headers = vec![
             ("content-type".to_string(), "application/grpc".to_string()),
             ("te".to_string(), "trailers".to_string()),
@@ -575,22 +643,7 @@ impl HttpRequestSpec {
             }
             headers.push((k.to_ascii_lowercase(), v.clone()));
         }
-        Ok(HttpRequest {
-            name: name.to_string(),
-            share,
-            bytes: Vec::new(),
-            head: false,
-            expect: self.expect.clone().map(String::into_bytes),
-            parts: RequestParts {
-                method: "POST".into(),
-                target: format!("/{call}"),
-                headers,
-                body: frame,
-            },
-            grpc: true,
-            bidi,
-            paced: self.messages.filter(|_| self.paced),
-        })
+        Ok(headers)
     }
 
     /// The body of a JSON-RPC call: `{"jsonrpc":"2.0","id":1,"method":…,"params":…}`.
@@ -639,6 +692,51 @@ impl HttpRequestSpec {
         field: &dyn Fn(&str) -> String,
         invalid: &Invalid,
     ) -> Result<HttpRequest, ScenarioError> {
+        self.check_method_path_headers(field, invalid)?;
+        let body = self.body_bytes(field, invalid)?;
+        let has = |h: &str| self.headers.keys().any(|k| k.eq_ignore_ascii_case(h));
+        // A call is a POST unless a method was chosen.
+        let method = if self.rpc_method.is_some() && self.method == "GET" {
+            "POST"
+        } else {
+            self.method.as_str()
+        };
+        let bytes = self.http1_bytes(method, host, &body);
+        let mut headers: Vec<(String, String)> = (self.headers.iter())
+            .filter(|(k, _)| !k.eq_ignore_ascii_case("host"))
+            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+            .collect();
+        if self.rpc_method.is_some() && !has("content-type") {
+            headers.push(("content-type".into(), "application/json".into()));
+        }
+        let parts = RequestParts {
+            method: method.to_string(),
+            target: self.path.clone(),
+            headers,
+            body: body.clone(),
+        };
+        Ok(HttpRequest {
+            name: name.to_string(),
+            share,
+            bytes,
+            head: method.eq_ignore_ascii_case("HEAD"),
+            expect: self.expect.clone().map(String::into_bytes),
+            parts,
+            grpc: false,
+            bidi: None,
+            paced: None,
+        })
+    }
+}
+
+impl HttpRequestSpec {
+    /// The method a token, the target from `/` (or `*`) without spaces, the headers tokens
+    /// with values on one line.
+    fn check_method_path_headers(
+        &self,
+        field: &dyn Fn(&str) -> String,
+        invalid: &Invalid,
+    ) -> Result<(), ScenarioError> {
         if !is_token(&self.method) {
             return Err(invalid(
                 &field("method"),
@@ -664,7 +762,16 @@ impl HttpRequestSpec {
                 ));
             }
         }
-        let body = match &self.body_file {
+        Ok(())
+    }
+
+    /// The body: a JSON-RPC call's, the file's, or the inline text.
+    fn body_bytes(
+        &self,
+        field: &dyn Fn(&str) -> String,
+        invalid: &Invalid,
+    ) -> Result<Vec<u8>, ScenarioError> {
+        Ok(match &self.body_file {
             _ if self.rpc_method.is_some() => self.rpc_body(field, invalid)?,
             Some(_) if !self.body.is_empty() => {
                 return Err(invalid(
@@ -681,14 +788,13 @@ impl HttpRequestSpec {
                 )
             })?,
             None => self.body.clone().into_bytes(),
-        };
+        })
+    }
+
+    /// The request as HTTP/1.1 bytes: request line, `Host` unless given, the headers, the
+    /// content type of a JSON-RPC call and the length of a body, then the body.
+    fn http1_bytes(&self, method: &str, host: &str, body: &[u8]) -> Vec<u8> {
         let has = |h: &str| self.headers.keys().any(|k| k.eq_ignore_ascii_case(h));
-        // A call is a POST unless a method was chosen.
-        let method = if self.rpc_method.is_some() && self.method == "GET" {
-            "POST"
-        } else {
-            self.method.as_str()
-        };
         let mut bytes = format!("{method} {} HTTP/1.1\r\n", self.path).into_bytes();
         if !has("host") {
             bytes.extend_from_slice(format!("Host: {host}\r\n").as_bytes());
@@ -704,31 +810,8 @@ impl HttpRequestSpec {
             bytes.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
         }
         bytes.extend_from_slice(b"\r\n");
-        bytes.extend_from_slice(&body);
-        let mut headers: Vec<(String, String)> = (self.headers.iter())
-            .filter(|(k, _)| !k.eq_ignore_ascii_case("host"))
-            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
-            .collect();
-        if self.rpc_method.is_some() && !has("content-type") {
-            headers.push(("content-type".into(), "application/json".into()));
-        }
-        let parts = RequestParts {
-            method: method.to_string(),
-            target: self.path.clone(),
-            headers,
-            body: body.clone(),
-        };
-        Ok(HttpRequest {
-            name: name.to_string(),
-            share,
-            bytes,
-            head: method.eq_ignore_ascii_case("HEAD"),
-            expect: self.expect.clone().map(String::into_bytes),
-            parts,
-            grpc: false,
-            bidi: None,
-            paced: None,
-        })
+        bytes.extend_from_slice(body);
+        bytes
     }
 }
 
