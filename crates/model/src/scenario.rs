@@ -393,96 +393,97 @@ impl System {
 
     /// One line with every setting, in scenario-file spelling.
     pub fn describe(&self) -> String {
-        match self {
+        let own = match self {
             System::Queue(q) => q.describe(),
-            System::Rpc { client, rpc, sut } => format!(
-                "rpc {} {} request_bytes={} response_bytes={} ops={}{}",
-                rpc.address.as_deref().unwrap_or("built-in"),
-                client.describe(),
-                rpc.request_bytes,
-                rpc.response_bytes,
-                rpc.ops
-                    .iter()
-                    .map(|o| format!(
-                        "{}:{:.0}%:{}",
-                        o.name,
-                        o.share * 100.0,
-                        crate::duration::format(Duration::from_nanos(o.service_ns))
-                    ))
-                    .collect::<Vec<_>>()
-                    .join(","),
-                sut.as_ref()
-                    .map(|s| format!(" sut=`{}`", s.command))
-                    .unwrap_or_default()
-            ),
-            System::Redis { client, redis, sut } => format!(
-                "redis {} {} keys={} value_bytes={} ops={}{}",
-                redis.address,
-                client.describe(),
-                redis.keys,
-                redis.value_bytes,
-                redis
-                    .ops
-                    .iter()
-                    .map(|(n, share, _)| format!("{n}:{:.0}%", share * 100.0))
-                    .collect::<Vec<_>>()
-                    .join(","),
-                sut.as_ref()
-                    .map(|s| format!(" sut=`{}`", s.command))
-                    .unwrap_or_default()
-            ),
-            System::Ticks { ticks, sut } => format!(
-                "{}{}",
-                ticks.describe(),
-                sut.as_ref()
-                    .map(|s| format!(" sut=`{}`", s.command))
-                    .unwrap_or_default()
-            ),
-            System::WsRpc {
-                client,
-                ws_rpc,
-                sut,
-            } => format!(
-                "{}{}",
-                ws_rpc.describe(client),
-                sut.as_ref()
-                    .map(|s| format!(" sut=`{}`", s.command))
-                    .unwrap_or_default()
-            ),
-            System::Http { client, http, sut } => format!(
-                "http {} {} {} requests={}{}",
-                http.url,
-                match http.version {
-                    crate::http::HttpVersion::Http1 => "HTTP/1.1",
-                    crate::http::HttpVersion::Http2 => "HTTP/2",
-                },
-                client.describe(),
-                http.requests
-                    .iter()
-                    .map(|r| match r.grpc {
-                        true => format!(
-                            "{}:{:.0}% (gRPC {})",
-                            r.name,
-                            r.share * 100.0,
-                            &r.parts.target[1..]
-                        ),
-                        false => format!("{}:{:.0}%", r.name, r.share * 100.0),
-                    })
-                    .collect::<Vec<_>>()
-                    .join(","),
-                sut.as_ref()
-                    .map(|s| format!(" sut=`{}`", s.command))
-                    .unwrap_or_default()
-            ),
-            System::Pubsub { pubsub, sut } => format!(
-                "{}{}",
-                pubsub.describe(),
-                sut.as_ref()
-                    .map(|s| format!(" sut=`{}`", s.command))
-                    .unwrap_or_default()
-            ),
+            System::Rpc { client, rpc, .. } => describe_rpc(client, rpc),
+            System::Redis { client, redis, .. } => describe_redis(client, redis),
+            System::Ticks { ticks, .. } => ticks.describe(),
+            System::WsRpc { client, ws_rpc, .. } => ws_rpc.describe(client),
+            System::Http { client, http, .. } => describe_http(client, http),
+            System::Pubsub { pubsub, .. } => pubsub.describe(),
+        };
+        let sut = match self {
+            System::Queue(_) => None,
+            System::Rpc { sut, .. }
+            | System::Redis { sut, .. }
+            | System::Ticks { sut, .. }
+            | System::WsRpc { sut, .. }
+            | System::Http { sut, .. }
+            | System::Pubsub { sut, .. } => sut.as_ref(),
+        };
+        match sut {
+            Some(s) => format!("{own} sut=`{}`", s.command),
+            None => own,
         }
     }
+}
+
+/// An rpc run's settings: address, client, sizes and its operations' shares and service.
+fn describe_rpc(client: &crate::client::ClientConfig, rpc: &crate::rpc::RpcConfig) -> String {
+    format!(
+        "rpc {} {} request_bytes={} response_bytes={} ops={}",
+        rpc.address.as_deref().unwrap_or("built-in"),
+        client.describe(),
+        rpc.request_bytes,
+        rpc.response_bytes,
+        rpc.ops
+            .iter()
+            .map(|o| format!(
+                "{}:{:.0}%:{}",
+                o.name,
+                o.share * 100.0,
+                crate::duration::format(Duration::from_nanos(o.service_ns))
+            ))
+            .collect::<Vec<_>>()
+            .join(","),
+    )
+}
+
+/// A redis run's settings: address, client, keys, value size and the operations' shares.
+fn describe_redis(
+    client: &crate::client::ClientConfig,
+    redis: &crate::redis::RedisConfig,
+) -> String {
+    format!(
+        "redis {} {} keys={} value_bytes={} ops={}",
+        redis.address,
+        client.describe(),
+        redis.keys,
+        redis.value_bytes,
+        redis
+            .ops
+            .iter()
+            .map(|(n, share, _)| format!("{n}:{:.0}%", share * 100.0))
+            .collect::<Vec<_>>()
+            .join(","),
+    )
+}
+
+/// An http run's settings: URL, version, client and each request's share (a gRPC call's
+/// method named).
+fn describe_http(client: &crate::client::ClientConfig, http: &crate::http::HttpConfig) -> String {
+    format!(
+        "http {} {} {} requests={}",
+        http.url,
+        match http.version {
+            crate::http::HttpVersion::Http1 => "HTTP/1.1",
+            crate::http::HttpVersion::Http2 => "HTTP/2",
+        },
+        client.describe(),
+        http.requests
+            .iter()
+            .map(|r| match r.grpc {
+                true => format!(
+                    "{}:{:.0}% (gRPC {})",
+                    r.name,
+                    r.share * 100.0,
+                    &r.parts.target[1..]
+                ),
+                false => format!("{}:{:.0}%", r.name, r.share * 100.0),
+            })
+            .collect::<Vec<_>>()
+            .join(","),
+    )
 }
 
 impl Scenario {
@@ -537,42 +538,64 @@ impl ScenarioSpec {
         };
         let run = self.run.validate(&invalid)?;
         let pacing = self.pacing.validate(&invalid)?;
-        let (pacing_spec, ops) = (&self.pacing, run.operations);
-        let system = match self.system {
+        let system = self.validate_system(&pacing, run.operations, limits, &invalid)?;
+        let (slo, thresholds) = self.report_checks(&system, &invalid)?;
+        Ok(Scenario {
+            slo,
+            thresholds,
+            name: self.name.clone(),
+            run,
+            pacing,
+            system,
+        })
+    }
+}
+
+impl ScenarioSpec {
+    /// The system's sections, each validated, then its cross-checks.
+    fn validate_system(
+        &self,
+        pacing: &Pacing,
+        ops: Option<u64>,
+        limits: &MachineLimits,
+        invalid: &Invalid,
+    ) -> Result<System, ScenarioError> {
+        let pacing_spec = &self.pacing;
+        Ok(match self.system {
             SystemKind::Queue => {
-                System::Queue(self.queue.validate(pacing_spec, limits, &invalid)?)
+                System::Queue(self.queue.validate(pacing_spec, limits, invalid)?)
             }
             SystemKind::Rpc => {
-                let client = self.client.validate(pacing_spec, limits, &invalid)?;
-                let rpc = self.rpc.validate(limits, &invalid)?;
-                let sut = self.sut.validate(rpc.address.as_deref(), &invalid)?;
-                rpc.check_with(&client, sut.as_ref(), &invalid)?;
+                let client = self.client.validate(pacing_spec, limits, invalid)?;
+                let rpc = self.rpc.validate(limits, invalid)?;
+                let sut = self.sut.validate(rpc.address.as_deref(), invalid)?;
+                rpc.check_with(&client, sut.as_ref(), invalid)?;
                 System::Rpc { client, rpc, sut }
             }
             SystemKind::Redis => {
-                let client = self.client.validate(pacing_spec, limits, &invalid)?;
-                let redis = self.redis.validate(&invalid)?;
-                let sut = self.sut.validate(Some(&redis.address), &invalid)?;
+                let client = self.client.validate(pacing_spec, limits, invalid)?;
+                let redis = self.redis.validate(invalid)?;
+                let sut = self.sut.validate(Some(&redis.address), invalid)?;
                 System::Redis { client, redis, sut }
             }
             SystemKind::Ticks => {
-                let ticks = self.ticks.validate(pacing_spec, limits, &invalid)?;
+                let ticks = self.ticks.validate(pacing_spec, limits, invalid)?;
                 let ready = ticks.address.as_deref().map(crate::check::ws_authority);
-                let sut = self.sut.validate(ready, &invalid)?;
-                ticks.check_with(ops, sut.as_ref(), &invalid)?;
+                let sut = self.sut.validate(ready, invalid)?;
+                ticks.check_with(ops, sut.as_ref(), invalid)?;
                 System::Ticks { ticks, sut }
             }
             SystemKind::WsRpc => {
-                let client = self.client.validate(pacing_spec, limits, &invalid)?;
-                let ws_rpc = self.ws_rpc.validate(&client, limits, &invalid)?;
+                let client = self.client.validate(pacing_spec, limits, invalid)?;
+                let ws_rpc = self.ws_rpc.validate(&client, limits, invalid)?;
                 let ready = ws_rpc.address.as_deref().map(crate::check::ws_authority);
-                let sut = self.sut.validate(ready, &invalid)?;
+                let sut = self.sut.validate(ready, invalid)?;
                 crate::sut::check_address_given(
                     sut.as_ref(),
                     ws_rpc.address.as_deref(),
                     "ws_rpc.address",
                     "ws:// address",
-                    &invalid,
+                    invalid,
                 )?;
                 System::WsRpc {
                     client,
@@ -581,10 +604,10 @@ impl ScenarioSpec {
                 }
             }
             SystemKind::Http => {
-                let client = self.client.validate(pacing_spec, limits, &invalid)?;
-                let http = self.http.validate(limits, &invalid)?;
-                crate::http::check_paced_calls(&http, &client, &pacing, &invalid)?;
-                let sut = self.sut.validate(Some(&http.address), &invalid)?;
+                let client = self.client.validate(pacing_spec, limits, invalid)?;
+                let http = self.http.validate(limits, invalid)?;
+                crate::http::check_paced_calls(&http, &client, &pacing, invalid)?;
+                let sut = self.sut.validate(Some(&http.address), invalid)?;
                 System::Http { client, http, sut }
             }
             SystemKind::Pubsub => {
@@ -595,11 +618,19 @@ impl ScenarioSpec {
                         "publishers publish for `run.duration`; remove `run.operations`",
                     ));
                 }
-                let pubsub = self.pubsub.validate(pacing_spec, &invalid)?;
-                let sut = self.sut.validate(Some(&pubsub.address), &invalid)?;
+                let pubsub = self.pubsub.validate(pacing_spec, invalid)?;
+                let sut = self.sut.validate(Some(&pubsub.address), invalid)?;
                 System::Pubsub { pubsub, sut }
             }
-        };
+        })
+    }
+
+    /// The report's SLO and thresholds, each threshold's names checked against `system`.
+    fn report_checks(
+        &self,
+        system: &System,
+        invalid: &Invalid,
+    ) -> Result<(Option<crate::slo::Slo>, Vec<Threshold>), ScenarioError> {
         let slo = match &self.report.slo {
             None => None,
             Some(text) => Some(
@@ -613,18 +644,11 @@ impl ScenarioSpec {
             .iter()
             .map(|text| {
                 let t = Threshold::parse(text)
-                    .and_then(|t| check_threshold_names(&t, &system).map(|()| t));
+                    .and_then(|t| check_threshold_names(&t, system).map(|()| t));
                 t.map_err(|e| invalid("report.thresholds", format!("has \"{text}\""), &e))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Scenario {
-            slo,
-            thresholds,
-            name: self.name.clone(),
-            run,
-            pacing,
-            system,
-        })
+        Ok((slo, thresholds))
     }
 }
 
