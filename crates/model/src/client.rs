@@ -95,6 +95,34 @@ impl ClientSpec {
         limits: &MachineLimits,
         invalid: &Invalid,
     ) -> Result<ClientConfig, ScenarioError> {
+        self.check_sizes(invalid)?;
+        self.check_pacing(pacing, invalid)?;
+        check_pins(
+            "client.pin",
+            "driver",
+            &self.pin,
+            self.threads,
+            limits,
+            invalid,
+        )?;
+        Ok(ClientConfig {
+            threads: self.threads as usize,
+            connections: self.connections as usize,
+            window: self.window as usize,
+            when_full: self.when_full,
+            timeout_ns: self.timeout.as_nanos() as u64,
+            on_error: self.on_error,
+            pin: self.pin.clone(),
+            turn_batch: pacing.batch as usize,
+            spin_ns: pacing.spin.as_nanos() as u64,
+            shard: crate::shard::Shard::WHOLE,
+        })
+    }
+}
+
+impl ClientSpec {
+    /// Threads, connections, window and timeout within their bounds.
+    fn check_sizes(&self, invalid: &Invalid) -> Result<(), ScenarioError> {
         if self.threads == 0 || self.threads > 256 {
             return Err(invalid(
                 "client.threads",
@@ -133,6 +161,16 @@ impl ClientSpec {
                 "give a timeout between 1ns and 365 days, e.g. \"5s\"",
             ));
         }
+        Ok(())
+    }
+
+    /// What the pacing allows a request/response driver: an absolute schedule, and `adapt`
+    /// only with a target rate.
+    fn check_pacing(
+        &self,
+        pacing: &crate::pacing::PacingSpec,
+        invalid: &Invalid,
+    ) -> Result<(), ScenarioError> {
         if pacing.mode == crate::pacing::PacingMode::Relative {
             return Err(invalid(
                 "pacing.mode",
@@ -159,26 +197,7 @@ impl ClientSpec {
                 "use pacing mode `rate` or `interval` with `adapt`, or `skip`/`block`",
             ));
         }
-        check_pins(
-            "client.pin",
-            "driver",
-            &self.pin,
-            self.threads,
-            limits,
-            invalid,
-        )?;
-        Ok(ClientConfig {
-            threads: self.threads as usize,
-            connections: self.connections as usize,
-            window: self.window as usize,
-            when_full: self.when_full,
-            timeout_ns: self.timeout.as_nanos() as u64,
-            on_error: self.on_error,
-            pin: self.pin.clone(),
-            turn_batch: pacing.batch as usize,
-            spin_ns: pacing.spin.as_nanos() as u64,
-            shard: crate::shard::Shard::WHOLE,
-        })
+        Ok(())
     }
 }
 

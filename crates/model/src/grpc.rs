@@ -232,32 +232,7 @@ impl GrpcStreamSpec {
                 }
             }
         }
-        let pool = if self.reflection {
-            if !self.proto.is_empty() {
-                return wrong(
-                    "reflection",
-                    "is given with ticks.grpc.proto".into(),
-                    "give one: the .proto (read here), or reflection = true (asked of the server)",
-                );
-            }
-            let target = ReflectionTarget::of(address, &url, (ca_file, insecure), metadata.clone());
-            match reflected(limits, &target) {
-                Ok(p) => p,
-                Err(e) => return wrong("reflection", e, "the server must run and offer server reflection when the scenario is checked; or give its .proto with proto = \"feed.proto\""),
-            }
-        } else {
-            if self.proto.is_empty() {
-                return wrong(
-                    "proto",
-                    "is missing".into(),
-                    "give the .proto that describes the call, e.g. proto = \"protos/msgbench.proto\", or ask the server: reflection = true",
-                );
-            }
-            match load(&self.proto, &self.include) {
-                Ok(p) => p,
-                Err(e) => return wrong("proto", e, "give a .proto file that protoc would compile, and `include` folders for its imports"),
-            }
-        };
+        let pool = self.descriptors(address, &url, (ca_file, insecure), &metadata, limits)?;
         let method = match method(&pool, &self.call, Shape::ServerStreaming) {
             Ok(m) => m,
             Err(e) => return wrong(
@@ -283,6 +258,50 @@ impl GrpcStreamSpec {
             },
             method.output(),
         ))
+    }
+}
+
+impl GrpcStreamSpec {
+    /// The descriptors of the call: asked of the server (`reflection`) or read from the
+    /// `.proto`; the error as `validate`'s.
+    #[allow(clippy::type_complexity)]
+    fn descriptors(
+        &self,
+        address: &str,
+        url: &crate::url::Url,
+        (ca_file, insecure): (Option<&str>, bool),
+        metadata: &[(String, String)],
+        limits: &crate::check::MachineLimits,
+    ) -> Result<prost_reflect::DescriptorPool, (String, String, String)> {
+        let wrong = |field: &str, problem: String, fix: &str| {
+            Err((format!("ticks.grpc.{field}"), problem, fix.to_string()))
+        };
+        if self.reflection {
+            if !self.proto.is_empty() {
+                return wrong(
+                    "reflection",
+                    "is given with ticks.grpc.proto".into(),
+                    "give one: the .proto (read here), or reflection = true (asked of the server)",
+                );
+            }
+            let target = ReflectionTarget::of(address, url, (ca_file, insecure), metadata.to_vec());
+            match reflected(limits, &target) {
+                Ok(p) => Ok(p),
+                Err(e) => return wrong("reflection", e, "the server must run and offer server reflection when the scenario is checked; or give its .proto with proto = \"feed.proto\""),
+            }
+        } else {
+            if self.proto.is_empty() {
+                return wrong(
+                    "proto",
+                    "is missing".into(),
+                    "give the .proto that describes the call, e.g. proto = \"protos/msgbench.proto\", or ask the server: reflection = true",
+                );
+            }
+            match load(&self.proto, &self.include) {
+                Ok(p) => Ok(p),
+                Err(e) => return wrong("proto", e, "give a .proto file that protoc would compile, and `include` folders for its imports"),
+            }
+        }
     }
 }
 
@@ -536,33 +555,7 @@ pub fn field_path(
             }
             (Kind::Message(m), false) => at = m,
             (kind, true) => {
-                let wide = role != Role::Match;
-                let read = match kind {
-                    Kind::Uint64 | Kind::Int64 => ProtoKind::Varint,
-                    Kind::Uint32 | Kind::Int32 if wide => ProtoKind::Varint,
-                    Kind::Sint64 => ProtoKind::Zigzag,
-                    Kind::Sint32 if wide => ProtoKind::Zigzag,
-                    Kind::Fixed32 | Kind::Sfixed32 if wide => ProtoKind::Fixed32,
-                    Kind::Fixed64 | Kind::Sfixed64 => ProtoKind::Fixed64,
-                    Kind::Double if timestamp => ProtoKind::Double,
-                    Kind::String if role == Role::Match => ProtoKind::Text,
-                    other => {
-                        let wanted = match role {
-                            Role::Timestamp => {
-                                "an integer, a double or a google.protobuf.Timestamp"
-                            }
-                            Role::Sequence => "an integer",
-                            Role::Match => {
-                                "a 64-bit integer (request ids run past 2^32) or a string"
-                            }
-                        };
-                        return Err(format!(
-                            "names {}.{part}, of type {}: it must be {wanted}",
-                            at.full_name(),
-                            kind_name(&other)
-                        ));
-                    }
-                };
+                let read = scalar_kind(kind, role, &at, part)?;
                 return Ok(ProtoField {
                     path: path.into(),
                     numbers,
@@ -579,6 +572,40 @@ pub fn field_path(
         }
     }
     unreachable!("a path has a last part")
+}
+
+/// How the last field of a path, of `kind`, is read in the `role` it plays: an integer (every
+/// width but where a match needs 64 bits), a double for a timestamp, a string for a match.
+fn scalar_kind(
+    kind: prost_reflect::Kind,
+    role: Role,
+    at: &prost_reflect::MessageDescriptor,
+    part: &str,
+) -> Result<ProtoKind, String> {
+    use prost_reflect::Kind;
+    let (wide, timestamp) = (role != Role::Match, role == Role::Timestamp);
+    Ok(match kind {
+        Kind::Uint64 | Kind::Int64 => ProtoKind::Varint,
+        Kind::Uint32 | Kind::Int32 if wide => ProtoKind::Varint,
+        Kind::Sint64 => ProtoKind::Zigzag,
+        Kind::Sint32 if wide => ProtoKind::Zigzag,
+        Kind::Fixed32 | Kind::Sfixed32 if wide => ProtoKind::Fixed32,
+        Kind::Fixed64 | Kind::Sfixed64 => ProtoKind::Fixed64,
+        Kind::Double if timestamp => ProtoKind::Double,
+        Kind::String if role == Role::Match => ProtoKind::Text,
+        other => {
+            let wanted = match role {
+                Role::Timestamp => "an integer, a double or a google.protobuf.Timestamp",
+                Role::Sequence => "an integer",
+                Role::Match => "a 64-bit integer (request ids run past 2^32) or a string",
+            };
+            return Err(format!(
+                "names {}.{part}, of type {}: it must be {wanted}",
+                at.full_name(),
+                kind_name(&other)
+            ));
+        }
+    })
 }
 
 fn kind_name(kind: &prost_reflect::Kind) -> String {
