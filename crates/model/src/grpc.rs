@@ -287,7 +287,7 @@ impl GrpcStreamSpec {
             let target = ReflectionTarget::of(address, url, (ca_file, insecure), metadata.to_vec());
             match reflected(limits, &target) {
                 Ok(p) => Ok(p),
-                Err(e) => return wrong("reflection", e, "the server must run and offer server reflection when the scenario is checked; or give its .proto with proto = \"feed.proto\""),
+                Err(e) => wrong("reflection", e, "the server must run and offer server reflection when the scenario is checked; or give its .proto with proto = \"feed.proto\""),
             }
         } else {
             if self.proto.is_empty() {
@@ -299,7 +299,7 @@ impl GrpcStreamSpec {
             }
             match load(&self.proto, &self.include) {
                 Ok(p) => Ok(p),
-                Err(e) => return wrong("proto", e, "give a .proto file that protoc would compile, and `include` folders for its imports"),
+                Err(e) => wrong("proto", e, "give a .proto file that protoc would compile, and `include` folders for its imports"),
             }
         }
     }
