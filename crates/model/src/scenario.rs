@@ -606,7 +606,7 @@ impl ScenarioSpec {
             SystemKind::Http => {
                 let client = self.client.validate(pacing_spec, limits, invalid)?;
                 let http = self.http.validate(limits, invalid)?;
-                crate::http::check_paced_calls(&http, &client, &pacing, invalid)?;
+                crate::http::check_paced_calls(&http, &client, pacing, invalid)?;
                 let sut = self.sut.validate(Some(&http.address), invalid)?;
                 System::Http { client, http, sut }
             }
