@@ -226,88 +226,50 @@ fn manifest(args: &KubeArgs) -> Result<String, String> {
         .lines()
         .map(|l| format!("    {l}\n"))
         .collect();
-    Ok(format!(
-        r#"# msgbench kube: experiment {experiment:?} as {shards} shards, starting {when}.
-# Apply before then (kubectl apply -f this-file). When the Job has completed:
-#   msgbench kube collect {job} --namespace {ns} --out shards/
-#   msgbench merge shards/* --out results/{job}
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: {job}-scenario
-  namespace: {ns}
-  labels:
-    app.kubernetes.io/name: msgbench
-    msgbench/job: {job}
-data:
-  scenario.toml: |2
-{scenario}---
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: {job}
-  namespace: {ns}
-  labels:
-    app.kubernetes.io/name: msgbench
-    msgbench/job: {job}
-spec:
-  completionMode: Indexed
-  completions: {shards}
-  parallelism: {shards}
-  # A shard that fails is not retried: a late rerun would miss the agreed start.
-  backoffLimit: 0
-  # Keep the finished pods (and their logs, which carry the results) for a day.
-  ttlSecondsAfterFinished: 86400
-  template:
-    metadata:
-      labels:
-        app.kubernetes.io/name: msgbench
-        msgbench/job: {job}
-    spec:
-      restartPolicy: Never
-      affinity:
-        podAntiAffinity:
-          # One shard per node where the cluster has the nodes: shards that share a node
-          # share its CPUs and network.
-          preferredDuringSchedulingIgnoredDuringExecution:
-            - weight: 100
-              podAffinityTerm:
-                topologyKey: kubernetes.io/hostname
-                labelSelector:
-                  matchLabels:
-                    msgbench/job: {job}
-      containers:
-        - name: msgbench
-          image: "{image}"
-          command: ["msgbench"]
-          args: ["run", "/scenario/scenario.toml", "--shard", "k8s/{shards}", "--start-at", "{start}", "--out", "/results", "--quiet", "--archive-to-stdout"]
-          # Requests equal to limits: Guaranteed QoS, so the static CPU manager gives the pod
-          # whole CPUs and client.pin means something.
-          resources:
-            requests:
-              cpu: "{cpus}"
-              memory: "{memory}"
-            limits:
-              cpu: "{cpus}"
-              memory: "{memory}"
-          volumeMounts:
-            - name: scenario
-              mountPath: /scenario
-              readOnly: true
-            - name: results
-              mountPath: /results
-      volumes:
-        - name: scenario
-          configMap:
-            name: {job}-scenario
-        - name: results
-          emptyDir: {{}}
-"#,
-        experiment = experiment.name,
-        when = rfc3339(start),
-        cpus = args.cpus,
-        memory = args.memory,
-    ))
+    let fields = [
+        ("experiment", format!("{:?}", experiment.name)),
+        ("shards", shards.to_string()),
+        ("when", rfc3339(start)),
+        ("job", job),
+        ("ns", ns),
+        ("scenario", scenario),
+        ("image", image),
+        ("start", start.to_string()),
+        ("cpus", args.cpus.to_string()),
+        ("memory", args.memory.clone()),
+    ];
+    Ok(fill(KUBE_JOB, &fields))
+}
+
+/// The ConfigMap and Indexed Job `msgbench kube` writes, its `{name}`s filled by [`fill`].
+const KUBE_JOB: &str = include_str!("kube-job.yaml");
+
+/// `template` with each `{name}` of `fields` replaced by its value, in one pass (a value is
+/// never read again for names: a scenario's text may hold braces).
+fn fill(template: &str, fields: &[(&str, String)]) -> String {
+    let mut out = String::with_capacity(template.len() * 2);
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let named = after.find('}').and_then(|close| {
+            let name = &after[..close];
+            let (_, value) = fields.iter().find(|(n, _)| *n == name)?;
+            Some((value, close))
+        });
+        match named {
+            Some((value, close)) => {
+                out.push_str(value);
+                rest = &after[close + 1..];
+            }
+            None => {
+                out.push('{');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// A Kubernetes memory quantity such as `512Mi`, `1.5Gi` or `1e9`, at least 16 Mi.
@@ -628,6 +590,18 @@ fn kubectl(args: &KubeCollectArgs, words: &[&str]) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_template_takes_each_named_value_once_and_leaves_other_braces() {
+        let fields = [
+            ("job", "j-1".to_string()),
+            ("scenario", "a = { b = \"{job}\" }".to_string()),
+        ];
+        assert_eq!(
+            fill("name: {job}\n{scenario}\nemptyDir: {}\n{unknown}", &fields),
+            "name: j-1\na = { b = \"{job}\" }\nemptyDir: {}\n{unknown}"
+        );
+    }
 
     #[test]
     fn start_times_are_read_in_three_spellings_and_the_past_is_refused() {
