@@ -363,42 +363,33 @@ fn archive_in(log: &str) -> Option<Result<(Shard, Vec<u8>), String>> {
     }))
 }
 
-/// `msgbench kube collect`: every pod's archive, unpacked to OUT/shard-I. Every pod is read
-/// before the verdict: a pod without an archive, or a shard no pod brought, is named.
-fn collect(args: &KubeCollectArgs) -> ExitCode {
-    if std::fs::read_dir(&args.out).is_ok_and(|mut d| d.next().is_some()) {
-        return fail(
-            EXIT_BAD_INPUT,
-            format!(
-                "--out {}: exists and is not empty; give a new directory (old shards there \
-                 would be merged with these)",
-                args.out.display()
-            ),
-        );
-    }
+/// The pods of the job (by its label), or why there are none.
+fn job_pods(args: &KubeCollectArgs) -> Result<Vec<String>, String> {
     let selector = format!("msgbench/job={}", args.job);
     let listing = "jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{end}";
-    let pods = match kubectl(args, &["get", "pods", "-l", &selector, "-o", listing]) {
-        Ok(out) => out,
-        Err(e) => return fail(1, e),
-    };
-    let pods: Vec<&str> = pods
+    let pods = kubectl(args, &["get", "pods", "-l", &selector, "-o", listing])?;
+    let pods: Vec<String> = pods
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
+        .map(String::from)
         .collect();
     if pods.is_empty() {
-        return fail(
-            1,
-            format!(
-                "no pod of job {} in namespace {}: check the name with `{} get jobs -n {}`",
-                args.job, args.namespace, args.kubectl, args.namespace
-            ),
-        );
+        return Err(format!(
+            "no pod of job {} in namespace {}: check the name with `{} get jobs -n {}`",
+            args.job, args.namespace, args.kubectl, args.namespace
+        ));
     }
+    Ok(pods)
+}
+
+/// Every pod's archive unpacked to OUT/shard-I: the shards collected, and what was wrong with
+/// the others (no archive, a shard twice, another split, an archive that does not unpack).
+fn collect_pods(args: &KubeCollectArgs, pods: &[String]) -> (Vec<(Shard, PathBuf)>, Vec<String>) {
     let mut problems = Vec::new();
     let mut collected: Vec<(Shard, PathBuf)> = Vec::new();
     for pod in pods {
+        let pod = pod.as_str();
         let archive = match kubectl(args, &["logs", pod]) {
             Ok(log) => archive_in(&log),
             Err(e) => Some(Err(e)),
@@ -438,6 +429,27 @@ fn collect(args: &KubeCollectArgs) -> ExitCode {
             }
         }
     }
+    (collected, problems)
+}
+
+/// `msgbench kube collect`: every pod's archive, unpacked to OUT/shard-I. Every pod is read
+/// before the verdict: a pod without an archive, or a shard no pod brought, is named.
+fn collect(args: &KubeCollectArgs) -> ExitCode {
+    if std::fs::read_dir(&args.out).is_ok_and(|mut d| d.next().is_some()) {
+        return fail(
+            EXIT_BAD_INPUT,
+            format!(
+                "--out {}: exists and is not empty; give a new directory (old shards there \
+                 would be merged with these)",
+                args.out.display()
+            ),
+        );
+    }
+    let pods = match job_pods(args) {
+        Ok(p) => p,
+        Err(e) => return fail(1, e),
+    };
+    let (mut collected, mut problems) = collect_pods(args, &pods);
     collected.sort_by_key(|(s, _)| s.index);
     for (_, dir) in &collected {
         println!("{}", dir.display());
