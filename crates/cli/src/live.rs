@@ -199,6 +199,12 @@ fn register(registry: &mut Registry) -> Families {
         class_delivered: Family::default(),
         class_p99: Family::default(),
     };
+    register_gauges(registry, &families);
+    families
+}
+
+/// The gauges and per-class series of `families`, each with its help text.
+fn register_gauges(registry: &mut Registry, families: &Families) {
     registry.register(
         "msgbench_class_delivered",
         "Messages delivered, by operation class (for ticks: by client group)",
@@ -243,7 +249,6 @@ fn register(registry: &mut Registry) -> Families {
         "1 once the run is written; its counters are then the run's final figures",
         families.finished.clone(),
     );
-    families
 }
 
 impl Observer for Exporter {

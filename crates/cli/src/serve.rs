@@ -659,43 +659,58 @@ fn run_tick_server(
     exit_code(&stop)
 }
 
+/// What `serve ws-rpc`'s flags ask for: the server's settings, its one method's answer, where
+/// it listens and for how long.
+#[allow(clippy::type_complexity)]
+fn ws_rpc_settings(
+    args: &ServeWsRpcArgs,
+) -> Result<
+    (
+        msgbench_model::ws_rpc::WsRpcServerConfig,
+        msgbench_engine::server::ws_rpc::MethodAnswer,
+        std::net::SocketAddr,
+        Option<std::time::Duration>,
+    ),
+    String,
+> {
+    let spec = msgbench_model::ws_rpc::WsRpcServerSpec {
+        threads: args.threads,
+        pin: args.pin.clone(),
+        max_frame: args.max_frame,
+        max_connections: args.max_connections,
+        idle_timeout: parse_duration("idle-timeout", &args.idle_timeout)?,
+    };
+    let config = spec
+        .validate(&machine_limits(), &flag_error("ws-rpc", "ws_rpc.server."))
+        .map_err(|e| e.to_string())?;
+    if serde_json::from_str::<serde_json::Value>(&args.result).is_err() {
+        return Err(format!(
+            "--result {}: not JSON; a string needs its quotes, e.g. --result '\"0x1\"'",
+            args.result
+        ));
+    }
+    if args.method.is_empty() || args.method.contains(['"', '\\']) {
+        return Err(format!(
+            "--method {:?}: name a JSON-RPC method such as eth_chainId",
+            args.method
+        ));
+    }
+    let answer = msgbench_engine::server::ws_rpc::MethodAnswer {
+        method: args.method.clone(),
+        result_json: args.result.clone(),
+        service_ns: parse_duration("service", &args.service)?.as_nanos() as u64,
+        work: parse_choice("work", &args.work, "busy, sleep")?,
+    };
+    let run_for = args
+        .run_for
+        .as_deref()
+        .map(|t| parse_duration("for", t))
+        .transpose()?;
+    Ok((config, answer, listen_address(&args.listen)?, run_for))
+}
+
 fn serve_ws_rpc(args: ServeWsRpcArgs) -> ExitCode {
-    let prepared = (|| -> Result<_, String> {
-        let spec = msgbench_model::ws_rpc::WsRpcServerSpec {
-            threads: args.threads,
-            pin: args.pin.clone(),
-            max_frame: args.max_frame,
-            max_connections: args.max_connections,
-            idle_timeout: parse_duration("idle-timeout", &args.idle_timeout)?,
-        };
-        let config = spec
-            .validate(&machine_limits(), &flag_error("ws-rpc", "ws_rpc.server."))
-            .map_err(|e| e.to_string())?;
-        if serde_json::from_str::<serde_json::Value>(&args.result).is_err() {
-            return Err(format!(
-                "--result {}: not JSON; a string needs its quotes, e.g. --result '\"0x1\"'",
-                args.result
-            ));
-        }
-        if args.method.is_empty() || args.method.contains(['"', '\\']) {
-            return Err(format!(
-                "--method {:?}: name a JSON-RPC method such as eth_chainId",
-                args.method
-            ));
-        }
-        let answer = msgbench_engine::server::ws_rpc::MethodAnswer {
-            method: args.method.clone(),
-            result_json: args.result.clone(),
-            service_ns: parse_duration("service", &args.service)?.as_nanos() as u64,
-            work: parse_choice("work", &args.work, "busy, sleep")?,
-        };
-        let run_for = args
-            .run_for
-            .as_deref()
-            .map(|t| parse_duration("for", t))
-            .transpose()?;
-        Ok((config, answer, listen_address(&args.listen)?, run_for))
-    })();
+    let prepared = ws_rpc_settings(&args);
     let (config, answer, listen, run_for) = match prepared {
         Ok(p) => p,
         Err(e) => return fail(EXIT_BAD_INPUT, e),

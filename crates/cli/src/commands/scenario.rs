@@ -37,58 +37,7 @@ pub(crate) fn load(args: &ScenarioArgs) -> Result<Experiment, String> {
     for set in &args.set {
         overrides.push(Override::parse(set)?);
     }
-    let flag = Override::from_flag;
-    if let Some(slo) = &args.slo {
-        overrides.push(flag(
-            "--slo",
-            "report.slo",
-            toml::Value::String(slo.clone()),
-        ));
-    }
-    if !args.thresholds.is_empty() {
-        overrides.push(flag(
-            "--threshold",
-            "report.thresholds",
-            thresholds_with(&text, &args.thresholds)?,
-        ));
-    }
-    if let Some(d) = &args.duration {
-        check_duration("--duration", d)?;
-        overrides.push(flag(
-            "--duration",
-            "run.duration",
-            toml::Value::String(d.clone()),
-        ));
-    }
-    if let Some(d) = &args.warmup {
-        check_duration("--warmup", d)?;
-        overrides.push(flag(
-            "--warmup",
-            "run.warmup",
-            toml::Value::String(d.clone()),
-        ));
-    }
-    if let Some(n) = args.operations {
-        overrides.push(flag(
-            "--operations",
-            "run.operations",
-            toml::Value::Integer(n.min(i64::MAX as u64) as i64),
-        ));
-    }
-    if let Some(n) = args.replicates {
-        overrides.push(flag(
-            "--replicates",
-            "run.replicates",
-            toml::Value::Integer(n as i64),
-        ));
-    }
-    if let Some(n) = args.emit_latencies {
-        overrides.push(flag(
-            "--emit-latencies",
-            "run.emit_latencies",
-            toml::Value::Integer(n.min(i64::MAX as u64) as i64),
-        ));
-    }
+    overrides.extend(run_flags(args, &text)?);
     if args.scenario.is_none() {
         drop_the_default_axes_of_another_system(&text, &mut overrides);
     }
@@ -108,6 +57,66 @@ pub(crate) fn load(args: &ScenarioArgs) -> Result<Experiment, String> {
         return Experiment::load(&text, &source, &overrides, &limits).map_err(|e| e.to_string());
     }
     Ok(experiment)
+}
+
+/// The run flags (`--slo`, `--threshold`, `--duration`, `--warmup`, `--operations`,
+/// `--replicates`, `--emit-latencies`) as overrides, each named by its flag; `text` is the
+/// scenario's (its own thresholds come first).
+fn run_flags(args: &ScenarioArgs, text: &str) -> Result<Vec<Override>, String> {
+    let mut flags = Vec::new();
+    let flag = Override::from_flag;
+    if let Some(slo) = &args.slo {
+        flags.push(flag(
+            "--slo",
+            "report.slo",
+            toml::Value::String(slo.clone()),
+        ));
+    }
+    if !args.thresholds.is_empty() {
+        flags.push(flag(
+            "--threshold",
+            "report.thresholds",
+            thresholds_with(text, &args.thresholds)?,
+        ));
+    }
+    if let Some(d) = &args.duration {
+        check_duration("--duration", d)?;
+        flags.push(flag(
+            "--duration",
+            "run.duration",
+            toml::Value::String(d.clone()),
+        ));
+    }
+    if let Some(d) = &args.warmup {
+        check_duration("--warmup", d)?;
+        flags.push(flag(
+            "--warmup",
+            "run.warmup",
+            toml::Value::String(d.clone()),
+        ));
+    }
+    if let Some(n) = args.operations {
+        flags.push(flag(
+            "--operations",
+            "run.operations",
+            toml::Value::Integer(n.min(i64::MAX as u64) as i64),
+        ));
+    }
+    if let Some(n) = args.replicates {
+        flags.push(flag(
+            "--replicates",
+            "run.replicates",
+            toml::Value::Integer(n as i64),
+        ));
+    }
+    if let Some(n) = args.emit_latencies {
+        flags.push(flag(
+            "--emit-latencies",
+            "run.emit_latencies",
+            toml::Value::Integer(n.min(i64::MAX as u64) as i64),
+        ));
+    }
+    Ok(flags)
 }
 
 /// The embedded default sweeps the queue lab's own fields (`queue.ring`): on an ad-hoc run of
