@@ -168,16 +168,44 @@ fn explain(
     let name = short_axis(axis);
     let m = metric.name();
     let knee = knee(&points);
-    let mut text = Vec::new();
-    let step = |from: usize, to: usize| {
-        let (a, b) = (&points[from], &points[to]);
-        format!(
-            "{name} {}: {:+.0} % throughput for {:+.0} % {m}",
-            b.setting,
-            100.0 * (b.throughput / a.throughput.max(1e-9) - 1.0),
-            100.0 * (b.latency_ns / a.latency_ns.max(1.0) - 1.0)
-        )
-    };
+    let mut text = vec![knee_sentence(&points, knee, name, m)];
+    let skipped = points.iter().filter(|p| !p.valid).count();
+    if skipped > 0 {
+        text.push(format!(
+            "{skipped} point(s) with invalid runs are left out of this advice."
+        ));
+    }
+    let mut recommended = None;
+    if let Some(slo) = slo {
+        let (pick, sentence) = slo_sentence(&points, slo, name, m);
+        recommended = pick;
+        text.push(sentence);
+    }
+    Advice {
+        axis: axis.to_string(),
+        label,
+        points,
+        knee,
+        recommended,
+        text,
+    }
+}
+
+/// One step of a curve in words: the setting reached, and the change in throughput and in
+/// the percentile `m` from `from` to `to`.
+fn step(points: &[CurvePoint], name: &str, m: &str, from: usize, to: usize) -> String {
+    let (a, b) = (&points[from], &points[to]);
+    format!(
+        "{name} {}: {:+.0} % throughput for {:+.0} % {m}",
+        b.setting,
+        100.0 * (b.throughput / a.throughput.max(1e-9) - 1.0),
+        100.0 * (b.latency_ns / a.latency_ns.max(1.0) - 1.0)
+    )
+}
+
+/// Where the knee is (and the step after it), or why there is none.
+fn knee_sentence(points: &[CurvePoint], knee: Option<usize>, name: &str, m: &str) -> String {
+    let step = |from, to| step(points, name, m, from, to);
     match knee {
         Some(k) => {
             let p = &points[k];
@@ -191,13 +219,13 @@ fn explain(
             if let Some(next) = (k + 1..points.len()).find(|&j| points[j].valid) {
                 sentence.push_str(&format!(" (next step, {})", step(k, next)));
             }
-            text.push(sentence + ".");
+            sentence + "."
         }
         None => {
             // By the rule, no knee means the last valid point still beats the one before it
             // by more than the plateau gain: say so with that step's figures.
             let valid: Vec<usize> = (0..points.len()).filter(|&i| points[i].valid).collect();
-            text.push(match valid[..] {
+            match valid[..] {
                 // Past the server's stream limit a larger window adds no concurrency at the
                 // server, only requests waiting on the client: extending the sweep finds
                 // nothing of the server's.
@@ -212,59 +240,46 @@ fn explain(
                     step(before, last)
                 ),
                 _ => "No knee: fewer than two valid points on this curve.".to_string(),
-            });
-        }
-    }
-    let skipped = points.iter().filter(|p| !p.valid).count();
-    if skipped > 0 {
-        text.push(format!(
-            "{skipped} point(s) with invalid runs are left out of this advice."
-        ));
-    }
-    let mut recommended = None;
-    if let Some(slo) = slo {
-        let meets: Vec<usize> = (0..points.len())
-            .filter(|&i| points[i].valid && slo.met_by(points[i].latency_ns as u64))
-            .collect();
-        if meets.is_empty() {
-            text.push(format!("No valid setting meets the SLO {slo}."));
-        } else {
-            let best = meets
-                .iter()
-                .map(|&i| points[i].throughput)
-                .fold(0.0, f64::max);
-            let pick = *meets
-                .iter()
-                .find(|&&i| points[i].throughput >= (1.0 - NEAR_BEST) * best)
-                .expect("the best one qualifies");
-            recommended = Some(pick);
-            let p = &points[pick];
-            let mut sentence = format!(
-                "Under the SLO {slo}: ship {name} {} — {}/s at {m} {}, the smallest setting within {:.0} % of the best throughput that meets it",
-                p.setting,
-                count(p.throughput),
-                duration_ns(p.latency_ns as u64),
-                100.0 * NEAR_BEST
-            );
-            if let Some(next) = (pick + 1..points.len()).find(|&j| points[j].valid) {
-                let verdict = if slo.met_by(points[next].latency_ns as u64) {
-                    "still meets the SLO"
-                } else {
-                    "breaks the SLO"
-                };
-                sentence.push_str(&format!(" (next step, {}; {verdict})", step(pick, next)));
             }
-            text.push(sentence + ".");
         }
     }
-    Advice {
-        axis: axis.to_string(),
-        label,
-        points,
-        knee,
-        recommended,
-        text,
+}
+
+/// The setting to ship under `slo` (the smallest within [`NEAR_BEST`] of the best throughput
+/// that meets it) and the sentence that says so, or that none meets it.
+fn slo_sentence(points: &[CurvePoint], slo: &Slo, name: &str, m: &str) -> (Option<usize>, String) {
+    let step = |from, to| step(points, name, m, from, to);
+    let meets: Vec<usize> = (0..points.len())
+        .filter(|&i| points[i].valid && slo.met_by(points[i].latency_ns as u64))
+        .collect();
+    if meets.is_empty() {
+        return (None, format!("No valid setting meets the SLO {slo}."));
     }
+    let best = meets
+        .iter()
+        .map(|&i| points[i].throughput)
+        .fold(0.0, f64::max);
+    let pick = *meets
+        .iter()
+        .find(|&&i| points[i].throughput >= (1.0 - NEAR_BEST) * best)
+        .expect("the best one qualifies");
+    let p = &points[pick];
+    let mut sentence = format!(
+        "Under the SLO {slo}: ship {name} {} — {}/s at {m} {}, the smallest setting within {:.0} % of the best throughput that meets it",
+        p.setting,
+        count(p.throughput),
+        duration_ns(p.latency_ns as u64),
+        100.0 * NEAR_BEST
+    );
+    if let Some(next) = (pick + 1..points.len()).find(|&j| points[j].valid) {
+        let verdict = if slo.met_by(points[next].latency_ns as u64) {
+            "still meets the SLO"
+        } else {
+            "breaks the SLO"
+        };
+        sentence.push_str(&format!(" (next step, {}; {verdict})", step(pick, next)));
+    }
+    (Some(pick), sentence + ".")
 }
 
 /// The advice as a markdown section (empty when there is nothing to advise).

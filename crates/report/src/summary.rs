@@ -1,7 +1,7 @@
 //! The end-of-run summary table, in the style of the reports msgbench grew from: per run its
 //! parameters, delivered rate, success and drop rate, latency percentiles (from the intended send
 //! time), send lag and CPU, then every warning.
-use crate::format::{count, duration_ns, percent, MAX, P50, P95, P99, P9999};
+use crate::format::{count, duration_ns, percent, Quantile, MAX, P50, P95, P99, P9999};
 use msgbench_model::result::RunResult;
 use msgbench_model::sweep::short_axis;
 use msgbench_model::warning::Warning;
@@ -18,25 +18,39 @@ pub fn table_for_width(results: &[RunResult], width: Option<usize>) -> String {
         .first()
         .map(|r| r.params.iter().map(|p| p.axis.clone()).collect())
         .unwrap_or_default();
+    let rows = run_rows(results, &axes);
+    let mut out = String::new();
+    if results.iter().any(|r| r.classes.len() > 1) {
+        // Each class's figures first: a mix of a fast and a slow class has a combined p50
+        // that describes neither.
+        out.push_str("per operation class:\n");
+        out.push_str(&render_fit(&class_rows(results, &axes), width));
+        out.push_str("\nall classes together:\n");
+    }
+    out.push_str(&render_fit(&rows, width));
+    appendix(&mut out, results, width);
+    out.push_str(&grouped_warnings(results));
+    out.push_str(&validity(results));
+    out
+}
+
+/// The latency columns of the run table, in order: the one place they are chosen.
+const LATENCY_COLUMNS: [(&str, Quantile); 5] = [
+    ("p50", P50),
+    ("p95", P95),
+    ("p99", P99),
+    ("p99.99", P9999),
+    ("max", MAX),
+];
+
+/// The run table: a header, then a row per run (its axes, rates, latency, send lag, CPU; an
+/// `undelivered` column when a run left messages undelivered).
+fn run_rows(results: &[RunResult], axes: &[String]) -> Vec<Vec<String>> {
     let mut header: Vec<String> = vec!["run".into()];
     header.extend(axes.iter().map(|a| short_axis(a).to_string()));
-    header.extend(
-        [
-            "delivered/s",
-            "success",
-            "drop",
-            "failed",
-            "p50",
-            "p95",
-            "p99",
-            "p99.99",
-            "max",
-            "send lag p99",
-            "CPU s",
-            "msg/CPU-s",
-        ]
-        .map(String::from),
-    );
+    header.extend(["delivered/s", "success", "drop", "failed"].map(String::from));
+    header.extend(LATENCY_COLUMNS.iter().map(|(name, _)| name.to_string()));
+    header.extend(["send lag p99", "CPU s", "msg/CPU-s"].map(String::from));
     // What was never delivered nor dropped by the end (a backlog given up at the drain's end)
     // is neither success nor drop: a column of its own whenever a run has some.
     let undelivered = results.iter().any(|r| r.counters.in_flight_end > 0);
@@ -70,11 +84,9 @@ pub fn table_for_width(results: &[RunResult], width: Option<usize>) -> String {
             share(r, r.counters.success_rate()),
             share(r, r.counters.drop_rate()),
             r.counters.failed.to_string(),
-            lat(P50),
-            lat(P95),
-            lat(P99),
-            lat(P9999),
-            lat(MAX),
+        ]);
+        row.extend(LATENCY_COLUMNS.iter().map(|(_, q)| lat(*q)));
+        row.extend([
             ns(r.send_lag.count, r.send_lag.p99_ns),
             format!("{:.2}", r.cpu.driver_cpu_s),
             count(r.cpu.delivered_per_cpu_s),
@@ -85,15 +97,12 @@ pub fn table_for_width(results: &[RunResult], width: Option<usize>) -> String {
         }
         rows.push(row);
     }
-    let mut out = String::new();
-    if results.iter().any(|r| r.classes.len() > 1) {
-        // Each class's figures first: a mix of a fast and a slow class has a combined p50
-        // that describes neither.
-        out.push_str("per operation class:\n");
-        out.push_str(&render_fit(&class_rows(results, &axes), width));
-        out.push_str("\nall classes together:\n");
-    }
-    out.push_str(&render_fit(&rows, width));
+    rows
+}
+
+/// What follows the run table: the stream clients' (or subscriptions') table, failures,
+/// skipped sends, connections and notes.
+fn appendix(out: &mut String, results: &[RunResult], width: Option<usize>) {
     if crate::streams::any(results) {
         let pubsub = results
             .iter()
@@ -105,19 +114,14 @@ pub fn table_for_width(results: &[RunResult], width: Option<usize>) -> String {
         });
         out.push_str(&render_fit(&crate::streams::text_rows(results), width));
     }
-    per_run_lines(&mut out, "failures", results, crate::faults::line);
+    per_run_lines(out, "failures", results, crate::faults::line);
     per_run_lines(
-        &mut out,
+        out,
         "skipped (attempted, never sent)",
         results,
         crate::faults::skipped_line,
     );
-    per_run_lines(
-        &mut out,
-        "connections",
-        results,
-        crate::faults::connections_line,
-    );
+    per_run_lines(out, "connections", results, crate::faults::connections_line);
     let info = crate::faults::info_lines(results);
     if !info.is_empty() {
         out.push_str("\nnotes:\n");
@@ -125,9 +129,6 @@ pub fn table_for_width(results: &[RunResult], width: Option<usize>) -> String {
             out.push_str(&format!("  {line}\n"));
         }
     }
-    out.push_str(&grouped_warnings(results));
-    out.push_str(&validity(results));
-    out
 }
 
 /// Which runs are invalid (the verdict report.md gives), with the reasons no warning above
