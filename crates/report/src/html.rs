@@ -51,17 +51,7 @@ pub fn render(
         runs = runs.len(),
         slo = slo.map(|s| format!(" SLO: <code>{}</code>.", escape(s))).unwrap_or_default()
     );
-    if !environment.is_empty() {
-        out.push_str("<dl class=\"env\">\n");
-        for (label, value) in environment {
-            out.push_str(&format!(
-                "<dt>{}</dt><dd>{}</dd>\n",
-                escape(label),
-                escape(value)
-            ));
-        }
-        out.push_str("</dl>\n");
-    }
+    out.push_str(&environment_list(environment));
     out.push_str(&table(runs));
     if runs.iter().any(|r| r.classes.len() > 1) {
         out.push_str("<h2>Per operation class</h2>\n");
@@ -72,21 +62,55 @@ pub fn render(
     }
     out.push_str(&crate::fairness::html(runs, escape));
     out.push_str(&crate::shards::html(runs, escape));
-    if !advice.is_empty() {
-        out.push_str("<h2>Advice</h2>\n");
-        for a in advice {
-            if !a.label.is_empty() {
-                out.push_str(&format!("<p><strong>{}</strong></p>\n", escape(&a.label)));
-            }
-            out.push_str("<ul>\n");
-            for t in &a.text {
-                out.push_str(&format!("<li>{}</li>\n", escape(t)));
-            }
-            out.push_str("</ul>\n");
-        }
-    }
+    out.push_str(&advice_list(advice));
     out.push_str(&crate::faults::html(runs, escape));
     out.push_str(extra);
+    out.push_str(&charts_and_validity(runs, charts));
+    out.push_str("</ul>\n</body></html>\n");
+    out
+}
+
+/// The environment as a definition list (nothing without one).
+fn environment_list(environment: &[(&str, String)]) -> String {
+    let mut out = String::new();
+    if environment.is_empty() {
+        return out;
+    }
+    out.push_str("<dl class=\"env\">\n");
+    for (label, value) in environment {
+        out.push_str(&format!(
+            "<dt>{}</dt><dd>{}</dd>\n",
+            escape(label),
+            escape(value)
+        ));
+    }
+    out.push_str("</dl>\n");
+    out
+}
+
+/// The advice, a list per curve (nothing without advice).
+fn advice_list(advice: &[Advice]) -> String {
+    let mut out = String::new();
+    if advice.is_empty() {
+        return out;
+    }
+    out.push_str("<h2>Advice</h2>\n");
+    for a in advice {
+        if !a.label.is_empty() {
+            out.push_str(&format!("<p><strong>{}</strong></p>\n", escape(&a.label)));
+        }
+        out.push_str("<ul>\n");
+        for t in &a.text {
+            out.push_str(&format!("<li>{}</li>\n", escape(t)));
+        }
+        out.push_str("</ul>\n");
+    }
+    out
+}
+
+/// Every chart with its caption and file, then which runs are invalid and why.
+fn charts_and_validity(runs: &[RunResult], charts: &[Chart]) -> String {
+    let mut out = String::new();
     out.push_str("<h2>Charts</h2>\n");
     for c in charts {
         out.push_str(&format!(
@@ -113,9 +137,12 @@ pub fn render(
             escape(&crate::validity::all_valid(runs))
         ));
     }
-    out.push_str("</ul>\n</body></html>\n");
     out
 }
+
+/// The latency columns of the run table, in order: the one place they are chosen.
+const LATENCY_COLUMNS: [(&str, crate::format::Quantile); 4] =
+    [("p50", P50), ("p99", P99), ("p99.9", P999), ("max", MAX)];
 
 fn table(runs: &[RunResult]) -> String {
     let axes: Vec<&str> = runs
@@ -129,18 +156,13 @@ fn table(runs: &[RunResult]) -> String {
             escape(msgbench_model::sweep::short_axis(a))
         ));
     }
-    for h in [
-        "delivered/s",
-        "success",
-        "drop",
-        "failed",
-        "p50",
-        "p99",
-        "p99.9",
-        "max",
-        "send lag p99",
-        "CPU/msg",
-    ] {
+    for h in ["delivered/s", "success", "drop", "failed"] {
+        out.push_str(&format!("<th>{h}</th>"));
+    }
+    for (h, _) in LATENCY_COLUMNS {
+        out.push_str(&format!("<th>{h}</th>"));
+    }
+    for h in ["send lag p99", "CPU/msg"] {
         out.push_str(&format!("<th>{h}</th>"));
     }
     let with_sut = runs.iter().any(|r| r.cpu.sut_cpu_s.is_some());
@@ -149,63 +171,73 @@ fn table(runs: &[RunResult]) -> String {
     }
     out.push_str("<th>valid</th></tr>\n");
     for r in runs {
-        let valid = judge(r).is_valid();
-        out.push_str(&format!(
-            "<tr{}><td class=\"l\">{}</td>",
-            if valid { "" } else { " class=\"invalid\"" },
-            escape(&r.run_id)
-        ));
-        for a in &axes {
-            out.push_str(&format!(
-                "<td class=\"l\">{}</td>",
-                escape(r.param(a).unwrap_or_default())
-            ));
-        }
-        let per_msg = |s: f64| {
-            if r.counters.delivered == 0 {
-                "–".to_string()
-            } else {
-                duration_ns((s * 1e9 / r.counters.delivered as f64) as u64)
-            }
-        };
-        let server = if with_sut {
-            format!(
-                "<td>{}</td>",
-                r.cpu.sut_cpu_s.map(per_msg).unwrap_or_else(|| "–".into())
-            )
-        } else {
-            String::new()
-        };
-        let bounds = r.latency_at_least();
-        let lat = |q| crate::format::latency(r, bounds.as_ref(), q);
-        // Nothing attempted has no shares.
-        let share = |ratio: f64| {
-            if r.counters.attempted == 0 {
-                "–".to_string()
-            } else {
-                percent(ratio)
-            }
-        };
-        for cell in [
-            count(r.delivered_per_sec()),
-            share(r.counters.success_rate()),
-            share(r.counters.drop_rate()),
-            r.counters.failed.to_string(),
-            lat(P50),
-            lat(P99),
-            lat(P999),
-            lat(MAX),
-            measured(r.send_lag.count, r.send_lag.p99_ns),
-            per_msg(r.cpu.driver_cpu_s),
-        ] {
-            out.push_str(&format!("<td>{cell}</td>"));
-        }
-        out.push_str(&format!(
-            "{server}<td>{}</td></tr>\n",
-            if valid { "yes" } else { "no" }
-        ));
+        out.push_str(&table_row(r, &axes, with_sut));
     }
     out.push_str("</table>\n");
+    out
+}
+
+/// One run's row: its id, axes, rates, latency, send lag, CPU per message (and the server's
+/// when a run measured it), and whether it is valid.
+fn table_row(r: &RunResult, axes: &[&str], with_sut: bool) -> String {
+    let valid = judge(r).is_valid();
+    let mut out = format!(
+        "<tr{}><td class=\"l\">{}</td>",
+        if valid { "" } else { " class=\"invalid\"" },
+        escape(&r.run_id)
+    );
+    for a in axes {
+        out.push_str(&format!(
+            "<td class=\"l\">{}</td>",
+            escape(r.param(a).unwrap_or_default())
+        ));
+    }
+    let per_msg = |s: f64| {
+        if r.counters.delivered == 0 {
+            "–".to_string()
+        } else {
+            duration_ns((s * 1e9 / r.counters.delivered as f64) as u64)
+        }
+    };
+    let server = if with_sut {
+        format!(
+            "<td>{}</td>",
+            r.cpu.sut_cpu_s.map(per_msg).unwrap_or_else(|| "–".into())
+        )
+    } else {
+        String::new()
+    };
+    let bounds = r.latency_at_least();
+    let lat = |q| crate::format::latency(r, bounds.as_ref(), q);
+    // Nothing attempted has no shares.
+    let share = |ratio: f64| {
+        if r.counters.attempted == 0 {
+            "–".to_string()
+        } else {
+            percent(ratio)
+        }
+    };
+    for cell in [
+        count(r.delivered_per_sec()),
+        share(r.counters.success_rate()),
+        share(r.counters.drop_rate()),
+        r.counters.failed.to_string(),
+    ] {
+        out.push_str(&format!("<td>{cell}</td>"));
+    }
+    for (_, q) in LATENCY_COLUMNS {
+        out.push_str(&format!("<td>{}</td>", lat(q)));
+    }
+    for cell in [
+        measured(r.send_lag.count, r.send_lag.p99_ns),
+        per_msg(r.cpu.driver_cpu_s),
+    ] {
+        out.push_str(&format!("<td>{cell}</td>"));
+    }
+    out.push_str(&format!(
+        "{server}<td>{}</td></tr>\n",
+        if valid { "yes" } else { "no" }
+    ));
     out
 }
 
