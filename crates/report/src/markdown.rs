@@ -55,6 +55,15 @@ pub fn render(
     }
     out.push_str(&crate::fairness::markdown(runs));
     out.push_str(&crate::shards::markdown(runs));
+    out.push_str(&fault_sections(runs));
+    out.push_str(&status_table(runs));
+    out.push_str(&notes_and_validity(runs));
+    out
+}
+
+/// The faults, skipped sends and connections of the runs that had any.
+fn fault_sections(runs: &[RunResult]) -> String {
+    let mut out = String::new();
     if runs.iter().any(|r| r.faults.total() > 0) {
         out.push_str("\n## Faults\n\n");
         out.push_str(&fault_table(runs));
@@ -81,7 +90,12 @@ pub fn render(
             }
         }
     }
-    out.push_str(&status_table(runs));
+    out
+}
+
+/// How to read the figures (what the runs' notes say), then which runs are invalid and why.
+fn notes_and_validity(runs: &[RunResult]) -> String {
+    let mut out = String::new();
     let info = crate::faults::info_lines(runs);
     if !info.is_empty() {
         out.push_str("\n## How to read these figures\n\n");

@@ -184,56 +184,7 @@ pub fn charts(runs: &[RunResult]) -> Vec<Chart> {
             firsts.push(r);
         }
     }
-    let label = |r: &RunResult, c: &StreamClient| {
-        if firsts.len() > 1 {
-            format!("{} {}", point_label(r), c.name)
-        } else {
-            c.name.clone()
-        }
-    };
-    let mut rate = Vec::new();
-    let mut p99 = Vec::new();
-    let mut backlog = Vec::new();
-    for r in &firsts {
-        for c in &r.streams {
-            let at = |i: &StreamInterval| i.start_s + i.length_s;
-            let in_window = |i: &&StreamInterval| i.start_s + i.length_s <= r.duration_s + 0.01;
-            rate.push(series(
-                format!("{} delivered", label(r, c)),
-                c.intervals
-                    .iter()
-                    .filter(in_window)
-                    .map(|i| (at(i), i.delivered as f64)),
-            ));
-            // With one sweep point there is room for the server's side too.
-            let falls_behind =
-                c.intervals.iter().filter(in_window).any(|i| {
-                    (i.written as f64 - i.delivered as f64).abs() > 0.02 * i.generated as f64
-                });
-            if firsts.len() == 1 && c.server.is_some() && falls_behind {
-                rate.push(series(
-                    format!("{} written", label(r, c)),
-                    c.intervals
-                        .iter()
-                        .filter(in_window)
-                        .map(|i| (at(i), i.written as f64)),
-                ));
-            }
-            p99.push(series(
-                label(r, c),
-                c.intervals
-                    .iter()
-                    .filter(|i| i.latency_p99_ns > 0)
-                    .map(|i| (at(i), i.latency_p99_ns as f64)),
-            ));
-            if c.server.is_some() {
-                backlog.push(series(
-                    label(r, c),
-                    c.intervals.iter().map(|i| (at(i), i.backlog as f64)),
-                ));
-            }
-        }
-    }
+    let (rate, p99, backlog) = client_series(&firsts);
     let rate_title = if rate.iter().any(|s| s.name.ends_with(" written")) {
         "Per client: ticks delivered (and written by the server) each second"
     } else {
@@ -277,6 +228,62 @@ pub fn charts(runs: &[RunResult]) -> Vec<Chart> {
         ));
     }
     out
+}
+
+/// Per stream client of `firsts` (the first replicate of each point): its delivered (and,
+/// with one point, written) rate, its p99 and its backlog, each second.
+fn client_series(firsts: &[&RunResult]) -> (Vec<Series>, Vec<Series>, Vec<Series>) {
+    let label = |r: &RunResult, c: &StreamClient| {
+        if firsts.len() > 1 {
+            format!("{} {}", point_label(r), c.name)
+        } else {
+            c.name.clone()
+        }
+    };
+    let mut rate = Vec::new();
+    let mut p99 = Vec::new();
+    let mut backlog = Vec::new();
+    for r in firsts {
+        for c in &r.streams {
+            let at = |i: &StreamInterval| i.start_s + i.length_s;
+            let in_window = |i: &&StreamInterval| i.start_s + i.length_s <= r.duration_s + 0.01;
+            rate.push(series(
+                format!("{} delivered", label(r, c)),
+                c.intervals
+                    .iter()
+                    .filter(in_window)
+                    .map(|i| (at(i), i.delivered as f64)),
+            ));
+            // With one sweep point there is room for the server's side too.
+            let falls_behind =
+                c.intervals.iter().filter(in_window).any(|i| {
+                    (i.written as f64 - i.delivered as f64).abs() > 0.02 * i.generated as f64
+                });
+            if firsts.len() == 1 && c.server.is_some() && falls_behind {
+                rate.push(series(
+                    format!("{} written", label(r, c)),
+                    c.intervals
+                        .iter()
+                        .filter(in_window)
+                        .map(|i| (at(i), i.written as f64)),
+                ));
+            }
+            p99.push(series(
+                label(r, c),
+                c.intervals
+                    .iter()
+                    .filter(|i| i.latency_p99_ns > 0)
+                    .map(|i| (at(i), i.latency_p99_ns as f64)),
+            ));
+            if c.server.is_some() {
+                backlog.push(series(
+                    label(r, c),
+                    c.intervals.iter().map(|i| (at(i), i.backlog as f64)),
+                ));
+            }
+        }
+    }
+    (rate, p99, backlog)
 }
 
 fn point_label(r: &RunResult) -> String {
