@@ -170,6 +170,14 @@ fn read_all(dirs: &[PathBuf]) -> Result<Vec<ShardDir>, MergeError> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(MergeError::Refused)?;
     shards.sort_by_key(|s| s.index);
+    one_split(&shards)?;
+    same_runs(&shards)?;
+    Ok(shards)
+}
+
+/// The shards (sorted by index) are one split of one experiment, each shard once, none
+/// missing.
+fn one_split(shards: &[ShardDir]) -> Result<(), MergeError> {
     let first = &shards[0];
     for (k, s) in shards.iter().enumerate().skip(1) {
         let why = if s.count != first.count {
@@ -215,6 +223,12 @@ fn read_all(dirs: &[PathBuf]) -> Result<Vec<ShardDir>, MergeError> {
                 .join(", ")
         )));
     }
+    Ok(())
+}
+
+/// Every shard has every run, and each run's shards ran together.
+fn same_runs(shards: &[ShardDir]) -> Result<(), MergeError> {
+    let first = &shards[0];
     for s in &shards[1..] {
         for (id, r) in &s.runs {
             if let Some(theirs) = first.runs.get(id) {
@@ -222,7 +236,7 @@ fn read_all(dirs: &[PathBuf]) -> Result<Vec<ShardDir>, MergeError> {
             }
         }
     }
-    for s in &shards {
+    for s in shards {
         for id in first.runs.keys().chain(s.runs.keys()) {
             for o in [first, s] {
                 if !o.runs.contains_key(id) {
@@ -241,7 +255,7 @@ fn read_all(dirs: &[PathBuf]) -> Result<Vec<ShardDir>, MergeError> {
             }
         }
     }
-    Ok(shards)
+    Ok(())
 }
 
 /// Refuses a run's shards that did not run together: planned for different starts (two

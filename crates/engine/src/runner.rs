@@ -357,6 +357,37 @@ pub(crate) fn run_id(point: &SweepPoint, replicate: u32, replicates: u32) -> Str
     id
 }
 
+/// Each operation class's latency and service percentiles, and its latency histogram.
+fn class_results(m: &Measured) -> Vec<ClassResult> {
+    let rec = &m.recording;
+    (m.classes.iter())
+        .zip(rec.latency.iter().zip(&rec.service))
+        .map(|(name, (l, s))| ClassResult {
+            name: name.clone(),
+            latency: Percentiles::of(l),
+            service: Percentiles::of(s),
+            latency_histogram: encode(l),
+        })
+        .collect()
+}
+
+/// The run's CPU: the process's, each driver thread's, their sum, the system under test's,
+/// and messages delivered per driver CPU-second.
+fn cpu_usage(m: &Measured) -> CpuUsage {
+    let driver_cpu_s: f64 = m.threads.iter().map(|t| t.cpu.total_s()).sum();
+    CpuUsage {
+        process: m.process_cpu,
+        threads: m.threads.clone(),
+        driver_cpu_s,
+        sut_cpu_s: m.sut_cpu_s,
+        delivered_per_cpu_s: if driver_cpu_s > 0.0 {
+            m.recording.counters.delivered as f64 / driver_cpu_s
+        } else {
+            0.0
+        },
+    }
+}
+
 /// Turns what a system measured into the result record, with its warnings.
 fn assemble(
     experiment: &Experiment,
@@ -371,16 +402,13 @@ fn assemble(
     let duration_s = m.span_ns as f64 / 1e9;
     let latency_all = rec.latency_all();
     let service_all = rec.service_all();
-    let driver_cpu_s: f64 = m.threads.iter().map(|t| t.cpu.total_s()).sum();
     let mut result = RunResult {
         schema_version: SCHEMA_VERSION,
         run_id,
         experiment: experiment.name.clone(),
         point: point.index,
         replicate,
-        params: point
-            .params
-            .iter()
+        params: (point.params.iter())
             .map(|(axis, value)| Param {
                 axis: axis.clone(),
                 value: value.clone(),
@@ -405,28 +433,8 @@ fn assemble(
         send_lag: Percentiles::of(&rec.send_lag),
         unanswered: Percentiles::of(&rec.unanswered),
         publish_latency: m.publish_latency.clone(),
-        classes: m
-            .classes
-            .iter()
-            .zip(rec.latency.iter().zip(&rec.service))
-            .map(|(name, (l, s))| ClassResult {
-                name: name.clone(),
-                latency: Percentiles::of(l),
-                service: Percentiles::of(s),
-                latency_histogram: encode(l),
-            })
-            .collect(),
-        cpu: CpuUsage {
-            process: m.process_cpu,
-            threads: m.threads.clone(),
-            driver_cpu_s,
-            sut_cpu_s: m.sut_cpu_s,
-            delivered_per_cpu_s: if driver_cpu_s > 0.0 {
-                rec.counters.delivered as f64 / driver_cpu_s
-            } else {
-                0.0
-            },
-        },
+        classes: class_results(m),
+        cpu: cpu_usage(m),
         intervals: rec.intervals.clone(),
         histograms: Histograms {
             latency: encode(&latency_all),

@@ -78,16 +78,7 @@ pub fn search(
         Pacing::Rate { arrivals, .. } => arrivals,
         _ => Arrivals::Uniform,
     };
-    let mut record = SearchRecord {
-        slo: settings.slo.to_string(),
-        min_success: settings.min_success,
-        precision: settings.precision,
-        steps: Vec::new(),
-        sustainable_per_sec: None,
-        failed_per_sec: None,
-        interrupted: false,
-        host_limited_per_sec: None,
-    };
+    let mut record = SearchRecord::starting(settings);
     let mut results = Vec::new();
     let mut next = Some(settings.start_per_sec);
     while let Some(rate) = next {
@@ -97,18 +88,7 @@ pub fn search(
             break;
         }
         let index = record.steps.len();
-        let point = SweepPoint {
-            index,
-            params: vec![("pacing.per_sec".into(), format!("{rate:.0}"))],
-            scenario: {
-                let mut s = template.scenario.clone();
-                s.pacing = Pacing::Rate {
-                    per_sec: rate,
-                    arrivals,
-                };
-                s
-            },
-        };
+        let point = step_point(template, index, rate, arrivals);
         let step_runs = run_step(&searched, &point, (&mut store, &ctx, &observer), rate)?;
         if stop.load(Ordering::Relaxed) {
             record.interrupted = true;
@@ -134,15 +114,7 @@ pub fn search(
             next = Some(rate);
             continue;
         }
-        if step.passed {
-            record.sustainable_per_sec = Some(
-                record
-                    .sustainable_per_sec
-                    .map_or(rate, |r: f64| r.max(rate)),
-            );
-        } else {
-            record.failed_per_sec = Some(record.failed_per_sec.map_or(rate, |r: f64| r.min(rate)));
-        }
+        record.bracket(rate, step.passed);
         record.steps.push(step);
         results.extend(step_runs);
         write_record(&store, &record)?;
@@ -155,6 +127,52 @@ pub fn search(
         record,
         results,
     })
+}
+
+/// Step `index` of the search: the template's scenario paced at `rate` with its `arrivals`.
+fn step_point(template: &SweepPoint, index: usize, rate: f64, arrivals: Arrivals) -> SweepPoint {
+    let mut scenario = template.scenario.clone();
+    scenario.pacing = Pacing::Rate {
+        per_sec: rate,
+        arrivals,
+    };
+    SweepPoint {
+        index,
+        params: vec![("pacing.per_sec".into(), format!("{rate:.0}"))],
+        scenario,
+    }
+}
+
+/// What the search keeps as it goes: its settings, and the bracket its steps narrow.
+trait Bracket {
+    /// No step yet.
+    fn starting(settings: &SearchSettings) -> Self;
+    /// A step at `rate` passed (the highest such is sustainable) or failed (the lowest such
+    /// is the upper bound).
+    fn bracket(&mut self, rate: f64, passed: bool);
+}
+
+impl Bracket for SearchRecord {
+    fn starting(settings: &SearchSettings) -> SearchRecord {
+        SearchRecord {
+            slo: settings.slo.to_string(),
+            min_success: settings.min_success,
+            precision: settings.precision,
+            steps: Vec::new(),
+            sustainable_per_sec: None,
+            failed_per_sec: None,
+            interrupted: false,
+            host_limited_per_sec: None,
+        }
+    }
+
+    fn bracket(&mut self, rate: f64, passed: bool) {
+        if passed {
+            self.sustainable_per_sec = Some(self.sustainable_per_sec.map_or(rate, |r| r.max(rate)));
+        } else {
+            self.failed_per_sec = Some(self.failed_per_sec.map_or(rate, |r| r.min(rate)));
+        }
+    }
 }
 
 /// Writes `search.json` as it stands.
