@@ -202,30 +202,8 @@ impl RpcServer {
             let poll = Poll::new()?;
             let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
             let (tx, rx) = channel::<(TcpStream, bool)>();
-            let mut worker = Worker {
-                wire: make_wire(),
-                poll,
-                incoming: rx,
-                conns: Vec::new(),
-                free: Vec::new(),
-                delayed: BinaryHeap::new(),
-                stale_delayed: 0,
-                queued: 0,
-                budget: SERVER_QUEUE_BUDGET / config.threads.max(1),
-                paused: Vec::new(),
-                ready: Vec::new(),
-                turn_frames: 0,
-                max_frame: config.max_frame,
-                max_service_ns: config.max_service_ns,
-                idle_timeout_ns: config.idle_timeout_ns,
-                next_sweep_ns: 0,
-                evict_cursor: 0,
-                stall: config.stall,
-                started_ns: now_ns(),
-                shutdown: shutdown.clone(),
-                stats: stats.clone(),
-                next_generation: 0,
-            };
+            let shared = (shutdown.clone(), stats.clone());
+            let mut worker = Worker::new(make_wire(), poll, rx, config, shared);
             let pin = config.pin.get(i).copied();
             let clock_tx = clock_tx.clone();
             threads.push(
@@ -475,6 +453,43 @@ const TURN_FRAMES: u32 = 64;
 /// Bytes a response held by a timer is counted as while it waits.
 fn held_cost(reply_bytes: u32) -> usize {
     frame::HEADER_BYTES + reply_bytes as usize + std::mem::size_of::<Delayed>()
+}
+
+impl<W: ServerWire> Worker<W> {
+    /// A worker speaking `wire` on `poll`, taking its connections from `incoming`, with its
+    /// share of the server's queue budget and `(shutdown, stats)` shared with the server.
+    fn new(
+        wire: W,
+        poll: Poll,
+        incoming: std::sync::mpsc::Receiver<(TcpStream, bool)>,
+        config: &RpcServerConfig,
+        (shutdown, stats): (Arc<AtomicBool>, Arc<ServerStats>),
+    ) -> Worker<W> {
+        Worker {
+            wire,
+            poll,
+            incoming,
+            conns: Vec::new(),
+            free: Vec::new(),
+            delayed: BinaryHeap::new(),
+            stale_delayed: 0,
+            queued: 0,
+            budget: SERVER_QUEUE_BUDGET / config.threads.max(1),
+            paused: Vec::new(),
+            ready: Vec::new(),
+            turn_frames: 0,
+            max_frame: config.max_frame,
+            max_service_ns: config.max_service_ns,
+            idle_timeout_ns: config.idle_timeout_ns,
+            next_sweep_ns: 0,
+            evict_cursor: 0,
+            stall: config.stall,
+            started_ns: now_ns(),
+            shutdown,
+            stats,
+            next_generation: 0,
+        }
+    }
 }
 
 impl<W: ServerWire> Worker<W> {

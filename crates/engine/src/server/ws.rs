@@ -611,10 +611,21 @@ async fn handshake<S: Service>(
         }
         Asks::Upgrade(key) => key,
     };
+    switch(stream, &key, (head.path, head.query, peer), counts).await
+}
+
+/// Answers an upgrade with its `101` (within [`REPLY_TIMEOUT`]) and hands the connection
+/// over, with what its service needs of the request.
+async fn switch(
+    mut stream: TcpStream,
+    key: &str,
+    (path, query, peer): (String, Vec<(String, String)>, SocketAddr),
+    counts: &Counts,
+) -> Option<Handoff> {
     let answer = format!(
         "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
          Sec-WebSocket-Accept: {}\r\n\r\n",
-        accept_key(&key)
+        accept_key(key)
     );
     let written = tokio::time::timeout(REPLY_TIMEOUT, stream.write_all(answer.as_bytes())).await;
     if !matches!(written, Ok(Ok(()))) {
@@ -624,11 +635,7 @@ async fn handshake<S: Service>(
     let stream = stream.into_std().ok()?;
     Some(Handoff {
         stream,
-        upgrade: Upgrade {
-            path: head.path,
-            query: head.query,
-            peer,
-        },
+        upgrade: Upgrade { path, query, peer },
     })
 }
 
