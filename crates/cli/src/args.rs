@@ -340,22 +340,29 @@ pub struct ServeWsRpcArgs {
     /// timer answers; a slow call is overtaken).
     #[arg(long, value_name = "WORK", default_value = "busy")]
     pub work: String,
+    /// Close a connection that sends nothing (and waits for no answer), or reads none of its
+    /// answers, for this long ("0": never).
+    #[arg(long, value_name = "DURATION", default_value = "60s")]
+    pub idle_timeout: String,
+    #[command(flatten)]
+    pub server: WsServerArgs,
+}
+
+/// Threads, limits and lifetime of the WebSocket servers (`serve ws-rpc`, `serve ticks`).
+#[derive(Debug, Args)]
+pub struct WsServerArgs {
     /// Server threads; connections are dealt to them round-robin.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub threads: u32,
     /// CPUs of the server threads, comma-separated, one per thread.
     #[arg(long, value_name = "CPUS", value_delimiter = ',')]
     pub pin: Vec<usize>,
-    /// Largest request accepted, bytes; a larger one closes its connection.
+    /// Largest message a client may send, bytes; a larger one closes its connection.
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     pub max_frame: u32,
     /// Most connections open at once; more are refused.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_connections: u32,
-    /// Close a connection that sends nothing (and waits for no answer), or reads none of its
-    /// answers, for this long ("0": never).
-    #[arg(long, value_name = "DURATION", default_value = "60s")]
-    pub idle_timeout: String,
     /// Stop by itself after this long (e.g. 30s); without it, serve until Ctrl-C.
     #[arg(long = "for", value_name = "DURATION")]
     pub run_for: Option<String>,
@@ -406,29 +413,12 @@ pub struct ServeTicksArgs {
     /// too: a small one keeps drop-oldest latency low.
     #[arg(long, value_name = "BYTES", default_value_t = 0)]
     pub send_buffer: u32,
-    /// Server threads, each with its own generator; connections are dealt round-robin.
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    pub threads: u32,
-    /// CPUs of the server threads, comma-separated, one per thread.
-    #[arg(long, value_name = "CPUS", value_delimiter = ',')]
-    pub pin: Vec<usize>,
-    /// Largest message a client may send, bytes; a larger one closes its connection.
-    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
-    pub max_frame: u32,
-    /// Most connections open at once; more are refused.
-    #[arg(long, value_name = "N", default_value_t = 1024)]
-    pub max_connections: u32,
     /// Close a connection that has not subscribed (`?wait=1`) and sends nothing for this long
     /// ("0": never).
     #[arg(long, value_name = "DURATION", default_value = "60s")]
     pub idle_timeout: String,
-    /// Stop by itself after this long (e.g. 30s); without it, serve until Ctrl-C.
-    #[arg(long = "for", value_name = "DURATION")]
-    pub run_for: Option<String>,
-    /// Serve the server's counters (responses, connections, faults) as OpenMetrics series
-    /// `msgbench_server_*_total` at http://ADDR/metrics, for Prometheus (docs/live-metrics.md).
-    #[arg(long, value_name = "ADDR")]
-    pub metrics_listen: Option<String>,
+    #[command(flatten)]
+    pub server: WsServerArgs,
 }
 
 /// `msgbench serve rpc`.

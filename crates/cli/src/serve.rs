@@ -510,9 +510,12 @@ fn run_request_server(
 
 fn serve_ticks(args: ServeTicksArgs) -> ExitCode {
     match ticks_options(&args) {
-        Ok((options, listen, run_for)) => {
-            run_tick_server(options, listen, run_for, args.metrics_listen.as_deref())
-        }
+        Ok((options, listen, run_for)) => run_tick_server(
+            options,
+            listen,
+            run_for,
+            args.server.metrics_listen.as_deref(),
+        ),
         Err(e) => fail(EXIT_BAD_INPUT, e),
     }
 }
@@ -542,8 +545,8 @@ fn ticks_options(
     let spin_ns = pacing.spin.as_nanos() as u64;
     let pacing = pacing.validate(&invalid).map_err(|e| e.to_string())?;
     let spec = TickServerSpec {
-        threads: args.threads,
-        pin: args.pin.clone(),
+        threads: args.server.threads,
+        pin: args.server.pin.clone(),
         queue: args.queue,
         policy: parse_choice(
             "policy",
@@ -552,8 +555,8 @@ fn ticks_options(
         )?,
         write_batch: args.write_batch,
         send_buffer: args.send_buffer,
-        max_frame: args.max_frame,
-        max_connections: args.max_connections,
+        max_frame: args.server.max_frame,
+        max_connections: args.server.max_connections,
         idle_timeout: parse_duration("idle-timeout", &args.idle_timeout)?,
     };
     let config = spec
@@ -572,6 +575,7 @@ fn ticks_options(
         per_second: false,
     };
     let run_for = args
+        .server
         .run_for
         .as_deref()
         .map(|t| parse_duration("for", t))
@@ -674,10 +678,10 @@ fn ws_rpc_settings(
     String,
 > {
     let spec = msgbench_model::ws_rpc::WsRpcServerSpec {
-        threads: args.threads,
-        pin: args.pin.clone(),
-        max_frame: args.max_frame,
-        max_connections: args.max_connections,
+        threads: args.server.threads,
+        pin: args.server.pin.clone(),
+        max_frame: args.server.max_frame,
+        max_connections: args.server.max_connections,
         idle_timeout: parse_duration("idle-timeout", &args.idle_timeout)?,
     };
     let config = spec
@@ -702,6 +706,7 @@ fn ws_rpc_settings(
         work: parse_choice("work", &args.work, "busy, sleep")?,
     };
     let run_for = args
+        .server
         .run_for
         .as_deref()
         .map(|t| parse_duration("for", t))
@@ -732,7 +737,7 @@ fn serve_ws_rpc(args: ServeWsRpcArgs) -> ExitCode {
                 )
             }
         };
-    if let Some(address) = args.metrics_listen.as_deref() {
+    if let Some(address) = args.server.metrics_listen.as_deref() {
         let counts = server.counts.clone();
         let served = crate::live::serve_server_counters(address, "ws-rpc", move || {
             connection_counts(&counts.snapshot())
