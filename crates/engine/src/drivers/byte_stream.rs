@@ -19,9 +19,10 @@ use super::launcher::{connection_budget, Budget, Counting, Launcher, Rules};
 use crate::clock::{Clock, MonotonicClock};
 use crate::cpu::CpuSnapshot;
 use crate::error::EngineError;
+use crate::harness::threads::{run_threads, NoReceivers};
 use crate::harness::timer::Timer;
 use crate::harness::STOP_CHECK_NS;
-use crate::harness::{gather, worker, DriverOutput, RunContext, RunStop, SpanCpu, Timeline};
+use crate::harness::{gather, worker, DriverOutput, RunContext, RunStop, Timeline};
 use crate::recorder::Recorder;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
@@ -30,7 +31,7 @@ use msgbench_model::result::{CpuTimes, ErrorCount, Faults, ThreadCpu};
 use msgbench_model::scenario::Scenario;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
-use std::sync::mpsc::{channel, Sender};
+use std::sync::mpsc::Sender;
 use std::time::Duration;
 
 const TIMER: Token = Token(usize::MAX - 1);
@@ -198,28 +199,13 @@ pub fn drive<W: Wire, T: Transport>(
         })
         .collect();
     let collecting = collector.start(ctx.live.clone());
-    let (done_tx, done_rx) = channel::<()>();
-    let (outs, sut_cpu_s) = std::thread::scope(|s| {
-        let handles: Vec<_> = loops
-            .into_iter()
-            .map(|l| {
-                let done_tx = done_tx.clone();
-                std::thread::Builder::new()
-                    .name(format!("msgbench-client-{}", l.index))
-                    .spawn_scoped(s, move || l.run(done_tx))
-                    .expect("spawning a thread")
-            })
-            .collect();
-        drop(done_tx);
-        let cpu = SpanCpu::new(sut_cpu_ns).over_workers(&timeline, &done_rx, handles.len());
-        (
-            handles.into_iter().map(|h| h.join()).collect::<Vec<_>>(),
-            cpu,
-        )
-    });
+    let senders = (loops.into_iter())
+        .map(|l| (format!("client-{}", l.index), move |done| l.run(done)))
+        .collect();
+    let ran = run_threads::<_, (), _, NoReceivers>(&timeline, sut_cpu_ns, senders, Vec::new());
+    let sut_cpu_s = ran.sut_cpu_s;
     let gathered = gather(
-        outs.into_iter()
-            .map(|o| o.map(|r| r.map(|(cpu, f)| (vec![cpu], f)))),
+        (ran.senders.into_iter()).map(|o| o.map(|r| r.map(|(cpu, f)| (vec![cpu], f)))),
         "client",
     );
     // The collector is joined first: it ends once every recorder has, error or not.

@@ -35,6 +35,7 @@ pub mod process;
 pub mod span;
 pub mod stop;
 pub mod sut;
+pub mod threads;
 pub mod timeline;
 pub mod timer;
 pub mod worker;

@@ -22,7 +22,8 @@ pub mod subscriber;
 pub mod wire;
 
 use crate::error::EngineError;
-use crate::harness::{DriverOutput, RunContext, RunStop, SpanCpu, Timeline};
+use crate::harness::threads::run_threads;
+use crate::harness::{DriverOutput, RunContext, RunStop, Timeline};
 use crate::net::tick::Schedule;
 use crate::recorder::Recording;
 use accounting::{patch_intervals, stream_of};
@@ -205,8 +206,14 @@ impl Frame<'_> {
             })
             .collect();
         let collecting = collector.start(self.ctx.live.clone());
-        let (publishers, subscribers, sut_cpu_s) =
-            spawn_and_join(&timeline, publishers, subscribers, sut_cpu_ns);
+        let senders = (publishers.into_iter())
+            .map(|t| (format!("publisher-{}", t.index), move |done| t.run(done)))
+            .collect();
+        let receivers = (subscribers.into_iter())
+            .map(|t| (t.role.clone(), move || t.run()))
+            .collect();
+        let ran = run_threads(&timeline, sut_cpu_ns, senders, receivers);
+        let (publishers, subscribers, sut_cpu_s) = (ran.senders, ran.receivers, ran.sut_cpu_s);
         let recording = collecting
             .join()
             .map_err(|_| EngineError::WorkerPanicked("collector"))?;
@@ -242,49 +249,6 @@ fn subscriber_groups(
         groups.push(("slow-subscriber-0".into(), slow));
     }
     groups
-}
-
-/// Runs the threads in a scope, the span's CPU read while the publishers publish.
-#[allow(clippy::type_complexity)]
-fn spawn_and_join(
-    timeline: &Timeline,
-    publishers: Vec<PublisherThread>,
-    subscribers: Vec<SubscriberThread>,
-    sut_cpu_ns: &dyn Fn() -> Option<u64>,
-) -> (
-    Vec<std::thread::Result<Result<PublisherOut, EngineError>>>,
-    Vec<std::thread::Result<Result<SubscriberOut, EngineError>>>,
-    Option<f64>,
-) {
-    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-    std::thread::scope(|s| {
-        let pub_handles: Vec<_> = publishers
-            .into_iter()
-            .map(|t| {
-                let done = done_tx.clone();
-                std::thread::Builder::new()
-                    .name(format!("msgbench-publisher-{}", t.index))
-                    .spawn_scoped(s, move || t.run(done))
-                    .expect("spawning a thread")
-            })
-            .collect();
-        drop(done_tx);
-        let sub_handles: Vec<_> = subscribers
-            .into_iter()
-            .map(|t| {
-                std::thread::Builder::new()
-                    .name(format!("msgbench-{}", t.role))
-                    .spawn_scoped(s, move || t.run())
-                    .expect("spawning a thread")
-            })
-            .collect();
-        let cpu = SpanCpu::new(sut_cpu_ns).over_workers(timeline, &done_rx, pub_handles.len());
-        (
-            pub_handles.into_iter().map(|h| h.join()).collect(),
-            sub_handles.into_iter().map(|h| h.join()).collect(),
-            cpu,
-        )
-    })
 }
 
 /// What the threads measured, gathered.
