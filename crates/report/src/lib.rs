@@ -5,6 +5,7 @@
 pub mod advice;
 pub mod charts;
 pub mod compare;
+pub mod compare_dirs;
 pub mod environment;
 pub mod fairness;
 pub mod faults;
