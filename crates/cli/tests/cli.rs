@@ -735,9 +735,9 @@ fn compare_finds_a_doubled_service_time_and_no_change_between_equal_runs() {
         only_result_dir(&out)
     };
     let (a, same, doubled) = (
-        run_with_work("20us", "a"),
-        run_with_work("20us", "same"),
-        run_with_work("40us", "doubled"),
+        run_with_work("200us", "a"),
+        run_with_work("200us", "same"),
+        run_with_work("400us", "doubled"),
     );
     let p50_row = |text: &str| {
         text.lines()
@@ -1295,8 +1295,9 @@ fn search_finds_the_capacity_of_a_server_with_a_fixed_service_time() {
             late.len() >= 2 && late.iter().all(|s| s.rate_per_sec >= rate),
             "{record:?}"
         );
+        // Below it every step passed, or was late and run again.
         let below = record.steps.iter().filter(|s| s.rate_per_sec < rate);
-        assert!(below.clone().all(|s| s.passed), "{record:?}");
+        assert!(below.clone().all(|s| s.passed || s.host_late), "{record:?}");
         eprintln!("the host was too busy to measure: {text}");
         return;
     }

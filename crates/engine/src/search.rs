@@ -319,7 +319,16 @@ fn driver_late(r: &RunResult, s: &SearchSettings) -> bool {
     // Nothing lost or failed: a step that also failed for the system's faults is the system's.
     let sound = r.counters.success_rate() >= s.min_success && r.faults.total() == 0;
     let late = lag_warned(r) || r.send_lag.p99_ns > s.slo.bound_ns;
-    windowed(r) && sound && late && r.counters.lag_is_the_drivers()
+    // Latency counts from the intended time: lag + the time from the actual send. When the
+    // SLO's percentile misses the bound by more than the worst lag, its messages waited in
+    // the system after they left — a saturated server, not a late host.
+    let queued = s
+        .slo
+        .metric
+        .of(&r.latency)
+        .saturating_sub(r.send_lag.max_ns)
+        > s.slo.bound_ns;
+    windowed(r) && sound && late && !queued && r.counters.lag_is_the_drivers()
 }
 
 /// A request/response run: its launcher counts the sends a full window held.
@@ -413,6 +422,12 @@ mod tests {
         assert!(!judge(250.0, &[late(SystemKind::Redis, 50)], &s).host_late);
         // No window to count: a stream's lag is never called the host's.
         assert!(!judge(250.0, &[late(SystemKind::Pubsub, 0)], &s).host_late);
+        // Late, but the p99 is far beyond what the lag explains (200 ms with at most 2 ms of
+        // lag): the messages queued in the server after they left — its capacity, not the host.
+        let mut saturated = late(SystemKind::Rpc, 0);
+        (saturated.latency.p99_ns, saturated.send_lag.max_ns) = (200_000_000, 2_000_000);
+        let step = judge(1044.0, &[saturated], &s);
+        assert!(!step.passed && !step.host_late, "{step:?}");
         // A step that passed is not late.
         let mut ok = late(SystemKind::Rpc, 0);
         ok.warnings.clear();
