@@ -78,7 +78,7 @@ pub fn search(
         Pacing::Rate { arrivals, .. } => arrivals,
         _ => Arrivals::Uniform,
     };
-    let mut record = SearchRecord::starting(settings);
+    let mut record = new_record(settings);
     let mut results = Vec::new();
     let mut next = Some(settings.start_per_sec);
     while let Some(rate) = next {
@@ -114,7 +114,7 @@ pub fn search(
             next = Some(rate);
             continue;
         }
-        record.bracket(rate, step.passed);
+        bracket(&mut record, rate, step.passed);
         record.steps.push(step);
         results.extend(step_runs);
         write_record(&store, &record)?;
@@ -143,35 +143,27 @@ fn step_point(template: &SweepPoint, index: usize, rate: f64, arrivals: Arrivals
     }
 }
 
-/// What the search keeps as it goes: its settings, and the bracket its steps narrow.
-trait Bracket {
-    /// No step yet.
-    fn starting(settings: &SearchSettings) -> Self;
-    /// A step at `rate` passed (the highest such is sustainable) or failed (the lowest such
-    /// is the upper bound).
-    fn bracket(&mut self, rate: f64, passed: bool);
+/// The record of a search with no step yet.
+fn new_record(settings: &SearchSettings) -> SearchRecord {
+    SearchRecord {
+        slo: settings.slo.to_string(),
+        min_success: settings.min_success,
+        precision: settings.precision,
+        steps: Vec::new(),
+        sustainable_per_sec: None,
+        failed_per_sec: None,
+        interrupted: false,
+        host_limited_per_sec: None,
+    }
 }
 
-impl Bracket for SearchRecord {
-    fn starting(settings: &SearchSettings) -> SearchRecord {
-        SearchRecord {
-            slo: settings.slo.to_string(),
-            min_success: settings.min_success,
-            precision: settings.precision,
-            steps: Vec::new(),
-            sustainable_per_sec: None,
-            failed_per_sec: None,
-            interrupted: false,
-            host_limited_per_sec: None,
-        }
-    }
-
-    fn bracket(&mut self, rate: f64, passed: bool) {
-        if passed {
-            self.sustainable_per_sec = Some(self.sustainable_per_sec.map_or(rate, |r| r.max(rate)));
-        } else {
-            self.failed_per_sec = Some(self.failed_per_sec.map_or(rate, |r| r.min(rate)));
-        }
+/// A step at `rate` passed (the highest such is sustainable) or failed (the lowest such is
+/// the upper bound).
+fn bracket(record: &mut SearchRecord, rate: f64, passed: bool) {
+    if passed {
+        record.sustainable_per_sec = Some(record.sustainable_per_sec.map_or(rate, |r| r.max(rate)));
+    } else {
+        record.failed_per_sec = Some(record.failed_per_sec.map_or(rate, |r| r.min(rate)));
     }
 }
 
