@@ -65,13 +65,15 @@ message = '{"service":""}'
 TOML
 check "msgbench check: grpc-go's reflection describes grpc.health.v1.Health/Check" "$MSGBENCH" check "$SCENARIO"
 check "msgbench check: a method grpc-go's reflection does not list is refused" bash -c "$MSGBENCH check $SCENARIO --set 'http.requests.check.grpc=\"grpc.health.v1.Health/Nope\"' 2>&1 | grep -q 'it has: Check, Watch'"
-RESULT=$("$MSGBENCH" run --quiet --json --out "$OUT" "$SCENARIO")
-check "msgbench run against grpc-go: every call answered" python3 -c "
+for CLIENT in msgbench h2; do # both HTTP/2 clients (http.client)
+  RESULT=$("$MSGBENCH" run --quiet --json --out "$OUT/$CLIENT" "$SCENARIO" --set "http.client=\"$CLIENT\"")
+  check "msgbench run against grpc-go on http.client = $CLIENT: every call answered" python3 -c "
 import json,sys; r=json.loads(sys.argv[1])['runs'][0]; c=r['counters']
 print('delivered', c['delivered'], 'failed', c['failed'], 'p99', r['latency']['p99_ns'], 'ns')
 sys.exit(0 if c['delivered'] >= 9000 and c['failed'] == 0 else 1)" "$RESULT"
-python3 -c "
+  python3 -c "
 import json,sys; r=json.loads(sys.argv[1])['runs'][0]; c=r['counters']; l=r['latency']
-print(f\"        grpc-go health checks: {c['delivered']} delivered, {c['failed']} failed, p50 {l['p50_ns']/1e3:.0f} µs, p99 {l['p99_ns']/1e3:.0f} µs\")" "$RESULT"
+print(f\"        grpc-go health checks ($CLIENT): {c['delivered']} delivered, {c['failed']} failed, p50 {l['p50_ns']/1e3:.0f} µs, p99 {l['p99_ns']/1e3:.0f} µs\")" "$RESULT"
+done
 rm -f "$SCENARIO"
 exit $failed

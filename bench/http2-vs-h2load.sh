@@ -9,7 +9,7 @@
 # CPU per request (whole process, from getrusage of the child: start-up and the report included)
 # and the ratios; the targets are requests/s >= 1.0x h2load's and client CPU per request <=
 # 0.8x. msgbench runs on its default client for cleartext HTTP/2 (its own); each round also runs
-# it with MSGBENCH_HTTP2_CLIENT=h2 (the h2 crate's client, which https and streaming calls use),
+# it with http.client = "h2" (the h2 crate's client, which https and streaming calls use),
 # so the two clients are compared too. nginx's own CPU per request under each client is printed
 # (from /proc): a client can make the server it measures cheaper or dearer. WINDOW=256 sets the
 # streams per connection.
@@ -58,14 +58,11 @@ def h2load():
 
 def ours(client=None):
     env = dict(os.environ)
-    env.pop("MSGBENCH_HTTP2_CLIENT", None)
-    if client:
-        env["MSGBENCH_HTTP2_CLIENT"] = client
     args = [msgbench, "run", "--quiet", "--json", "--out", out, "--duration", f"{SECONDS}s", "--warmup", "0",
             "--set", 'system="http"', "--set", "sweep={}", "--set", f'http.url="http://127.0.0.1:{port}"',
             "--set", 'http.version="2"', "--set", 'http.requests={ get = { path = "/small.txt" } }',
             "--set", 'pacing.mode="closed-loop"', "--set", f"client.connections={CONNECTIONS}",
-            "--set", f"client.window={STREAMS}"]
+            "--set", f"client.window={STREAMS}", "--set", f'http.client="{client or "msgbench"}"']
     r = json.loads(subprocess.run(args, capture_output=True, text=True, check=True, env=env).stdout)["runs"][0]
     c = r["counters"]
     assert c["delivered"] > 0 and c["failed"] == 0, (c, r["faults"])
@@ -84,7 +81,7 @@ rounds_of = lambda xs: ", ".join(f"{x:.2f}" for x in xs)
 def against_h2load(name, i):
     return [a[i] / b[i] for a, b in zip(rows[name], rows["h2load"])]
 for name in ("msgbench", "msgbench on the h2 crate"):
-    label = "msgbench" if name == "msgbench" else "msgbench on the h2 crate (MSGBENCH_HTTP2_CLIENT=h2)"
+    label = "msgbench" if name == "msgbench" else 'msgbench on the h2 crate (http.client = "h2")'
     tr, cr = against_h2load(name, 0), against_h2load(name, 1)
     ur = against_h2load(name, 2)
     kr = [(a[1] - a[2]) / (b[1] - b[2]) for a, b in zip(rows[name], rows["h2load"])]

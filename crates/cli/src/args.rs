@@ -29,7 +29,7 @@ pub enum Command {
     ///
     /// Example: msgbench run examples/queue-capacity.toml --duration 2s --out results
     ///
-    /// Environment: MSGBENCH_HTTP2_CLIENT=h2 measures cleartext unary HTTP/2 and gRPC on the h2
+    /// HTTP/2: --set 'http.client="h2"' measures cleartext unary HTTP/2 and gRPC on the h2
     /// crate's client instead of msgbench's own (docs/http2-grpc.md, "Which HTTP/2 client").
     Run(RunArgs),
     /// Check a scenario file and list the runs it expands to, without running anything.

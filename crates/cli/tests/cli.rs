@@ -1998,16 +1998,41 @@ thresholds = ["p99 < 1s", "delivered >= 99.9%", "failed == 0", "rate >= 95%"]
 #[test]
 fn the_http2_client_is_one_there_is_and_compare_says_when_two_sides_used_different_ones() {
     let _turn = turn();
-    // A typo is refused before any run: it must not quietly measure with the other client.
+    // The variable that once chose the client is refused before any run, with what to give
+    // instead: a run must not quietly measure with another client than the one asked for.
     let o = Command::new(env!("CARGO_BIN_EXE_msgbench"))
-        .env("MSGBENCH_HTTP2_CLIENT", "hyper")
+        .env("MSGBENCH_HTTP2_CLIENT", "h2")
         .args(["run", "--quiet", "--duration", "100ms"])
         .output()
         .unwrap();
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("MSGBENCH_HTTP2_CLIENT=\"hyper\"") && err.contains("expected `h2`"),
+        err.contains("MSGBENCH_HTTP2_CLIENT=\"h2\" is no longer read")
+            && err.contains("http.client"),
+        "{err}"
+    );
+    // A typo in the scenario's choice is refused with the two there are.
+    let o = Command::new(env!("CARGO_BIN_EXE_msgbench"))
+        .args([
+            "check",
+            "--set",
+            "system=\"http\"",
+            "--set",
+            "http.url=\"http://127.0.0.1:1\"",
+        ])
+        .args([
+            "--set",
+            "http.version=\"2\"",
+            "--set",
+            "http.client=\"hyper\"",
+        ])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("http.client") && err.contains("\"hyper\"") && err.contains("\"h2\""),
         "{err}"
     );
     // The same gRPC calls on each client: compare says so before any figure.
@@ -2020,8 +2045,8 @@ fn the_http2_client_is_one_there_is_and_compare_says_when_two_sides_used_differe
     for client in ["msgbench", "h2"] {
         let out = tmp.path().join(client);
         let o = Command::new(env!("CARGO_BIN_EXE_msgbench"))
-            .env("MSGBENCH_HTTP2_CLIENT", client)
             .args(["run", "--quiet", "--duration", "300ms", "--warmup", "0"])
+            .args(["--set", &format!("http.client=\"{client}\"")])
             .args(["--set", "system=\"http\"", "--set", "sweep={}"])
             .args(["--set", &url, "--set", &proto])
             .args([

@@ -40,5 +40,5 @@ pub mod store;
 pub mod systems;
 pub mod wait;
 
-pub use drivers::grpc_reflection::machine_limits;
+pub use drivers::http2::reflection::machine_limits;
 pub use error::EngineError;

@@ -3,7 +3,7 @@
 //! cleartext with prior knowledge, TLS with ALPN, a server that allows fewer streams than the
 //! window, connections the server retires with GOAWAY, and servers that do not speak HTTP/2.
 //! Cleartext runs use msgbench's own client (the default); the `on_the_h2_crate_…` tests run
-//! the same checks on the `h2` crate's (`MSGBENCH_HTTP2_CLIENT=h2`), which https runs use.
+//! the same checks on the `h2` crate's (`http.client = "h2"`), which https runs use.
 mod common;
 
 use common::{assert_accounted, on_h2_crate, run, try_run, Nginx};
@@ -453,7 +453,7 @@ fn each_caller_runs_its_connections_on_its_own_thread() {
         .all(|t| t.cpu.user_s + t.cpu.sys_s > 0.0));
 }
 
-// ---- the same checks on the h2 crate's client (MSGBENCH_HTTP2_CLIENT=h2) ----
+// ---- the same checks on the h2 crate's client (http.client = "h2") ----
 
 #[test]
 fn on_the_h2_crate_nginx_answers_every_stream_with_its_statuses_counted() {

@@ -45,6 +45,13 @@ pub struct HttpSpec {
     /// gRPC: ask the server for its descriptors (server reflection, `grpc.reflection.v1` or
     /// `v1alpha`) when the scenario is checked, instead of reading a `.proto`.
     pub reflection: bool,
+    /// HTTP/2: the client that measures. `"msgbench"`: msgbench's own (cleartext `http://`,
+    /// unary requests and gRPC calls; the default there, about half the `h2` crate's CPU per
+    /// request). `"h2"`: the `h2` crate's (every HTTP/2 run; the one for https and streaming
+    /// calls). Left out: msgbench's own where it serves, else `h2`. A run's notes say which
+    /// measured, and `compare` says when two sides differ.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
 }
 
 impl Default for HttpSpec {
@@ -61,6 +68,7 @@ impl Default for HttpSpec {
             proto: None,
             include: Vec::new(),
             reflection: false,
+            client: None,
         }
     }
 }
@@ -188,6 +196,18 @@ pub enum HttpVersion {
     Http2,
 }
 
+/// Which HTTP/2 client measures (`http.client`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Http2Client {
+    /// msgbench's own: cleartext, unary requests and gRPC calls.
+    Own,
+    /// The `h2` crate's, and why (`https`, `streaming calls`, `http.client = "h2"`).
+    H2Crate {
+        /// Why this client and not msgbench's own.
+        why: &'static str,
+    },
+}
+
 /// How an https server is reached.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TlsConfig {
@@ -206,6 +226,8 @@ pub struct HttpConfig {
     pub address: String,
     /// HTTP/1.1 or HTTP/2.
     pub version: HttpVersion,
+    /// HTTP/2: the client that measures (HTTP/1.1: `Own`, unused).
+    pub client: Http2Client,
     /// The request's authority (`Host`, `:authority`): the URL's host and port as written.
     pub authority: String,
     /// https: how; `None` for plain http.
@@ -299,9 +321,11 @@ impl HttpSpec {
         let target = (host.as_str(), url.target.as_str());
         let requests = requests_of(specs, target, version, protos.as_ref(), invalid)?;
         let json_rpc = self.json_rpc || specs.values().any(|r| r.rpc_method.is_some());
+        let client = self.checked_client(version, tls.is_some(), &requests, invalid)?;
         Ok(HttpConfig {
             address: url.address,
             version,
+            client,
             authority: host,
             tls,
             json_rpc,
@@ -336,6 +360,52 @@ impl HttpSpec {
                 ))
             }
         })
+    }
+}
+
+impl HttpSpec {
+    /// The HTTP/2 client (`http.client`): msgbench's own for cleartext unary requests unless
+    /// `"h2"` is asked; the `h2` crate's for https and streaming calls, where `"msgbench"` is
+    /// refused rather than quietly measured with the other.
+    fn checked_client(
+        &self,
+        version: HttpVersion,
+        tls: bool,
+        requests: &[HttpRequest],
+        invalid: &Invalid,
+    ) -> Result<Http2Client, ScenarioError> {
+        let streaming = requests
+            .iter()
+            .any(|r| r.bidi.is_some() || r.paced.is_some());
+        let needs_h2 = if tls {
+            Some("https")
+        } else if streaming {
+            Some("streaming calls")
+        } else {
+            None
+        };
+        match (self.client.as_deref(), version, needs_h2) {
+            (Some("h2"), HttpVersion::Http1, _) => Err(invalid(
+                "http.client",
+                "is \"h2\", an HTTP/2 client, and the run is HTTP/1.1".into(),
+                "give version = \"2\", or leave client out",
+            )),
+            (Some("msgbench"), HttpVersion::Http2, Some(what)) => Err(invalid(
+                "http.client",
+                format!("is \"msgbench\", and msgbench's own HTTP/2 client does not speak {what}"),
+                "give \"h2\" (the h2 crate's client), or leave client out",
+            )),
+            (Some("h2"), _, None) => Ok(Http2Client::H2Crate {
+                why: "http.client = \"h2\"",
+            }),
+            (Some("h2") | Some("msgbench") | None, _, Some(why)) => Ok(Http2Client::H2Crate { why }),
+            (Some("msgbench") | None, _, None) => Ok(Http2Client::Own),
+            (Some(other), _, _) => Err(invalid(
+                "http.client",
+                format!("is \"{other}\""),
+                "give \"msgbench\" (msgbench's own HTTP/2 client, the default for cleartext unary requests) or \"h2\" (the h2 crate's)",
+            )),
+        }
     }
 }
 
@@ -999,10 +1069,44 @@ mod tests {
     }
 
     #[test]
+    fn the_http2_client_is_msgbench_s_own_where_it_serves_and_a_choice_it_cannot_serve_is_refused()
+    {
+        use super::Http2Client::{H2Crate, Own};
+        let base = "system = \"http\"\n[http]\nversion = \"2\"\n";
+        let client = |text: &str| http(&valid(&format!("{base}{text}"))).client;
+        assert_eq!(client("url = \"http://h:1\"\n"), Own);
+        assert_eq!(client("url = \"http://h:1\"\nclient = \"msgbench\"\n"), Own);
+        let asked = "http.client = \"h2\"";
+        assert_eq!(
+            client("url = \"http://h:1\"\nclient = \"h2\"\n"),
+            H2Crate { why: asked }
+        );
+        assert_eq!(client("url = \"https://h:1\"\n"), H2Crate { why: "https" });
+        assert_eq!(
+            client("url = \"https://h:1\"\nclient = \"h2\"\n"),
+            H2Crate { why: "https" }
+        );
+        for (text, why) in [
+            (
+                "url = \"https://h:1\"\nclient = \"msgbench\"\n",
+                "does not speak https",
+            ),
+            ("url = \"http://h:1\"\nclient = \"hyper\"\n", "is \"hyper\""),
+        ] {
+            let (field, message) = refused(&format!("{base}{text}"));
+            assert_eq!(field, "http.client", "{text}");
+            assert!(message.contains(why), "{message}");
+        }
+        let one = "system = \"http\"\n[http]\nurl = \"http://h:1\"\nclient = \"h2\"\n";
+        assert_eq!(refused(one).0, "http.client");
+    }
+
+    #[test]
     fn the_client_a_run_s_notes_name_is_read_back() {
         let own = vec![
             "the server allows 8 concurrent streams".to_string(),
-            "HTTP/2 through msgbench's own client (MSGBENCH_HTTP2_CLIENT=h2 selects the h2 crate's)".to_string(),
+            "HTTP/2 through msgbench's own client (http.client = \"h2\" selects the h2 crate's)"
+                .to_string(),
         ];
         assert_eq!(super::http2_client(&own), Some("msgbench's own client"));
         let crate_ =

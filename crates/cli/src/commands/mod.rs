@@ -19,12 +19,20 @@ use run::run;
 use search::search;
 use std::process::ExitCode;
 
+/// The environment variable that once chose the HTTP/2 client (now `http.client`).
+const OLD_CLIENT_VAR: &str = "MSGBENCH_HTTP2_CLIENT";
+
 pub fn dispatch(cli: Cli) -> ExitCode {
-    // Measuring commands: the HTTP/2 client the environment asks for must be one there is
-    // (bad input: nothing runs).
+    // Measuring commands: the HTTP/2 client was once chosen by this variable; a run must not
+    // quietly measure with another client than the one its user asked for (nothing runs).
     if matches!(cli.command, Command::Run(_) | Command::Search(_)) {
-        if let Err(e) = msgbench_engine::drivers::h2_wire_socket::h2_crate_asked() {
-            return fail(EXIT_BAD_INPUT, e);
+        if let Some(v) = std::env::var_os(OLD_CLIENT_VAR) {
+            return fail(
+                EXIT_BAD_INPUT,
+                format!(
+                    "{OLD_CLIENT_VAR}={v:?} is no longer read: the HTTP/2 client is the scenario's http.client; give --set 'http.client=\"h2\"' (or \"msgbench\") and unset {OLD_CLIENT_VAR}"
+                ),
+            );
         }
     }
     match cli.command {

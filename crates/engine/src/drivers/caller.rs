@@ -2,7 +2,7 @@
 //! `client.connections` connections, each with a [`Launcher`] (pacing and `when_full`) and an
 //! [`InFlight`] table; a socket thread per caller owns the connections themselves — WebSockets
 //! carrying JSON-RPC ([`super::ws_socket`], `ws-rpc`) or HTTP/2 streams
-//! ([`super::h2_socket`], `http` with `version = "2"`). The caller hands requests over through
+//! ([`super::http2`], `http` with `version = "2"`). The caller hands requests over through
 //! an SPSC ring; responses come back through another, and the caller waits for them with its
 //! wait strategy — `busy-spin`, `yield`, `park` or `backoff` — the hand-off the wait-strategy
 //! report compared. A response counts as complete when the caller has taken it: the hand-off

@@ -1,5 +1,5 @@
 //! A gRPC server stream read by a tick client (`[ticks.grpc]`): one HTTP/2 connection per
-//! client connection ([`super::h2_connect`]), one call on it — the request message framed
+//! client connection ([`super::http2::connect`]), one call on it — the request message framed
 //! once when the scenario was checked — and its response stream cut into gRPC messages, each
 //! handed to the tick client's reader as a feed message (`[ticks.feed]`, `format =
 //! "protobuf"`: sequence number and timestamp read by [`crate::net::proto_wire`]).
@@ -11,7 +11,7 @@
 //! The stream ends with the server's trailers: `grpc-status` 0 ends it for this client like
 //! msgbench's `end` message; any other status ends it as a fault named by its status.
 use super::failure::OpenError;
-use super::h2_connect::{self, Failure, Open, Target};
+use super::http2::connect::{self, Failure, Open, Target};
 use crate::net::grpc_frame::Frames;
 use bytes::Bytes;
 use msgbench_model::grpc::GrpcStream;
@@ -113,12 +113,11 @@ impl GrpcFeed {
             section: "ticks",
             not_h2: "is it a gRPC server?",
         };
-        let connection = h2_connect::open(&target).await.map_err(|f| match f {
+        let connection = connect::open(&target).await.map_err(|f| match f {
             Failure::Connect(e) => OpenError::Connect(e),
             Failure::Problem(p) => OpenError::Handshake(p),
         })?;
-        let called =
-            tokio::time::timeout(h2_connect::OPEN_TIMEOUT, call(&connection, plan, client));
+        let called = tokio::time::timeout(connect::OPEN_TIMEOUT, call(&connection, plan, client));
         match called.await {
             Ok(Ok(body)) => Ok(GrpcFeed {
                 connection,
@@ -134,7 +133,7 @@ impl GrpcFeed {
                 Err(OpenError::Handshake(format!(
                     "the server did not answer the call {} within {} s",
                     plan.stream.call,
-                    h2_connect::OPEN_TIMEOUT.as_secs()
+                    connect::OPEN_TIMEOUT.as_secs()
                 )))
             }
         }
@@ -253,7 +252,7 @@ fn status_end(headers: &http::HeaderMap) -> StreamEnd {
 /// A stream or connection error as the reason the stream ended (counted as the HTTP/2
 /// callers count it).
 fn lost(e: &h2::Error) -> StreamEnd {
-    StreamEnd::Lost(h2_connect::stream_error(e))
+    StreamEnd::Lost(connect::stream_error(e))
 }
 
 #[cfg(test)]

@@ -6,8 +6,9 @@
 //!   requests in flight), [`failure`] (what ends them early); carried by [`byte_stream`] (one
 //!   mio event loop per thread, generic over the [`byte_stream::Wire`] and the
 //!   [`byte_stream::Transport`]) or by [`caller`] + a socket thread (a caller thread handing
-//!   requests through SPSC rings to [`ws_socket`]'s WebSockets or [`h2_socket`]'s HTTP/2
-//!   streams; [`h2_connect`] opens an HTTP/2 connection for both kinds of driver).
+//!   requests through SPSC rings to [`ws_socket`]'s WebSockets or the [`http2`] family's
+//!   streams (gRPC calls included; [`http2::connect`] opens an HTTP/2 connection for the gRPC
+//!   stream clients too).
 //! * Stream subscribers: [`tick_client`] (native clients of a WebSocket, or of a gRPC server
 //!   stream through [`grpc_feed`]), [`browser`] (headless Chromium pages), both measuring into
 //!   [`stream_stats`].
@@ -20,13 +21,8 @@ pub mod byte_stream;
 pub mod caller;
 pub mod cost;
 pub mod failure;
-pub mod grpc_bidi;
-pub mod grpc_client_stream;
 pub mod grpc_feed;
-pub mod grpc_reflection;
-pub mod h2_connect;
-pub mod h2_socket;
-pub mod h2_wire_socket;
+pub mod http2;
 pub mod in_flight;
 pub mod launcher;
 pub mod producer_consumer;

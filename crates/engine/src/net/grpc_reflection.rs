@@ -2,7 +2,7 @@
 //! name `v1alpha`, which has the same messages): the part msgbench uses — listing the services,
 //! and asking for the file that defines a symbol or has a name. Written with `prost`'s derive
 //! (a handful of fields; no code generation at build time); the client is
-//! [`crate::drivers::grpc_reflection`], the server `msgbench serve grpc`.
+//! [`crate::drivers::http2::reflection`], the server `msgbench serve grpc`.
 
 /// The reflection call's path, current name.
 pub const V1: &str = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo";

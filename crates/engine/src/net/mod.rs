@@ -3,8 +3,6 @@ pub mod feed;
 pub mod frame;
 pub mod grpc_frame;
 pub mod grpc_reflection;
-pub mod h2_wire;
-pub mod hpack;
 pub mod http;
 pub mod json_rpc;
 pub mod proto_wire;

@@ -5,8 +5,7 @@
 use crate::cpu::CpuSnapshot;
 use crate::drivers::byte_stream::{self, Plan, Response, Transport, Wire};
 use crate::drivers::caller::{self, Callers};
-use crate::drivers::h2_socket::{H2Plan, H2Sockets};
-use crate::drivers::h2_wire_socket::{h2_crate_chosen, CLIENT_VAR};
+use crate::drivers::http2::{H2Plan, H2Sockets, PlanOf};
 use crate::drivers::tls::{TlsConnector, TlsStream};
 use crate::error::EngineError;
 use crate::harness::sut::resolve;
@@ -21,7 +20,7 @@ use msgbench_model::result::ErrorCount;
 use msgbench_model::scenario::Scenario;
 use msgbench_model::sut::SutConfig;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// How to get a server where the scenario points.
@@ -122,12 +121,9 @@ impl Target<'_> {
                 Some((Arc::new(alpn), name))
             }
         };
-        let plan = Arc::new(H2Plan {
+        let of = PlanOf {
             address: self.address,
-            url: config.url.clone(),
             tls,
-            requests: H2Plan::requests(config).map_err(problem)?,
-            config: config.clone(),
             reconnect: self.client.on_error == OnError::Reconnect,
             hint: if config.requests.iter().any(|r| r.grpc) {
                 GRPC_HINT
@@ -135,13 +131,10 @@ impl Target<'_> {
                 HINT
             }
             .to_string(),
-            max_streams: AtomicUsize::new(usize::MAX),
-            wire: crate::drivers::h2_wire_socket::WirePlan::of(
-                config,
-                self.client.window,
-                matches!(self.scenario.pacing, Pacing::Immediate | Pacing::ClosedLoop),
-            ),
-        });
+            window: self.client.window,
+            unpaced: matches!(self.scenario.pacing, Pacing::Immediate | Pacing::ClosedLoop),
+        };
+        let plan = Arc::new(H2Plan::new(config, of).map_err(problem)?);
         let sockets = H2Sockets {
             shared: plan.clone(),
             pins: Vec::new(),
@@ -162,26 +155,9 @@ impl Target<'_> {
                 self.client.window
             ));
         }
-        // Results say which client measured, and how it wrote and read (the choice is the
-        // environment's and the run's).
-        notes.extend(match &plan.wire {
-            Some(wire) => {
-                let streams = self.client.window.min(max);
-                let awaited_most = streams * self.client.connections;
-                crate::drivers::h2_wire_socket::how_it_measures(wire, awaited_most)
-            }
-            None => vec![{
-                let why = if config.tls.is_some() {
-                    "https"
-                } else if h2_crate_chosen() {
-                    &format!("{CLIENT_VAR}=h2")
-                } else {
-                    "streaming calls"
-                };
-                let note = msgbench_model::http::HTTP2_CLIENT_NOTE;
-                format!("{note}the h2 crate's client ({why}), not msgbench's own")
-            }],
-        });
+        // Results say which client measured, and how it wrote and read.
+        let awaited_most = self.client.window.min(max) * self.client.connections;
+        notes.extend(plan.how_it_measures(awaited_most));
         Ok(out)
     }
 

@@ -27,15 +27,13 @@ pub fn turn() -> std::sync::MutexGuard<'static, ()> {
 /// Runs the experiment `toml` with `sets` overrides; returns the outcome and its directory.
 pub fn try_run(toml: &str, sets: &[&str]) -> (Result<Outcome, RunError>, tempfile::TempDir) {
     let _turn = turn();
-    let overrides: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
+    let mut overrides: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
+    if ON_H2_CRATE.with(|on| on.get()) {
+        overrides.push(Override::parse("http.client=\"h2\"").unwrap());
+    }
     let limits = msgbench_engine::machine_limits();
     let experiment = Experiment::load(toml, "test.toml", &overrides, &limits).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    // Set and cleared while this run holds the turn: no other run reads it meanwhile.
-    let h2_crate = ON_H2_CRATE.with(|on| on.get());
-    if h2_crate {
-        std::env::set_var("MSGBENCH_HTTP2_CLIENT", "h2");
-    }
     let outcome = run_experiment(
         &experiment,
         dir.path(),
@@ -43,9 +41,6 @@ pub fn try_run(toml: &str, sets: &[&str]) -> (Result<Outcome, RunError>, tempfil
         Arc::new(AtomicBool::new(false)),
         Arc::new(Silent),
     );
-    if h2_crate {
-        std::env::remove_var("MSGBENCH_HTTP2_CLIENT");
-    }
     (outcome, dir)
 }
 
@@ -54,7 +49,7 @@ thread_local! {
 }
 
 /// Runs `test` with its cleartext HTTP/2 runs on the `h2` crate's client
-/// (`MSGBENCH_HTTP2_CLIENT=h2`), not msgbench's own (the default): the same checks, for both
+/// (`http.client = "h2"`), not msgbench's own (the default): the same checks, for both
 /// clients.
 pub fn on_h2_crate(test: impl FnOnce()) {
     ON_H2_CRATE.with(|on| on.set(true));

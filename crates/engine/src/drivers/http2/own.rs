@@ -1,22 +1,22 @@
-//! The sockets of an HTTP/2 caller whose requests are all unary and cleartext, over msgbench's
-//! own HTTP/2 client ([`crate::net::h2_wire`]; why, with the measurement, is said there).
-//! Behaves as [`super::h2_socket`]'s `h2` path does, seen from the caller and the results:
-//! the window is how many streams a connection carries; requests the server has no stream
-//! for yet wait here in order; a response is judged by the same [`Judge`]; a connection the
-//! server retires (GOAWAY, NO_ERROR) finishes what it took while a new one opens (what it did
-//! not take is sent again there); one that ends otherwise is down, its streams fail with it,
-//! and under `reconnect` it is opened again.
-use super::caller::{Down, Ends, Event, Turns, FLUSH, RESET};
-use super::h2_connect::OPEN_TIMEOUT;
-use super::h2_socket::{
-    replacement_failed, retry_after, H2Plan, Judge, Outcome, SocketTurn, RECONNECT_EVERY, RETIRING,
+//! msgbench's own HTTP/2 client: cleartext unary requests and gRPC calls, the default there
+//! (`http.client`). Its protocol state without I/O is [`super::wire`] (why it was written, with
+//! the measurement, is said there); this is its socket turn. Seen from the caller and the
+//! results it behaves as the `h2` crate's client ([`super::h2_crate`]) does: the window is how
+//! many streams a connection carries; requests the server has no stream for yet wait here in
+//! order; a response is judged by the same [`Judge`]; what a connection does when the server
+//! retires it, when it goes down and when it opens again is the same [`Slot`]'s (here, what a
+//! retired connection did not take is sent again on the new one).
+use super::connect::OPEN_TIMEOUT;
+use super::rules::{
+    answer, poll_inline, poll_threaded, Judge, Outcome, Reopened, Slot, SocketTurn,
 };
+use super::wire::{Client, Finished, State};
+use super::H2Plan;
+use crate::drivers::caller::{Down, Ends, Event, Turns, FLUSH, RESET};
 use crate::error::EngineError;
 use crate::harness::timer::AsyncTimer;
-use crate::net::h2_wire::{Client, Finished, State};
 use bytes::Bytes;
 use msgbench_model::result::ErrorCount;
-use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,7 +42,7 @@ pub struct WireRequest {
     pub keep: bool,
 }
 
-/// How this client sends a plan's requests, when it can send them all.
+/// How this client sends a plan's requests.
 pub struct WirePlan {
     /// Per class.
     pub requests: Vec<WireRequest>,
@@ -53,32 +53,6 @@ pub struct WirePlan {
     pub unpaced: bool,
 }
 
-/// The environment variable that picks the HTTP/2 client.
-pub const CLIENT_VAR: &str = "MSGBENCH_HTTP2_CLIENT";
-
-/// Which HTTP/2 client the environment asks for ([`CLIENT_VAR`]): `h2` the `h2` crate's
-/// (`Ok(true)`), `msgbench` or nothing msgbench's own where it serves ([`WirePlan::of`]);
-/// anything else is refused with what it may be (the CLI checks it before any run: a typo must
-/// not quietly measure with the other client).
-pub fn h2_crate_asked() -> Result<bool, String> {
-    match std::env::var(CLIENT_VAR) {
-        Err(std::env::VarError::NotPresent) => Ok(false),
-        Err(std::env::VarError::NotUnicode(v)) => Err(format!(
-            "{CLIENT_VAR}={v:?}: expected `h2` or `msgbench`; unset it for the default"
-        )),
-        Ok(v) if v == "h2" => Ok(true),
-        Ok(v) if v == "msgbench" || v.is_empty() => Ok(false),
-        Ok(v) => Err(format!(
-            "{CLIENT_VAR}={v:?}: expected `h2` (the h2 crate's HTTP/2 client) or `msgbench` (msgbench's own, the default for cleartext unary requests); unset it for the default"
-        )),
-    }
-}
-
-/// [`h2_crate_asked`], a refused value taken as unset (the CLI refused it already).
-pub fn h2_crate_chosen() -> bool {
-    h2_crate_asked().unwrap_or(false)
-}
-
 /// What a run on this client says of how it measured (its result's notes): the same words for
 /// every run of a sweep, so a report says them once. `awaited_most`: the most answers a caller
 /// thread could await (its connections × the streams each may have open) — with fewer than
@@ -86,7 +60,7 @@ pub fn h2_crate_chosen() -> bool {
 pub fn how_it_measures(plan: &WirePlan, awaited_most: usize) -> Vec<String> {
     use msgbench_model::http::HTTP2_CLIENT_NOTE;
     let mut notes = vec![format!(
-        "{HTTP2_CLIENT_NOTE}msgbench's own client ({CLIENT_VAR}=h2 selects the h2 crate's)"
+        "{HTTP2_CLIENT_NOTE}msgbench's own client (http.client = \"h2\" selects the h2 crate's)"
     )];
     if plan.unpaced && awaited_most >= Linger::SHARE {
         notes.push("unpaced HTTP/2: while answers come steadily the client sleeps between looks at its sockets instead of waiting for each, every sleep kept to about 1/32 of a request's latency (docs/http2-grpc.md)".into());
@@ -95,24 +69,16 @@ pub fn how_it_measures(plan: &WirePlan, awaited_most: usize) -> Vec<String> {
 }
 
 impl WirePlan {
-    /// `Some` for msgbench's own client: every request of `config` is unary, the server is
-    /// cleartext (https and streaming calls go through `h2`), and `MSGBENCH_HTTP2_CLIENT` does
-    /// not ask for `h2`. `unpaced`: the run has no schedule.
-    pub fn of(
+    /// The requests of `config` (cleartext, unary: the model chose this client) with their
+    /// header blocks encoded once. `unpaced`: the run has no schedule.
+    pub fn new(
         config: &msgbench_model::http::HttpConfig,
         window: usize,
         unpaced: bool,
-    ) -> Option<WirePlan> {
-        let streaming = config
-            .requests
-            .iter()
-            .any(|r| r.bidi.is_some() || r.paced.is_some());
-        if config.tls.is_some() || streaming || h2_crate_chosen() {
-            return None;
-        }
+    ) -> WirePlan {
         let requests = (config.requests.iter())
             .map(|r| WireRequest {
-                block: crate::net::hpack::request_block(
+                block: super::hpack::request_block(
                     &r.parts.method,
                     "http",
                     &config.authority,
@@ -123,11 +89,11 @@ impl WirePlan {
                 keep: r.expect.is_some() || (config.json_rpc && !r.grpc),
             })
             .collect();
-        Some(WirePlan {
+        WirePlan {
             requests,
             window,
             unpaced,
-        })
+        }
     }
 }
 
@@ -451,26 +417,14 @@ impl Wire {
     }
 }
 
-/// One of the caller's connections.
-struct Conn {
-    wire: Option<Wire>,
-    /// The caller was told it is down (requests for it are dropped until it is up again).
-    down: bool,
-    /// Connections the server retired, finishing the streams they took.
-    retiring: Vec<Wire>,
-    /// Requests given no stream yet (class, id), oldest first.
-    waiting: VecDeque<(u32, u64)>,
-    reopening: Option<tokio::task::JoinHandle<Result<Wire, EngineError>>>,
-    /// Reopen after this long (set when it went down or was retired).
-    retry: Option<Duration>,
-}
+/// One connection: the open one, those the server retired, the requests waiting for a stream.
+type Conn = Slot<Wire>;
 
-impl Conn {
-    /// Answers it awaits from the server: its streams open, its retired connections' too.
-    fn awaited(&self) -> usize {
-        let open = |w: &Wire| w.client.open_streams();
-        self.wire.as_ref().map_or(0, open) + self.retiring.iter().map(open).sum::<usize>()
-    }
+/// Answers connection `c` awaits from the server: its streams open, its retired connections'
+/// too.
+fn awaited(c: &Conn) -> usize {
+    let open = |w: &Wire| w.client.open_streams();
+    c.open.as_ref().map_or(0, open) + c.retiring.iter().map(open).sum::<usize>()
 }
 
 /// The sockets of one caller.
@@ -491,8 +445,8 @@ pub struct WireIo {
 /// Passes of the runtime output is held for at most, while reads keep bringing answers.
 const MAX_PASSES: u32 = 2;
 
-/// Runs the sockets as [`super::h2_socket`]'s `run` does, on an already prepared runtime.
-pub fn run(
+/// Runs the sockets as `super::run` asks, on an already prepared runtime.
+pub(super) fn run(
     runtime: tokio::runtime::Runtime,
     plan: Arc<H2Plan>,
     connections: usize,
@@ -500,7 +454,7 @@ pub fn run(
     ready: Sender<Result<(), EngineError>>,
     mut turns: Option<&mut dyn Turns>,
 ) -> Vec<ErrorCount> {
-    let window = plan.wire.as_ref().map_or(1, |w| w.window);
+    let window = own_plan(&plan).window;
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
         let opened =
@@ -509,14 +463,7 @@ pub fn run(
         let mut conns = Vec::with_capacity(connections);
         for o in opened {
             match o {
-                Ok(wire) => conns.push(Conn {
-                    wire: Some(wire),
-                    down: false,
-                    retiring: Vec::new(),
-                    waiting: VecDeque::new(),
-                    reopening: None,
-                    retry: None,
-                }),
+                Ok(wire) => conns.push(Slot::up(wire)),
                 Err(e) => {
                     let _ = ready.send(Err(e));
                     return Vec::new();
@@ -542,12 +489,20 @@ pub fn run(
             linger: Linger::default(),
         };
         std::future::poll_fn(|cx| match (turns.as_deref_mut(), timer.as_mut()) {
-            (Some(turns), Some(timer)) => super::h2_socket::poll_inline(&mut io, cx, turns, timer),
-            _ => super::h2_socket::poll_threaded(&mut io, cx),
+            (Some(turns), Some(timer)) => poll_inline(&mut io, cx, turns, timer),
+            _ => poll_threaded(&mut io, cx),
         })
         .await;
         io.errors
     })
+}
+
+/// The plan's requests as this client sends them (`super::run` runs this client only with
+/// them).
+fn own_plan(plan: &H2Plan) -> &WirePlan {
+    plan.own
+        .as_ref()
+        .expect("msgbench's own client has its plan")
 }
 
 impl SocketTurn for WireIo {
@@ -562,8 +517,8 @@ impl SocketTurn for WireIo {
             let i = r.conn as usize;
             if r.class == RESET {
                 self.down(i, Down::Reset, None);
-            } else if r.class != FLUSH && !self.conns[i].down {
-                self.conns[i].waiting.push_back((r.class, r.id));
+            } else if r.class != FLUSH {
+                self.conns[i].wait(r.class, r.id);
             }
         }
         let mut read = false;
@@ -584,11 +539,11 @@ impl SocketTurn for WireIo {
     fn linger(&mut self) -> Option<Duration> {
         // Paced: answers are read as they come. Output held for a pass of the runtime goes
         // first (a sleep would hold it too).
-        let held = (self.conns.iter()).any(|c| c.wire.as_ref().is_some_and(Wire::holds));
-        if !self.plan.wire.as_ref().is_some_and(|w| w.unpaced) || held {
+        let held = (self.conns.iter()).any(|c| c.open.as_ref().is_some_and(Wire::holds));
+        if !own_plan(&self.plan).unpaced || held {
             return None;
         }
-        let awaited = (self.conns.iter()).map(Conn::awaited).sum();
+        let awaited = self.conns.iter().map(awaited).sum();
         self.linger.idle(awaited, crate::clock::now_ns())
     }
 }
@@ -606,7 +561,7 @@ impl WireIo {
         // A socket that did not take all it was given is written as soon as it takes more
         // (no syscall while it is not writable: tokio knows).
         for i in 0..self.conns.len() {
-            let Some(wire) = self.conns[i].wire.as_mut() else {
+            let Some(wire) = self.conns[i].open.as_mut() else {
                 continue;
             };
             if wire.write_blocked && wire.flush(cx).is_err() {
@@ -614,7 +569,7 @@ impl WireIo {
                 self.down(i, Down::Closed, Some(why));
             }
         }
-        let held = (self.conns.iter()).any(|c| c.wire.as_ref().is_some_and(|w| w.holds()));
+        let held = (self.conns.iter()).any(|c| c.open.as_ref().is_some_and(|w| w.holds()));
         if !held {
             self.passes = 0;
             return;
@@ -626,7 +581,7 @@ impl WireIo {
         }
         self.passes = 0;
         for i in 0..self.conns.len() {
-            let Some(wire) = self.conns[i].wire.as_mut() else {
+            let Some(wire) = self.conns[i].open.as_mut() else {
                 continue;
             };
             if wire.flush(cx).is_err() {
@@ -639,8 +594,26 @@ impl WireIo {
     /// Reads and starts streams on connection `i` (and reads those it retired); says whether
     /// it read anything.
     fn service(&mut self, i: usize, cx: &mut Context<'_>) -> bool {
+        let (read, ended) = self.read_connection(i, cx);
+        match ended {
+            Some(Ended::Lost(why)) => self.down(i, Down::Closed, Some(why)),
+            Some(Ended::Retired) => {
+                // What the last read has to answer (window updates, acks) goes now: a retired
+                // connection is next written when it is next read.
+                if let Some(wire) = self.conns[i].open.as_mut() {
+                    let _ = wire.flush(cx);
+                }
+                self.retire(i);
+            }
+            None => self.start_streams(i),
+        }
+        read
+    }
+
+    /// Reads what connection `i` and those it retired have brought, handing ended streams
+    /// over; says whether it read anything and whether its open connection ended.
+    fn read_connection(&mut self, i: usize, cx: &mut Context<'_>) -> (bool, Option<Ended>) {
         let WireIo {
-            plan,
             ends,
             judge,
             conns,
@@ -662,20 +635,10 @@ impl WireIo {
                     Err(_) => Outcome::Failed(format!("HTTP {status}")),
                 },
                 Finished::Failed(why) => Outcome::Failed(why),
-                Finished::Unprocessed => {
-                    requeued.push((class, id));
-                    return;
-                }
-            };
-            let ok = match outcome {
-                Outcome::Ok => true,
-                Outcome::Failed(why) => {
-                    ErrorCount::add(errors, &why, 1);
-                    false
-                }
+                Finished::Unprocessed => return requeued.push((class, id)),
             };
             linger.answered();
-            ends.push(Event::Reply { conn, id, ok });
+            answer(errors, ends, conn, id, outcome);
         };
         // Retired connections: done once they have no stream left; a lost one fails what it
         // still had.
@@ -688,45 +651,36 @@ impl WireIo {
             old.client.fail_all(&ended, &mut done);
             false
         });
-        let mut lost = None;
-        let mut retired = false;
-        let mut read = false;
-        if let Some(wire) = c.wire.as_mut() {
+        let (mut read, mut ended) = (false, None);
+        if let Some(wire) = c.open.as_mut() {
             let before = wire.received;
             let outcome = wire.read(cx, &mut done);
             read = wire.received != before;
-            match outcome {
-                Ok(State::Open) => {}
-                Ok(State::Retired) => retired = true,
+            ended = match outcome {
+                Ok(State::Open) => None,
+                Ok(State::Retired) => Some(Ended::Retired),
                 // Closed after its GOAWAY (NO_ERROR): retired; streams it still had fail
                 // when it is next read, as a retired connection's.
-                Err(Lost::Socket) if wire.client.spent() => retired = true,
-                Err(Lost::Socket) => lost = Some("HTTP/2 connection lost".to_string()),
-                Err(Lost::Protocol(why)) => lost = Some(why),
-            }
+                Err(Lost::Socket) if wire.client.spent() => Some(Ended::Retired),
+                Err(Lost::Socket) => Some(Ended::Lost("HTTP/2 connection lost".to_string())),
+                Err(Lost::Protocol(why)) => Some(Ended::Lost(why)),
+            };
         }
         // Streams the server did not take go first on the next connection, in their order.
         requeued.sort_unstable_by_key(|&(_, id)| std::cmp::Reverse(id));
         for r in requeued {
             c.waiting.push_front(r);
         }
-        if let Some(why) = lost {
-            self.down(i, Down::Closed, Some(why));
-            return read;
-        }
-        if retired {
-            // What the last read has to answer (window updates, acks) goes now: a retired
-            // connection is next written when it is next read.
-            if let Some(wire) = self.conns[i].wire.as_mut() {
-                let _ = wire.flush(cx);
-            }
-            self.retire(i);
-            return read;
-        }
-        let Some(wire) = c.wire.as_mut() else {
-            return read;
+        (read, ended)
+    }
+
+    /// Starts the waiting requests of connection `i` the server has room for.
+    fn start_streams(&mut self, i: usize) {
+        let c = &mut self.conns[i];
+        let Some(wire) = c.open.as_mut() else {
+            return;
         };
-        let requests = &plan.wire.as_ref().expect("a wire plan").requests;
+        let requests = &own_plan(&self.plan).requests;
         while wire.client.can_start() {
             let Some((class, id)) = c.waiting.pop_front() else {
                 break;
@@ -736,62 +690,35 @@ impl WireIo {
         }
         let max = wire.client.peer_max_streams;
         if max != u32::MAX {
-            plan.max_streams.fetch_min(max as usize, Ordering::Relaxed);
+            self.plan
+                .max_streams
+                .fetch_min(max as usize, Ordering::Relaxed);
         }
         for ns in wire.client.flow_waits.drain(..) {
-            ends.push(Event::FlowControlWait { ns });
+            self.ends.push(Event::FlowControlWait { ns });
         }
-        read
     }
 
-    /// The server retired connection `i` gracefully: what it took finishes on it; a new one
-    /// opens at once for the rest.
+    /// The server retired connection `i` gracefully ([`Slot::retire`]); the oldest retired
+    /// one, dropped to make room, fails what it still had.
     fn retire(&mut self, i: usize) {
-        let c = &mut self.conns[i];
-        // A server that retires every connection at once must not make this thread hold them
-        // all, nor reopen in a tight loop (as the `h2` path).
-        if c.retiring.len() >= RETIRING {
-            let mut oldest = c.retiring.remove(0);
+        if let Some(mut oldest) = self.conns[i].retire() {
             let why = "HTTP/2 connection dropped (too many retired connections)";
             let (errors, ends) = (&mut self.errors, &mut self.ends);
             oldest.client.fail_all(why, &mut |id, _, _| {
-                ErrorCount::add(errors, why, 1);
-                ends.push(Event::Reply {
-                    conn: i as u32,
-                    id,
-                    ok: false,
-                });
+                answer(errors, ends, i as u32, id, Outcome::Failed(why.into()));
             });
         }
-        if let Some(old) = c.wire.take() {
-            c.retiring.push(old);
-        }
-        c.retry = Some(if c.retiring.len() > 1 {
-            RECONNECT_EVERY
-        } else {
-            Duration::ZERO
-        });
         self.ends.push(Event::Retired { conn: i as u32 });
     }
 
     /// Marks connection `i` down (`why` is counted); under `reconnect` it is opened again.
     fn down(&mut self, i: usize, kind: Down, why: Option<String>) {
-        let c = &mut self.conns[i];
-        if c.down {
+        if self.conns[i].down(kind, self.plan.reconnect).is_none() {
             return;
         }
-        c.down = true;
-        c.wire = None;
-        c.retiring.clear();
-        if let Some(attempt) = c.reopening.take() {
-            attempt.abort();
-        }
-        c.waiting.clear();
         if let Some(why) = why {
             ErrorCount::add(&mut self.errors, &why, 1);
-        }
-        if self.plan.reconnect {
-            c.retry = Some(retry_after(kind));
         }
         self.ends.push(Event::Down {
             conn: i as u32,
@@ -802,44 +729,33 @@ impl WireIo {
     /// Starts reopening the connections that went down or were retired; takes over those that
     /// came back.
     fn reopen(&mut self, cx: &mut Context<'_>) {
-        let window = self.plan.wire.as_ref().map_or(1, |w| w.window);
+        let window = own_plan(&self.plan).window;
         for i in 0..self.conns.len() {
-            if let Some(delay) = self.conns[i].retry.take() {
-                let plan = self.plan.clone();
-                self.conns[i].reopening = Some(tokio::task::spawn_local(async move {
-                    tokio::time::sleep(delay).await;
-                    Wire::open(&plan, window).await
-                }));
-            }
-            let Some(attempt) = self.conns[i].reopening.as_mut() else {
-                continue;
-            };
-            let Poll::Ready(done) = Pin::new(attempt).poll(cx) else {
-                continue;
-            };
-            self.conns[i].reopening = None;
-            match done {
-                Ok(Ok(wire)) => {
-                    self.conns[i].wire = Some(wire);
-                    if std::mem::take(&mut self.conns[i].down) {
-                        self.ends.push(Event::Up { conn: i as u32 });
-                    }
-                    cx.waker().wake_by_ref(); // its waiting requests start on the next turn
+            let plan = &self.plan;
+            let reopened = self.conns[i].reopen(cx, || {
+                let plan = plan.clone();
+                async move { Wire::open(&plan, window).await }
+            });
+            match reopened {
+                None | Some(Reopened::Up { was_down: false }) => {}
+                Some(Reopened::Up { was_down: true }) => {
+                    self.ends.push(Event::Up { conn: i as u32 })
                 }
-                Ok(Err(e)) if !self.conns[i].down => {
-                    let why = replacement_failed(&e);
-                    self.down(i, Down::Closed, Some(why));
+                Some(Reopened::ReplacementFailed(why)) => self.down(i, Down::Closed, Some(why)),
+                Some(Reopened::ConnectFailed { handshake }) => {
+                    self.ends.push(Event::ConnectFailed { handshake })
                 }
-                Ok(Err(e)) => {
-                    let handshake = !matches!(e, EngineError::Connect { .. });
-                    self.ends.push(Event::ConnectFailed { handshake });
-                    self.conns[i].retry = Some(RECONNECT_EVERY);
-                    cx.waker().wake_by_ref();
-                }
-                Err(_) => {} // the runtime is shutting down
             }
         }
     }
+}
+
+/// How a connection's read ended it.
+enum Ended {
+    /// The server retired it (GOAWAY with NO_ERROR, or closed after one).
+    Retired,
+    /// Lost, for this reason.
+    Lost(String),
 }
 
 #[cfg(test)]

@@ -2,9 +2,9 @@
 //! from the server go in ([`Client::receive`]), bytes for it come out ([`Client::out`]),
 //! finished streams are handed to a callback as they end.
 //!
-//! The default for cleartext unary requests (`MSGBENCH_HTTP2_CLIENT=h2` selects the `h2`
-//! crate instead; https and streaming calls always use it): `drivers/h2_wire_socket.rs`
-//! (`WirePlan::of`). Why by hand at all, when `h2` is well kept:
+//! The default for cleartext unary requests (`http.client = "h2"` selects the `h2` crate's
+//! client instead; https and streaming calls always use it); its socket turn is
+//! `drivers/http2/own.rs`. Why by hand at all, when `h2` is well kept:
 //! a client that measures a server must cost less than the peer a user compares it with. With
 //! `h2`, msgbench spent 1.4–1.6× h2load's user-space CPU per request (9–10 µs against 5.7–6.6,
 //! `bench/http2-vs-h2load.sh`, nginx, 4 × 64 streams): an `http::Request` and `HeaderMap` per
@@ -449,19 +449,6 @@ impl Client {
         payload: &[u8],
         done: &mut dyn FnMut(u64, u32, Finished<'_>),
     ) -> Result<(), String> {
-        let protocol = |what: &str| {
-            format!(
-                "HTTP/2 connection error ({}: {what})",
-                reason(PROTOCOL_ERROR)
-            )
-        };
-        let frame_size = |what: &str| {
-            format!(
-                "HTTP/2 connection error ({}: {what} of {} bytes)",
-                reason(FRAME_SIZE_ERROR),
-                payload.len()
-            )
-        };
         self.frames += 1;
         if self.frames == 1 && kind != SETTINGS {
             return Err(protocol("the server's first frame is not SETTINGS"));
@@ -473,120 +460,157 @@ impl Client {
         }
         match kind {
             DATA => self.data(flags, id, payload, done),
-            HEADERS => {
-                if id == 0 {
-                    return Err(protocol("HEADERS on stream 0"));
-                }
-                let mut block = payload;
-                if flags & PADDED != 0 {
-                    let pad = *block
-                        .first()
-                        .ok_or_else(|| protocol("a HEADERS frame too short"))?;
-                    block = block
-                        .get(1..block.len().saturating_sub(pad as usize))
-                        .filter(|_| (pad as usize) < payload.len())
-                        .ok_or_else(|| protocol("padding longer than its frame"))?;
-                }
-                if flags & PRIORITY_FLAG != 0 {
-                    block = block
-                        .get(5..)
-                        .ok_or_else(|| protocol("a HEADERS frame too short"))?;
-                }
-                self.header_block(id, block, flags, done)
-            }
+            HEADERS => self.headers(flags, id, payload, done),
             CONTINUATION => {
                 if self.continuation.is_none() {
                     return Err(protocol("CONTINUATION without HEADERS"));
                 }
                 self.header_block(id, payload, flags, done)
             }
-            RST_STREAM => {
-                let code = code_of(payload)
-                    .filter(|_| payload.len() == 4)
-                    .ok_or_else(|| frame_size("RST_STREAM"))?;
-                if id == 0 {
-                    return Err(protocol("RST_STREAM on stream 0"));
-                }
-                let why = format!("HTTP/2 RST_STREAM ({})", reason(code));
-                self.finish(id, done, |_| Finished::Failed(why));
-                Ok(())
-            }
+            RST_STREAM => self.reset(id, payload, done),
             SETTINGS => self.settings(flags, id, payload),
-            PING => {
-                if payload.len() != 8 || id != 0 {
-                    return Err(format!(
-                        "HTTP/2 connection error ({}: a PING of {} bytes)",
-                        reason(FRAME_SIZE_ERROR),
-                        payload.len()
-                    ));
-                }
-                if flags & ACK != 0 {
-                    self.ping_answered = true;
-                } else {
-                    self.frame_header(8, PING, ACK, 0);
-                    self.out.extend_from_slice(payload);
-                }
-                Ok(())
-            }
-            GOAWAY => {
-                let (Some(last), Some(code)) =
-                    (code_of(payload), payload.get(4..).and_then(code_of))
-                else {
-                    return Err(frame_size("GOAWAY"));
-                };
-                if id != 0 {
-                    return Err(protocol("GOAWAY on a stream"));
-                }
-                let last = last & MAX_STREAM_ID;
-                if code != NO_ERROR {
-                    return Err(format!("HTTP/2 GOAWAY ({})", reason(code)));
-                }
-                self.goaway = Some(last);
-                // Streams above its last id were not taken: they may go again elsewhere.
-                let above: Vec<u32> = (self.streams.iter())
-                    .filter(|s| s.id > last)
-                    .map(|s| s.id)
-                    .collect();
-                for id in above {
-                    self.finish(id, done, |_| Finished::Unprocessed);
-                }
-                Ok(())
-            }
-            WINDOW_UPDATE => {
-                let increment = code_of(payload)
-                    .filter(|_| payload.len() == 4)
-                    .ok_or_else(|| frame_size("WINDOW_UPDATE"))?
-                    & MAX_STREAM_ID;
-                if id == 0 {
-                    if increment == 0 {
-                        return Err(protocol("a connection WINDOW_UPDATE of 0"));
-                    }
-                    self.send_window += i64::from(increment);
-                    if self.send_window > MAX_WINDOW {
-                        return Err(format!(
-                            "HTTP/2 connection error ({}: the connection's window past 2^31-1)",
-                            reason(FLOW_CONTROL_ERROR)
-                        ));
-                    }
-                } else {
-                    let k = self.slot(id);
-                    if self.streams[k].id == id {
-                        let s = &mut self.streams[k];
-                        s.send_window += i64::from(increment);
-                        if increment == 0 || s.send_window > MAX_WINDOW {
-                            self.rst_stream(id, PROTOCOL_ERROR);
-                            let why = "HTTP/2 stream error (a bad WINDOW_UPDATE)".to_string();
-                            self.finish(id, done, |_| Finished::Failed(why));
-                        }
-                    }
-                }
-                self.unblock();
-                Ok(())
-            }
+            PING => self.ping(flags, id, payload),
+            GOAWAY => self.goaway(id, payload, done),
+            WINDOW_UPDATE => self.window_updated(id, payload, done),
             PUSH_PROMISE => Err(protocol("PUSH_PROMISE with push disabled")),
             PRIORITY => Ok(()),
             _ => Ok(()), // unknown frame types are ignored (RFC 9113, 4.1)
         }
+    }
+
+    /// A HEADERS frame: its padding and priority taken off, its block read.
+    fn headers(
+        &mut self,
+        flags: u8,
+        id: u32,
+        payload: &[u8],
+        done: &mut dyn FnMut(u64, u32, Finished<'_>),
+    ) -> Result<(), String> {
+        if id == 0 {
+            return Err(protocol("HEADERS on stream 0"));
+        }
+        let mut block = payload;
+        if flags & PADDED != 0 {
+            let pad = *block
+                .first()
+                .ok_or_else(|| protocol("a HEADERS frame too short"))?;
+            block = block
+                .get(1..block.len().saturating_sub(pad as usize))
+                .filter(|_| (pad as usize) < payload.len())
+                .ok_or_else(|| protocol("padding longer than its frame"))?;
+        }
+        if flags & PRIORITY_FLAG != 0 {
+            block = block
+                .get(5..)
+                .ok_or_else(|| protocol("a HEADERS frame too short"))?;
+        }
+        self.header_block(id, block, flags, done)
+    }
+
+    /// RST_STREAM: the stream fails with its reason.
+    fn reset(
+        &mut self,
+        id: u32,
+        payload: &[u8],
+        done: &mut dyn FnMut(u64, u32, Finished<'_>),
+    ) -> Result<(), String> {
+        let code = code_of(payload)
+            .filter(|_| payload.len() == 4)
+            .ok_or_else(|| frame_size("RST_STREAM", payload))?;
+        if id == 0 {
+            return Err(protocol("RST_STREAM on stream 0"));
+        }
+        let why = format!("HTTP/2 RST_STREAM ({})", reason(code));
+        self.finish(id, done, |_| Finished::Failed(why));
+        Ok(())
+    }
+
+    /// PING: answered, or (an ACK) the proof that the server speaks HTTP/2.
+    fn ping(&mut self, flags: u8, id: u32, payload: &[u8]) -> Result<(), String> {
+        if payload.len() != 8 || id != 0 {
+            return Err(format!(
+                "HTTP/2 connection error ({}: a PING of {} bytes)",
+                reason(FRAME_SIZE_ERROR),
+                payload.len()
+            ));
+        }
+        if flags & ACK != 0 {
+            self.ping_answered = true;
+        } else {
+            self.frame_header(8, PING, ACK, 0);
+            self.out.extend_from_slice(payload);
+        }
+        Ok(())
+    }
+
+    /// GOAWAY: with NO_ERROR the connection is retired and the streams above its last id are
+    /// handed back unprocessed; with an error it is over.
+    fn goaway(
+        &mut self,
+        id: u32,
+        payload: &[u8],
+        done: &mut dyn FnMut(u64, u32, Finished<'_>),
+    ) -> Result<(), String> {
+        let (Some(last), Some(code)) = (code_of(payload), payload.get(4..).and_then(code_of))
+        else {
+            return Err(frame_size("GOAWAY", payload));
+        };
+        if id != 0 {
+            return Err(protocol("GOAWAY on a stream"));
+        }
+        let last = last & MAX_STREAM_ID;
+        if code != NO_ERROR {
+            return Err(format!("HTTP/2 GOAWAY ({})", reason(code)));
+        }
+        self.goaway = Some(last);
+        // Streams above its last id were not taken: they may go again elsewhere.
+        let above: Vec<u32> = (self.streams.iter())
+            .filter(|s| s.id > last)
+            .map(|s| s.id)
+            .collect();
+        for id in above {
+            self.finish(id, done, |_| Finished::Unprocessed);
+        }
+        Ok(())
+    }
+
+    /// WINDOW_UPDATE from the server: the connection's or a stream's send window grows (a bad
+    /// one fails the stream, or the connection).
+    fn window_updated(
+        &mut self,
+        id: u32,
+        payload: &[u8],
+        done: &mut dyn FnMut(u64, u32, Finished<'_>),
+    ) -> Result<(), String> {
+        let increment = code_of(payload)
+            .filter(|_| payload.len() == 4)
+            .ok_or_else(|| frame_size("WINDOW_UPDATE", payload))?
+            & MAX_STREAM_ID;
+        if id == 0 {
+            if increment == 0 {
+                return Err(protocol("a connection WINDOW_UPDATE of 0"));
+            }
+            self.send_window += i64::from(increment);
+            if self.send_window > MAX_WINDOW {
+                return Err(format!(
+                    "HTTP/2 connection error ({}: the connection's window past 2^31-1)",
+                    reason(FLOW_CONTROL_ERROR)
+                ));
+            }
+        } else {
+            let k = self.slot(id);
+            if self.streams[k].id == id {
+                let s = &mut self.streams[k];
+                s.send_window += i64::from(increment);
+                if increment == 0 || s.send_window > MAX_WINDOW {
+                    self.rst_stream(id, PROTOCOL_ERROR);
+                    let why = "HTTP/2 stream error (a bad WINDOW_UPDATE)".to_string();
+                    self.finish(id, done, |_| Finished::Failed(why));
+                }
+            }
+        }
+        self.unblock();
+        Ok(())
     }
 
     fn settings(&mut self, flags: u8, id: u32, payload: &[u8]) -> Result<(), String> {
@@ -759,33 +783,7 @@ impl Client {
             }
             self.continuation = None;
         }
-        let (mut status, mut grpc) = (None, None);
-        let block = if self.block.is_empty() {
-            fragment
-        } else {
-            &self.block[..]
-        };
-        let decoded = self.hpack.decode(
-            block,
-            |name| name == b":status" || name == b"grpc-status",
-            |name, value| {
-                let number = std::str::from_utf8(value)
-                    .ok()
-                    .and_then(|v| v.trim().parse().ok());
-                if name == b":status" {
-                    status = number;
-                } else {
-                    grpc = number;
-                }
-            },
-        );
-        self.block.clear();
-        if let Err(HpackError(what)) = decoded {
-            return Err(format!(
-                "HTTP/2 connection error ({}: {what})",
-                reason(COMPRESSION_ERROR)
-            ));
-        }
+        let (status, grpc) = self.decode_block(fragment)?;
         let k = self.slot(id);
         if self.streams[k].id != id {
             return Ok(());
@@ -816,6 +814,39 @@ impl Client {
             self.finish(id, done, answered);
         }
         Ok(())
+    }
+
+    /// Decodes a whole header block (collected, or `fragment` when it came in one frame) for
+    /// its `:status` and `grpc-status`.
+    fn decode_block(&mut self, fragment: &[u8]) -> Result<(Option<u32>, Option<u32>), String> {
+        let (mut status, mut grpc) = (None, None);
+        let block = if self.block.is_empty() {
+            fragment
+        } else {
+            &self.block[..]
+        };
+        let decoded = self.hpack.decode(
+            block,
+            |name| name == b":status" || name == b"grpc-status",
+            |name, value| {
+                let number = std::str::from_utf8(value)
+                    .ok()
+                    .and_then(|v| v.trim().parse().ok());
+                if name == b":status" {
+                    status = number;
+                } else {
+                    grpc = number;
+                }
+            },
+        );
+        self.block.clear();
+        match decoded {
+            Ok(_) => Ok((status, grpc)),
+            Err(HpackError(what)) => Err(format!(
+                "HTTP/2 connection error ({}: {what})",
+                reason(COMPRESSION_ERROR)
+            )),
+        }
     }
 
     /// Ends stream `id` (if this client still has it) as `how` says.
@@ -871,6 +902,23 @@ fn code_of(payload: &[u8]) -> Option<u32> {
     payload
         .get(..4)
         .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// A connection error for a breach of the protocol: `what` it was.
+fn protocol(what: &str) -> String {
+    format!(
+        "HTTP/2 connection error ({}: {what})",
+        reason(PROTOCOL_ERROR)
+    )
+}
+
+/// A connection error for a frame of the wrong size: `what` frame, its `payload`.
+fn frame_size(what: &str, payload: &[u8]) -> String {
+    format!(
+        "HTTP/2 connection error ({}: {what} of {} bytes)",
+        reason(FRAME_SIZE_ERROR),
+        payload.len()
+    )
 }
 
 #[cfg(test)]

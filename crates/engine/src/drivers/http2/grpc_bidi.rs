@@ -9,7 +9,7 @@
 //! keeps the last value of a field, so nothing is re-encoded), framed into a buffer the
 //! socket thread reuses. A reply's id is read off the wire ([`proto_wire::read`]); the rest of
 //! it is not decoded.
-use super::h2_connect::stream_error;
+use super::connect::stream_error;
 use crate::net::grpc_frame::{self, Frames};
 use crate::net::proto_wire;
 use bytes::{Bytes, BytesMut};

@@ -8,7 +8,7 @@
 //! It runs on a thread of its own with its own small runtime, so that checking a scenario never
 //! depends on where it is called from; [`machine_limits`] hands it to the check, with a cache
 //! so that a sweep's points ask each server once.
-use super::h2_connect::{self, Failure, Open, Target};
+use super::connect::{self, Failure, Open, Target};
 use crate::net::grpc_frame::Frames;
 use crate::net::grpc_reflection::{self as wire, Answer, Ask};
 use bytes::{Bytes, BytesMut};
@@ -78,7 +78,8 @@ async fn fetch_from(target: &ReflectionTarget) -> Result<Vec<u8>, String> {
     let tls = match &target.server_name {
         None => None,
         Some(host) => {
-            let (base, _) = super::tls::client_config(target.ca_file.as_deref(), target.insecure)?;
+            let (base, _) =
+                crate::drivers::tls::client_config(target.ca_file.as_deref(), target.insecure)?;
             let mut config = (*base).clone();
             config.alpn_protocols = vec![b"h2".to_vec()];
             let name = rustls_pki_types::ServerName::try_from(host.clone())
@@ -93,7 +94,7 @@ async fn fetch_from(target: &ReflectionTarget) -> Result<Vec<u8>, String> {
         section: "http",
         not_h2: "is it a gRPC server?",
     };
-    let open = h2_connect::open(&on).await.map_err(|f| match f {
+    let open = connect::open(&on).await.map_err(|f| match f {
         Failure::Connect(e) => format!("cannot connect to {} ({e})", target.url),
         Failure::Problem(p) => format!("{}: {p}", target.url),
     })?;
@@ -309,7 +310,7 @@ impl Session {
                     return Err(format!(
                         "{}'s server reflection ended: {}",
                         self.url,
-                        h2_connect::stream_error(&e)
+                        connect::stream_error(&e)
                     ))
                 }
                 None => {
