@@ -4,7 +4,7 @@
 //! a system" in docs/architecture.md, kept true by a test.
 mod common;
 
-use msgbench_engine::drivers::byte_stream::{drive, Plan, Response, Wire};
+use msgbench_engine::drivers::request_response::byte_stream::{drive, Plan, Response, Wire};
 use msgbench_engine::harness::RunContext;
 use msgbench_model::scenario::System;
 use msgbench_model::Experiment;

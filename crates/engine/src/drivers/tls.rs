@@ -7,7 +7,7 @@
 //! it, reads and writes are non-blocking. rustls keeps encrypted bytes the socket would not
 //! take; [`Transport::wants_write`] tells the driver to stay interested in writability until
 //! they are gone, so nothing waits in rustls for a write that never comes.
-use super::byte_stream::Transport;
+use super::request_response::byte_stream::Transport;
 use mio::net::TcpStream;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};

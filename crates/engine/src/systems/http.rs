@@ -3,9 +3,9 @@
 //! driver's pacing, accounting, timeouts and `on_error`. A status outside `http.accept` (2xx by
 //! default) or a body without `expect` is a failed request, counted by status line.
 use crate::cpu::CpuSnapshot;
-use crate::drivers::byte_stream::{self, Plan, Response, Transport, Wire};
-use crate::drivers::caller::{self, Callers};
 use crate::drivers::http2::{H2Plan, H2Sockets, PlanOf};
+use crate::drivers::request_response::byte_stream::{self, Plan, Response, Transport, Wire};
+use crate::drivers::request_response::caller::{self, Callers};
 use crate::drivers::tls::{TlsConnector, TlsStream};
 use crate::error::EngineError;
 use crate::harness::sut::resolve;

@@ -3,7 +3,7 @@
 //! pacing, window and accounting, and keys drawn uniformly, in sequence or Zipf-distributed.
 //! Replies come in request order, so they are matched by position.
 use crate::cpu::CpuSnapshot;
-use crate::drivers::byte_stream::{self, Plan, Response, Wire};
+use crate::drivers::request_response::byte_stream::{self, Plan, Response, Wire};
 use crate::error::EngineError;
 use crate::harness::sut::resolve;
 use crate::harness::{Measured, NoServer, RunContext, SystemUnderTest};

@@ -2,7 +2,7 @@
 //! ([`crate::net::frame`]), against the built-in server (started in-process when the scenario
 //! names no address), an external server started by `[sut]`, or any address.
 use crate::cpu::CpuSnapshot;
-use crate::drivers::byte_stream::{self, Plan, Response, Wire};
+use crate::drivers::request_response::byte_stream::{self, Plan, Response, Wire};
 use crate::error::EngineError;
 use crate::harness::sut::resolve;
 use crate::harness::{BuiltinServer, Measured, RunContext, SystemUnderTest};

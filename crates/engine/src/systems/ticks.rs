@@ -10,12 +10,14 @@
 //! 4. wait for the stream to end (the server sends `end` once its schedule ran and a client's
 //!    queue is empty), for the drain deadline, or for Ctrl-C (which ends the schedule early);
 //! 5. join both ends: per client, what the server generated, dropped, wrote and saw acknowledged,
-//!    and what the client processed and when ([`crate::drivers::stream_stats`]).
+//!    and what the client processed and when ([`crate::drivers::streams::stream_stats`]).
 use crate::cpu::CpuSnapshot;
-use crate::drivers::browser;
-use crate::drivers::grpc_feed::GrpcPlan;
-use crate::drivers::stream_stats::{self as stats, Join, ServerSide, StreamStats};
-use crate::drivers::tick_client::{self as native, ConnPlan, Shared, ThreadOut, ThreadPlan};
+use crate::drivers::streams::browser;
+use crate::drivers::streams::grpc_feed::GrpcPlan;
+use crate::drivers::streams::stream_stats::{self as stats, Join, ServerSide, StreamStats};
+use crate::drivers::streams::tick_client::{
+    self as native, ConnPlan, Shared, ThreadOut, ThreadPlan,
+};
 use crate::error::EngineError;
 use crate::harness::measured::unix_ms_of;
 use crate::harness::{BuiltinServer, Measured, RunContext, SpanCpu, SystemUnderTest, Timeline};

@@ -1,10 +1,10 @@
 //! The `ws-rpc` system: JSON-RPC 2.0 over WebSocket against the built-in server (started
 //! in-process when the scenario names no address: busy methods answer in order, sleeping ones
 //! out of order), an external server started by `[sut]`, or any `ws://` address. The load is
-//! offered by [`crate::drivers::caller`].
+//! offered by [`crate::drivers::request_response::caller`].
 use crate::cpu::CpuSnapshot;
-use crate::drivers::caller::{self, Callers};
-use crate::drivers::ws_socket::WsRpcSockets;
+use crate::drivers::request_response::caller::{self, Callers};
+use crate::drivers::request_response::ws_socket::WsRpcSockets;
 use crate::error::EngineError;
 use crate::harness::{BuiltinServer, Measured, RunContext, SystemUnderTest};
 use crate::server::ws_rpc::{MethodAnswer, WsRpcServer};

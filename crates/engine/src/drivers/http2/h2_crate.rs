@@ -17,7 +17,7 @@ use super::rules::{
     answer, grpc_status, poll_inline, poll_threaded, Judge, Outcome, Reopened, Slot, SocketTurn,
 };
 use super::H2Plan;
-use crate::drivers::caller::{Down, Ends, Event, Turns, FLUSH, RESET};
+use crate::drivers::request_response::caller::{Down, Ends, Event, Turns, FLUSH, RESET};
 use crate::error::EngineError;
 use crate::harness::timer::AsyncTimer;
 use bytes::{Bytes, BytesMut};

@@ -1,4 +1,4 @@
-//! HTTP/2 and gRPC calls under a caller ([`crate::drivers::caller`]): a single-threaded tokio
+//! HTTP/2 and gRPC calls under a caller ([`crate::drivers::request_response::caller`]): a single-threaded tokio
 //! runtime per caller owns its HTTP/2 connections, on the caller's thread or a socket thread
 //! of its own. This is the family's one dispatch: [`run`] hands the connections to one of two
 //! clients, as the validated scenario chose (`http.client`, [`Http2Client`]):
@@ -25,7 +25,7 @@ pub mod reflection;
 mod rules;
 pub mod wire;
 
-use crate::drivers::caller::{Ends, InlineSockets, SocketBody, Sockets, Turns};
+use crate::drivers::request_response::caller::{Ends, InlineSockets, SocketBody, Sockets, Turns};
 use crate::error::EngineError;
 use crate::harness::worker;
 use bytes::Bytes;

@@ -12,7 +12,7 @@ use super::rules::{
 };
 use super::wire::{Client, Finished, State};
 use super::H2Plan;
-use crate::drivers::caller::{Down, Ends, Event, Turns, FLUSH, RESET};
+use crate::drivers::request_response::caller::{Down, Ends, Event, Turns, FLUSH, RESET};
 use crate::error::EngineError;
 use crate::harness::timer::AsyncTimer;
 use bytes::Bytes;

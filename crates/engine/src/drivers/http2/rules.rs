@@ -3,7 +3,7 @@
 //! it, when it goes down and when it is opened again ([`Slot`]), and the two loops a socket
 //! turn runs in ([`poll_threaded`], [`poll_inline`]). Neither client imports the other; each
 //! imports this.
-use crate::drivers::caller::{Down, Ends, Event, Next, Turns};
+use crate::drivers::request_response::caller::{Down, Ends, Event, Next, Turns};
 use crate::error::EngineError;
 use crate::harness::timer::AsyncTimer;
 use crate::net::json_rpc;

@@ -7,7 +7,7 @@
 //! *in flight* what had not come by the end of the drain.
 use super::progress::PublisherStats;
 use super::subscriber::SubscriptionState;
-use crate::drivers::stream_stats::closed_when;
+use crate::drivers::streams::stream_stats::closed_when;
 use crate::net::tick::Schedule;
 use msgbench_model::histogram::{encode, Percentiles};
 use msgbench_model::result::{

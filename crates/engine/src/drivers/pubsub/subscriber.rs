@@ -14,7 +14,7 @@ use super::protocol::{BrokerProtocol, Incoming};
 use crate::clock::now_ns;
 use crate::cpu::CpuSnapshot;
 use crate::drivers::cost::Cost;
-use crate::drivers::stream_stats::StreamStats;
+use crate::drivers::streams::stream_stats::StreamStats;
 use crate::error::EngineError;
 use crate::harness::timer::Timer;
 use crate::harness::{worker, RunStop, Timeline, STOP_CHECK_NS};

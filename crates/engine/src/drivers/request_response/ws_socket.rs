@@ -6,8 +6,8 @@
 //! through a second ring; the caller waits for them with its wait strategy, and this thread
 //! wakes it when that strategy may park.
 use super::caller::{Down, Ends, Event, SocketBody, Sockets, FLUSH, RESET};
-use super::failure::OpenError;
-use super::tick_client::{open, ClientWs};
+use crate::drivers::failure::OpenError;
+use crate::drivers::streams::tick_client::{open, ClientWs};
 use crate::error::EngineError;
 use crate::harness::worker;
 use crate::net::json_rpc::{error_message, parse_reply};

@@ -2,18 +2,18 @@
 //! `client.connections` connections, each with a [`Launcher`] (pacing and `when_full`) and an
 //! [`InFlight`] table; a socket thread per caller owns the connections themselves — WebSockets
 //! carrying JSON-RPC ([`super::ws_socket`], `ws-rpc`) or HTTP/2 streams
-//! ([`super::http2`], `http` with `version = "2"`). The caller hands requests over through
+//! ([`crate::drivers::http2`], `http` with `version = "2"`). The caller hands requests over through
 //! an SPSC ring; responses come back through another, and the caller waits for them with its
 //! wait strategy — `busy-spin`, `yield`, `park` or `backoff` — the hand-off the wait-strategy
 //! report compared. A response counts as complete when the caller has taken it: the hand-off
 //! is part of the latency, as it is for a real caller. The run's timeline and the system under
 //! test's CPU come from the [`crate::harness`]. This file defines what crosses the rings
 //! ([`Request`], [`Event`]) and what a socket thread is given ([`Ends`], [`Sockets`]).
-use super::failure::{endless_stop_message, stop_message, Failure};
 use super::in_flight::{close_recording, fail_all_counted, record_response, InFlight};
 use super::launcher::{connection_budget, Budget, Counting, Launcher, Rules};
 use crate::clock::{Clock, MonotonicClock};
 use crate::cpu::{CpuSnapshot, ThreadCpuClock};
+use crate::drivers::failure::{endless_stop_message, stop_message, Failure};
 use crate::error::EngineError;
 use crate::harness::STOP_CHECK_NS;
 use crate::harness::{gather, worker, DriverOutput, RunContext, RunStop, SpanCpu, Timeline};

@@ -1,5 +1,5 @@
 //! A gRPC server stream read by a tick client (`[ticks.grpc]`): one HTTP/2 connection per
-//! client connection ([`super::http2::connect`]), one call on it — the request message framed
+//! client connection ([`crate::drivers::http2::connect`]), one call on it — the request message framed
 //! once when the scenario was checked — and its response stream cut into gRPC messages, each
 //! handed to the tick client's reader as a feed message (`[ticks.feed]`, `format =
 //! "protobuf"`: sequence number and timestamp read by [`crate::net::proto_wire`]).
@@ -10,8 +10,8 @@
 //!
 //! The stream ends with the server's trailers: `grpc-status` 0 ends it for this client like
 //! msgbench's `end` message; any other status ends it as a fault named by its status.
-use super::failure::OpenError;
-use super::http2::connect::{self, Failure, Open, Target};
+use crate::drivers::failure::OpenError;
+use crate::drivers::http2::connect::{self, Failure, Open, Target};
 use crate::net::grpc_frame::Frames;
 use bytes::Bytes;
 use msgbench_model::grpc::GrpcStream;
@@ -62,7 +62,7 @@ impl GrpcPlan {
                 let base = match tls {
                     Some(c) => c,
                     None => {
-                        super::tls::client_config(None, false)
+                        crate::drivers::tls::client_config(None, false)
                             .map_err(OpenError::Handshake)?
                             .0
                     }

@@ -8,11 +8,11 @@
 //! A connection ends when the server says the stream is over (`end`), when a tick due after the
 //! window arrives (a server that sends no `end`), at the drain deadline, or when the server
 //! closes it; then `ticks.on_close` decides: go on without it, reconnect, or stop the run.
-use super::failure::OpenError;
 use super::grpc_feed::{GrpcFeed, GrpcPlan, StreamEnd};
 use super::stream_stats::StreamStats;
 use crate::clock::now_ns;
 use crate::cpu::CpuSnapshot;
+use crate::drivers::failure::OpenError;
 use crate::error::EngineError;
 use crate::harness::worker;
 use crate::net::feed::FeedDecoder;
@@ -526,7 +526,7 @@ fn ack_text(processed: u64) -> String {
 /// The read side of one connection.
 struct Reader {
     shared: Arc<Shared>,
-    cost: super::cost::Cost,
+    cost: crate::drivers::cost::Cost,
     window: Option<Schedule>,
     next_ack_ns: u64,
     ack_due: bool,
@@ -543,7 +543,7 @@ impl Reader {
     fn new(plan: &ConnPlan, shared: Arc<Shared>) -> Reader {
         Reader {
             shared,
-            cost: super::cost::Cost::new(plan.cost_ns, plan.work),
+            cost: crate::drivers::cost::Cost::new(plan.cost_ns, plan.work),
             window: None,
             next_ack_ns: 0,
             ack_due: false,

@@ -1,5 +1,5 @@
 //! Request/response over a byte stream, for any protocol with a [`Wire`] (`rpc`, `redis`) and
-//! any [`Transport`] (plain TCP, or TLS: [`super::tls`]).
+//! any [`Transport`] (plain TCP, or TLS: [`crate::drivers::tls`]).
 //!
 //! `threads` event loops (mio, one per thread, optionally pinned), each owning `connections`
 //! connections. Every connection has its own [`Launcher`] (pacing and `when_full`, see
@@ -13,11 +13,11 @@
 //! (`client.on_error`). The hot path allocates nothing: buffers, flight tables and histograms
 //! are sized before the run. The run's timeline and the system under test's CPU come from the
 //! [`crate::harness`].
-use super::failure::{endless_stop_message, stop_message, Failure};
 use super::in_flight::{close_recording, fail_all_counted, record_response, InFlight};
 use super::launcher::{connection_budget, Budget, Counting, Launcher, Rules};
 use crate::clock::{Clock, MonotonicClock};
 use crate::cpu::CpuSnapshot;
+use crate::drivers::failure::{endless_stop_message, stop_message, Failure};
 use crate::error::EngineError;
 use crate::harness::threads::{run_threads, NoReceivers};
 use crate::harness::timer::Timer;
