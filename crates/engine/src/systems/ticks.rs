@@ -14,7 +14,9 @@
 use crate::cpu::CpuSnapshot;
 use crate::drivers::streams::browser;
 use crate::drivers::streams::grpc_feed::GrpcPlan;
-use crate::drivers::streams::stream_stats::{self as stats, Join, ServerSide, StreamStats};
+use crate::drivers::streams::stream_stats::{
+    self as stats, patch_run_intervals, run_sums, Join, ServerSide, StreamStats,
+};
 use crate::drivers::streams::tick_client::{
     self as native, ConnPlan, Shared, ThreadOut, ThreadPlan,
 };
@@ -24,7 +26,7 @@ use crate::harness::{BuiltinServer, Measured, RunContext, SpanCpu, SystemUnderTe
 use crate::net::feed::FeedDecoder;
 use crate::net::tick::Schedule;
 use crate::server::ticks::{ConnReport, ServerReport, TickServer, TickServerOptions};
-use msgbench_model::result::{Counters, IntervalSample, SequenceErrors, StreamClient};
+use msgbench_model::result::StreamClient;
 use msgbench_model::scenario::Scenario;
 use msgbench_model::sut::SutConfig;
 use msgbench_model::ticks::{ClientKind, TicksConfig};
@@ -426,14 +428,12 @@ impl Run<'_> {
             let why = s.closed.as_deref()?;
             Some(format!("client {} ended early: {why}", s.name))
         }));
-        let (counters, sequence) = totals(&streams);
+        let mut faults = msgbench_model::result::Faults::default();
+        let (counters, sequence) = run_sums(&streams, &mut faults);
         recording.counters = counters;
         recording.sequence = sequence;
-        patch_intervals(&mut recording.intervals, &streams);
-        let mut faults = msgbench_model::result::Faults::default();
-        for s in &streams {
-            faults += s.faults.clone();
-        }
+        let generated_known = streams.iter().any(|s| s.server.is_some());
+        patch_run_intervals(&mut recording.intervals, &streams, generated_known);
         let stopped_by = (self.shared.stopped_by.get().cloned())
             .or_else(|| every_client_gone(&clients, &streams, m.schedule));
         Ok(Measured {
@@ -660,38 +660,6 @@ fn join_streams(
             result
         })
         .collect()
-}
-
-/// The run's accounting: the sum of its clients'.
-fn totals(streams: &[StreamClient]) -> (Counters, SequenceErrors) {
-    let mut c = Counters::default();
-    let mut s = SequenceErrors::default();
-    for client in streams {
-        c += client.counters;
-        s += client.sequence;
-    }
-    (c, s)
-}
-
-/// The run's seconds get the server's side of the flow: sent = generated for all clients,
-/// dropped, and the backlog (generated − delivered − dropped, cumulative).
-fn patch_intervals(intervals: &mut [IntervalSample], streams: &[StreamClient]) {
-    let mut backlog = 0i64;
-    for (k, sample) in intervals.iter_mut().enumerate() {
-        let (generated, dropped) = streams
-            .iter()
-            .filter_map(|s| s.intervals.get(k))
-            .fold((0, 0), |(g, d), i| (g + i.generated, d + i.dropped));
-        if streams.iter().any(|s| s.server.is_some()) {
-            sample.sent = generated;
-            sample.dropped = dropped;
-            backlog += generated as i64 - sample.delivered as i64 - dropped as i64;
-            sample.backlog = backlog;
-        } else {
-            sample.sent = sample.delivered;
-            sample.backlog = 0;
-        }
-    }
 }
 
 /// The generators' lateness is the stream's send lag.

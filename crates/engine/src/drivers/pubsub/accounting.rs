@@ -10,9 +10,7 @@ use super::subscriber::SubscriptionState;
 use crate::drivers::streams::stream_stats::closed_when;
 use crate::net::tick::Schedule;
 use msgbench_model::histogram::{encode, Percentiles};
-use msgbench_model::result::{
-    Counters, IntervalSample, SequenceErrors, StreamClient, StreamInterval,
-};
+use msgbench_model::result::{Counters, SequenceErrors, StreamClient, StreamInterval};
 
 /// A subscription's accounting against what the publishers of its topic sent (see the module
 /// documentation).
@@ -121,22 +119,6 @@ pub fn stream_of(
             .map(|(why, at)| closed_when(why, *at, window)),
         page_clock: None,
         intervals,
-    }
-}
-
-/// The run's seconds: published for all subscriptions, and the backlog (published −
-/// delivered, cumulative).
-pub fn patch_intervals(intervals: &mut [IntervalSample], streams: &[StreamClient]) {
-    let mut backlog = 0i64;
-    for (k, sample) in intervals.iter_mut().enumerate() {
-        let generated: u64 = streams
-            .iter()
-            .filter_map(|s| s.intervals.get(k))
-            .map(|i| i.generated)
-            .sum();
-        sample.sent = generated;
-        backlog += generated as i64 - sample.delivered as i64;
-        sample.backlog = backlog;
     }
 }
 

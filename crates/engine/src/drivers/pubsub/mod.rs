@@ -21,15 +21,16 @@ pub mod publisher;
 pub mod subscriber;
 pub mod wire;
 
+use crate::drivers::streams::stream_stats::{patch_run_intervals, run_sums};
 use crate::error::EngineError;
 use crate::harness::threads::run_threads;
 use crate::harness::{DriverOutput, RunContext, RunStop, Timeline};
 use crate::net::tick::Schedule;
 use crate::recorder::Recording;
-use accounting::{patch_intervals, stream_of};
+use accounting::stream_of;
 use client::{BrokerClient, Ended, OpenedPublisher};
 use msgbench_model::pubsub::PubsubConfig;
-use msgbench_model::result::{Counters, Faults, SequenceErrors, StreamClient, ThreadCpu};
+use msgbench_model::result::{Faults, StreamClient, ThreadCpu};
 use msgbench_model::scenario::Scenario;
 use opening::Opening;
 use progress::{Progress, PublisherStats};
@@ -99,10 +100,10 @@ pub fn drive(
         .collect();
     let notes = broker.finish(&run, &ended);
     let streams = account_subscriptions(config, &states, &gathered.stats, &timeline);
-    let (counters, sequence) = sums(&streams, &mut gathered.faults);
+    let (counters, sequence) = run_sums(&streams, &mut gathered.faults);
     gathered.recording.counters = counters;
     gathered.recording.sequence = sequence;
-    patch_intervals(&mut gathered.recording.intervals, &streams);
+    patch_run_intervals(&mut gathered.recording.intervals, &streams, true);
     let cpu = (gathered.threads, gathered.faults);
     let out = stop.output(&timeline, gathered.recording, cpu, gathered.sut_cpu_s);
     Ok(PubsubOutput {
@@ -323,17 +324,4 @@ fn account_subscriptions(
             stream_of(s, pubs, &classes, shared, config.broker.name(), &window)
         })
         .collect()
-}
-
-/// The run's counters and sequence errors: the sums over its subscriptions (their faults added
-/// to `faults`).
-fn sums(streams: &[StreamClient], faults: &mut Faults) -> (Counters, SequenceErrors) {
-    let mut sequence = SequenceErrors::default();
-    let mut counters = Counters::default();
-    for s in streams {
-        counters += s.counters;
-        sequence += s.sequence;
-        *faults += s.faults.clone();
-    }
-    (counters, sequence)
 }

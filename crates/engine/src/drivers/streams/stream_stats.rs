@@ -11,7 +11,8 @@ use crate::server::ticks::ConnReport;
 use hdrhistogram::Histogram;
 use msgbench_model::histogram::{encode, Percentiles, HIGHEST_TRACKABLE_NS};
 use msgbench_model::result::{
-    Counters, Faults, PageClock, SequenceErrors, StreamClient, StreamInterval, StreamServerCounts,
+    Counters, Faults, IntervalSample, PageClock, SequenceErrors, StreamClient, StreamInterval,
+    StreamServerCounts,
 };
 use msgbench_model::ticks::GapPolicy;
 
@@ -379,6 +380,46 @@ pub fn closed_when(why: &str, at_ns: u64, schedule: &Schedule) -> String {
             "{why} ({:.2} s into the measured window)",
             (at_ns - schedule.measure_start_ns) as f64 / 1e9
         )
+    }
+}
+
+/// A run of stream clients (ticks' subscribers, pub/sub's subscriptions): its counters and
+/// sequence errors are its clients' sums, and their faults are added to `faults`.
+pub fn run_sums(streams: &[StreamClient], faults: &mut Faults) -> (Counters, SequenceErrors) {
+    let mut counters = Counters::default();
+    let mut sequence = SequenceErrors::default();
+    for s in streams {
+        counters += s.counters;
+        sequence += s.sequence;
+        *faults += s.faults.clone();
+    }
+    (counters, sequence)
+}
+
+/// A run's seconds get the sending side of its streams, summed over its clients: sent =
+/// generated, dropped, and the backlog (generated − delivered − dropped, cumulative). Without a
+/// sending side it knows (`generated_known` false: a feed msgbench did not generate), sent is
+/// what was delivered and there is no backlog.
+pub fn patch_run_intervals(
+    intervals: &mut [IntervalSample],
+    streams: &[StreamClient],
+    generated_known: bool,
+) {
+    let mut backlog = 0i64;
+    for (k, sample) in intervals.iter_mut().enumerate() {
+        if !generated_known {
+            sample.sent = sample.delivered;
+            sample.backlog = 0;
+            continue;
+        }
+        let (generated, dropped) = streams
+            .iter()
+            .filter_map(|s| s.intervals.get(k))
+            .fold((0, 0), |(g, d), i| (g + i.generated, d + i.dropped));
+        sample.sent = generated;
+        sample.dropped = dropped;
+        backlog += generated as i64 - sample.delivered as i64 - dropped as i64;
+        sample.backlog = backlog;
     }
 }
 
