@@ -1,10 +1,12 @@
 //! `metrics.csv`: one row per run, one column per sweep parameter (`param_<axis>`) and metric,
 //! then per operation class (`class_<name>_latency_p99_ns`, …). Units are in the column names.
 //! Every column is documented in `docs/metrics.md`.
+use crate::percentile::latency_columns;
 use crate::result::{ClassResult, RunResult};
 
-/// Metric columns after `run_id`, `replicate` and the `param_*` columns, in order.
-pub const METRIC_COLUMNS: &[&str] = &[
+/// Metric columns after `run_id`, `replicate` and the `param_*` columns, in order: these, the
+/// latency columns (`latency_<p>_ns` for [`latency_columns::ALL`]), then [`AFTER_LATENCY`].
+pub const BEFORE_LATENCY: &[&str] = &[
     "duration_s",
     "target_per_sec",
     "attempted",
@@ -17,13 +19,10 @@ pub const METRIC_COLUMNS: &[&str] = &[
     "delivered_per_sec",
     "success_rate",
     "drop_rate",
-    "latency_p50_ns",
-    "latency_p90_ns",
-    "latency_p95_ns",
-    "latency_p99_ns",
-    "latency_p999_ns",
-    "latency_p9999_ns",
-    "latency_max_ns",
+];
+
+/// Metric columns after the latency percentiles.
+pub const AFTER_LATENCY: &[&str] = &[
     "latency_mean_ns",
     "service_p50_ns",
     "service_p99_ns",
@@ -44,13 +43,24 @@ pub const METRIC_COLUMNS: &[&str] = &[
     "invalid_reasons",
 ];
 
-/// Per operation class, after the metric columns: `class_<name>_` and one of these.
-pub const CLASS_COLUMNS: &[&str] = &[
-    "latency_p50_ns",
-    "latency_p99_ns",
-    "latency_p999_ns",
-    "latency_max_ns",
-];
+/// The metric columns after `run_id`, `replicate` and the `param_*` columns, in order.
+pub fn metric_columns() -> Vec<String> {
+    let latency = latency_columns::ALL
+        .iter()
+        .map(|m| format!("latency_{}_ns", m.column()));
+    (BEFORE_LATENCY.iter().map(|c| c.to_string()))
+        .chain(latency)
+        .chain(AFTER_LATENCY.iter().map(|c| c.to_string()))
+        .collect()
+}
+
+/// Per operation class, after the metric columns: `class_<name>_` and one of these
+/// (`latency_<p>_ns` for [`latency_columns::CLASS`]).
+pub fn class_columns() -> Vec<String> {
+    (latency_columns::CLASS.iter())
+        .map(|m| format!("latency_{}_ns", m.column()))
+        .collect()
+}
 
 /// The fairness columns: the worst over the run's fairness figures (the lowest index and share,
 /// the highest p99 ratio); empty with fewer than two connections.
@@ -101,10 +111,11 @@ pub fn classes<'a>(runs: impl IntoIterator<Item = &'a RunResult>) -> Vec<String>
 pub fn header(axes: &[String], classes: &[String]) -> Vec<String> {
     let mut row = vec!["run_id".to_string(), "replicate".to_string()];
     row.extend(axes.iter().map(|a| param_column(a)));
-    row.extend(METRIC_COLUMNS.iter().map(|c| c.to_string()));
+    row.extend(metric_columns());
+    let per_class = class_columns();
     for class in classes {
         let prefix = param_column(class).replacen("param_", "class_", 1);
-        row.extend(CLASS_COLUMNS.iter().map(|c| format!("{prefix}_{c}")));
+        row.extend(per_class.iter().map(|c| format!("{prefix}_{c}")));
     }
     row
 }
@@ -136,13 +147,12 @@ pub fn row(r: &RunResult, axes: &[String], classes: &[String]) -> Vec<String> {
         format!("{:.3}", r.delivered_per_sec()),
         format!("{:.6}", c.success_rate()),
         format!("{:.6}", c.drop_rate()),
-        r.latency.p50_ns.to_string(),
-        r.latency.p90_ns.to_string(),
-        r.latency.p95_ns.to_string(),
-        r.latency.p99_ns.to_string(),
-        r.latency.p999_ns.to_string(),
-        r.latency.p9999_ns.to_string(),
-        r.latency.max_ns.to_string(),
+    ];
+    let latency = latency_columns::ALL
+        .iter()
+        .map(|m| m.of(&r.latency).to_string());
+    let mut metrics: Vec<String> = metrics.into_iter().chain(latency).collect();
+    metrics.extend([
         format!("{:.1}", r.latency.mean_ns),
         r.service.p50_ns.to_string(),
         r.service.p99_ns.to_string(),
@@ -161,15 +171,14 @@ pub fn row(r: &RunResult, axes: &[String], classes: &[String]) -> Vec<String> {
         sut_cpu_per_delivered_ns(r)
             .map(|ns| format!("{ns:.1}"))
             .unwrap_or_default(),
-    ];
-    let mut metrics = metrics;
+    ]);
     metrics.extend(fairness_cells(r));
     // The verdict the reports give, so that a dashboard or a script reading this file alone
     // cannot take an invalid run's figures for the system's.
     let verdict = crate::verdict::judge(r);
     metrics.push(verdict.is_valid().to_string());
     metrics.push(verdict.reasons.join("; "));
-    debug_assert_eq!(metrics.len(), METRIC_COLUMNS.len());
+    debug_assert_eq!(metrics.len(), metric_columns().len());
     out.extend(metrics);
     for name in classes {
         let class = r.classes.iter().find(|c| &c.name == name);
@@ -187,13 +196,10 @@ pub fn sut_cpu_per_delivered_ns(r: &RunResult) -> Option<f64> {
 
 fn class_cells(class: Option<&ClassResult>) -> Vec<String> {
     match class {
-        Some(c) => vec![
-            c.latency.p50_ns.to_string(),
-            c.latency.p99_ns.to_string(),
-            c.latency.p999_ns.to_string(),
-            c.latency.max_ns.to_string(),
-        ],
-        None => vec![String::new(); CLASS_COLUMNS.len()],
+        Some(c) => (latency_columns::CLASS.iter())
+            .map(|m| m.of(&c.latency).to_string())
+            .collect(),
+        None => vec![String::new(); latency_columns::CLASS.len()],
     }
 }
 

@@ -21,6 +21,7 @@
 //! back to back share a host state that a later session does not, so the threshold also absorbs
 //! between-session drift (`bench/compare-aa.sh` measures it).
 use crate::format::percent;
+use msgbench_model::percentile::{latency_columns, SloMetric};
 use msgbench_model::result::RunResult;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
@@ -88,20 +89,39 @@ pub enum CompareError {
     },
 }
 
-type Read = fn(&RunResult) -> f64;
+/// What a compared metric reads from a run.
+#[derive(Clone, Copy)]
+enum Read {
+    /// A figure of the run.
+    Figure(fn(&RunResult) -> f64),
+    /// A latency percentile (the columns `compare` shows are chosen in
+    /// [`latency_columns::COMPARE`]).
+    Latency(SloMetric),
+}
 
-fn metrics() -> [(&'static str, Better, Read); 7] {
-    [
-        ("delivered/s", Better::Higher, |r| r.delivered_per_sec()),
-        ("p50", Better::Lower, |r| r.latency.p50_ns as f64),
-        ("p99", Better::Lower, |r| r.latency.p99_ns as f64),
-        ("p99.9", Better::Lower, |r| r.latency.p999_ns as f64),
-        ("p99.99", Better::Lower, |r| r.latency.p9999_ns as f64),
-        ("max", Better::Lower, |r| r.latency.max_ns as f64),
-        ("CPU/msg", Better::Lower, |r| {
-            r.cpu.driver_cpu_s / r.counters.delivered.max(1) as f64
-        }),
-    ]
+impl Read {
+    fn of(self, r: &RunResult) -> f64 {
+        match self {
+            Read::Figure(read) => read(r),
+            Read::Latency(m) => m.of(&r.latency) as f64,
+        }
+    }
+}
+
+fn metrics() -> Vec<(&'static str, Better, Read)> {
+    let mut metrics = vec![(
+        "delivered/s",
+        Better::Higher,
+        Read::Figure(|r| r.delivered_per_sec()),
+    )];
+    let latency = latency_columns::COMPARE.iter();
+    metrics.extend(latency.map(|m| (m.name(), Better::Lower, Read::Latency(*m))));
+    metrics.push((
+        "CPU/msg",
+        Better::Lower,
+        Read::Figure(|r| r.cpu.driver_cpu_s / r.counters.delivered.max(1) as f64),
+    ));
+    metrics
 }
 
 /// The metrics a comparison judges, by name.
@@ -133,8 +153,8 @@ pub fn compare(a: &[RunResult], b: &[RunResult], noise: f64) -> Result<Vec<Chang
     let judged = metrics().len();
     let mut out = Vec::new();
     for (metric, better, read) in metrics() {
-        let xa: Vec<f64> = a.iter().map(read).collect();
-        let xb: Vec<f64> = b.iter().map(read).collect();
+        let xa: Vec<f64> = a.iter().map(|r| read.of(r)).collect();
+        let xb: Vec<f64> = b.iter().map(|r| read.of(r)).collect();
         let (ma, mb) = (geometric_mean(&xa), geometric_mean(&xb));
         if ma <= 0.0 {
             continue; // nothing measured in A (no latency, no CPU figure): no baseline

@@ -1,5 +1,6 @@
 //! Number formatting for humans: durations with units, rates with SI suffixes.
 use msgbench_model::histogram::Percentiles;
+use msgbench_model::percentile::SloMetric;
 use msgbench_model::verdict::three_digits;
 use msgbench_model::RunResult;
 
@@ -18,59 +19,40 @@ pub fn duration_ns(ns: u64) -> String {
     format!("{} {unit}", three_digits(value))
 }
 
-/// A latency percentile a table shows: its quantile and where [`Percentiles`] keeps it.
-#[derive(Clone, Copy)]
-pub struct Quantile(pub f64, pub fn(&Percentiles) -> u64);
-
-/// The percentiles the tables show.
-pub const P50: Quantile = Quantile(0.5, |p| p.p50_ns);
-/// 90th.
-pub const P90: Quantile = Quantile(0.9, |p| p.p90_ns);
-/// 95th.
-pub const P95: Quantile = Quantile(0.95, |p| p.p95_ns);
-/// 99th.
-pub const P99: Quantile = Quantile(0.99, |p| p.p99_ns);
-/// 99.9th.
-pub const P999: Quantile = Quantile(0.999, |p| p.p999_ns);
-/// 99.99th.
-pub const P9999: Quantile = Quantile(0.9999, |p| p.p9999_ns);
-/// The largest.
-pub const MAX: Quantile = Quantile(1.0, |p| p.max_ns);
-
 /// The lower bound of percentile `q` with the requests that got no answer counted at their
 /// wait (`bounds`, from [`RunResult::latency_at_least`]), where those requests reach into it
 /// (they are more than `1 − q` of all).
 /// Below that share the answered figure stands (the top `1 − q` are answered requests).
-fn raised_by_unanswered(r: &RunResult, bounds: Option<&Percentiles>, q: Quantile) -> Option<u64> {
+fn raised_by_unanswered(r: &RunResult, bounds: Option<&Percentiles>, q: SloMetric) -> Option<u64> {
     let unanswered = r.unanswered.count as f64;
     let share = unanswered / (unanswered + r.latency.count as f64).max(1.0);
-    let Quantile(quantile, pick) = q;
+    let quantile = q.quantile();
     // Past that share the percentile over all requests is not known, only bounded below: even
     // when the waits are shorter than the answered latencies (a backlog given up at the span's
     // end waited less than those sent before it), the answered figure alone would read as the
     // run's while most of its requests are not in it.
-    bounds.map(pick).filter(|_| share > 1.0 - quantile)
+    bounds.map(|b| q.of(b)).filter(|_| share > 1.0 - quantile)
 }
 
 /// A latency percentile of a run as a reader must take it: `≥ X` when the requests that got
 /// no answer reach into it (their latency is at least their wait), `–` when nothing was
 /// measured.
-pub fn latency(r: &RunResult, bounds: Option<&Percentiles>, q: Quantile) -> String {
+pub fn latency(r: &RunResult, bounds: Option<&Percentiles>, q: SloMetric) -> String {
     match raised_by_unanswered(r, bounds, q) {
         Some(at_least) => format!("≥ {}", duration_ns(at_least)),
         None if r.latency.count == 0 => "–".to_string(),
-        None => duration_ns((q.1)(&r.latency)),
+        None => duration_ns(q.of(&r.latency)),
     }
 }
 
 /// The value of latency percentile `q` a table spreads: as [`latency`] shows it.
-pub fn latency_value(r: &RunResult, q: Quantile) -> u64 {
+pub fn latency_value(r: &RunResult, q: SloMetric) -> u64 {
     let bounds = r.latency_at_least();
-    raised_by_unanswered(r, bounds.as_ref(), q).unwrap_or((q.1)(&r.latency))
+    raised_by_unanswered(r, bounds.as_ref(), q).unwrap_or(q.of(&r.latency))
 }
 
 /// Percentile `q` of a run is a lower bound set by the requests that got no answer.
-pub fn latency_raised(r: &RunResult, q: Quantile) -> bool {
+pub fn latency_raised(r: &RunResult, q: SloMetric) -> bool {
     raised_by_unanswered(r, r.latency_at_least().as_ref(), q).is_some()
 }
 

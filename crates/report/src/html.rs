@@ -3,8 +3,9 @@
 //! validity verdicts and, after `msgbench search`, every step of the search.
 use crate::advice::Advice;
 use crate::charts::Chart;
-use crate::format::{count, duration_ns, percent, MAX, P50, P99, P999};
+use crate::format::{count, duration_ns, percent};
 use crate::validity::judge;
+use msgbench_model::percentile::latency_columns;
 use msgbench_model::result::RunResult;
 
 pub(crate) fn escape(text: &str) -> String {
@@ -140,10 +141,6 @@ fn charts_and_validity(runs: &[RunResult], charts: &[Chart]) -> String {
     out
 }
 
-/// The latency columns of the run table, in order: the one place they are chosen.
-const LATENCY_COLUMNS: [(&str, crate::format::Quantile); 4] =
-    [("p50", P50), ("p99", P99), ("p99.9", P999), ("max", MAX)];
-
 fn table(runs: &[RunResult]) -> String {
     let axes: Vec<&str> = runs
         .first()
@@ -159,8 +156,8 @@ fn table(runs: &[RunResult]) -> String {
     for h in ["delivered/s", "success", "drop", "failed"] {
         out.push_str(&format!("<th>{h}</th>"));
     }
-    for (h, _) in LATENCY_COLUMNS {
-        out.push_str(&format!("<th>{h}</th>"));
+    for m in latency_columns::HTML {
+        out.push_str(&format!("<th>{}</th>", m.name()));
     }
     for h in ["send lag p99", "CPU/msg"] {
         out.push_str(&format!("<th>{h}</th>"));
@@ -225,8 +222,8 @@ fn table_row(r: &RunResult, axes: &[&str], with_sut: bool) -> String {
     ] {
         out.push_str(&format!("<td>{cell}</td>"));
     }
-    for (_, q) in LATENCY_COLUMNS {
-        out.push_str(&format!("<td>{}</td>", lat(q)));
+    for m in latency_columns::HTML {
+        out.push_str(&format!("<td>{}</td>", lat(*m)));
     }
     for cell in [
         measured(r.send_lag.count, r.send_lag.p99_ns),

@@ -1,10 +1,8 @@
 //! `report.md`: one table for the sweep in the style of the reports msgbench grew from, replicates
 //! shown as median with their spread (min–max), then every run's validity verdict.
-use crate::format::{
-    count, duration_ns, latency_raised, latency_value, percent, Quantile, MAX, P50, P90, P95, P99,
-    P999, P9999,
-};
+use crate::format::{count, duration_ns, latency_raised, latency_value, percent};
 use crate::validity::judge;
+use msgbench_model::percentile::{latency_columns, SloMetric};
 use msgbench_model::result::RunResult;
 use msgbench_model::sweep::short_axis;
 use std::collections::BTreeMap;
@@ -134,7 +132,7 @@ enum Read {
     Value(fn(&RunResult) -> f64),
     /// A latency percentile: a lower bound with the unanswered requests, marked `≥`, where
     /// that is higher than the answered requests' figure.
-    Latency(Quantile),
+    Latency(SloMetric),
 }
 
 /// A duration in ns, or `–` for nothing measured (NaN).
@@ -162,15 +160,10 @@ fn columns(with_sut: bool, undelivered: bool) -> Vec<Column> {
             Read::Value(crate::summary::undelivered_share),
             percent,
         ),
-        ("p50", Read::Latency(P50), ns),
-        ("p90", Read::Latency(P90), ns),
-        ("p95", Read::Latency(P95), ns),
-        ("p99", Read::Latency(P99), ns),
-        ("p99.9", Read::Latency(P999), ns),
-        ("p99.99", Read::Latency(P9999), ns),
-        ("max", Read::Latency(MAX), ns),
-        ("CPU/msg", Read::Value(cpu_per_message_ns), ns),
     ];
+    let latency = latency_columns::ALL.iter();
+    columns.extend(latency.map(|m| (m.name(), Read::Latency(*m), ns as fn(f64) -> String)));
+    columns.push(("CPU/msg", Read::Value(cpu_per_message_ns), ns));
     if with_sut {
         columns.push(("server CPU/msg", Read::Value(sut_cpu_per_message_ns), ns));
     }
@@ -210,7 +203,8 @@ fn class_table(points: &BTreeMap<usize, Vec<&RunResult>>) -> String {
     let axes = axes_of(points);
     let mut header: Vec<String> = vec!["point".into()];
     header.extend(axes.iter().map(|a| short_axis(a).to_string()));
-    header.extend(["class", "delivered/s", "p50", "p99", "p99.9", "max"].map(String::from));
+    header.extend(["class", "delivered/s"].map(String::from));
+    header.extend(latency_columns::CLASS.iter().map(|m| m.name().to_string()));
     let mut out = header_row(&header);
     for (point, runs) in points {
         for (i, class) in runs[0].classes.iter().enumerate() {
@@ -229,10 +223,12 @@ fn class_table(points: &BTreeMap<usize, Vec<&RunResult>>) -> String {
                 of(|c, r| c.latency.count as f64 / r.duration_s.max(1e-9)),
                 count,
             ));
-            row.push(spread(of(|c, _| measured(c, c.latency.p50_ns)), ns));
-            row.push(spread(of(|c, _| measured(c, c.latency.p99_ns)), ns));
-            row.push(spread(of(|c, _| measured(c, c.latency.p999_ns)), ns));
-            row.push(spread(of(|c, _| measured(c, c.latency.max_ns)), ns));
+            for m in latency_columns::CLASS {
+                let values = (runs.iter())
+                    .filter_map(|r| r.classes.get(i).map(|c| measured(c, m.of(&c.latency))))
+                    .collect();
+                row.push(spread(values, ns));
+            }
             out.push_str(&format!("| {} |\n", row.join(" | ")));
         }
     }

@@ -1,7 +1,8 @@
 //! The end-of-run summary table, in the style of the reports msgbench grew from: per run its
 //! parameters, delivered rate, success and drop rate, latency percentiles (from the intended send
 //! time), send lag and CPU, then every warning.
-use crate::format::{count, duration_ns, percent, Quantile, MAX, P50, P95, P99, P9999};
+use crate::format::{count, duration_ns, percent};
+use msgbench_model::percentile::latency_columns;
 use msgbench_model::result::RunResult;
 use msgbench_model::sweep::short_axis;
 use msgbench_model::warning::Warning;
@@ -34,22 +35,17 @@ pub fn table_for_width(results: &[RunResult], width: Option<usize>) -> String {
     out
 }
 
-/// The latency columns of the run table, in order: the one place they are chosen.
-const LATENCY_COLUMNS: [(&str, Quantile); 5] = [
-    ("p50", P50),
-    ("p95", P95),
-    ("p99", P99),
-    ("p99.99", P9999),
-    ("max", MAX),
-];
-
 /// The run table: a header, then a row per run (its axes, rates, latency, send lag, CPU; an
 /// `undelivered` column when a run left messages undelivered).
 fn run_rows(results: &[RunResult], axes: &[String]) -> Vec<Vec<String>> {
     let mut header: Vec<String> = vec!["run".into()];
     header.extend(axes.iter().map(|a| short_axis(a).to_string()));
     header.extend(["delivered/s", "success", "drop", "failed"].map(String::from));
-    header.extend(LATENCY_COLUMNS.iter().map(|(name, _)| name.to_string()));
+    header.extend(
+        latency_columns::SUMMARY
+            .iter()
+            .map(|m| m.name().to_string()),
+    );
     header.extend(["send lag p99", "CPU s", "msg/CPU-s"].map(String::from));
     // What was never delivered nor dropped by the end (a backlog given up at the drain's end)
     // is neither success nor drop: a column of its own whenever a run has some.
@@ -85,7 +81,7 @@ fn run_rows(results: &[RunResult], axes: &[String]) -> Vec<Vec<String>> {
             share(r, r.counters.drop_rate()),
             r.counters.failed.to_string(),
         ]);
-        row.extend(LATENCY_COLUMNS.iter().map(|(_, q)| lat(*q)));
+        row.extend(latency_columns::SUMMARY.iter().map(|m| lat(*m)));
         row.extend([
             ns(r.send_lag.count, r.send_lag.p99_ns),
             format!("{:.2}", r.cpu.driver_cpu_s),
@@ -179,7 +175,12 @@ pub fn validity(results: &[RunResult]) -> String {
 fn class_rows(results: &[RunResult], axes: &[String]) -> Vec<Vec<String>> {
     let mut header: Vec<String> = vec!["run".into()];
     header.extend(axes.iter().map(|a| short_axis(a).to_string()));
-    header.extend(["class", "delivered/s", "p50", "p99", "p99.99", "max"].map(String::from));
+    header.extend(["class", "delivered/s"].map(String::from));
+    header.extend(
+        latency_columns::SUMMARY_CLASS
+            .iter()
+            .map(|m| m.name().to_string()),
+    );
     let mut rows = vec![header];
     for r in results {
         for c in &r.classes {
@@ -198,11 +199,12 @@ fn class_rows(results: &[RunResult], axes: &[String]) -> Vec<Vec<String>> {
             row.extend([
                 c.name.clone(),
                 count(c.latency.count as f64 / r.duration_s.max(1e-9)),
-                lat(c.latency.p50_ns),
-                lat(c.latency.p99_ns),
-                lat(c.latency.p9999_ns),
-                lat(c.latency.max_ns),
             ]);
+            row.extend(
+                latency_columns::SUMMARY_CLASS
+                    .iter()
+                    .map(|m| lat(m.of(&c.latency))),
+            );
             rows.push(row);
         }
     }

@@ -393,7 +393,8 @@ fn unanswered_requests_make_the_tail_a_lower_bound_and_leave_the_body_alone() {
     r.counters.attempted += 5;
     let bounds = r.latency_at_least().expect("there are unanswered requests");
     assert!(bounds.max_ns >= 300_000_000 - 300_000);
-    use msgbench_report::format::{latency, MAX, P50, P99, P999, P9999};
+    use msgbench_model::percentile::SloMetric::{Max as MAX, P50, P99, P999, P9999};
+    use msgbench_report::format::latency;
     // 5 of 2005 (0.25 %) reach into p99.9 and p99.99 and the max, not into p99 or p50.
     assert!(latency(&r, Some(&bounds), MAX).starts_with("≥ 300"));
     assert!(latency(&r, Some(&bounds), P9999).starts_with("≥ 300"));
@@ -452,7 +453,8 @@ fn most_requests_unanswered_make_every_percentile_a_bound_even_with_short_waits(
     r.counters.skipped = 7000;
     r.counters.delivered = 3000;
     let bounds = r.latency_at_least().unwrap();
-    use msgbench_report::format::{latency, P50, P99};
+    use msgbench_model::percentile::SloMetric::{P50, P99};
+    use msgbench_report::format::latency;
     let p50 = latency(&r, Some(&bounds), P50);
     assert!(p50.starts_with("≥ "), "{p50}");
     assert!(latency(&r, Some(&bounds), P99).starts_with("≥ "));
