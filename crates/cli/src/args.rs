@@ -345,24 +345,27 @@ pub struct ServeWsRpcArgs {
     #[arg(long, value_name = "DURATION", default_value = "60s")]
     pub idle_timeout: String,
     #[command(flatten)]
-    pub server: WsServerArgs,
+    pub server: ServerLimits,
 }
 
-/// Threads, limits and lifetime of the WebSocket servers (`serve ws-rpc`, `serve ticks`).
+/// Threads, limits and lifetime every built-in server with worker threads takes (`serve rpc`,
+/// `http`, `ws-rpc`, `ticks`), written once.
 #[derive(Debug, Args)]
-pub struct WsServerArgs {
+pub struct ServerLimits {
     /// Server threads; connections are dealt to them round-robin.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub threads: u32,
     /// CPUs of the server threads, comma-separated, one per thread.
     #[arg(long, value_name = "CPUS", value_delimiter = ',')]
     pub pin: Vec<usize>,
-    /// Largest message a client may send, bytes; a larger one closes its connection.
+    /// Largest request or message a client may send, bytes; a client sending a larger one is
+    /// disconnected.
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     pub max_frame: u32,
-    /// Most connections open at once; more are refused.
-    #[arg(long, value_name = "N", default_value_t = 1024)]
-    pub max_connections: u32,
+    /// Most connections open at once; more are refused on accept [default: 4096 for `rpc` and
+    /// `http`, 1024 for the WebSocket servers].
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<u32>,
     /// Stop by itself after this long (e.g. 30s); without it, serve until Ctrl-C.
     #[arg(long = "for", value_name = "DURATION")]
     pub run_for: Option<String>,
@@ -371,6 +374,11 @@ pub struct WsServerArgs {
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<String>,
 }
+
+/// `--max-connections` of the request servers (`serve rpc`, `serve http`) when not given.
+pub const REQUEST_SERVER_CONNECTIONS: u32 = 4096;
+/// `--max-connections` of the WebSocket servers (`serve ws-rpc`, `serve ticks`) when not given.
+pub const WS_SERVER_CONNECTIONS: u32 = 1024;
 
 /// `msgbench serve ticks`.
 #[derive(Debug, Args)]
@@ -418,7 +426,7 @@ pub struct ServeTicksArgs {
     #[arg(long, value_name = "DURATION", default_value = "60s")]
     pub idle_timeout: String,
     #[command(flatten)]
-    pub server: WsServerArgs,
+    pub server: ServerLimits,
 }
 
 /// `msgbench serve rpc`.
@@ -431,27 +439,17 @@ pub struct ServeRpcArgs {
     pub server: RequestServerArgs,
 }
 
-/// Threads, limits and fault injection of the request servers (`serve rpc`, `serve http`).
+/// Limits and fault injection of the request servers (`serve rpc`, `serve http`).
 #[derive(Debug, Args)]
 pub struct RequestServerArgs {
-    /// Server threads; connections are dealt to them round-robin.
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    pub threads: u32,
-    /// Largest request accepted, bytes; a client sending a larger one is disconnected.
-    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
-    pub max_frame: u32,
-    /// Most connections open at once; more are closed on accept.
-    #[arg(long, value_name = "N", default_value_t = 4096)]
-    pub max_connections: u32,
+    #[command(flatten)]
+    pub limits: ServerLimits,
     /// Fault injection: stall every server thread this often (e.g. 1s) ...
     #[arg(long, value_name = "DURATION")]
     pub stall_every: Option<String>,
     /// ... for this long each time (e.g. 100ms).
     #[arg(long, value_name = "DURATION", default_value = "100ms")]
     pub stall_for: String,
-    /// CPUs of the server threads, comma-separated, one per thread.
-    #[arg(long, value_name = "CPUS", value_delimiter = ',')]
-    pub pin: Vec<usize>,
     /// Longest service time a request may ask for; longer ones are served this long and
     /// counted as clamped.
     #[arg(long, value_name = "DURATION", default_value = "10s")]
@@ -459,13 +457,6 @@ pub struct RequestServerArgs {
     /// Close a connection that sends and reads nothing for this long ("0": never).
     #[arg(long, value_name = "DURATION", default_value = "60s")]
     pub idle_timeout: String,
-    /// Stop by itself after this long (e.g. 30s); without it, serve until Ctrl-C.
-    #[arg(long = "for", value_name = "DURATION")]
-    pub run_for: Option<String>,
-    /// Serve the server's counters (responses, connections, faults) as OpenMetrics series
-    /// `msgbench_server_*_total` at http://ADDR/metrics, for Prometheus (docs/live-metrics.md).
-    #[arg(long, value_name = "ADDR")]
-    pub metrics_listen: Option<String>,
 }
 
 /// Where the scenario comes from and what to change in it.

@@ -3,7 +3,8 @@
 //! what it counted.
 use crate::args::{
     RequestServerArgs, ServeCommand, ServeGrpcArgs, ServeHttpArgs, ServeRpcArgs, ServeTicksArgs,
-    ServeWsRpcArgs, ServiceTimeArgs,
+    ServeWsRpcArgs, ServerLimits, ServiceTimeArgs, REQUEST_SERVER_CONNECTIONS,
+    WS_SERVER_CONNECTIONS,
 };
 use crate::setup::{fail, machine_limits, on_ctrl_c};
 use crate::{EXIT_BAD_INPUT, EXIT_INTERRUPTED};
@@ -323,6 +324,13 @@ fn connection_counts(
     ]
 }
 
+/// How long a server serves (`--for`); `None`: until Ctrl-C.
+fn serve_for(limits: &ServerLimits) -> Result<Option<Duration>, String> {
+    (limits.run_for.as_deref())
+        .map(|t| parse_duration("for", t))
+        .transpose()
+}
+
 fn serve_until(stop: &AtomicBool, run_for: Option<Duration>) {
     let started = std::time::Instant::now();
     while !stop.load(Ordering::Relaxed) && run_for.is_none_or(|d| started.elapsed() < d) {
@@ -358,21 +366,18 @@ fn request_server(
         .as_deref()
         .map(|t| parse_duration("stall-every", t))
         .transpose()?;
+    let limits = &args.limits;
     let spec = RpcServerSpec {
-        threads: args.threads,
-        max_frame: args.max_frame,
-        max_connections: args.max_connections,
+        threads: limits.threads,
+        max_frame: limits.max_frame,
+        max_connections: (limits.max_connections).unwrap_or(REQUEST_SERVER_CONNECTIONS),
         stall_every,
         stall_for: parse_duration("stall-for", &args.stall_for)?,
-        pin: args.pin.clone(),
+        pin: limits.pin.clone(),
         max_service: parse_duration("max-service", &args.max_service)?,
         idle_timeout: parse_duration("idle-timeout", &args.idle_timeout)?,
     };
-    let run_for = args
-        .run_for
-        .as_deref()
-        .map(|t| parse_duration("for", t))
-        .transpose()?;
+    let run_for = serve_for(limits)?;
     let config = spec
         .validate(&machine_limits(), &flag_error(name, "rpc.server."))
         .map_err(|e| e.to_string())?;
@@ -388,7 +393,7 @@ fn serve_rpc(args: ServeRpcArgs) -> ExitCode {
         Ok(a) => a,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
-    let metrics = args.server.metrics_listen.as_deref();
+    let metrics = args.server.limits.metrics_listen.as_deref();
     run_request_server("rpc", listen, run_for, metrics, |listen| {
         msgbench_engine::server::rpc::RpcServer::start(&config, listen)
     })
@@ -407,7 +412,7 @@ fn serve_http(args: ServeHttpArgs) -> ExitCode {
         Ok(a) => a,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
-    let metrics = args.server.metrics_listen.as_deref();
+    let metrics = args.server.limits.metrics_listen.as_deref();
     run_request_server("http", listen, run_for, metrics, |listen| {
         msgbench_engine::server::http::start(&config, options, listen)
     })
@@ -556,7 +561,7 @@ fn ticks_options(
         write_batch: args.write_batch,
         send_buffer: args.send_buffer,
         max_frame: args.server.max_frame,
-        max_connections: args.server.max_connections,
+        max_connections: (args.server.max_connections).unwrap_or(WS_SERVER_CONNECTIONS),
         idle_timeout: parse_duration("idle-timeout", &args.idle_timeout)?,
     };
     let config = spec
@@ -574,12 +579,7 @@ fn ticks_options(
         seed: 1,
         per_second: false,
     };
-    let run_for = args
-        .server
-        .run_for
-        .as_deref()
-        .map(|t| parse_duration("for", t))
-        .transpose()?;
+    let run_for = serve_for(&args.server)?;
     Ok((options, listen_address(&args.listen)?, run_for))
 }
 
@@ -681,7 +681,7 @@ fn ws_rpc_settings(
         threads: args.server.threads,
         pin: args.server.pin.clone(),
         max_frame: args.server.max_frame,
-        max_connections: args.server.max_connections,
+        max_connections: (args.server.max_connections).unwrap_or(WS_SERVER_CONNECTIONS),
         idle_timeout: parse_duration("idle-timeout", &args.idle_timeout)?,
     };
     let config = spec
@@ -705,12 +705,7 @@ fn ws_rpc_settings(
         service_ns: parse_duration("service", &args.service)?.as_nanos() as u64,
         work: parse_choice("work", &args.work, "busy, sleep")?,
     };
-    let run_for = args
-        .server
-        .run_for
-        .as_deref()
-        .map(|t| parse_duration("for", t))
-        .transpose()?;
+    let run_for = serve_for(&args.server)?;
     Ok((config, answer, listen_address(&args.listen)?, run_for))
 }
 
