@@ -1,10 +1,15 @@
 //! The threads of a run, laid out once: the workers that send (each says on its `done` sender
 //! when it stopped sending, which ends the measured span) and the ones that only receive, all
 //! on scoped threads named `msgbench-<name>`, with the system under test's CPU read over the
-//! span they mark ([`SpanCpu::over_workers`]). Drivers build their workers; this runs them.
+//! span they mark ([`SpanCpu::over_workers`]). Drivers build their workers; this runs them —
+//! [`run_threads`] when they are connected before they are spawned, [`run_after_ready`] when
+//! each connects on its own thread and the run starts once all have.
 use super::span::SpanCpu;
 use super::timeline::Timeline;
-use std::sync::mpsc::{channel, Sender};
+use crate::error::EngineError;
+use crate::recorder::{Collector, LiveCallback, Recorder, Recording};
+use msgbench_model::scenario::RunSettings;
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::thread::Result as Joined;
 
 /// What the threads returned, each as joined (a panic is an `Err`), in the order given, and
@@ -63,3 +68,119 @@ where
 
 /// No receiving workers (a driver whose senders also receive).
 pub type NoReceivers = fn();
+
+/// What a worker is handed once every worker said it is ready: the run's timeline and its
+/// recorder.
+pub type Start = (Timeline, Recorder);
+
+/// What a worker of [`run_after_ready`] is given: where it says it is ready (or why it cannot
+/// be), where its [`Start`] comes, and where it says it stopped sending.
+pub struct Handshake {
+    /// Its readiness: `Ok` once connected, the first `Err` fails the run before it starts.
+    pub ready: Sender<Result<(), EngineError>>,
+    /// Its start, once every worker is ready (closed: the run will not start).
+    pub start: Receiver<Start>,
+    /// Says when it stopped sending, which ends the measured span.
+    pub done: Sender<()>,
+}
+
+/// The run of [`run_after_ready`]: what its workers are recorded as.
+pub struct ReadyRun<'a> {
+    /// The run's settings (its timeline and collector are made from them).
+    pub run: &'a RunSettings,
+    /// Operation classes the recorders count.
+    pub classes: usize,
+    /// Live figures for a progress line.
+    pub live: Option<LiveCallback>,
+    /// What a panicking worker is called.
+    pub role: &'static str,
+}
+
+/// What [`run_after_ready`] ran: the timeline it started, what the collector merged, what each
+/// worker returned (as joined, in order) and the system under test's CPU over the span.
+pub struct ReadyRan<A> {
+    /// The run's timeline, started once every worker was ready.
+    pub timeline: Timeline,
+    /// What the collector merged.
+    pub recording: Recording,
+    /// What each worker returned, as joined (a panic is an `Err`), in the order given.
+    pub workers: Vec<Joined<A>>,
+    /// The system under test's CPU over the measured span, when it can be read.
+    pub sut_cpu_s: Option<f64>,
+}
+
+/// Runs `workers` that get ready first (connect, prepare their threads) and only then start:
+/// once every one said it is ready, the timeline starts, each is handed it with its recorder
+/// (`recorder_for(collector, worker)`), and the span is measured as [`run_threads`] does. The
+/// first worker that cannot get ready fails the run before the timeline starts: the others
+/// find their start closed and end.
+pub fn run_after_ready<A, W>(
+    plan: ReadyRun<'_>,
+    sut_cpu_ns: &dyn Fn() -> Option<u64>,
+    workers: Vec<(String, W)>,
+    recorder_for: &mut dyn FnMut(&mut Collector, usize) -> Recorder,
+) -> Result<ReadyRan<A>, EngineError>
+where
+    A: Send,
+    W: FnOnce(Handshake) -> A + Send,
+{
+    let count = workers.len();
+    let (ready_tx, ready_rx) = channel();
+    let (done_tx, done_rx) = channel::<()>();
+    std::thread::scope(|s| {
+        let mut starts = Vec::with_capacity(count);
+        let mut handles = Vec::with_capacity(count);
+        for (name, work) in workers {
+            let (start_tx, start) = channel::<Start>();
+            starts.push(start_tx);
+            let (ready, done) = (ready_tx.clone(), done_tx.clone());
+            let handle = std::thread::Builder::new()
+                .name(format!("msgbench-{name}"))
+                .spawn_scoped(s, move || work(Handshake { ready, start, done }))
+                .expect("spawning a thread");
+            handles.push(handle);
+        }
+        drop((ready_tx, done_tx));
+        if let Err(e) = all_ready(&ready_rx, count, plan.role) {
+            drop(starts); // every worker sees a closed channel and stops
+            for h in handles {
+                let _ = h.join();
+            }
+            return Err(e);
+        }
+        let timeline = Timeline::from_now(plan.run);
+        let mut collector = timeline.collector(plan.run, plan.classes, count);
+        for (t, start) in starts.iter().enumerate() {
+            let _ = start.send((timeline, recorder_for(&mut collector, t)));
+        }
+        let collecting = collector.start(plan.live);
+        let sut_cpu_s = SpanCpu::new(sut_cpu_ns).over_workers(&timeline, &done_rx, count);
+        let workers = handles.into_iter().map(|h| h.join()).collect();
+        // The collector ends once every recorder has, error or not.
+        let recording = collecting
+            .join()
+            .map_err(|_| EngineError::WorkerPanicked("collector"))?;
+        Ok(ReadyRan {
+            timeline,
+            recording,
+            workers,
+            sut_cpu_s,
+        })
+    })
+}
+
+/// Waits until `workers` threads said they are ready; the first failure wins.
+fn all_ready(
+    ready: &Receiver<Result<(), EngineError>>,
+    workers: usize,
+    role: &'static str,
+) -> Result<(), EngineError> {
+    for _ in 0..workers {
+        match ready.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(EngineError::WorkerPanicked(role)),
+        }
+    }
+    Ok(())
+}

@@ -15,9 +15,10 @@ use crate::clock::{Clock, MonotonicClock};
 use crate::cpu::{CpuSnapshot, ThreadCpuClock};
 use crate::drivers::failure::{endless_stop_message, stop_message, Failure};
 use crate::error::EngineError;
+use crate::harness::threads::{run_after_ready, Handshake, ReadyRun, Start};
 use crate::harness::STOP_CHECK_NS;
-use crate::harness::{gather, worker, DriverOutput, RunContext, RunStop, SpanCpu, Timeline};
-use crate::recorder::Recorder;
+use crate::harness::{gather, worker, DriverOutput, RunContext, RunStop, Timeline};
+use crate::recorder::{Collector, Recorder};
 use crate::ring::{Consumer, Producer};
 use crate::wait::{Sleeper, Waiter};
 use msgbench_model::client::{ClientConfig, OnError};
@@ -28,7 +29,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, OnceLock};
 use std::task::Context;
 use std::time::Duration;
@@ -269,12 +270,10 @@ struct Shared<'a> {
     stop: RunStop<'a>,
 }
 
-/// What a caller gets once every caller is connected: the timeline and its recorder.
-type Start = (Timeline, Recorder);
-
 /// Runs the callers against `url` (the address the socket threads connect to, as messages name
 /// it). `sut_cpu_ns` reads the system under test's CPU (at the measured span's edges, from
-/// this thread).
+/// this thread). Every caller connects first; the run starts once all have
+/// ([`run_after_ready`]).
 pub fn drive(
     scenario: &Scenario,
     client: &ClientConfig,
@@ -290,70 +289,29 @@ pub fn drive(
         url,
         stop: RunStop::new(&ctx.stop),
     };
-    let (ready_tx, ready_rx) = channel();
-    let (done_tx, done_rx) = channel::<()>();
-    let (recording, gathered, timeline, sut_cpu_s) = std::thread::scope(|s| {
-        let mut starts = Vec::new();
-        let mut handles = Vec::new();
-        let threads = client.local_threads();
-        for t in 0..threads {
-            let (start_tx, start_rx) = channel::<Start>();
-            starts.push(start_tx);
-            let (shared, ready, done) = (&shared, ready_tx.clone(), done_tx.clone());
-            handles.push(
-                std::thread::Builder::new()
-                    .name(format!("msgbench-caller-{t}"))
-                    .spawn_scoped(s, move || caller(shared, t, ready, start_rx, done))
-                    .expect("spawning a thread"),
-            );
-        }
-        drop((ready_tx, done_tx));
-        if let Err(e) = all_ready(&ready_rx, threads, shared.callers.name) {
-            drop(starts); // every caller sees a closed channel and stops
-            for h in handles {
-                let _ = h.join();
-            }
-            return Err(e);
-        }
-        let timeline = Timeline::from_now(&scenario.run);
-        let mut collector = timeline.collector(&scenario.run, shared.callers.shares.len(), threads);
-        for (t, tx) in starts.iter().enumerate() {
-            let mine = client.thread_connections(t);
-            let rec = collector.connections_recorder(mine.start, mine.len());
-            let _ = tx.send((timeline, rec));
-        }
-        let collecting = collector.start(ctx.live.clone());
-        let sut_cpu_s = SpanCpu::new(sut_cpu_ns).over_workers(&timeline, &done_rx, threads);
-        let gathered = gather(
-            handles
-                .into_iter()
-                .map(|h| h.join().map(|r| r.map(Option::unwrap_or_default))),
-            shared.callers.name,
-        );
-        let recording = collecting
-            .join()
-            .map_err(|_| EngineError::WorkerPanicked("collector"))?;
-        Ok((recording, gathered?, timeline, sut_cpu_s))
-    })?;
+    let role = shared.callers.name;
+    let plan = ReadyRun {
+        run: &scenario.run,
+        classes: shared.callers.shares.len(),
+        live: ctx.live.clone(),
+        role,
+    };
+    let workers = (0..client.local_threads())
+        .map(|t| {
+            let shared = &shared;
+            (format!("caller-{t}"), move |hs| caller(shared, t, hs))
+        })
+        .collect();
+    let mut recorder_for = |collector: &mut Collector, t: usize| {
+        let mine = client.thread_connections(t);
+        collector.connections_recorder(mine.start, mine.len())
+    };
+    let ran = run_after_ready(plan, sut_cpu_ns, workers, &mut recorder_for)?;
+    let outs = (ran.workers.into_iter()).map(|h| h.map(|r| r.map(Option::unwrap_or_default)));
+    let gathered = gather(outs, role)?;
     Ok(shared
         .stop
-        .output(&timeline, recording, gathered, sut_cpu_s))
-}
-
-/// Waits until `workers` threads said they are ready; the first failure wins.
-fn all_ready(
-    ready: &Receiver<Result<(), EngineError>>,
-    workers: usize,
-    name: &'static str,
-) -> Result<(), EngineError> {
-    for _ in 0..workers {
-        match ready.recv() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(EngineError::WorkerPanicked(name)),
-        }
-    }
-    Ok(())
+        .output(&ran.timeline, ran.recording, gathered, ran.sut_cpu_s))
 }
 
 /// One connection as its caller sees it.
@@ -418,13 +376,8 @@ fn stop_socket_thread(
 /// A caller thread: runs its sockets on this thread when they can ([`InlineSockets`]), else
 /// starts its socket thread, then paces, hands requests over and takes responses back until
 /// its schedule and drain are over.
-fn caller(
-    shared: &Shared,
-    t: usize,
-    ready: Sender<Result<(), EngineError>>,
-    start: Receiver<Start>,
-    done: Sender<()>,
-) -> CallerResult {
+fn caller(shared: &Shared, t: usize, hs: Handshake) -> CallerResult {
+    let Handshake { ready, start, done } = hs;
     let pin = shared.client.pin.get(t).copied();
     if let Err(e) = worker::prepare(shared.callers.name, pin, true) {
         let _ = ready.send(Err(e));
