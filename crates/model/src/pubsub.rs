@@ -89,6 +89,52 @@ pub struct PubsubSpec {
     /// megabytes): a small one makes a slow subscription's backlog wait in the broker, where
     /// its limits apply, rather than in this host's kernel.
     pub receive_buffer: u32,
+    /// Kafka's own settings: `[pubsub.kafka] acks`, `partitions`.
+    #[serde(skip_serializing_if = "is_default")]
+    pub kafka: KafkaOptions,
+    /// MQTT's own settings: `[pubsub.mqtt] qos`.
+    #[serde(skip_serializing_if = "is_default")]
+    pub mqtt: MqttOptions,
+    /// The stream brokers' own settings (Redis Streams, JetStream): `[pubsub.stream]
+    /// max_messages`.
+    #[serde(skip_serializing_if = "is_default")]
+    pub stream: StreamOptions,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+/// `[pubsub.kafka]`: Kafka's own settings (read also as `pubsub.acks` and `pubsub.partitions`,
+/// their names before brokers had sections: give each once).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct KafkaOptions {
+    /// See `pubsub.acks`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acks: Option<Acks>,
+    /// See `pubsub.partitions`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<u32>,
+}
+
+/// `[pubsub.mqtt]`: MQTT's own settings (`mqtt` and `mqtt5`; `qos` read also as `pubsub.qos`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct MqttOptions {
+    /// See `pubsub.qos`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qos: Option<u8>,
+}
+
+/// `[pubsub.stream]`: the stream brokers' own settings (`redis-streams`, `jetstream`;
+/// `max_messages` read also as `pubsub.stream_max_messages`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct StreamOptions {
+    /// See `pubsub.stream_max_messages`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_messages: Option<u64>,
 }
 
 impl Default for PubsubSpec {
@@ -114,9 +160,15 @@ impl Default for PubsubSpec {
             slow_work: CostWork::Busy,
             max_unsent_bytes: 1 << 20,
             receive_buffer: 0,
+            kafka: KafkaOptions::default(),
+            mqtt: MqttOptions::default(),
+            stream: StreamOptions::default(),
         }
     }
 }
+
+/// Flat keys read from a broker's section, with the key as written there.
+type Moved = Vec<(&'static str, &'static str)>;
 
 /// Messages a stream keeps by default (Redis Streams, JetStream).
 pub const DEFAULT_STREAM_MAX_MESSAGES: u64 = 1_000_000;
@@ -330,8 +382,70 @@ impl PubsubConfig {
 }
 
 impl PubsubSpec {
-    /// Checks the section against the scenario's pacing.
+    /// Checks the section against the scenario's pacing. A broker's own settings may be given
+    /// in its section (`[pubsub.kafka]`, `[pubsub.mqtt]`, `[pubsub.stream]`) or by their flat
+    /// names (`pubsub.acks`, …), once; a refusal names the key as it was written.
     pub fn validate(
+        &self,
+        pacing_spec: &PacingSpec,
+        invalid: &Invalid,
+    ) -> Result<PubsubConfig, ScenarioError> {
+        let (spec, moved) = self.grouped(invalid)?;
+        spec.validate_flat(pacing_spec, invalid).map_err(|mut e| {
+            if let ScenarioError::Invalid { field, .. } = &mut e {
+                if let Some((_, grouped)) = moved.iter().find(|(flat, _)| flat == field) {
+                    *field = grouped.to_string();
+                }
+            }
+            e
+        })
+    }
+
+    /// This section with its brokers' sections read into the flat keys the checks name, and
+    /// which flat key came from which section.
+    fn grouped(&self, invalid: &Invalid) -> Result<(PubsubSpec, Moved), ScenarioError> {
+        let (mut spec, mut moved, d) = (self.clone(), Vec::new(), PubsubSpec::default());
+        let mut take = |flat: &'static str, given: bool, grouped: &'static str| {
+            if given {
+                return Err(invalid(
+                    grouped,
+                    format!("is given, and so is {flat}"),
+                    &format!("give it once: as {grouped} (the broker's section; {flat} is its older flat name)"),
+                ));
+            }
+            moved.push((flat, grouped));
+            Ok(())
+        };
+        if let Some(qos) = self.mqtt.qos {
+            take("pubsub.qos", self.qos != d.qos, "pubsub.mqtt.qos")?;
+            spec.qos = qos;
+        }
+        if let Some(acks) = self.kafka.acks {
+            take("pubsub.acks", self.acks != d.acks, "pubsub.kafka.acks")?;
+            spec.acks = acks;
+        }
+        if let Some(partitions) = self.kafka.partitions {
+            take(
+                "pubsub.partitions",
+                self.partitions != d.partitions,
+                "pubsub.kafka.partitions",
+            )?;
+            spec.partitions = partitions;
+        }
+        if let Some(max) = self.stream.max_messages {
+            let given = self.stream_max_messages != d.stream_max_messages;
+            take(
+                "pubsub.stream_max_messages",
+                given,
+                "pubsub.stream.max_messages",
+            )?;
+            spec.stream_max_messages = max;
+        }
+        Ok((spec, moved))
+    }
+
+    /// [`PubsubSpec::validate`] on the flat keys.
+    fn validate_flat(
         &self,
         pacing_spec: &PacingSpec,
         invalid: &Invalid,
@@ -633,6 +747,51 @@ mod tests {
         match valid(&format!("system = \"pubsub\"\n{extra}")).system {
             System::Pubsub { pubsub, .. } => pubsub,
             other => panic!("not pubsub: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_broker_s_own_settings_are_read_from_its_section_or_their_flat_names_once() {
+        use crate::check::testing::refused;
+        let kafka = "[pubsub]\nbroker = \"kafka\"\naddress = \"127.0.0.1:9092\"\n";
+        let grouped = config(&format!(
+            "{kafka}[pubsub.kafka]\nacks = \"all\"\npartitions = 4"
+        ));
+        let flat = config(&format!("{kafka}acks = \"all\"\npartitions = 4"));
+        assert_eq!((grouped.acks, grouped.partitions), (super::Acks::All, 4));
+        assert_eq!(grouped, flat);
+        let mqtt = "[pubsub]\nbroker = \"mqtt\"\naddress = \"127.0.0.1:1883\"\n";
+        assert_eq!(config(&format!("{mqtt}[pubsub.mqtt]\nqos = 1")).qos, 1);
+        let js = "[pubsub]\nbroker = \"jetstream\"\naddress = \"127.0.0.1:4222\"\n";
+        let kept = config(&format!("{js}[pubsub.stream]\nmax_messages = 5000"));
+        assert_eq!(kept.stream_max_messages, 5000);
+        // Given twice: refused, naming the section's key; a setting the broker does not have
+        // is refused under the key as it was written.
+        for (text, field, fix) in [
+            (
+                format!("{mqtt}qos = 1\n[pubsub.mqtt]\nqos = 1"),
+                "pubsub.mqtt.qos",
+                "give it once",
+            ),
+            (
+                "[pubsub]\n[pubsub.kafka]\npartitions = 4".to_string(),
+                "pubsub.kafka.partitions",
+                "Kafka's",
+            ),
+            (
+                format!("{mqtt}[pubsub.mqtt]\nqos = 2"),
+                "pubsub.mqtt.qos",
+                "QoS 2",
+            ),
+            (
+                "[pubsub]\n[pubsub.stream]\nmax_messages = 9".to_string(),
+                "pubsub.stream.max_messages",
+                "redis-streams",
+            ),
+        ] {
+            let (at, message) = refused(&format!("system = \"pubsub\"\n{text}"));
+            assert_eq!(at, field, "{text}");
+            assert!(message.contains(fix), "{message}");
         }
     }
 
