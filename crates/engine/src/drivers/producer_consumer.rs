@@ -11,6 +11,7 @@ use crate::clock::{Clock, MonotonicClock};
 use crate::cpu::CpuSnapshot;
 use crate::error::EngineError;
 use crate::harness::measured::unix_ms_of;
+use crate::harness::threads::run_threads;
 use crate::harness::{worker, Measured, RunContext, Timeline, STOP_CHECK_NS};
 use crate::pacer::Pacer;
 use crate::recorder::Recorder;
@@ -155,30 +156,31 @@ pub fn drive<P: RingProducer<Item>, C: RingConsumer<Item>>(
     let collecting = collector.start(ctx.live.clone());
     let (to_producer, from_consumer) = std::sync::mpsc::channel::<Arc<Sleeper>>();
     let (to_consumer, from_producer) = std::sync::mpsc::channel::<Arc<Sleeper>>();
-    let (producer_out, consumer_out) = std::thread::scope(|s| {
-        let shared = &shared;
-        let p = std::thread::Builder::new()
-            .name("msgbench-producer".into())
-            .spawn_scoped(s, move || {
-                let ends = Ends {
-                    tell_other: to_consumer,
-                    from_other: from_consumer,
-                };
-                producer_thread(scenario, q, shared, producer, producer_rec, ends)
-            })
-            .expect("spawning a thread");
-        let c = std::thread::Builder::new()
-            .name("msgbench-consumer".into())
-            .spawn_scoped(s, move || {
-                let ends = Ends {
-                    tell_other: to_producer,
-                    from_other: from_producer,
-                };
-                consumer_thread(q, shared, consumer, consumer_rec, ends)
-            })
-            .expect("spawning a thread");
-        (p.join(), c.join())
-    });
+    let shared = &shared;
+    let producing = move |_done| {
+        let ends = Ends {
+            tell_other: to_consumer,
+            from_other: from_consumer,
+        };
+        producer_thread(scenario, q, shared, producer, producer_rec, ends)
+    };
+    let consuming = move || {
+        let ends = Ends {
+            tell_other: to_producer,
+            from_other: from_producer,
+        };
+        consumer_thread(q, shared, consumer, consumer_rec, ends)
+    };
+    // No system under test beside the ring: its CPU is the threads'. The span ends where the
+    // producer says (`producer_done_ns`), not at its `done`.
+    let no_sut = || None;
+    let ran = run_threads(
+        &timeline,
+        &no_sut,
+        vec![("producer".to_string(), producing)],
+        vec![("consumer".to_string(), consuming)],
+    );
+    let (producer_out, consumer_out) = (first(ran.senders), first(ran.receivers));
     let producer_cpu = producer_out.map_err(|_| EngineError::WorkerPanicked("producer"))??;
     let consumer_cpu = consumer_out.map_err(|_| EngineError::WorkerPanicked("consumer"))??;
     let recording = collecting
@@ -208,6 +210,11 @@ pub fn drive<P: RingProducer<Item>, C: RingConsumer<Item>>(
 struct Ends {
     tell_other: std::sync::mpsc::Sender<Arc<Sleeper>>,
     from_other: std::sync::mpsc::Receiver<Arc<Sleeper>>,
+}
+
+/// The one thread of a role, as joined.
+fn first<T>(mut joined: Vec<std::thread::Result<T>>) -> std::thread::Result<T> {
+    joined.remove(0)
 }
 
 /// The producer thread: prepared (exact sleeps unless `relative` pacing, which reproduces a
