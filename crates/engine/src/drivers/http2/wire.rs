@@ -636,6 +636,9 @@ impl Client {
                 payload.len()
             ));
         }
+        // The streams' windows move once per frame, by its last INITIAL_WINDOW_SIZE: a frame
+        // of thousands of entries must not cost thousands of walks over the open streams.
+        let mut initial_window = None;
         for entry in payload.chunks(6) {
             let key = u16::from_be_bytes([entry[0], entry[1]]);
             let value = u32::from_be_bytes([entry[2], entry[3], entry[4], entry[5]]);
@@ -654,17 +657,7 @@ impl Client {
                             reason(FLOW_CONTROL_ERROR)
                         ));
                     }
-                    let delta = i64::from(value) - self.peer_initial_window;
-                    self.peer_initial_window = i64::from(value);
-                    for s in self.streams.iter_mut().filter(|s| s.id != 0) {
-                        s.send_window += delta;
-                        if s.send_window > MAX_WINDOW {
-                            return Err(format!(
-                                "HTTP/2 connection error ({}: a stream's window past 2^31-1)",
-                                reason(FLOW_CONTROL_ERROR)
-                            ));
-                        }
-                    }
+                    initial_window = Some(i64::from(value));
                 }
                 0x5 => {
                     if !(16_384..=16_777_215).contains(&value) {
@@ -679,8 +672,34 @@ impl Client {
             }
         }
         self.settings_seen = true;
+        // Answered like a PING: a flood whose answers the server never reads ends at MAX_OUT.
         self.frame_header(0, SETTINGS, ACK, 0);
-        self.unblock();
+        match initial_window {
+            Some(window) => self.initial_window_is(window),
+            None => Ok(()),
+        }
+    }
+
+    /// The server's `SETTINGS_INITIAL_WINDOW_SIZE` is now `window`: every open stream's send
+    /// window moves by the change (RFC 9113, 6.9.2), and streams a larger window frees send.
+    fn initial_window_is(&mut self, window: i64) -> Result<(), String> {
+        let delta = window - self.peer_initial_window;
+        self.peer_initial_window = window;
+        if delta == 0 {
+            return Ok(());
+        }
+        for s in self.streams.iter_mut().filter(|s| s.id != 0) {
+            s.send_window += delta;
+            if s.send_window > MAX_WINDOW {
+                return Err(format!(
+                    "HTTP/2 connection error ({}: a stream's window past 2^31-1)",
+                    reason(FLOW_CONTROL_ERROR)
+                ));
+            }
+        }
+        if delta > 0 {
+            self.unblock();
+        }
         Ok(())
     }
 
@@ -1225,6 +1244,38 @@ mod tests {
         let mut outcome = Ok(State::Open);
         for _ in 0..200 {
             outcome = feed(&mut c, &pings, &mut Seen::default());
+            if outcome.is_err() {
+                break;
+            }
+        }
+        assert!(outcome.unwrap_err().contains("does not read"));
+    }
+
+    #[test]
+    fn a_settings_frame_of_many_entries_moves_the_windows_once_and_a_flood_is_bounded() {
+        // 2 730 INITIAL_WINDOW_SIZE entries (a 16 KiB frame): only the last counts, and the
+        // windows of the open streams move once, by the change from before the frame.
+        let mut c = ready(&[(0x4, 10)]);
+        c.start(
+            1,
+            0,
+            &[0x83],
+            &Bytes::from_static(b"0123456789abcdef"),
+            false,
+        );
+        c.out.clear();
+        let mut entries: Vec<(u16, u32)> = (0..2_729).map(|k| (0x4, 1_000 + k)).collect();
+        entries.push((0x4, 16));
+        feed(&mut c, &settings(&entries), &mut Seen::default()).unwrap();
+        // The ACK, then the 6 bytes the window grew by (10 → 16).
+        assert_eq!(&c.out[..9], &frame(SETTINGS, ACK, 0, b"")[..]);
+        assert_eq!(&c.out[9 + 9..], b"abcdef");
+        // Empty SETTINGS frames whose ACKs the server never reads end the connection, as a
+        // PING flood does.
+        let flood: Vec<u8> = (0..10_000).flat_map(|_| settings(&[])).collect();
+        let mut outcome = Ok(State::Open);
+        for _ in 0..400 {
+            outcome = feed(&mut c, &flood, &mut Seen::default());
             if outcome.is_err() {
                 break;
             }
