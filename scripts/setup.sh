@@ -2,7 +2,8 @@
 # Installs what the tests and benchmarks need beyond a Rust toolchain, from Debian's packages:
 # redis-server and redis-tools (redis-benchmark), chromium for the browser tick clients and the
 # report's browser check, nginx (nginx-light) for the http system's tests and wrk, the HTTP
-# peer of the benchmarks, and h2load (nghttp2-client), their HTTP/2 peer; prometheus, which a
+# peer of the benchmarks, and h2load (nghttp2-client), their HTTP/2 peer; nghttpd
+# (nghttp2-server), an HTTP/2 server msgbench did not write for the interop test; prometheus, which a
 # test starts to scrape a run's live metrics; nats-server and mosquitto, brokers of the pubsub tests;
 # Java and Maven, which fetch and run Kafka, their fourth (scripts/setup-kafka.sh);
 # python3-venv for the manifest check's kubernetes-validate; and, from npm, the `ws` package of the Node.js feed (feeds/node).
@@ -16,6 +17,7 @@ command -v chromium >/dev/null || need+=(chromium)
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
 command -v wrk >/dev/null || need+=(wrk)
 command -v h2load >/dev/null || need+=(nghttp2-client)
+command -v nghttpd >/dev/null || [ -x /usr/sbin/nghttpd ] || need+=(nghttp2-server)
 command -v prometheus >/dev/null || need+=(prometheus)
 # The pubsub system's tests start their own brokers: NATS (Debian's nats-server), Mosquitto
 # (MQTT) and Redis.

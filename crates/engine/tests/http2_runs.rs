@@ -1,7 +1,8 @@
 //! Real runs of the `http` system over HTTP/2 (`http.version = "2"`) against nginx (installed
 //! by `scripts/setup.sh`, started here on free loopback ports with a generated configuration):
 //! cleartext with prior knowledge, TLS with ALPN, a server that allows fewer streams than the
-//! window, connections the server retires with GOAWAY, and servers that do not speak HTTP/2.
+//! window, connections the server retires with GOAWAY, and servers that do not speak HTTP/2;
+//! and against nghttpd, nghttp2's own server, on both clients.
 //! Cleartext runs use msgbench's own client (the default); the `on_the_h2_crate_…` tests run
 //! the same checks on the `h2` crate's (`http.client = "h2"`), which https runs use.
 mod common;
@@ -502,4 +503,51 @@ fn on_the_h2_crate_hostile_servers_are_counted_as_they_were() {
         request_bodies_larger_than_the_server_s_window_are_sent_as_it_opens_and_their_wait_counted,
     );
     on_h2_crate(each_caller_runs_its_connections_on_its_own_thread);
+}
+
+/// An HTTP/2 server msgbench did not write: nghttpd, nghttp2's own (installed by
+/// `scripts/setup.sh`), cleartext with prior knowledge, serving a folder — measured on both
+/// clients, every stream answered and accounted, a missing file a 404 and nothing else.
+#[test]
+fn nghttpd_answers_every_stream_on_both_clients() {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("small.txt"), "hello from nghttpd\n").unwrap();
+    let wait = std::time::Duration::from_secs(5);
+    let (mut server, port) = common::ports::start_listening("nghttpd", wait, |port| {
+        // Debian puts it in /usr/sbin, which a user's PATH may not have.
+        let sbin = std::path::Path::new("/usr/sbin/nghttpd");
+        Command::new(if sbin.exists() {
+            sbin
+        } else {
+            std::path::Path::new("nghttpd")
+        })
+        .args(["--no-tls", "-a", "127.0.0.1", "-d"])
+        .arg(dir.path())
+        .arg(port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nghttpd (bash scripts/setup.sh installs nghttp2-server)")
+    });
+    let scenario = "system = \"http\"\n[run]\nduration = \"500ms\"\nwarmup = \"100ms\"\n[pacing]\nmode = \"rate\"\nper_sec = 2000\n[client]\nconnections = 2\nwindow = 8\n[http]\nversion = \"2\"\n[http.requests.small]\npath = \"/small.txt\"\nweight = 9\nexpect = \"nghttpd\"\n[http.requests.missing]\npath = \"/missing\"\n";
+    let url = format!("http.url=\"http://127.0.0.1:{port}\"");
+    for (client, named) in [
+        ("msgbench", "msgbench's own client"),
+        ("h2", "the h2 crate's client"),
+    ] {
+        let choice = format!("http.client=\"{client}\"");
+        let r = &run(scenario, &[&url, &choice])[0];
+        assert_accounted(r);
+        let small = r.classes.iter().find(|c| c.name == "small").unwrap();
+        assert!(small.latency.count > 300, "{client}: {:?}", r.faults);
+        let messages: Vec<&str> = r.faults.errors.iter().map(|e| e.message.as_str()).collect();
+        assert_eq!(messages, ["HTTP 404 Not Found"], "{client}");
+        let f = &r.faults;
+        assert_eq!(f.disconnects + f.protocol_errors, 0, "{client}: {f:?}");
+        let said = msgbench_model::http::http2_client(&r.info);
+        assert_eq!(said, Some(named), "{client}: {:?}", r.info);
+    }
+    let _ = server.kill();
+    let _ = server.wait();
 }
