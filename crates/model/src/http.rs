@@ -226,7 +226,7 @@ pub struct HttpConfig {
     pub address: String,
     /// HTTP/1.1 or HTTP/2.
     pub version: HttpVersion,
-    /// HTTP/2: the client that measures (HTTP/1.1: `Own`, unused).
+    /// HTTP/2: the client that measures (unused by HTTP/1.1).
     pub client: Http2Client,
     /// The request's authority (`Host`, `:authority`): the URL's host and port as written.
     pub authority: String,

@@ -10,7 +10,7 @@
 //!   [`grpc_client_stream`]), or any run that asks for it.
 //!
 //! Why two remain: msgbench's own speaks neither TLS nor streaming calls, and the `h2` crate's
-//! costs ~1.7× the CPU per request where both serve. What they share — how a response is judged,
+//! costs 1.5–1.7× the client CPU per request where both serve. What they share — how a response is judged,
 //! what a connection does when the server retires it, goes down or comes back, the loops a
 //! turn runs in — is [`rules`], written once; neither client imports the other. [`connect`]
 //! opens an `h2` connection for the `h2` crate's client and for the gRPC stream and

@@ -637,8 +637,10 @@ impl Client {
             ));
         }
         // The streams' windows move once per frame, by its last INITIAL_WINDOW_SIZE: a frame
-        // of thousands of entries must not cost thousands of walks over the open streams.
-        let mut initial_window = None;
+        // of thousands of entries must not cost thousands of walks over the open streams. Its
+        // entries still count in order: the highest one must not have pushed a window past
+        // 2^31-1 on its way (RFC 9113, 6.9.2).
+        let mut initial_window: Option<(i64, i64)> = None;
         for entry in payload.chunks(6) {
             let key = u16::from_be_bytes([entry[0], entry[1]]);
             let value = u32::from_be_bytes([entry[2], entry[3], entry[4], entry[5]]);
@@ -657,7 +659,9 @@ impl Client {
                             reason(FLOW_CONTROL_ERROR)
                         ));
                     }
-                    initial_window = Some(i64::from(value));
+                    let value = i64::from(value);
+                    let highest = initial_window.map_or(value, |(_, h)| h.max(value));
+                    initial_window = Some((value, highest));
                 }
                 0x5 => {
                     if !(16_384..=16_777_215).contains(&value) {
@@ -675,22 +679,26 @@ impl Client {
         // Answered like a PING: a flood whose answers the server never reads ends at MAX_OUT.
         self.frame_header(0, SETTINGS, ACK, 0);
         match initial_window {
-            Some(window) => self.initial_window_is(window),
+            Some((last, highest)) => self.initial_window_is(last, highest),
             None => Ok(()),
         }
     }
 
-    /// The server's `SETTINGS_INITIAL_WINDOW_SIZE` is now `window`: every open stream's send
-    /// window moves by the change (RFC 9113, 6.9.2), and streams a larger window frees send.
-    fn initial_window_is(&mut self, window: i64) -> Result<(), String> {
+    /// The server's `SETTINGS_INITIAL_WINDOW_SIZE` is now `window` (and was at most `highest`
+    /// within the frame): every open stream's send window moves by the change (RFC 9113,
+    /// 6.9.2), one that `highest` would have pushed past 2^31-1 is the server's error, and
+    /// streams a larger window frees send.
+    fn initial_window_is(&mut self, window: i64, highest: i64) -> Result<(), String> {
         let delta = window - self.peer_initial_window;
+        let peak = highest - self.peer_initial_window;
         self.peer_initial_window = window;
-        if delta == 0 {
+        if delta == 0 && peak <= 0 {
             return Ok(());
         }
         for s in self.streams.iter_mut().filter(|s| s.id != 0) {
+            let at_peak = s.send_window + peak;
             s.send_window += delta;
-            if s.send_window > MAX_WINDOW {
+            if at_peak > MAX_WINDOW {
                 return Err(format!(
                     "HTTP/2 connection error ({}: a stream's window past 2^31-1)",
                     reason(FLOW_CONTROL_ERROR)
@@ -1270,6 +1278,15 @@ mod tests {
         // The ACK, then the 6 bytes the window grew by (10 → 16).
         assert_eq!(&c.out[..9], &frame(SETTINGS, ACK, 0, b"")[..]);
         assert_eq!(&c.out[9 + 9..], b"abcdef");
+        // Entries count in order: one that would push a window past 2^31-1 is the server's
+        // error even when a later one brings it back.
+        let mut strict = ready(&[(0x4, 10)]);
+        strict.start(1, 0, &[0x82], &Bytes::new(), false);
+        let grown = frame(WINDOW_UPDATE, 0, 1, &100u32.to_be_bytes()); // its window: 110
+        feed(&mut strict, &grown, &mut Seen::default()).unwrap();
+        let past = settings(&[(0x4, (1 << 31) - 1), (0x4, 16)]);
+        let refused = feed(&mut strict, &past, &mut Seen::default()).unwrap_err();
+        assert!(refused.contains("past 2^31-1"), "{refused}");
         // Empty SETTINGS frames whose ACKs the server never reads end the connection, as a
         // PING flood does.
         let flood: Vec<u8> = (0..10_000).flat_map(|_| settings(&[])).collect();
