@@ -89,6 +89,11 @@ pub struct SequenceChecker {
 }
 
 impl SequenceChecker {
+    /// The number it expects next.
+    pub fn expected(&self) -> u64 {
+        self.expected
+    }
+
     /// A checker whose stream starts at `first` (a client that joins a running stream).
     pub fn starting_at(first: u64) -> SequenceChecker {
         SequenceChecker {
@@ -101,7 +106,8 @@ impl SequenceChecker {
     #[inline]
     pub fn check(&mut self, seq: u64) {
         if seq == self.expected {
-            self.expected += 1;
+            // Wrapping: a hostile stream's 2^64 − 1 must not panic (it is then a duplicate).
+            self.expected = self.expected.wrapping_add(1);
         } else {
             self.check_slow(seq);
         }
@@ -115,7 +121,7 @@ impl SequenceChecker {
                 self.missing.pop_front();
             }
             self.missing.push_back((self.expected, seq));
-            self.expected = seq + 1;
+            self.expected = seq.wrapping_add(1);
             return;
         }
         let found = self

@@ -234,6 +234,34 @@ fn gaps_duplicates_and_reordering_from_a_broken_server_fail_the_run_and_are_writ
 }
 
 #[test]
+fn a_sequence_number_no_stream_could_reach_is_a_fault_not_billions_of_lost_ticks() {
+    // Now and then a tick numbered 2^64 − 1 among ticks numbered in order: each is the
+    // server's protocol fault, and the run's counts stay what the stream could have offered.
+    let addr = ws_server(|mut ws| async move {
+        let mut seq = 0;
+        loop {
+            if seq % 100 == 50 && !send_tick(&mut ws, u64::MAX).await {
+                return;
+            }
+            if !send_tick(&mut ws, seq).await {
+                return;
+            }
+            seq += 1;
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        }
+    });
+    // Before, the first one alone made ~2^64 gaps and failed the run as a broken sequence.
+    let results = run(&external(addr, ""), &[]);
+    let r = &results[0];
+    assert_accounted(r);
+    let c = client(r, "client-0");
+    assert!(c.faults.protocol_errors >= 2, "{:?}", c.faults);
+    assert!(c.counters.delivered > 100, "{:?}", c.counters);
+    assert!(c.counters.attempted < 1_000_000, "{:?}", c.counters);
+    assert_eq!(c.sequence.gaps, 0, "{:?}", c.sequence);
+}
+
+#[test]
 fn malformed_messages_are_counted_and_the_stream_goes_on() {
     let addr = ws_server(|mut ws| async move {
         let mut seq = 0;

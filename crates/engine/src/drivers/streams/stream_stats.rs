@@ -67,7 +67,18 @@ pub struct StreamStats {
     pub reconnects: u32,
     /// A browser page's clock.
     pub page_clock: Option<PageClock>,
+    /// When the last message was processed (clock ns; 0: none yet).
+    last_ns: u64,
 }
+
+/// A jump ahead in a stream's sequence numbers past this many messages, plus
+/// [`JUMP_PER_SECOND`] for each second since the previous message, cannot be messages the
+/// server sent and the client missed: no stream here runs that fast. Such a message is a
+/// protocol fault of its own (a sequence field that is not one, a corrupted number), never
+/// billions of "lost" messages in the run's counts.
+pub const JUMP_LEAST: u64 = 1 << 20;
+/// See [`JUMP_LEAST`]: 100 M messages a second.
+pub const JUMP_PER_SECOND: u64 = 100_000_000;
 
 impl StreamStats {
     /// Empty statistics of client `name` in group `group`.
@@ -90,6 +101,7 @@ impl StreamStats {
             end_seen: false,
             reconnects: 0,
             page_clock: None,
+            last_ns: 0,
         }
     }
 
@@ -127,6 +139,12 @@ impl StreamStats {
         let checker = self
             .sequence
             .get_or_insert_with(|| SequenceChecker::starting_at(tick.seq));
+        let since_ns = completed_ns.saturating_sub(self.last_ns);
+        if tick.seq.saturating_sub(checker.expected()) > jump_bound(since_ns) {
+            self.faults.protocol_errors += 1;
+            return;
+        }
+        self.last_ns = completed_ns;
         let gaps_before = checker.errors.gaps;
         checker.check(tick.seq);
         let gaps_after = checker.errors.gaps;
@@ -423,6 +441,13 @@ pub fn patch_run_intervals(
     }
 }
 
+/// The largest jump ahead in a stream's sequence a message may make `since_ns` after the
+/// previous one ([`JUMP_LEAST`]).
+fn jump_bound(since_ns: u64) -> u64 {
+    let per_second = (since_ns as u128 * JUMP_PER_SECOND as u128 / 1_000_000_000) as u64;
+    JUMP_LEAST.saturating_add(per_second)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -440,6 +465,36 @@ mod tests {
 
     fn tick(seq: u64, intended_ns: u64) -> Tick {
         Tick::at(seq, intended_ns, 10)
+    }
+
+    #[test]
+    fn a_sequence_jump_no_stream_could_make_is_a_fault_of_that_message_not_lost_messages() {
+        let mut collector = Collector::new(1, SECOND, 0);
+        let mut rec = collector.recorder(false);
+        let w = schedule();
+        let mut s = StreamStats::new("feed-0".into(), 0, "native");
+        for (seq, at) in [
+            (0, SECOND),
+            (1, SECOND + 10),
+            (u64::MAX, SECOND + 20),
+            (2, SECOND + 30),
+        ] {
+            s.on_tick(&tick(seq, at), at + 1_000, Some(&w), &mut rec);
+        }
+        // 2^64 − 1 right after 1: one protocol fault, no gap; the stream goes on at 2.
+        assert_eq!(s.faults.protocol_errors, 1);
+        assert_eq!((s.sequence().gaps, s.delivered), (0, 3));
+        // A second later, 50 M missing messages are a plausible gap (a slow client's drops).
+        let later = 2 * SECOND + 40;
+        s.on_tick(&tick(50_000_003, later), later + 1_000, Some(&w), &mut rec);
+        assert_eq!(
+            (s.sequence().gaps, s.faults.protocol_errors),
+            (50_000_000, 1)
+        );
+        s.finish();
+        let handle = collector.start(None);
+        rec.finish(3 * SECOND);
+        handle.join().unwrap();
     }
 
     #[test]
