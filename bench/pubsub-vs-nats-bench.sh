@@ -25,7 +25,7 @@ PORT=$(free_port)
 NATS_SERVER=$(command -v nats-server || echo /usr/sbin/nats-server)
 "$NATS_SERVER" -a 127.0.0.1 -p "$PORT" >/dev/null 2>&1 &
 BROKER_PID=$!
-trap 'kill $BROKER_PID 2>/dev/null; wait $BROKER_PID 2>/dev/null' EXIT
+trap 'status=$?; kill $BROKER_PID 2>/dev/null; wait $BROKER_PID 2>/dev/null || true; exit $status' EXIT
 wait_port "$PORT"
 python3 - "$MSGBENCH" "$OUT" "$PORT" "$ROUNDS" "$NATS" <<'PY'
 import json, re, resource, statistics, subprocess, sys, time
