@@ -14,12 +14,12 @@ use super::connect::{self, connection_error, stream_error, Failure, Open, Target
 use super::grpc_bidi::{BidiStream, End};
 use super::grpc_client_stream::PacedCall;
 use super::rules::{
-    answer, grpc_status, poll_inline, poll_threaded, Judge, Outcome, Reopened, Slot, SocketTurn,
+    answer, grpc_status, open_all, ready_to_serve, serve, Judge, Outcome, Reopened, Slot,
+    SocketTurn,
 };
 use super::H2Plan;
 use crate::drivers::request_response::caller::{Down, Ends, Event, Turns, FLUSH, RESET};
 use crate::error::EngineError;
-use crate::harness::timer::AsyncTimer;
 use bytes::{Bytes, BytesMut};
 use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
@@ -70,35 +70,24 @@ pub(super) fn run(
     connections: usize,
     mut ends: Ends,
     ready: Sender<Result<(), EngineError>>,
-    mut turns: Option<&mut dyn Turns>,
+    turns: Option<&mut dyn Turns>,
 ) -> Vec<ErrorCount> {
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
-        let opened = futures_util::future::join_all((0..connections).map(|_| open(&plan))).await;
-        let mut conns = Vec::with_capacity(connections);
-        for o in opened {
-            match o {
-                Ok(open) => {
-                    if let Some(ns) = open.tls_ns {
-                        ends.push(Event::TlsHandshake { ns });
-                    }
-                    conns.push(Conn::up(open, plan.requests.len()))
-                }
-                Err(e) => {
-                    let _ = ready.send(Err(e));
-                    return Vec::new();
-                }
-            }
-        }
-        // The caller's wake-ups, when it runs here.
-        let mut timer = match turns.as_ref().map(|_| AsyncTimer::new()).transpose() {
-            Ok(t) => t,
-            Err(e) => {
-                let _ = ready.send(Err(EngineError::Io(e)));
-                return Vec::new();
-            }
+        let Some(opened) = open_all(connections, || open(&plan), &ready).await else {
+            return Vec::new();
         };
-        let _ = ready.send(Ok(()));
+        let classes = plan.requests.len();
+        let mut conns = Vec::with_capacity(connections);
+        for open in opened {
+            if let Some(ns) = open.tls_ns {
+                ends.push(Event::TlsHandshake { ns });
+            }
+            conns.push(Conn::up(open, classes));
+        }
+        let Some(timer) = ready_to_serve(turns.is_some(), &ready) else {
+            return Vec::new();
+        };
         let mut io = Io {
             judge: Rc::new(Judge::new(&plan.config)),
             conns,
@@ -109,11 +98,7 @@ pub(super) fn run(
             plan,
             ends,
         };
-        std::future::poll_fn(|cx| match (turns.as_deref_mut(), timer.as_mut()) {
-            (Some(turns), Some(timer)) => poll_inline(&mut io, cx, turns, timer),
-            _ => poll_threaded(&mut io, cx),
-        })
-        .await;
+        serve(&mut io, turns, timer).await;
         for c in &mut io.conns {
             if let Some(open) = c.slot.open.take() {
                 open.driver.abort();

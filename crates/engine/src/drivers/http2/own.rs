@@ -8,13 +8,12 @@
 //! retired connection did not take is sent again on the new one).
 use super::connect::OPEN_TIMEOUT;
 use super::rules::{
-    answer, poll_inline, poll_threaded, Judge, Outcome, Reopened, Slot, SocketTurn,
+    answer, open_all, ready_to_serve, serve, Judge, Outcome, Reopened, Slot, SocketTurn,
 };
 use super::wire::{Client, Finished, State};
 use super::H2Plan;
 use crate::drivers::request_response::caller::{Down, Ends, Event, Turns, FLUSH, RESET};
 use crate::error::EngineError;
-use crate::harness::timer::AsyncTimer;
 use bytes::Bytes;
 use msgbench_model::result::ErrorCount;
 use std::future::Future;
@@ -452,32 +451,19 @@ pub(super) fn run(
     connections: usize,
     ends: Ends,
     ready: Sender<Result<(), EngineError>>,
-    mut turns: Option<&mut dyn Turns>,
+    turns: Option<&mut dyn Turns>,
 ) -> Vec<ErrorCount> {
     let window = own_plan(&plan).window;
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
-        let opened =
-            futures_util::future::join_all((0..connections).map(|_| Wire::open(&plan, window)))
-                .await;
-        let mut conns = Vec::with_capacity(connections);
-        for o in opened {
-            match o {
-                Ok(wire) => conns.push(Slot::up(wire)),
-                Err(e) => {
-                    let _ = ready.send(Err(e));
-                    return Vec::new();
-                }
-            }
-        }
-        let mut timer = match turns.as_ref().map(|_| AsyncTimer::new()).transpose() {
-            Ok(t) => t,
-            Err(e) => {
-                let _ = ready.send(Err(EngineError::Io(e)));
-                return Vec::new();
-            }
+        let open = || Wire::open(&plan, window);
+        let Some(opened) = open_all(connections, open, &ready).await else {
+            return Vec::new();
         };
-        let _ = ready.send(Ok(()));
+        let conns = opened.into_iter().map(Slot::up).collect();
+        let Some(timer) = ready_to_serve(turns.is_some(), &ready) else {
+            return Vec::new();
+        };
         let mut io = WireIo {
             judge: Judge::new(&plan.config),
             plan,
@@ -488,11 +474,7 @@ pub(super) fn run(
             passes: 0,
             linger: Linger::default(),
         };
-        std::future::poll_fn(|cx| match (turns.as_deref_mut(), timer.as_mut()) {
-            (Some(turns), Some(timer)) => poll_inline(&mut io, cx, turns, timer),
-            _ => poll_threaded(&mut io, cx),
-        })
-        .await;
+        serve(&mut io, turns, timer).await;
         io.errors
     })
 }

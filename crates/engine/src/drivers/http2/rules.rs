@@ -12,6 +12,7 @@ use msgbench_model::result::ErrorCount;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::mpsc::Sender;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -204,6 +205,63 @@ pub(super) trait SocketTurn {
     fn linger(&mut self) -> Option<Duration> {
         None
     }
+}
+
+/// Opens a caller's `count` connections with `open`, all at once; on the first that fails,
+/// tells `ready` why and returns `None`.
+pub(super) async fn open_all<C, F>(
+    count: usize,
+    open: impl Fn() -> F,
+    ready: &Sender<Result<(), EngineError>>,
+) -> Option<Vec<C>>
+where
+    F: Future<Output = Result<C, EngineError>>,
+{
+    let opened = futures_util::future::join_all((0..count).map(|_| open())).await;
+    let mut all = Vec::with_capacity(count);
+    for o in opened {
+        match o {
+            Ok(c) => all.push(c),
+            Err(e) => {
+                let _ = ready.send(Err(e));
+                return None;
+            }
+        }
+    }
+    Some(all)
+}
+
+/// Tells `ready` the connections are up, and returns the caller's wake-up timer when it runs on
+/// this thread (`inline`): a timerfd, since tokio's timers have millisecond granularity.
+/// `None` when the timer could not be made (`ready` is told why).
+pub(super) fn ready_to_serve(
+    inline: bool,
+    ready: &Sender<Result<(), EngineError>>,
+) -> Option<Option<AsyncTimer>> {
+    match inline.then(AsyncTimer::new).transpose() {
+        Ok(timer) => {
+            let _ = ready.send(Ok(()));
+            Some(timer)
+        }
+        Err(e) => {
+            let _ = ready.send(Err(EngineError::Io(e)));
+            None
+        }
+    }
+}
+
+/// Runs `io`'s turns until the caller is done ([`poll_inline`], with `turns` and the timer of
+/// [`ready_to_serve`]) or says stop ([`poll_threaded`]).
+pub(super) async fn serve(
+    io: &mut impl SocketTurn,
+    mut turns: Option<&mut dyn Turns>,
+    mut timer: Option<AsyncTimer>,
+) {
+    std::future::poll_fn(|cx| match (turns.as_deref_mut(), timer.as_mut()) {
+        (Some(turns), Some(timer)) => poll_inline(io, cx, turns, timer),
+        _ => poll_threaded(io, cx),
+    })
+    .await
 }
 
 /// The socket thread's loop: a turn whenever the caller handed requests over or a connection
