@@ -109,16 +109,69 @@ pub struct ReadyRan<A> {
     pub sut_cpu_s: Option<f64>,
 }
 
-/// Runs `workers` that get ready first (connect, prepare their threads) and only then start:
-/// once every one said it is ready, the timeline starts, each is handed it with its recorder
-/// (`recorder_for(collector, worker)`), and the span is measured as [`run_threads`] does. The
-/// first worker that cannot get ready fails the run before the timeline starts: the others
-/// find their start closed and end.
+/// What a run of [`run_around`] does around its workers besides starting them. The default
+/// does nothing more and ends the measured span when every worker said it stopped sending
+/// ([`SpanCpu::over_workers`]); a run with more to start and watch than its threads (`ticks`:
+/// browsers, its built-in server's schedule, Ctrl-C ending that schedule early) says so here.
+pub trait Around {
+    /// Every worker is ready: the last step before the timeline starts. An error fails the run
+    /// as a worker that cannot get ready does.
+    fn before_start(&mut self) -> Result<(), EngineError> {
+        Ok(())
+    }
+    /// The run will not start (a worker or [`Around::before_start`] failed): said before the
+    /// workers are joined, so those still getting ready can give up early.
+    fn called_off(&mut self) {}
+    /// The timeline is fixed and the collector made, before any worker is handed its start:
+    /// take more recorders, keep the collector off a CPU, start what else runs.
+    fn starting(&mut self, _timeline: &Timeline, _collector: &mut Collector) {}
+    /// Watches the run until every worker's thread ended (`watch.done` disconnected) or, by
+    /// default, said it stopped sending; the system under test's CPU over the measured span.
+    fn watch(&mut self, timeline: &Timeline, watch: Watch<'_>) -> Option<f64> {
+        (watch.cpu).over_workers(timeline, watch.done, watch.workers)
+    }
+}
+
+/// What [`Around::watch`] is given.
+pub struct Watch<'a> {
+    /// Reads the system under test's CPU at the span's edges.
+    pub cpu: SpanCpu<'a>,
+    /// Each worker's `done`: a message when it stopped sending, disconnected once all ended.
+    pub done: &'a Receiver<()>,
+    /// How many workers there are.
+    pub workers: usize,
+}
+
+/// Nothing around the workers: [`Around`]'s defaults.
+pub struct Plain;
+
+impl Around for Plain {}
+
+/// [`run_around`] with nothing around the workers.
 pub fn run_after_ready<A, W>(
     plan: ReadyRun<'_>,
     sut_cpu_ns: &dyn Fn() -> Option<u64>,
     workers: Vec<(String, W)>,
     recorder_for: &mut dyn FnMut(&mut Collector, usize) -> Recorder,
+) -> Result<ReadyRan<A>, EngineError>
+where
+    A: Send,
+    W: FnOnce(Handshake) -> A + Send,
+{
+    run_around(plan, sut_cpu_ns, workers, recorder_for, &mut Plain)
+}
+
+/// Runs `workers` that get ready first (connect, prepare their threads) and only then start:
+/// once every one said it is ready (and `around` is, [`Around::before_start`]), the timeline
+/// starts, each is handed it with its recorder (`recorder_for(collector, worker)`), and
+/// `around` watches the span ([`Around::watch`]). The first worker that cannot get ready
+/// fails the run before the timeline starts: the others find their start closed and end.
+pub fn run_around<A, W>(
+    plan: ReadyRun<'_>,
+    sut_cpu_ns: &dyn Fn() -> Option<u64>,
+    workers: Vec<(String, W)>,
+    recorder_for: &mut dyn FnMut(&mut Collector, usize) -> Recorder,
+    around: &mut dyn Around,
 ) -> Result<ReadyRan<A>, EngineError>
 where
     A: Send,
@@ -141,7 +194,9 @@ where
             handles.push(handle);
         }
         drop((ready_tx, done_tx));
-        if let Err(e) = all_ready(&ready_rx, count, plan.role) {
+        let ready = all_ready(&ready_rx, count, plan.role).and_then(|()| around.before_start());
+        if let Err(e) = ready {
+            around.called_off();
             drop(starts); // every worker sees a closed channel and stops
             for h in handles {
                 let _ = h.join();
@@ -150,11 +205,17 @@ where
         }
         let timeline = Timeline::from_now(plan.run);
         let mut collector = timeline.collector(plan.run, plan.classes, count);
+        around.starting(&timeline, &mut collector);
         for (t, start) in starts.iter().enumerate() {
             let _ = start.send((timeline, recorder_for(&mut collector, t)));
         }
         let collecting = collector.start(plan.live);
-        let sut_cpu_s = SpanCpu::new(sut_cpu_ns).over_workers(&timeline, &done_rx, count);
+        let watch = Watch {
+            cpu: SpanCpu::new(sut_cpu_ns),
+            done: &done_rx,
+            workers: count,
+        };
+        let sut_cpu_s = around.watch(&timeline, watch);
         let workers = handles.into_iter().map(|h| h.join()).collect();
         // The collector ends once every recorder has, error or not.
         let recording = collecting

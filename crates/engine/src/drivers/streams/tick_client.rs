@@ -14,6 +14,7 @@ use crate::clock::now_ns;
 use crate::cpu::CpuSnapshot;
 use crate::drivers::failure::OpenError;
 use crate::error::EngineError;
+use crate::harness::threads::{Handshake, Start};
 use crate::harness::worker;
 use crate::net::feed::FeedDecoder;
 use crate::net::tick::{is_control, Schedule, ServerMessage, Tick};
@@ -259,27 +260,29 @@ fn upgraded<W>(
     }
 }
 
-/// Starts one client thread. It connects, reports on `ready`, waits for its recorder on
-/// `start` (a closed channel: the run was called off), then reads until its connections end.
-pub fn spawn(
+/// One client thread's work, for [`crate::harness::threads::run_around`]: it connects,
+/// reports on its handshake's `ready`, waits for its start (a closed channel: the run was
+/// called off), then reads until its connections end. Its `done` is held until it returns:
+/// the run watches for every client's thread to end.
+pub fn worker(
     plan: ThreadPlan,
     shared: Arc<Shared>,
-    hint: String,
-    ready: Sender<Result<(), EngineError>>,
-    start: Receiver<Recorder>,
-) -> std::thread::JoinHandle<Option<ThreadOut>> {
-    std::thread::Builder::new()
-        .name(format!("msgbench-{}", plan.role))
-        .spawn(move || run_thread(plan, shared, hint, ready, start))
-        .expect("spawning a thread")
+    hint: &'static str,
+) -> impl FnOnce(Handshake) -> Option<ThreadOut> + Send {
+    move |handshake| {
+        let Handshake { ready, start, done } = handshake;
+        let out = run_thread(plan, shared, hint, ready, start);
+        drop(done);
+        out
+    }
 }
 
 fn run_thread(
     plan: ThreadPlan,
     shared: Arc<Shared>,
-    hint: String,
+    hint: &'static str,
     ready: Sender<Result<(), EngineError>>,
-    start: Receiver<Recorder>,
+    start: Receiver<Start>,
 ) -> Option<ThreadOut> {
     let prepared = worker::prepare("tick client", plan.pin, true)
         .and_then(|()| worker::runtime().map_err(EngineError::Io));
@@ -294,17 +297,20 @@ fn run_thread(
     local.block_on(&runtime, async move {
         let mut sockets = Vec::with_capacity(plan.conns.len());
         for c in &plan.conns {
+            if shared.abort.load(Ordering::Relaxed) {
+                return None; // another client could not connect: the run is called off
+            }
             match open_subscribed(&c.url, &c.name, &shared).await {
                 Ok(ws) => sockets.push(ws),
                 Err(e) => {
-                    let _ = ready.send(Err(e.into_engine(&c.url, &hint)));
+                    let _ = ready.send(Err(e.into_engine(&c.url, hint)));
                     return None;
                 }
             }
         }
         let _ = ready.send(Ok(()));
         // Nothing else runs on this thread yet: a blocking wait is fine.
-        let recorder = start.recv().ok()?;
+        let (_, recorder) = start.recv().ok()?;
         let recorder = Rc::new(RefCell::new(recorder));
         let window_cpu = tokio::task::spawn_local(window_cpu(shared.clone()));
         let tasks: Vec<_> = plan
