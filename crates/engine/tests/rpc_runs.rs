@@ -216,11 +216,15 @@ fn fake_server(handle: fn(TcpStream)) -> SocketAddr {
 }
 
 fn fault_run(addr: SocketAddr, system: &str, extra: &[&str]) -> RunResult {
+    fault_run_at(&format!("{system}.address=\"{addr}\""), system, extra)
+}
+
+/// [`fault_run`] with the server's address given as `address` (a `--set`).
+fn fault_run_at(address: &str, system: &str, extra: &[&str]) -> RunResult {
     let toml = format!(
         "system = \"{system}\"\n[run]\nduration = \"400ms\"\nwarmup = \"0\"\n[pacing]\nmode = \"rate\"\nper_sec = 2000\n"
     );
-    let address = format!("{system}.address=\"{addr}\"");
-    let mut sets = vec![address.as_str()];
+    let mut sets = vec![address];
     sets.extend_from_slice(extra);
     let results = run(&toml, &sets);
     let r = results[0].clone();
@@ -444,4 +448,86 @@ service = "2us"
     assert_accounted(r);
     assert!(r.counters.delivered > 50_000, "{:?}", r.counters);
     assert_served_in_turn(r, 4);
+}
+
+/// A peer that reads one request, then writes `first` once and `then` over and over (64 KiB a
+/// write) until the client goes: a reply or a response that never ends.
+fn endless_answer(first: &'static [u8], then: &'static [u8]) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                if s.read(&mut buf).unwrap_or(0) == 0 || s.write_all(first).is_err() {
+                    return;
+                }
+                let chunk = then.repeat((64 << 10) / then.len().max(1));
+                while !then.is_empty() && s.write_all(&chunk).is_ok() {}
+                std::thread::sleep(Duration::from_secs(2));
+            });
+        }
+    });
+    addr
+}
+
+/// The run stopped on the server's protocol error, and its words say `why`.
+fn stopped_by_protocol_error(r: &RunResult, why: &str) {
+    assert!(r.faults.protocol_errors >= 1, "{why}: {:?}", r.faults);
+    assert!(r.interrupted, "{why}");
+    assert!(
+        (r.warnings.iter()).any(|w| w.is_stopped_early() && w.to_string().contains(why)),
+        "{why}: {:?}",
+        r.warnings
+    );
+}
+
+#[test]
+fn a_redis_reply_that_never_ends_is_refused_at_its_bound() {
+    // Before (issue 43, finding 5) each held the connection's buffer growing until
+    // `client.timeout`: 140–268 MB in 2 s, a 500 MB bulk accepted.
+    let bound = ["redis.max_reply=1048576", "client.window=1"];
+    for (first, then, why) in [
+        (
+            &b"*4294967295\r\n"[..],
+            &b"+element\r\n"[..],
+            "more than 1048576 bytes",
+        ),
+        (b">1\r\n+x\r\n", b">1\r\n+x\r\n", "more than 1048576 bytes"),
+        (b"$500000000\r\n", b"", "more than 1048576 bytes"),
+        (b"", b"*1\r\n", "nested more than 64 deep"),
+    ] {
+        let started = std::time::Instant::now();
+        let r = fault_run(endless_answer(first, then), "redis", &bound);
+        stopped_by_protocol_error(&r, why);
+        assert!(started.elapsed() < Duration::from_secs(3), "{why}");
+    }
+    // Without `max_reply`, a bulk announced past the default 64 MiB is refused as it is.
+    let r = fault_run(endless_answer(b"$500000000\r\n", b""), "redis", &[]);
+    stopped_by_protocol_error(&r, "more than 67108864 bytes (redis.max_reply)");
+}
+
+#[test]
+fn an_http_response_that_never_ends_is_refused_at_its_bound() {
+    // Before (issue 43, finding 5): endless `100 Continue` heads or an endless chunk extension
+    // were held as one response — 1 GB in 10 s, the buffer scanned again on every read.
+    for (first, then, why) in [
+        (
+            &b""[..],
+            &b"HTTP/1.1 100 Continue\r\n\r\n"[..],
+            "interim (1xx) responses",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=",
+            b"y",
+            "a chunk-size line of more than 4096 bytes",
+        ),
+    ] {
+        let addr = endless_answer(first, then);
+        let url = format!("http.url=\"http://{addr}/\"");
+        let started = std::time::Instant::now();
+        let r = fault_run_at(&url, "http", &["client.window=1"]);
+        stopped_by_protocol_error(&r, why);
+        assert!(started.elapsed() < Duration::from_secs(3), "{why}");
+    }
 }

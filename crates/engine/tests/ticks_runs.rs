@@ -3,7 +3,7 @@
 //! slow-client policy, sequence checking, and every fault kind.
 mod common;
 
-use common::{dead_address, not_websocket, run, try_run, ws_server};
+use common::{dead_address, not_websocket, run, try_run, try_run_stopped, ws_server};
 use futures_util::{SinkExt, StreamExt};
 use msgbench_engine::net::tick::Tick;
 use msgbench_engine::runner::RunError;
@@ -496,4 +496,103 @@ fn the_server_protects_itself_from_clients_that_never_read_or_send_too_much() {
     );
     assert!(by_name("big").closed.is_some());
     assert!(report.counts.protocol_errors >= 1, "{:?}", report.counts);
+}
+
+/// A WebSocket server that answers the upgrade itself, sends `ticks` ticks (binary), then
+/// `prefix` once and `flood` over and over, 64 KiB a write, until the client goes: frames that
+/// yield no message (empty pongs; empty continuations of a message never finished).
+fn flooding_server(ticks: u64, prefix: &'static [u8], flood: &'static [u8]) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in listener.incoming().flatten() {
+            std::thread::spawn(move || flood_one(s, ticks, prefix, flood));
+        }
+    });
+    addr
+}
+
+fn flood_one(mut s: std::net::TcpStream, ticks: u64, prefix: &[u8], flood: &[u8]) {
+    use base64::Engine;
+    use std::io::{Read, Write};
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&head).to_string();
+    let key = (text.lines())
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("sec-websocket-key")
+                .then(|| value.trim().to_string())
+        })
+        .unwrap_or_default();
+    let mut sha1 = sha1_smol::Sha1::new();
+    sha1.update(key.as_bytes());
+    sha1.update(b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11");
+    let accept = base64::engine::general_purpose::STANDARD.encode(sha1.digest().bytes());
+    let mut out = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n"
+    )
+    .into_bytes();
+    for seq in 0..ticks {
+        let mut tick = bytes::BytesMut::new();
+        Tick::at(seq, msgbench_engine::clock::now_ns(), 10).encode_binary(&mut tick);
+        out.extend_from_slice(&[0x82, tick.len() as u8]);
+        out.extend_from_slice(&tick);
+    }
+    out.extend_from_slice(prefix);
+    if s.write_all(&out).is_err() {
+        return;
+    }
+    let chunk = flood.repeat((64 << 10) / flood.len());
+    while s.write_all(&chunk).is_ok() {}
+}
+
+/// Empty pongs, and empty continuations of a text message never finished.
+const FLOODS: [(&str, &[u8], &[u8]); 2] = [
+    ("empty pongs", b"", &[0x8a, 0x00]),
+    ("empty continuations", &[0x01, 0x00], &[0x00, 0x00]),
+];
+
+#[test]
+fn a_flood_of_frames_that_make_no_message_does_not_hold_the_run_past_its_end() {
+    // Before (issue 43, finding 3), such a server kept a 2 s run going 18.9 s: the client's
+    // read loop looked at its deadline only between messages.
+    msgbench_engine::clock::calibrate();
+    for (what, prefix, flood) in FLOODS {
+        let addr = flooding_server(20, prefix, flood);
+        let started = std::time::Instant::now();
+        let (outcome, _dir) = try_run(&external(addr, ""), &[]);
+        let took = started.elapsed();
+        // 400 ms + 200 ms of drain, and 2 s to spare.
+        assert!(took < Duration::from_millis(2600), "{what}: {took:?}");
+        let r = &outcome.unwrap().results[0];
+        assert_accounted(r);
+        // The flood was read to the end of the run: no fault, the connection not given up.
+        let c = client(r, "client-0");
+        assert_eq!(c.faults.protocol_errors, 0, "{what}: {:?}", c.faults);
+        assert!(c.closed.is_none(), "{what}: {:?}", c.closed);
+    }
+}
+
+#[test]
+fn ctrl_c_ends_a_run_within_a_second_while_a_server_floods_frames_that_make_no_message() {
+    msgbench_engine::clock::calibrate();
+    for (what, prefix, flood) in FLOODS {
+        let addr = flooding_server(20, prefix, flood);
+        let toml = external(addr, "").replace("duration = \"400ms\"", "duration = \"30s\"");
+        let (outcome, after_stop, _dir) = try_run_stopped(&toml, Duration::from_millis(700));
+        assert!(
+            after_stop < Duration::from_secs(1),
+            "{what}: {after_stop:?} after Ctrl-C"
+        );
+        let r = &outcome.unwrap().results[0];
+        assert!(r.interrupted, "{what}");
+        assert_accounted(r);
+    }
 }

@@ -26,6 +26,11 @@ pub struct RedisSpec {
     pub value_bytes: u32,
     /// Command classes by name, each with its weight and command. Default: `ping`.
     pub ops: BTreeMap<String, RedisOpSpec>,
+    /// Most bytes a connection holds waiting for one reply to be whole (RESP3 pushes before it
+    /// included): 64 MiB, from 1 KiB to 1 GiB. A reply past it ends the connection as the
+    /// server's protocol error — a peer announcing 2^32 elements and sending them for ever is
+    /// not waited for.
+    pub max_reply: u64,
 }
 
 impl Default for RedisSpec {
@@ -37,6 +42,7 @@ impl Default for RedisSpec {
             zipf_exponent: 0.99,
             value_bytes: 3,
             ops: BTreeMap::new(),
+            max_reply: 64 << 20,
         }
     }
 }
@@ -157,6 +163,8 @@ pub struct RedisConfig {
     pub value_bytes: u32,
     /// The mix: `(class name, share, the command's arguments with placeholders)`.
     pub ops: Vec<(String, f64, Vec<String>)>,
+    /// Most bytes waited for one reply.
+    pub max_reply: usize,
 }
 
 /// Arguments of a command at most (Redis itself takes far more; a scenario with more is a typo).
@@ -229,6 +237,13 @@ impl RedisSpec {
                 "Redis values are at most 512 MiB",
             ));
         }
+        if !(1024..=1 << 30).contains(&self.max_reply) {
+            return Err(invalid(
+                "redis.max_reply",
+                format!("is {}", self.max_reply),
+                "give 1024 (1 KiB) to 1073741824 (1 GiB) bytes",
+            ));
+        }
         let default_ops: BTreeMap<String, RedisOpSpec> =
             [("ping".to_string(), RedisOpSpec::default())].into();
         let ops = if self.ops.is_empty() {
@@ -276,6 +291,7 @@ impl RedisSpec {
             zipf_exponent: self.zipf_exponent,
             value_bytes: self.value_bytes,
             ops: mix,
+            max_reply: self.max_reply as usize,
         })
     }
 }
@@ -287,6 +303,8 @@ mod tests {
     #[test]
     fn redis_refuses_what_it_cannot_run() {
         for (text, field) in [
+            ("[redis]\nmax_reply = 100\n", "redis.max_reply"),
+            ("[redis]\nmax_reply = 2000000000\n", "redis.max_reply"),
             ("[redis]\naddress = \"\"\n", "redis.address"),
             ("[redis]\nvalue_bytes = 600000000\n", "redis.value_bytes"),
             ("[redis.ops.x]\nweight = 0\n", "redis.ops.x.weight"),

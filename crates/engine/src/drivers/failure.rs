@@ -5,7 +5,7 @@ use crate::error::EngineError;
 use msgbench_model::result::Faults;
 
 /// Why a connection's requests failed.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum Failure {
     /// The oldest request got no response within `client.timeout`.
     Timeout,
@@ -13,6 +13,8 @@ pub enum Failure {
     Closed,
     /// The server sent this (not a valid response).
     Protocol(&'static str),
+    /// The server sent bytes its wire's decoder refused, and why (a bound, a bad length).
+    Malformed(String),
 }
 
 impl Failure {
@@ -33,6 +35,10 @@ impl Failure {
             Failure::Protocol(what) => {
                 faults.protocol_errors += 1;
                 format!("the server sent {what}")
+            }
+            Failure::Malformed(why) => {
+                faults.protocol_errors += 1;
+                format!("the server sent bytes that are not a valid response ({why})")
             }
         }
     }

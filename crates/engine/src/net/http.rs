@@ -6,8 +6,11 @@
 
 use std::mem::MaybeUninit;
 
-/// Longest response head accepted.
+/// Longest response head accepted; also the most bytes of interim (`1xx`) responses before the
+/// final one.
 pub const MAX_HEAD: usize = 64 * 1024;
+/// Longest chunk-size line (its extensions included) accepted.
+pub const MAX_CHUNK_LINE: usize = 4096;
 /// Headers a response head may have.
 const MAX_HEADERS: usize = 100;
 
@@ -39,6 +42,9 @@ pub enum HttpError {
     /// A bad `Content-Length` or chunk size.
     #[error("bad length: {0}")]
     BadLength(String),
+    /// Interim (`1xx`) responses past [`MAX_HEAD`] bytes without the final one.
+    #[error("interim (1xx) responses of more than {MAX_HEAD} bytes without a final response")]
+    EndlessInterim,
     /// Neither `Content-Length` nor chunked: the body ends when the server closes, which no
     /// pipelined or kept-alive request can be measured by.
     #[error(
@@ -50,6 +56,27 @@ pub enum HttpError {
 /// Finds the response at the start of `buf`: `Ok(None)` when incomplete. `head` is whether it
 /// answers a HEAD request (no body, whatever the headers say); `max` bounds head and body.
 pub fn decode(buf: &[u8], head: bool, max: usize) -> Result<Option<Found>, HttpError> {
+    decode_from(buf, head, max, &mut Resume::default())
+}
+
+/// How far the scan of an incomplete chunked body got, kept between reads so that its chunks
+/// are not walked again from the first: a body of many small chunks arriving over many reads
+/// costs one pass. One per connection, for the response at the start of its buffer; reset
+/// once that response is found, and when the connection's bytes start again.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Resume {
+    /// The first chunk not yet walked (0: none walked).
+    chunk_at: usize,
+}
+
+/// [`decode`], going on from where `resume` says the previous call over the same bytes
+/// stopped.
+pub fn decode_from(
+    buf: &[u8],
+    head: bool,
+    max: usize,
+    resume: &mut Resume,
+) -> Result<Option<Found>, HttpError> {
     let mut start = 0;
     loop {
         // Uninitialised: zeroing 100 headers (3.2 KB) per response was a fifth of the client's
@@ -73,6 +100,9 @@ pub fn decode(buf: &[u8], head: bool, max: usize) -> Result<Option<Found>, HttpE
         let body_start = start + head_len;
         if (100..200).contains(&status) && status != 101 {
             start = body_start; // an interim response: the real one follows
+            if start > MAX_HEAD {
+                return Err(HttpError::EndlessInterim);
+            }
             continue;
         }
         let no_body = head || status == 204 || status == 304 || (100..200).contains(&status);
@@ -85,7 +115,7 @@ pub fn decode(buf: &[u8], head: bool, max: usize) -> Result<Option<Found>, HttpE
                 return Err(HttpError::Unframed);
             }
             chunked = true;
-            chunked_end(buf, body_start, max)?
+            chunked_end(buf, body_start, max, &mut resume.chunk_at)?
         } else if let Some(cl) = framing.content_length {
             let len = parse_length(cl)
                 .ok_or_else(|| HttpError::BadLength(String::from_utf8_lossy(cl).into()))?;
@@ -98,6 +128,9 @@ pub fn decode(buf: &[u8], head: bool, max: usize) -> Result<Option<Found>, HttpE
             return Err(HttpError::Unframed);
         };
         let closes = closes(response.version, framing.connection);
+        if end.is_some() {
+            *resume = Resume::default();
+        }
         return Ok(end.map(|end| Found {
             size: end,
             status,
@@ -163,15 +196,27 @@ pub(crate) fn parse_length(value: &[u8]) -> Option<u64> {
     })
 }
 
-/// Where a chunked body that starts at `pos` ends (trailers included); `None` when incomplete.
-fn chunked_end(buf: &[u8], mut pos: usize, max: usize) -> Result<Option<usize>, HttpError> {
-    let start = pos;
+/// Where a chunked body that starts at `start` ends (trailers included); `None` when
+/// incomplete. `walked` is the first chunk not walked yet (0: none), moved on as chunks are.
+fn chunked_end(
+    buf: &[u8],
+    start: usize,
+    max: usize,
+    walked: &mut usize,
+) -> Result<Option<usize>, HttpError> {
+    let mut pos = (*walked).max(start);
     loop {
         if pos - start > max {
             return Err(HttpError::TooLarge(max));
         }
+        *walked = pos;
         let (used, size) = match httparse::parse_chunk_size(&buf[pos..]) {
             Ok(httparse::Status::Complete(found)) => found,
+            Ok(httparse::Status::Partial) if buf.len() - pos > MAX_CHUNK_LINE => {
+                return Err(HttpError::BadLength(format!(
+                    "a chunk-size line of more than {MAX_CHUNK_LINE} bytes"
+                )))
+            }
             Ok(httparse::Status::Partial) => return Ok(None),
             Err(_) => return Err(HttpError::BadLength("chunk size".into())),
         };
@@ -283,6 +328,57 @@ mod tests {
             &mut text,
         );
         assert_eq!(text, "HTTP 503 Service Unavailable");
+    }
+
+    #[test]
+    fn endless_interim_responses_and_chunk_lines_are_bounded() {
+        // 100 Continue without end (was: 1 GB in 10 s held as one response).
+        let interims = b"HTTP/1.1 100 Continue\r\n\r\n".repeat(5000);
+        assert_eq!(
+            decode(&interims, false, MAX),
+            Err(HttpError::EndlessInterim)
+        );
+        let few = [
+            b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n".repeat(3),
+            b"HTTP/1.1 204 No Content\r\n\r\n".to_vec(),
+        ]
+        .concat();
+        assert_eq!(decode(&few, false, MAX).unwrap().unwrap().size, few.len());
+        // A chunk extension without end.
+        let head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=";
+        let endless = [&head[..], &b"x".repeat(MAX_CHUNK_LINE + 1)].concat();
+        assert!(matches!(
+            decode(&endless, false, MAX),
+            Err(HttpError::BadLength(_))
+        ));
+        let long_but_fine = [&head[..], &b"x".repeat(100), b"\r\nhello\r\n0\r\n\r\n"].concat();
+        assert!(decode(&long_but_fine, false, MAX).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_chunked_body_is_walked_once_over_many_reads() {
+        let head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+        let whole = [head, b"1\r\nx\r\n".repeat(1000), b"0\r\n\r\nHTTP".to_vec()].concat();
+        let end = whole.len() - 4;
+        let mut resume = Resume::default();
+        let mut walked_before = 0;
+        for cut in (0..end).step_by(7) {
+            assert_eq!(
+                decode_from(&whole[..cut], false, MAX, &mut resume),
+                Ok(None)
+            );
+            assert!(
+                resume.chunk_at >= walked_before,
+                "{cut}: it never walks back"
+            );
+            walked_before = resume.chunk_at;
+        }
+        assert!(walked_before > end - 20, "{walked_before} of {end}");
+        let found = decode_from(&whole, false, MAX, &mut resume)
+            .unwrap()
+            .unwrap();
+        assert_eq!(found.size, end);
+        assert_eq!(resume.chunk_at, 0, "found: the next response starts afresh");
     }
 
     #[test]

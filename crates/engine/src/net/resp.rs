@@ -12,6 +12,9 @@ const MAX_BULK: i64 = 512 << 20;
 /// Most elements one reply may announce (nested ones included): a peer announcing more is not
 /// a Redis reply worth waiting for.
 const MAX_ELEMENTS: u64 = 1 << 32;
+/// Deepest nesting of aggregates in one reply, the reply itself counted (Redis's own replies
+/// nest a few levels: XREAD's five). Past it the reply is refused, not followed down.
+pub const MAX_DEPTH: usize = 64;
 /// Width of a key number in a key, as `redis-benchmark -r` writes it; `__rand_int__` (the one
 /// key without a key space) has the same width.
 const KEY_DIGITS: usize = 12;
@@ -37,6 +40,12 @@ pub enum RespError {
     /// A malformed length.
     #[error("malformed RESP length {0:?}")]
     BadLength(String),
+    /// More bytes than the bound without a whole reply (the pushes before it included).
+    #[error("a RESP reply of more than {0} bytes (redis.max_reply)")]
+    TooLarge(usize),
+    /// Aggregates nested deeper than [`MAX_DEPTH`].
+    #[error("a RESP reply nested more than {MAX_DEPTH} deep")]
+    TooDeep,
 }
 
 /// One command, encoded once: its bytes and where its keys' digits go.
@@ -130,91 +139,162 @@ fn push_decimal(mut n: u64, out: &mut Vec<u8>) {
     out.extend_from_slice(&tmp[i..]);
 }
 
-/// Finds the reply at the start of `buf`: `Ok(None)` when incomplete, else whether it is an
-/// error and the bytes it took. RESP2 and RESP3: simple lines (`+ - : _ , # (`), bulk strings
-/// (`$ = !`), and aggregates (`* ~` of n elements, `%` of n pairs), nested to any depth
-/// (counted, not recursed: a hostile peer cannot exhaust the stack). RESP3 out-of-band data is
-/// not a reply: an attribute (`|`) belongs to the reply after it, and a push (`>`, e.g. a
-/// client-tracking invalidation) is skipped, so replies stay matched to their requests.
+/// Finds the reply at the start of `buf` without a scan kept between calls (and without a
+/// bound on its bytes): [`Scanner::decode`] with a fresh scanner. For callers that hold a
+/// whole answer, or bound their buffer themselves (Redis Streams' consumers).
 pub fn decode(buf: &[u8]) -> Result<Option<(Reply, usize)>, RespError> {
-    let mut start = 0;
-    loop {
-        let Some(&first) = buf.get(start) else {
-            return Ok(None);
-        };
-        let Some(used) = element(&buf[start..])? else {
-            return Ok(None);
-        };
-        if first == b'>' {
-            start += used; // a push between replies
-            continue;
+    Scanner::default().decode(buf, usize::MAX)
+}
+
+/// Where the scan of an incomplete reply stopped, kept between reads so that what was
+/// scanned is not scanned again: a reply of a million small elements arriving a few at a time
+/// costs one pass, not one per read. One per connection; [`Scanner::reset`] when its bytes
+/// start again.
+#[derive(Debug, Default, Clone)]
+pub struct Scanner {
+    /// Where the element being scanned starts (after the pushes before it).
+    start: usize,
+    /// The first byte not scanned yet.
+    pos: usize,
+    /// Elements still due at each level of nesting, the innermost last; empty between
+    /// elements.
+    due: Vec<u64>,
+    /// Elements the reply announced so far (nested ones included).
+    announced: u64,
+}
+
+impl Scanner {
+    /// Forgets the scan: the bytes start again (a new connection).
+    pub fn reset(&mut self) {
+        self.start = 0;
+        self.pos = 0;
+        self.due.clear();
+        self.announced = 0;
+    }
+
+    /// Finds the reply at the start of `buf` — the same bytes as at the previous call, and
+    /// maybe more after them: `Ok(None)` while incomplete, else whether it is an error and the
+    /// bytes it took (the pushes before it included). RESP2 and RESP3: simple lines
+    /// (`+ - : _ , # (`), bulk strings (`$ = !`), aggregates (`* ~` of n elements, `%` of n
+    /// pairs) nested up to [`MAX_DEPTH`] (counted, not recursed). RESP3 out-of-band data is
+    /// not a reply: an attribute (`|`) belongs to the element after it, and a push (`>`, e.g.
+    /// a client-tracking invalidation) is skipped, so replies stay matched to their requests.
+    /// More than `max` bytes without a whole reply is an error: a peer that announces 2^32
+    /// elements and sends them forever, or pushes without end, holds no more than that.
+    pub fn decode(&mut self, buf: &[u8], max: usize) -> Result<Option<(Reply, usize)>, RespError> {
+        loop {
+            if self.due.is_empty() {
+                self.start = self.pos;
+                if self.pos >= buf.len() {
+                    return incomplete(buf, max);
+                }
+                self.due.push(1);
+                self.announced = 1;
+            }
+            if !self.scan(buf, max)? {
+                return incomplete(buf, max);
+            }
+            let first = buf[self.start];
+            if first == b'>' {
+                continue; // a push between replies: the reply comes after it
+            }
+            let reply = if matches!(first, b'-' | b'!') {
+                Reply::Error
+            } else {
+                Reply::Ok
+            };
+            let used = self.pos;
+            self.reset();
+            return Ok(Some((reply, used)));
         }
-        let reply = if matches!(first, b'-' | b'!') {
-            Reply::Error
-        } else {
-            Reply::Ok
-        };
-        return Ok(Some((reply, start + used)));
+    }
+
+    /// Scans elements from `pos` until the element begun at `start` is whole (true) or the
+    /// bytes run out (false).
+    fn scan(&mut self, buf: &[u8], max: usize) -> Result<bool, RespError> {
+        while let Some(due) = self.due.last_mut() {
+            if *due == 0 {
+                self.due.pop();
+                continue;
+            }
+            let rest = &buf[self.pos..];
+            let Some((used, nested)) = element_head(rest, max)? else {
+                return Ok(false);
+            };
+            *due -= 1;
+            self.pos += used;
+            if nested > 0 {
+                if self.due.len() >= MAX_DEPTH {
+                    return Err(RespError::TooDeep);
+                }
+                self.announced += nested;
+                if self.announced > MAX_ELEMENTS {
+                    return Err(RespError::BadLength(format!("{} elements", self.announced)));
+                }
+                self.due.push(nested);
+            }
+        }
+        Ok(true)
     }
 }
 
-/// The bytes one complete element (with everything nested in it, and the element an attribute
-/// precedes) takes at the start of `buf`; `None` when incomplete.
-fn element(buf: &[u8]) -> Result<Option<usize>, RespError> {
-    let mut pos = 0;
-    let mut remaining: u64 = 1;
-    while remaining > 0 {
-        let rest = &buf[pos..];
-        let Some(&first) = rest.first() else {
-            return Ok(None);
+/// The element at the start of `rest` without what it nests: its bytes and how many elements
+/// it nests; `None` when incomplete.
+fn element_head(rest: &[u8], max: usize) -> Result<Option<(usize, u64)>, RespError> {
+    let Some(&first) = rest.first() else {
+        return Ok(None);
+    };
+    let Some(line_end) = find_crlf(rest) else {
+        return if rest.len() > MAX_LINE {
+            Err(RespError::LineTooLong)
+        } else if b"+-:_,#($=!*~>%|".contains(&first) {
+            Ok(None)
+        } else {
+            Err(RespError::Garbage(first))
         };
-        let Some(line_end) = find_crlf(rest) else {
-            return if rest.len() > MAX_LINE {
-                Err(RespError::LineTooLong)
-            } else if b"+-:_,#($=!*~>%|".contains(&first) {
-                Ok(None)
-            } else {
-                Err(RespError::Garbage(first))
+    };
+    let after_line = line_end + 2;
+    match first {
+        b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => Ok(Some((after_line, 0))),
+        b'$' | b'=' | b'!' => {
+            let len = length(&rest[1..line_end], MAX_BULK)?;
+            if len < 0 {
+                return Ok(Some((after_line, 0)));
+            }
+            if len as u64 > max as u64 {
+                return Err(RespError::TooLarge(max));
+            }
+            let total = after_line + len as usize + 2;
+            if rest.len() < total {
+                return Ok(None);
+            }
+            if &rest[total - 2..total] != b"\r\n" {
+                return Err(RespError::BadLength(format!(
+                    "{len} (no CRLF after the data)"
+                )));
+            }
+            Ok(Some((total, 0)))
+        }
+        b'*' | b'~' | b'>' | b'%' | b'|' => {
+            let n = length(&rest[1..line_end], i64::from(u32::MAX))?.max(0) as u64;
+            let nested = match first {
+                b'%' => 2 * n,
+                b'|' => 2 * n + 1, // its pairs, then the element it describes
+                _ => n,
             };
-        };
-        let after_line = line_end + 2;
-        remaining -= 1;
-        let used = match first {
-            b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => after_line,
-            b'$' | b'=' | b'!' => {
-                let len = length(&rest[1..line_end], MAX_BULK)?;
-                if len < 0 {
-                    after_line
-                } else {
-                    let total = after_line + len as usize + 2;
-                    if rest.len() < total {
-                        return Ok(None);
-                    }
-                    if &rest[total - 2..total] != b"\r\n" {
-                        return Err(RespError::BadLength(format!(
-                            "{len} (no CRLF after the data)"
-                        )));
-                    }
-                    total
-                }
-            }
-            b'*' | b'~' | b'>' | b'%' | b'|' => {
-                let n = length(&rest[1..line_end], i64::from(u32::MAX))?.max(0) as u64;
-                remaining += match first {
-                    b'%' => 2 * n,
-                    b'|' => 2 * n + 1, // its pairs, then the element it describes
-                    _ => n,
-                };
-                if remaining > MAX_ELEMENTS {
-                    return Err(RespError::BadLength(format!("{n} elements")));
-                }
-                after_line
-            }
-            other => return Err(RespError::Garbage(other)),
-        };
-        pos += used;
+            Ok(Some((after_line, nested)))
+        }
+        other => Err(RespError::Garbage(other)),
     }
-    Ok(Some(pos))
+}
+
+/// Not a whole reply yet: waiting is fine up to `max` bytes.
+fn incomplete(buf: &[u8], max: usize) -> Result<Option<(Reply, usize)>, RespError> {
+    if buf.len() > max {
+        Err(RespError::TooLarge(max))
+    } else {
+        Ok(None)
+    }
 }
 
 /// The text of the error reply at the start of `buf` (`size` bytes): `-ERR …` or RESP3's
@@ -332,7 +412,82 @@ mod tests {
         assert!(decode(b"$3\r\nabcde").is_err());
     }
 
+    #[test]
+    fn a_scan_goes_on_where_it_stopped_and_finds_what_a_fresh_one_finds() {
+        let hgetall = b"*4\r\n$4\r\nname\r\n$3\r\nbob\r\n$3\r\nage\r\n:3\r\n";
+        let push = b">2\r\n+invalidate\r\n*0\r\n";
+        let whole = [&push[..], hgetall, b"+OK\r\n"].concat();
+        let mut scan = Scanner::default();
+        let first = push.len() + hgetall.len();
+        for end in 0..first {
+            assert_eq!(scan.decode(&whole[..end], 1 << 20), Ok(None), "{end}");
+        }
+        assert_eq!(
+            scan.decode(&whole[..first], 1 << 20),
+            Ok(Some((Reply::Ok, first)))
+        );
+        // The next reply starts a fresh scan.
+        assert_eq!(
+            scan.decode(&whole[first..], 1 << 20),
+            Ok(Some((Reply::Ok, 5)))
+        );
+    }
+
+    #[test]
+    fn a_reply_without_end_pushes_without_a_reply_and_deep_nesting_are_bounded() {
+        // 2^32 − 1 elements announced, then elements for ever: refused past the bound.
+        let mut endless = b"*4294967295\r\n".to_vec();
+        let mut scan = Scanner::default();
+        let mut refused = None;
+        for _ in 0..10_000 {
+            endless.extend_from_slice(b"+element\r\n");
+            match scan.decode(&endless, 64 << 10) {
+                Ok(None) => {}
+                other => {
+                    refused = Some(other);
+                    break;
+                }
+            }
+        }
+        assert_eq!(refused, Some(Err(RespError::TooLarge(64 << 10))));
+        assert!(endless.len() <= (64 << 10) + 11, "{}", endless.len());
+        // Pushes and no reply: the same bound.
+        let pushes = b">1\r\n+x\r\n".repeat(10_000);
+        assert_eq!(
+            Scanner::default().decode(&pushes, 64 << 10),
+            Err(RespError::TooLarge(64 << 10))
+        );
+        // A bulk larger than the bound is refused when announced, not when it has come.
+        assert_eq!(
+            Scanner::default().decode(b"$500000000\r\nxx", 64 << 20),
+            Err(RespError::TooLarge(64 << 20))
+        );
+        let deep = b"*1\r\n".repeat(1_000_000);
+        assert_eq!(decode(&deep), Err(RespError::TooDeep));
+        let fits = [b"*1\r\n".repeat(MAX_DEPTH - 1), b":1\r\n".to_vec()].concat();
+        assert_eq!(decode(&fits), Ok(Some((Reply::Ok, fits.len()))));
+    }
+
     proptest! {
+        #[test]
+        fn a_scan_fed_in_pieces_agrees_with_one_over_the_whole(
+            cuts in proptest::collection::vec(0usize..60, 0..8),
+        ) {
+            let whole = b">1\r\n+x\r\n|1\r\n+ttl\r\n:3\r\n%2\r\n+a\r\n*2\r\n$1\r\nb\r\n_\r\n+c\r\n-ERR d\r\n";
+            let expected = decode(whole);
+            let mut scan = Scanner::default();
+            let mut ends: Vec<usize> = cuts.into_iter().map(|c| c.min(whole.len())).collect();
+            ends.sort();
+            for end in ends {
+                let found = scan.decode(&whole[..end], 1 << 20);
+                prop_assert!(found == Ok(None) || found == expected, "{:?} at {}", found, end);
+                if found.is_ok_and(|f| f.is_some()) {
+                    return Ok(());
+                }
+            }
+            prop_assert_eq!(scan.decode(whole, 1 << 20), expected);
+        }
+
         #[test]
         fn random_bytes_never_panic_or_overrun(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
             if let Ok(Some((_, n))) = decode(&bytes) {

@@ -192,6 +192,8 @@ pub struct HttpWire<'a> {
     scratch: String,
     /// A chunked body's data, for `expect` (reused).
     body: Vec<u8>,
+    /// How far the scan of the response being read got (its chunks are walked once).
+    resume: http::Resume,
 }
 
 impl<'a> HttpWire<'a> {
@@ -203,6 +205,7 @@ impl<'a> HttpWire<'a> {
             errors: Vec::new(),
             scratch: String::with_capacity(128),
             body: Vec::new(),
+            resume: http::Resume::default(),
         }
     }
 
@@ -264,7 +267,7 @@ impl Wire for HttpWire<'_> {
         // say "a reply with no request in flight".
         let class = self.pending.front().map(|&c| c as usize);
         let head = class.is_some_and(|c| self.config.requests[c].head);
-        let found = match http::decode(buf, head, self.config.max_response) {
+        let found = match http::decode_from(buf, head, self.config.max_response, &mut self.resume) {
             Ok(Some(f)) => f,
             Ok(None) => return Ok(None),
             Err(e) => return Err(e.to_string()),
@@ -281,6 +284,7 @@ impl Wire for HttpWire<'_> {
 
     fn reset(&mut self) {
         self.pending.clear();
+        self.resume = http::Resume::default();
     }
 
     fn take_errors(&mut self) -> Vec<ErrorCount> {

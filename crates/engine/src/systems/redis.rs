@@ -64,6 +64,9 @@ pub struct RedisWire {
     templates: Vec<CommandTemplate>,
     keys: Keys,
     errors: Vec<ErrorCount>,
+    /// The scan of the reply being read, kept between reads (nothing is scanned twice).
+    scan: resp::Scanner,
+    max_reply: usize,
 }
 
 /// Picks each command's key number.
@@ -120,6 +123,8 @@ impl RedisWire {
                 .collect(),
             keys: Keys::new(redis, rng, index),
             errors: Vec::new(),
+            scan: resp::Scanner::default(),
+            max_reply: redis.max_reply,
         }
     }
 }
@@ -133,7 +138,7 @@ impl Wire for RedisWire {
 
     #[inline]
     fn decode(&mut self, buf: &[u8]) -> Result<Option<Response>, String> {
-        match resp::decode(buf) {
+        match self.scan.decode(buf, self.max_reply) {
             Ok(Some((reply, size))) => {
                 if reply == Reply::Error {
                     let text = String::from_utf8_lossy(resp::error_text(buf, size));
@@ -149,6 +154,10 @@ impl Wire for RedisWire {
             Ok(None) => Ok(None),
             Err(e) => Err(e.to_string()),
         }
+    }
+
+    fn reset(&mut self) {
+        self.scan.reset();
     }
 
     fn take_errors(&mut self) -> Vec<ErrorCount> {

@@ -44,6 +44,37 @@ pub fn try_run(toml: &str, sets: &[&str]) -> (Result<Outcome, RunError>, tempfil
     (outcome, dir)
 }
 
+/// Runs `toml` as Ctrl-C would stop it: the stop flag is raised `after` the start. Returns the
+/// outcome, how long the run went on after the stop, and its directory.
+pub fn try_run_stopped(
+    toml: &str,
+    after: Duration,
+) -> (Result<Outcome, RunError>, Duration, tempfile::TempDir) {
+    let _turn = turn();
+    let limits = msgbench_engine::machine_limits();
+    let experiment = Experiment::load(toml, "test.toml", &[], &limits).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let raised = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(after);
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            std::time::Instant::now()
+        })
+    };
+    let outcome = run_experiment(
+        &experiment,
+        dir.path(),
+        Environment::capture(vec![]),
+        stop,
+        Arc::new(Silent),
+    );
+    let ended = std::time::Instant::now();
+    let raised = raised.join().unwrap();
+    (outcome, ended.saturating_duration_since(raised), dir)
+}
+
 thread_local! {
     static ON_H2_CRATE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }

@@ -692,13 +692,7 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
                 let response = match c.wire.decode(&c.rbuf[c.rstart..c.rend]) {
                     Ok(Some(r)) => r,
                     Ok(None) => break,
-                    Err(_) => {
-                        return self.fail(
-                            i,
-                            Failure::Protocol("bytes that are not a valid response"),
-                            poll,
-                        )
-                    }
+                    Err(why) => return self.fail(i, Failure::Malformed(why), poll),
                 };
                 c.rstart += response.size;
                 let flight = match response.id {

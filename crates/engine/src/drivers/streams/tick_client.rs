@@ -43,6 +43,8 @@ pub type TickWs = RawWs<MaybeTlsStream<TcpStream>>;
 pub type WsTls = Option<Arc<tokio_rustls::rustls::ClientConfig>>;
 /// Messages handled before a connection lets the others on its thread run.
 const MESSAGES_PER_POLL: usize = 1024;
+/// Reads between two looks at the deadline while the reads make no message.
+const FILLS_PER_CHECK: u32 = 16;
 /// How often an idle connection looks at the stop flag and the deadline.
 const CHECK_EVERY: Duration = Duration::from_millis(10);
 /// Pause between reconnection attempts.
@@ -581,7 +583,7 @@ impl Reader {
         stats: &mut StreamStats,
         recorder: &RefCell<Recorder>,
     ) -> Poll<Ended> {
-        let mut handled = 0;
+        let (mut handled, mut fills) = (0, 0u32);
         while handled < MESSAGES_PER_POLL {
             match ws.next_message() {
                 Ok(Some(message)) => {
@@ -602,7 +604,15 @@ impl Reader {
                         }
                     }
                     match ws.poll_fill(cx) {
-                        Poll::Ready(Ok(_)) => {}
+                        Poll::Ready(Ok(_)) => {
+                            // Frames that make no message (pongs, empty continuations) can
+                            // come without end: the deadline is looked at between reads too,
+                            // not only between messages (issue 43, finding 3).
+                            fills += 1;
+                            if fills % FILLS_PER_CHECK == 0 && self.shared.over(now_ns()) {
+                                return Poll::Ready(Ended::Done);
+                            }
+                        }
                         Poll::Ready(Err(e)) => return Poll::Ready(broken(e)),
                         Poll::Pending => return self.idle(cx, ws, stats),
                     }
