@@ -2070,3 +2070,63 @@ fn the_http2_client_is_one_there_is_and_compare_says_when_two_sides_used_differe
         "{text}"
     );
 }
+
+#[test]
+fn ctrl_c_during_a_broker_opening_exits_130_at_once_with_nothing_written() {
+    // A Kafka "broker" that accepts and never answers: the opening's read blocks (3 s each,
+    // and Kafka's retries on EINTR); Ctrl-C shuts it down at once.
+    let _turn = turn();
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("kafka.toml");
+    std::fs::write(
+        &scenario,
+        format!("system = \"pubsub\"\n[run]\nduration = \"2s\"\n[pubsub]\nbroker = \"kafka\"\naddress = \"{addr}\"\n"),
+    )
+    .unwrap();
+    let out = tmp.path().join("results");
+    let child = Command::new(env!("CARGO_BIN_EXE_msgbench"))
+        .args([
+            "run",
+            scenario.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let signalled = std::time::Instant::now();
+    assert!(Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let o = child.wait_with_output().unwrap();
+    let took = signalled.elapsed();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(took < std::time::Duration::from_secs(1), "{took:?}");
+    assert!(
+        stderr(&o).contains("interrupted (Ctrl-C) during the opening"),
+        "{}",
+        stderr(&o)
+    );
+    let written = walk(&out).into_iter().filter(|p| p.is_file()).count();
+    assert_eq!(written, 0, "nothing was measured, nothing is written");
+    drop(silent);
+}
+
+/// Every path under `dir` (none when it does not exist).
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        }
+        found.push(path);
+    }
+    found
+}

@@ -551,3 +551,30 @@ fn nghttpd_answers_every_stream_on_both_clients() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+#[test]
+fn a_server_that_breaks_http2_s_rules_in_its_opening_is_told_so_not_that_it_does_not_speak_it() {
+    // It reads the preface and answers a SETTINGS frame with MAX_FRAME_SIZE = 1 (below HTTP/2's
+    // 16 384): HTTP/2, against its rules. Before (issue 43, finding 11) the `h2` crate's client
+    // said "does not speak HTTP/2".
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut s in listener.incoming().flatten() {
+            let mut preface = [0u8; 24];
+            if s.read_exact(&mut preface).is_err() {
+                continue;
+            }
+            let settings = [0, 0, 6, 0x4, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 1];
+            let _ = s.write_all(&settings);
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+    });
+    on_h2_crate(|| {
+        let (outcome, _dir) = try_run(H2, &[&format!("http.url=\"http://{addr}\"")]);
+        let e = outcome.unwrap_err().to_string();
+        assert!(e.contains("broke HTTP/2's rules"), "{e}");
+        assert!(!e.contains("does not speak HTTP/2"), "{e}");
+    });
+}

@@ -336,3 +336,64 @@ fn connections_to(port: u16) -> usize {
         })
         .count()
 }
+
+/// A broker that accepts, then sends `greeting` a byte every 100 ms (each byte restarts the
+/// 3 s bound of a read), or nothing when it is empty, and never reads.
+fn trickling_broker(greeting: &'static [u8]) -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let mut s = s;
+                for b in greeting
+                    .iter()
+                    .cycle()
+                    .take(if greeting.is_empty() { 0 } else { 600 })
+                {
+                    if s.write_all(&[*b]).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                std::thread::sleep(std::time::Duration::from_secs(60));
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn an_opening_that_trickles_ends_at_its_deadline_and_ctrl_c_ends_any_opening() {
+    // Before (issue 43, finding 4) a broker answering a byte at a time kept the opening going
+    // for ever (the 3 s bound was per read), and against Kafka Ctrl-C did nothing.
+    let trickle = trickling_broker(b"INFO {\"server_id\":\"slow\",\"max_payload\":1048576}\r\n");
+    let started = std::time::Instant::now();
+    let (outcome, dir) = try_run(&scenario("nats", trickle, "open_timeout = \"2s\""), &[]);
+    let took = started.elapsed();
+    let e = outcome.map(|_| ()).expect_err("cut").to_string();
+    assert!(e.contains("made no progress for 2 s"), "{e}");
+    assert!(took < std::time::Duration::from_secs(4), "{took:?}");
+    assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
+    // Silent brokers of each kind, and Ctrl-C half a second in.
+    for broker in [
+        "kafka",
+        "nats",
+        "mqtt",
+        "redis",
+        "redis-streams",
+        "jetstream",
+    ] {
+        let silent = trickling_broker(b"");
+        let toml = scenario(broker, silent, "");
+        let (outcome, after_stop, _dir) =
+            common::try_run_stopped(&toml, std::time::Duration::from_millis(500));
+        assert!(
+            after_stop < std::time::Duration::from_secs(1),
+            "{broker}: {after_stop:?} after Ctrl-C"
+        );
+        let e = outcome.map(|_| ()).expect_err("interrupted").to_string();
+        assert!(e.contains("interrupted"), "{broker}: {e}");
+    }
+}

@@ -497,10 +497,8 @@ fn a_redis_reply_that_never_ends_is_refused_at_its_bound() {
         (b"$500000000\r\n", b"", "more than 1048576 bytes"),
         (b"", b"*1\r\n", "nested more than 64 deep"),
     ] {
-        let started = std::time::Instant::now();
         let r = fault_run(endless_answer(first, then), "redis", &bound);
         stopped_by_protocol_error(&r, why);
-        assert!(started.elapsed() < Duration::from_secs(3), "{why}");
     }
     // Without `max_reply`, a bulk announced past the default 64 MiB is refused as it is.
     let r = fault_run(endless_answer(b"$500000000\r\n", b""), "redis", &[]);
@@ -525,9 +523,7 @@ fn an_http_response_that_never_ends_is_refused_at_its_bound() {
     ] {
         let addr = endless_answer(first, then);
         let url = format!("http.url=\"http://{addr}/\"");
-        let started = std::time::Instant::now();
         let r = fault_run_at(&url, "http", &["client.window=1"]);
         stopped_by_protocol_error(&r, why);
-        assert!(started.elapsed() < Duration::from_secs(3), "{why}");
     }
 }

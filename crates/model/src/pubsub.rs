@@ -89,6 +89,12 @@ pub struct PubsubSpec {
     /// megabytes): a small one makes a slow subscription's backlog wait in the broker, where
     /// its limits apply, rather than in this host's kernel.
     pub receive_buffer: u32,
+    /// Longest the opening (the broker's preparation, each connection's handshake and
+    /// subscription) may go without a new connection opened: past it — a broker that answers,
+    /// but a byte at a time — every connection of the opening is shut and the run fails.
+    #[serde(with = "serde_text")]
+    #[schemars(with = "String")]
+    pub open_timeout: Duration,
     /// Kafka's own settings: `[pubsub.kafka] acks`, `partitions`.
     #[serde(skip_serializing_if = "is_default")]
     pub kafka: KafkaOptions,
@@ -160,6 +166,7 @@ impl Default for PubsubSpec {
             slow_work: CostWork::Busy,
             max_unsent_bytes: 1 << 20,
             receive_buffer: 0,
+            open_timeout: Duration::from_secs(30),
             kafka: KafkaOptions::default(),
             mqtt: MqttOptions::default(),
             stream: StreamOptions::default(),
@@ -288,6 +295,8 @@ pub struct PubsubConfig {
     pub max_unsent_bytes: u32,
     /// `SO_RCVBUF` of each consumer connection (0: the OS default).
     pub receive_buffer: u32,
+    /// Longest the opening may go without a new connection.
+    pub open_timeout: Duration,
     /// Each publisher's pacing (the scenario's, its rate split over the publishers).
     pub publisher_pacing: Pacing,
 }
@@ -497,6 +506,7 @@ impl PubsubSpec {
             slow_work: self.slow_work,
             max_unsent_bytes: self.max_unsent_bytes,
             receive_buffer: self.receive_buffer,
+            open_timeout: self.open_timeout,
             publisher_pacing,
         })
     }
@@ -615,6 +625,13 @@ impl PubsubSpec {
                 "pubsub.slow_cost",
                 "is 0 with slow subscriptions".into(),
                 "give what a slow subscription spends per message, e.g. \"100us\"",
+            ));
+        }
+        if !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&self.open_timeout) {
+            return Err(invalid(
+                "pubsub.open_timeout",
+                format!("is {}", crate::duration::format(self.open_timeout)),
+                "give 1s to 1h (Kafka's group join alone may take 30s)",
             ));
         }
         if self.slow_cost > MAX_DURATION || self.slow_cost > Duration::from_secs(1) {
@@ -882,6 +899,7 @@ mod tests {
             ("[pubsub]\naddress = \"nats\"", "pubsub.address", "host:port"),
             ("[pubsub]\ntopics = 5000\nsubscriptions_per_topic = 2", "pubsub.topics", "at most 10000"),
             ("[pubsub]\nmax_unsent_bytes = 100", "pubsub.max_unsent_bytes", "4096"),
+            ("[pubsub]\nopen_timeout = \"100ms\"", "pubsub.open_timeout", "1s to 1h"),
             ("[pubsub]\npartitions = 4", "pubsub.partitions", "Kafka's"),
             ("[pubsub]\nacks = \"all\"", "pubsub.acks", "Kafka's"),
             ("[pubsub]\nstream_max_messages = 100", "pubsub.stream_max_messages", "redis-streams"),

@@ -177,6 +177,17 @@ fn impossible(run: &RunResult) -> Vec<String> {
             "impossible counters ({e}): the result file was changed or damaged after the run"
         ));
     }
+    // A window no run can have (a file edited by hand): 1e-300 s made a 300-digit rate.
+    let year_and_a_day = 366.0 * 86_400.0;
+    let window_ok = run.duration_s.is_finite()
+        && (0.0..=year_and_a_day).contains(&run.duration_s)
+        && (run.duration_s >= 1e-6 || run.counters.delivered == 0);
+    if !window_ok {
+        reasons.push(format!(
+            "an impossible measured window ({} s with {} delivered): the result file was changed or damaged after the run",
+            run.duration_s, run.counters.delivered
+        ));
+    }
     if !run.histograms.latency.is_empty() {
         if let Err(e) = crate::histogram::decode(&run.histograms.latency) {
             reasons.push(format!(
@@ -445,6 +456,37 @@ mod tests {
         // A collapse: the fitted line would end below zero; the sentence stays in range.
         let r = trend(&intervals(&[1000, 500, 100, 10, 0], &[50; 5]));
         assert!(r.len() == 1 && r[0].contains("from 820/s to 0/s"), "{r:?}");
+    }
+
+    #[test]
+    fn a_window_no_run_can_have_makes_the_run_invalid() {
+        let run = |duration_s: f64, delivered: u64| RunResult {
+            duration_s,
+            counters: crate::result::Counters {
+                attempted: delivered,
+                sent: delivered,
+                delivered,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        for (d, n) in [
+            (1e-300, 1000),
+            (f64::INFINITY, 1000),
+            (-1.0, 0),
+            (1e12, 1000),
+        ] {
+            let reasons = impossible(&run(d, n));
+            assert!(
+                reasons
+                    .iter()
+                    .any(|r| r.contains("impossible measured window")),
+                "{d}: {reasons:?}"
+            );
+        }
+        // A run stopped in its warm-up measured nothing in no time: sane.
+        assert!(impossible(&run(0.0, 0)).is_empty());
+        assert!(impossible(&run(2.5, 1000)).is_empty());
     }
 
     #[test]

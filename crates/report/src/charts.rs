@@ -4,7 +4,9 @@
 use crate::advice::Advice;
 use crate::format::{count, duration_ns};
 pub use crate::svg::Chart;
-use crate::svg::{seconds_label, Axis, BarChart, Callout, LineChart, Scale, Series};
+use crate::svg::{
+    downsample, seconds_label, Axis, BarChart, Callout, LineChart, Scale, Series, MAX_LINE_POINTS,
+};
 use msgbench_model::result::RunResult;
 use msgbench_model::slo::Slo;
 use std::collections::BTreeMap;
@@ -350,6 +352,7 @@ fn time_series(points: &[(String, Vec<&RunResult>)]) -> Vec<Chart> {
             let mut series = Vec::new();
             let mut ys = Vec::new();
             let mut xs = vec![0.0];
+            let mut thinned = None;
             for (label, rs) in points {
                 let r = rs[0];
                 let pts: Vec<(f64, f64)> = r
@@ -358,24 +361,31 @@ fn time_series(points: &[(String, Vec<&RunResult>)]) -> Vec<Chart> {
                     .filter(|i| i.length_s >= 0.5 && (*scale == Scale::Linear || read(i) > 0.0))
                     .map(|i| (i.start_s + i.length_s, read(i)))
                     .collect();
+                let seconds = pts.len();
+                let pts = downsample(pts);
+                if pts.len() < seconds {
+                    thinned = thinned.max(Some(seconds));
+                }
                 ys.extend(pts.iter().map(|p| p.1));
                 // The time axis spans every interval, also those without a p99 (nothing was
                 // delivered): the three charts share one axis, and a gap at the end shows.
-                xs.extend(
-                    (r.intervals.iter())
-                        .filter(|i| i.length_s >= 0.5)
-                        .map(|i| i.start_s + i.length_s),
-                );
+                let ends = (r.intervals.iter())
+                    .filter(|i| i.length_s >= 0.5)
+                    .map(|i| i.start_s + i.length_s);
+                xs.extend(ends.fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x)))));
                 series.push(Series {
                     name: label.clone(),
+                    dots: pts.len() == seconds,
                     points: pts,
-                    dots: true,
                     point_labels: Vec::new(),
                 });
             }
+            let thinned = thinned.map_or(String::new(), |n| {
+                format!(" Drawn from {n} seconds as the lowest and highest of each of {} spans (every second is in the run's JSON).", MAX_LINE_POINTS / 2)
+            });
             Chart {
                 name: name.to_string(),
-                caption: format!("{caption} One line per sweep point (its first replicate)."),
+                caption: format!("{caption} One line per sweep point (its first replicate).{thinned}"),
                 svg: LineChart {
                     title: title.to_string(),
                     x: Axis::fitted(

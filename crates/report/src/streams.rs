@@ -294,10 +294,11 @@ fn point_label(r: &RunResult) -> String {
         .join(" ")
 }
 
+/// One client's line, thinned past [`crate::svg::MAX_LINE_POINTS`] as every time series is.
 fn series(name: String, points: impl Iterator<Item = (f64, f64)>) -> Series {
     Series {
         name,
-        points: points.collect(),
+        points: crate::svg::downsample(points.collect()),
         dots: true,
         point_labels: Vec::new(),
     }

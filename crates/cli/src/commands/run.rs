@@ -70,7 +70,10 @@ fn run_with(args: RunArgs, hold: &mut Option<(std::time::Duration, Arc<AtomicBoo
                     let _ = crate::distributed::print_archive(dir, experiment.shard());
                 }
             }
-            return fail(1, e);
+            // Ctrl-C that cut a run short before it measured (an opening, a wait for clients
+            // or a `[sut]` process) is still Ctrl-C.
+            let interrupted = stop.load(std::sync::atomic::Ordering::Relaxed);
+            return fail(if interrupted { EXIT_INTERRUPTED } else { 1 }, e);
         }
     };
     let report_failed = if outcome.results.is_empty() {

@@ -26,7 +26,18 @@ pub fn turn() -> std::sync::MutexGuard<'static, ()> {
 
 /// Runs the experiment `toml` with `sets` overrides; returns the outcome and its directory.
 pub fn try_run(toml: &str, sets: &[&str]) -> (Result<Outcome, RunError>, tempfile::TempDir) {
+    let (outcome, _, dir) = try_run_timed(toml, sets);
+    (outcome, dir)
+}
+
+/// [`try_run`], and how long the run took once it had its turn (the wait for another test's
+/// run not counted).
+pub fn try_run_timed(
+    toml: &str,
+    sets: &[&str],
+) -> (Result<Outcome, RunError>, Duration, tempfile::TempDir) {
     let _turn = turn();
+    let started = std::time::Instant::now();
     let mut overrides: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
     if ON_H2_CRATE.with(|on| on.get()) {
         overrides.push(Override::parse("http.client=\"h2\"").unwrap());
@@ -41,7 +52,7 @@ pub fn try_run(toml: &str, sets: &[&str]) -> (Result<Outcome, RunError>, tempfil
         Arc::new(AtomicBool::new(false)),
         Arc::new(Silent),
     );
-    (outcome, dir)
+    (outcome, started.elapsed(), dir)
 }
 
 /// Runs `toml` as Ctrl-C would stop it: the stop flag is raised `after` the start. Returns the

@@ -99,7 +99,7 @@ pub async fn open(target: &Target) -> Result<Open, Failure> {
     match tokio::time::timeout(OPEN_TIMEOUT, opening).await {
         Ok(r) => r,
         Err(_) => Err(Failure::Problem(format!(
-            "no HTTP/2 answer within {} s (is it an HTTP/2 port?)",
+            "no HTTP/2 answer to msgbench's PING within {} s: not an HTTP/2 port, or a server that sends frames but never answers",
             OPEN_TIMEOUT.as_secs()
         ))),
     }
@@ -122,7 +122,15 @@ where
         .expect("a new connection's PING handle");
     let driver = tokio::task::spawn_local(connection);
     if let Err(e) = ping.ping(h2::Ping::opaque()).await {
+        // The connection's own error, when it ended first, says more than the PING's (which
+        // may be only the broken pipe that followed it).
+        let mut driver = driver;
+        let ended = tokio::time::timeout(Duration::from_millis(100), &mut driver).await;
         driver.abort();
+        let e = match ended {
+            Ok(Ok(Err(own))) => own,
+            _ => e,
+        };
         let why = if e.is_io()
             && e.get_io()
                 .is_some_and(|io| io.kind() != std::io::ErrorKind::InvalidData)
@@ -132,6 +140,16 @@ where
             format!(
                 "the server closed the connection before answering HTTP/2's preface ({e}): it does not speak HTTP/2 (then {}), or it is at its connection limit",
                 target.not_h2
+            )
+        } else if e
+            .reason()
+            .is_some_and(|r| r != h2::Reason::FRAME_SIZE_ERROR)
+        {
+            // HTTP/2 frames, but against its rules (a SETTINGS value out of range, frames past
+            // the client's flood limits): the server speaks HTTP/2, wrongly. (An HTTP/1.1
+            // answer reads as a frame of megabytes: FRAME_SIZE_ERROR, told below.)
+            format!(
+                "the server broke HTTP/2's rules in its opening ({e}): a SETTINGS value out of range, or more frames than a client accepts unanswered; check the server"
             )
         } else {
             format!(

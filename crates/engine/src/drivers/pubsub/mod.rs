@@ -19,6 +19,7 @@ pub mod progress;
 pub mod protocol;
 pub mod publisher;
 pub mod subscriber;
+pub mod watchdog;
 pub mod wire;
 
 use crate::drivers::streams::stream_stats::{patch_run_intervals, run_sums};
@@ -38,6 +39,7 @@ use protocol::BrokerProtocol;
 use publisher::{Publisher, PublisherOut, PublisherThread};
 use std::net::SocketAddr;
 use subscriber::{SubscriberOut, SubscriberThread, SubscriptionState};
+use watchdog::Watchdog;
 
 /// What the driver measured: the run's recording, and one stream record per subscription.
 pub struct PubsubOutput {
@@ -64,19 +66,21 @@ pub fn drive(
 ) -> Result<PubsubOutput, EngineError> {
     // This run's mark on every message: another run publishing on the same topics (another
     // process, another host) is not counted as ours.
+    let watchdog = Watchdog::start(ctx.stop.clone(), config.open_timeout);
     let run = Opening {
         config,
         address,
         mark: rand::random(),
+        watchdog: &watchdog,
     };
     let mut broker = brokers::client(config.broker);
-    broker.prepare(&run)?;
-    let subscriptions = open_subscriptions(&run, broker.as_mut())?;
-    let mut publishers = Vec::new();
-    for (i, &topic) in config.publishers().iter().enumerate() {
-        let topic = &config.topics[topic as usize];
-        publishers.push(broker.open_publisher(&run, i as u32, topic)?);
-    }
+    let opened = open_all(&run, broker.as_mut());
+    watchdog.opened();
+    // Cut by the watchdog: its reason, not the read it cut short.
+    let (subscriptions, publishers) = match watchdog.cut() {
+        Some(why) => return Err(opening::broker_error(config, why)),
+        None => opened?,
+    };
     broker.opened();
     let timeline = Timeline::from_now(&scenario.run);
     let stop = RunStop::new(&ctx.stop);
@@ -115,6 +119,21 @@ pub fn drive(
             .filter(|_| config.answers_publishes()),
         notes,
     })
+}
+
+/// The opening: what the broker prepares, every subscription's consumers, every publisher.
+fn open_all(
+    run: &Opening<'_>,
+    broker: &mut dyn BrokerClient,
+) -> Result<(Vec<SubscriptionState>, Vec<OpenedPublisher>), EngineError> {
+    broker.prepare(run)?;
+    let subscriptions = open_subscriptions(run, broker)?;
+    let mut publishers = Vec::new();
+    for (i, &topic) in run.config.publishers().iter().enumerate() {
+        let topic = &run.config.topics[topic as usize];
+        publishers.push(broker.open_publisher(run, i as u32, topic)?);
+    }
+    Ok((subscriptions, publishers))
 }
 
 /// Every subscription's consumers, opened and subscribed, in plan order.

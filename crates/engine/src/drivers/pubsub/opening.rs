@@ -4,6 +4,7 @@
 use super::consumer::broken;
 use super::message::RunMark;
 use super::protocol::{BrokerProtocol, Incoming};
+use super::watchdog::Watchdog;
 use crate::error::EngineError;
 use msgbench_model::pubsub::PubsubConfig;
 use std::io::{Read, Write};
@@ -13,7 +14,8 @@ use std::time::Duration;
 /// Longest a connection's opening (connect, handshake, subscription) may take.
 pub const OPEN_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// What every opening of a run knows: its settings, the broker's address and the run's mark.
+/// What every opening of a run knows: its settings, the broker's address, the run's mark and
+/// the watchdog every connection of the opening is handed to.
 #[derive(Clone, Copy)]
 pub struct Opening<'a> {
     /// The run's settings.
@@ -22,6 +24,8 @@ pub struct Opening<'a> {
     pub address: SocketAddr,
     /// This run's mark on every message.
     pub mark: RunMark,
+    /// Shuts the opening's connections down when it makes no progress or Ctrl-C comes.
+    pub watchdog: &'a Watchdog,
 }
 
 impl Opening<'_> {
@@ -30,9 +34,12 @@ impl Opening<'_> {
         broker_error(self.config, problem)
     }
 
-    /// A connection to the broker, its reads bounded by the opening's timeout.
+    /// A connection to the broker, its reads bounded by the opening's timeout, watched by the
+    /// opening's watchdog.
     pub fn connect(&self, receive_buffer: u32) -> Result<TcpStream, EngineError> {
-        connect_for_opening(self.config, self.address, receive_buffer)
+        let stream = connect_for_opening(self.config, self.address, receive_buffer)?;
+        self.watchdog.watch(&stream);
+        Ok(stream)
     }
 }
 
@@ -60,13 +67,13 @@ pub fn open(
     name: &str,
     subscription: Option<(&str, Option<&str>, u64)>,
 ) -> Result<(TcpStream, Vec<u8>), EngineError> {
-    let (config, address) = (run.config, run.address);
+    let config = run.config;
     let broker_error = |problem: String| broker_error(config, problem);
     let receive_buffer = match subscription {
         Some(_) => config.receive_buffer,
         None => 0,
     };
-    let mut stream = connect_for_opening(config, address, receive_buffer)?;
+    let mut stream = run.connect(receive_buffer)?;
     let mut out = Vec::new();
     protocol.hello(name, &mut out);
     let mut expected = 1;

@@ -222,11 +222,10 @@ fn prepare_topics(run: &Opening<'_>) -> Result<(), EngineError> {
         let mut waiting = None;
         for (name, error, partitions) in &found {
             if *error == 0 && partitions.len() != config.partitions as usize {
-                return Err(fail(format!(
-                    "topic {name} exists with {} partitions, and the scenario asks for {}: set pubsub.partitions = {}, or use another pubsub.topic_prefix",
+                return Err(fail(partitions_differ(
+                    name,
                     partitions.len(),
                     config.partitions,
-                    partitions.len()
                 )));
             }
             if *error != 0 && *error != 3 && *error != 5 {
@@ -297,4 +296,31 @@ fn start_consumer(
         .map_err(|e| run.error(format!("writing a fetch failed ({e})")))?;
     stream.set_read_timeout(None).map_err(EngineError::Io)?;
     Ok((stream, fetcher))
+}
+
+/// A topic that exists with `found` partitions where the scenario asks for `asked`: what to
+/// set — never more partitions than a scenario may ask for.
+fn partitions_differ(topic: &str, found: usize, asked: u32) -> String {
+    let max = msgbench_model::pubsub::MAX_PARTITIONS;
+    if found > max as usize {
+        format!(
+            "topic {topic} exists with {found} partitions, more than msgbench reads ({max}), and the scenario asks for {asked}: use another pubsub.topic_prefix"
+        )
+    } else {
+        format!(
+            "topic {topic} exists with {found} partitions, and the scenario asks for {asked}: set pubsub.partitions = {found}, or use another pubsub.topic_prefix"
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_topic_of_other_partitions_is_told_what_to_set_within_the_limit() {
+        let fits = super::partitions_differ("t.0", 4, 2);
+        assert!(fits.contains("set pubsub.partitions = 4"), "{fits}");
+        let huge = super::partitions_differ("t.0", 200_000, 2);
+        assert!(!huge.contains("pubsub.partitions = 200000"), "{huge}");
+        assert!(huge.contains("more than msgbench reads (1024)"), "{huge}");
+    }
 }
