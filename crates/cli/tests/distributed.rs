@@ -464,6 +464,14 @@ fn hostile_figures(tmp: &Path, dirs: &[PathBuf]) {
     let order = |r: &mut RunResult| r.latency.p50_ns = r.latency.p90_ns + 1;
     refused_when_tampered(tmp, dirs, &order, false, "not in order");
     refused_when_tampered(tmp, dirs, &|_| {}, true, "truncated or malformed");
+    let settings = |r: &mut RunResult| r.config = format!("{} window=999", r.config);
+    refused_when_tampered(
+        tmp,
+        dirs,
+        &settings,
+        false,
+        "were measured with other settings",
+    );
 }
 
 /// A result archive as a pod's log prints it, holding one entry: `kind` with a declared

@@ -261,6 +261,14 @@ fn same_runs(shards: &[ShardDir]) -> Result<(), MergeError> {
 /// Refuses a run's shards that did not run together: planned for different starts (two
 /// invocations of `--start-at`), or, without one, measured spans that do not overlap.
 fn together(a: &RunResult, b: &RunResult, da: &ShardDir, db: &ShardDir) -> Result<(), MergeError> {
+    if let Some(what) = settings_differ(a, b) {
+        return Err(MergeError::Refused(format!(
+            "run {} of {} and of {} were measured with other settings ({what}): they are not              shards of one run; give the directories of the shards started together",
+            a.run_id,
+            da.dir.display(),
+            db.dir.display()
+        )));
+    }
     let planned = |r: &RunResult| r.shard.as_ref().and_then(|s| s.planned_start_unix_ms);
     let apart = match (planned(a), planned(b)) {
         // `+30s` read by processes launched a few ms apart differs by those ms: that is one
@@ -298,6 +306,24 @@ fn together(a: &RunResult, b: &RunResult, da: &ShardDir, db: &ShardDir) -> Resul
             db.dir.display()
         ))),
     }
+}
+
+/// What two shards of one run must agree on and do not: the system's settings as the run
+/// describes them, the sweep point, the measured window asked for.
+fn settings_differ(a: &RunResult, b: &RunResult) -> Option<String> {
+    if a.config != b.config {
+        return Some(format!("`{}` against `{}`", a.config, b.config));
+    }
+    if a.params != b.params {
+        let point = |r: &RunResult| {
+            (r.params.iter())
+                .map(|p| format!("{}={}", p.axis, p.value))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        return Some(format!("sweep point {} against {}", point(a), point(b)));
+    }
+    None
 }
 
 /// Reads one shard's directory.
@@ -576,16 +602,58 @@ fn second_of(r: &RunResult, start_ms: u64, start_s: f64) -> usize {
     ((offset_ms / 1e3 + start_s).round().max(0.0)) as usize
 }
 
-/// Each second of a merged run (from its earliest shard's start): its length and the shards'
-/// hlog intervals of that second added.
-pub type Seconds = BTreeMap<usize, (f64, Histogram<u64>)>;
+/// Each second of a merged run (from its earliest shard's start), summed over the shards.
+pub type Seconds = BTreeMap<usize, Second>;
 
-/// The merged run's seconds, from the shards' `.hlog`s.
+/// One second of a merged run: what the merged `.hlog` and its interval sample need of the
+/// shards' latencies in it — not the histogram itself. A latency histogram is hundreds of KB;
+/// a day of seconds held at once took gigabytes (two one-day shards: 87 s, ~20 GB).
+#[derive(Debug, Clone, Default)]
+pub struct Second {
+    /// The longest of the shards' intervals in it, seconds.
+    pub length_s: f64,
+    /// The added histogram, as the `.hlog` holds it.
+    pub encoded: String,
+    /// Its p50, p99 and max, ns: what an interval sample shows (the full set of percentiles
+    /// per second was a third of a merge's time).
+    pub latency: (u64, u64, u64),
+}
+
+/// One shard's `.hlog` read interval by interval: each as (second of the merged run, length,
+/// histogram), in order.
+struct ShardLog<'a> {
+    path: PathBuf,
+    run: &'a RunResult,
+    entries: IntervalLogIterator<'a>,
+    next: Option<(usize, f64, Histogram<u64>)>,
+}
+
+impl ShardLog<'_> {
+    /// Reads the next interval into `next` (none at the end of the log).
+    fn advance(&mut self, start_ms: u64) -> Result<(), MergeError> {
+        self.next = None;
+        for entry in self.entries.by_ref() {
+            let i = match entry {
+                Ok(LogEntry::Interval(i)) => i,
+                Ok(_) => continue,
+                Err(e) => return Err(damaged(&self.path, &format!("{e:?}"))),
+            };
+            let h = decode(i.encoded_histogram()).map_err(|e| damaged(&self.path, &e))?;
+            let second = second_of(self.run, start_ms, i.start_timestamp().as_secs_f64());
+            self.next = Some((second, i.duration().as_secs_f64(), h));
+            break;
+        }
+        Ok(())
+    }
+}
+
+/// The merged run's seconds, from the shards' `.hlog`s, merged second by second (each log is
+/// in time order: one histogram per second is alive at a time).
 fn merged_hlog(shards: &[ShardDir], id: &str) -> Result<Seconds, MergeError> {
     let parts: Vec<&RunResult> = shards.iter().map(|s| &s.runs[id]).collect();
     let start_ms = parts.iter().map(|r| r.started_unix_ms).min().unwrap_or(0);
-    let mut seconds: BTreeMap<usize, (f64, Histogram<u64>)> = BTreeMap::new();
-    for (s, r) in shards.iter().zip(&parts) {
+    let mut files = Vec::new();
+    for s in shards {
         let path = s.dir.join(format!("runs/{id}.hlog"));
         let bytes = std::fs::read(&path).map_err(|e| {
             MergeError::Refused(format!(
@@ -593,24 +661,73 @@ fn merged_hlog(shards: &[ShardDir], id: &str) -> Result<Seconds, MergeError> {
                 path.display()
             ))
         })?;
-        for entry in IntervalLogIterator::new(&bytes) {
-            let i = match entry {
-                Ok(LogEntry::Interval(i)) => i,
-                Ok(_) => continue,
-                Err(e) => return Err(damaged(&path, &format!("{e:?}"))),
-            };
-            let h = decode(i.encoded_histogram()).map_err(|e| damaged(&path, &e))?;
-            let second = second_of(r, start_ms, i.start_timestamp().as_secs_f64());
-            let slot = seconds
-                .entry(second)
-                .or_insert_with(|| (0.0, new_latency_histogram()));
-            slot.0 = slot.0.max(i.duration().as_secs_f64());
-            slot.1
-                .add(h)
-                .map_err(|e| MergeError::Refused(format!("{}: {e:?}", path.display())))?;
-        }
+        files.push((path, bytes));
+    }
+    let mut logs = Vec::new();
+    for ((path, bytes), run) in files.iter().zip(&parts) {
+        let mut log = ShardLog {
+            path: path.clone(),
+            run,
+            entries: IntervalLogIterator::new(bytes),
+            next: None,
+        };
+        log.advance(start_ms)?;
+        logs.push(log);
+    }
+    let mut seconds = Seconds::new();
+    while let Some(second) = logs
+        .iter()
+        .filter_map(|l| l.next.as_ref().map(|n| n.0))
+        .min()
+    {
+        seconds.insert(second, one_second(&mut logs, second, start_ms)?);
     }
     Ok(seconds)
+}
+
+/// Adds every shard's intervals of `second` (each log's next ones) into one [`Second`].
+fn one_second(
+    logs: &mut [ShardLog<'_>],
+    second: usize,
+    start_ms: u64,
+) -> Result<Second, MergeError> {
+    let mut sum: Option<Histogram<u64>> = None;
+    let mut length_s: f64 = 0.0;
+    for log in logs.iter_mut() {
+        while log.next.as_ref().is_some_and(|n| n.0 == second) {
+            let (_, length, h) = log.next.take().expect("just seen");
+            length_s = length_s.max(length);
+            match &mut sum {
+                None => {
+                    let mut h = h;
+                    h.auto(true); // sized to what it holds, growing for what is added
+                    sum = Some(h);
+                }
+                Some(s) => s
+                    .add(h)
+                    .map_err(|e| MergeError::Refused(format!("{}: {e:?}", log.path.display())))?,
+            }
+            log.advance(start_ms)?;
+            if log.next.as_ref().is_some_and(|n| n.0 < second) {
+                return Err(damaged(&log.path, &"its intervals are out of time order"));
+            }
+        }
+    }
+    let sum = sum.unwrap_or_else(new_latency_histogram);
+    let latency = if sum.is_empty() {
+        (0, 0, 0)
+    } else {
+        (
+            sum.value_at_quantile(0.5),
+            sum.value_at_quantile(0.99),
+            sum.max(),
+        )
+    };
+    Ok(Second {
+        length_s,
+        encoded: encode(&sum),
+        latency,
+    })
 }
 
 /// A shard's `.hlog` that does not read whole.
@@ -625,10 +742,10 @@ fn damaged(path: &Path, e: &dyn std::fmt::Display) -> MergeError {
 /// The merged `.hlog`'s intervals.
 fn hlog_intervals(seconds: &Seconds) -> Vec<IntervalLatency> {
     (seconds.iter())
-        .map(|(second, (length_s, h))| IntervalLatency {
+        .map(|(second, s)| IntervalLatency {
             start_s: *second as f64,
-            length_s: *length_s,
-            encoded: encode(h),
+            length_s: s.length_s,
+            encoded: s.encoded.clone(),
         })
         .collect()
 }
@@ -668,9 +785,8 @@ fn merged_intervals(parts: &[&RunResult], seconds: &Seconds) -> Vec<IntervalSamp
                 m.backlog = m.backlog.saturating_add(r.intervals[*at - 1].backlog);
             }
         }
-        if let Some((_, h)) = seconds.get(second) {
-            let p = Percentiles::of(h);
-            (m.latency_p50_ns, m.latency_p99_ns, m.latency_max_ns) = (p.p50_ns, p.p99_ns, p.max_ns);
+        if let Some(s) = seconds.get(second) {
+            (m.latency_p50_ns, m.latency_p99_ns, m.latency_max_ns) = s.latency;
         }
     }
     merged.into_values().collect()
