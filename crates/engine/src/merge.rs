@@ -263,7 +263,8 @@ fn same_runs(shards: &[ShardDir]) -> Result<(), MergeError> {
 fn together(a: &RunResult, b: &RunResult, da: &ShardDir, db: &ShardDir) -> Result<(), MergeError> {
     if let Some(what) = settings_differ(a, b) {
         return Err(MergeError::Refused(format!(
-            "run {} of {} and of {} were measured with other settings ({what}): they are not              shards of one run; give the directories of the shards started together",
+            "run {} of {} and of {} were measured with other settings ({what}): they are not \
+             shards of one run; give the directories of the shards started together",
             a.run_id,
             da.dir.display(),
             db.dir.display()

@@ -34,6 +34,12 @@ impl Opening<'_> {
         broker_error(self.config, problem)
     }
 
+    /// An answered request of a long wait on a connection already open: progress, for the
+    /// watchdog.
+    pub fn progress(&self) {
+        self.watchdog.progress();
+    }
+
     /// A connection to the broker, its reads bounded by the opening's timeout, watched by the
     /// opening's watchdog.
     pub fn connect(&self, receive_buffer: u32) -> Result<TcpStream, EngineError> {

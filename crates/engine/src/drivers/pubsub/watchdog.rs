@@ -2,7 +2,8 @@
 //! but a broker that answers a byte at a time restarts that bound with each byte and held an
 //! opening for ever; and a blocked read does not see Ctrl-C (Kafka's `read_exact` retries on
 //! `EINTR`). So every connection of the opening is watched here: when the opening makes no
-//! progress — no new connection — for its broker's lifetime, or Ctrl-C comes, each one is shut
+//! progress — no new connection, no answered request of a long wait on one (Kafka's group
+//! join: [`Watchdog::progress`]) — for `pubsub.open_timeout`, or Ctrl-C comes, each one is shut
 //! down, which ends a blocked read at once, and the opening fails with the watchdog's reason
 //! instead of the read's.
 use std::net::{Shutdown, TcpStream};
@@ -70,6 +71,15 @@ impl Watchdog {
         }
         w.sockets.push(copy);
         w.deadline = Some(Instant::now() + self.lifetime);
+    }
+
+    /// The opening made progress without a new connection (an answered request of a long
+    /// wait on one: Kafka's group join, its topics' leaders): the lifetime starts again.
+    pub fn progress(&self) {
+        let mut w = lock(&self.watched);
+        if w.cut.is_none() && !w.over {
+            w.deadline = Some(Instant::now() + self.lifetime);
+        }
     }
 
     /// Why the opening was cut, if it was.

@@ -306,7 +306,14 @@ impl Supervisor<'_, '_> {
     /// first).
     fn wait_subscribed(&mut self) -> Result<(), EngineError> {
         let Some(server) = &self.run.sut.builtin else {
-            return Ok(());
+            // Someone else's server: the clients said they are subscribed; Ctrl-C meanwhile
+            // ends the run before it starts, as it does with ours.
+            return match self.run.ctx.stop.load(Ordering::Relaxed) {
+                true => Err(EngineError::Browser(
+                    "interrupted while the clients connected".into(),
+                )),
+                false => Ok(()),
+            };
         };
         let names: Vec<String> = (self.run.ticks.groups.iter())
             .flat_map(|g| (0..g.connections).map(|i| g.connection_name(i)))

@@ -311,6 +311,9 @@ fn run_thread(
             }
         }
         let _ = ready.send(Ok(()));
+        // Said once: a worker that panics before it is ready must leave the run's wait for
+        // readiness with no sender (else it would wait for ever).
+        drop(ready);
         // Nothing else runs on this thread yet: a blocking wait is fine.
         let (_, recorder) = start.recv().ok()?;
         let recorder = Rc::new(RefCell::new(recorder));

@@ -38,25 +38,7 @@ pub fn join(
         let s = run.connect(config.receive_buffer)?;
         joining.push(Joining::new(s));
     }
-    // The coordinator, once its offsets topic is ready (the first group on a new broker).
-    let deadline = std::time::Instant::now() + OPEN_TIMEOUT * 3;
-    loop {
-        let mut out = Vec::new();
-        group_wire::find_coordinator_request(group, 1, &mut out);
-        let body = kafka_wire::call(&mut joining[0].stream, &out, 1).map_err(fail)?;
-        match group_wire::find_coordinator_error(&body).map_err(fail)? {
-            0 => break,
-            code if group_wire::settling(code) && std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-            code => {
-                return Err(fail(format!(
-                    "it found no coordinator for consumer group {group}: {}",
-                    kafka_wire::error_name(code)
-                )))
-            }
-        }
-    }
+    find_coordinator(run, &mut joining[0].stream, group)?;
     for j in &mut joining {
         j.stream.set_nonblocking(true).map_err(EngineError::Io)?;
     }
@@ -90,7 +72,9 @@ pub fn join(
                     .join(", ")
             )));
         }
-        if !progressed {
+        if progressed {
+            run.progress();
+        } else {
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
     }
@@ -104,6 +88,35 @@ pub fn join(
         });
     }
     Ok(out)
+}
+
+/// Waits for the coordinator of `group`, once its offsets topic is ready (the first group on a
+/// new broker): up to three opening timeouts.
+fn find_coordinator(
+    run: &Opening<'_>,
+    stream: &mut TcpStream,
+    group: &str,
+) -> Result<(), EngineError> {
+    let fail = |problem: String| run.error(problem);
+    let deadline = std::time::Instant::now() + OPEN_TIMEOUT * 3;
+    loop {
+        let mut out = Vec::new();
+        group_wire::find_coordinator_request(group, 1, &mut out);
+        let body = kafka_wire::call(stream, &out, 1).map_err(fail)?;
+        run.progress();
+        match group_wire::find_coordinator_error(&body).map_err(fail)? {
+            0 => return Ok(()),
+            code if group_wire::settling(code) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            code => {
+                return Err(fail(format!(
+                    "it found no coordinator for consumer group {group}: {}",
+                    kafka_wire::error_name(code)
+                )))
+            }
+        }
+    }
 }
 
 /// Where one member is in the group protocol.

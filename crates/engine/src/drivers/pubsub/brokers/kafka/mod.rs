@@ -219,6 +219,7 @@ fn prepare_topics(run: &Opening<'_>) -> Result<(), EngineError> {
     let deadline = std::time::Instant::now() + OPEN_TIMEOUT * 3;
     loop {
         let found = kafka::metadata(&mut stream, &config.topics).map_err(fail)?;
+        run.progress();
         let mut waiting = None;
         for (name, error, partitions) in &found {
             if *error == 0 && partitions.len() != config.partitions as usize {
@@ -275,6 +276,7 @@ fn start_consumer(
     let offsets = loop {
         let answer = kafka::end_offsets(&mut stream, topic, partitions)
             .map_err(|problem| run.error(problem))?;
+        run.progress();
         match answer {
             Ok(offsets) => break offsets,
             Err((_, code)) if kafka::retriable(code) && std::time::Instant::now() < deadline => {
