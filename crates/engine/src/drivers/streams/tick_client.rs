@@ -43,7 +43,8 @@ pub type TickWs = RawWs<MaybeTlsStream<TcpStream>>;
 pub type WsTls = Option<Arc<tokio_rustls::rustls::ClientConfig>>;
 /// Messages handled before a connection lets the others on its thread run.
 const MESSAGES_PER_POLL: usize = 1024;
-/// Reads between two looks at the deadline while the reads make no message.
+/// Reads in one batch (its end looks at the deadline, acknowledges and yields), whether they
+/// made messages or not.
 const FILLS_PER_CHECK: u32 = 16;
 /// How often an idle connection looks at the stop flag and the deadline.
 const CHECK_EVERY: Duration = Duration::from_millis(10);
@@ -609,11 +610,12 @@ impl Reader {
                     match ws.poll_fill(cx) {
                         Poll::Ready(Ok(_)) => {
                             // Frames that make no message (pongs, empty continuations) can
-                            // come without end: the deadline is looked at between reads too,
-                            // not only between messages (issue 43, finding 3).
+                            // come without end: every few reads end the batch as messages
+                            // do — the deadline looked at, the ack written, the thread's
+                            // other connections let run (issue 43, finding 3).
                             fills += 1;
-                            if fills % FILLS_PER_CHECK == 0 && self.shared.over(now_ns()) {
-                                return Poll::Ready(Ended::Done);
+                            if fills == FILLS_PER_CHECK {
+                                break;
                             }
                         }
                         Poll::Ready(Err(e)) => return Poll::Ready(broken(e)),
