@@ -87,7 +87,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path, command_line: &[String]) -> Result<Me
         let parts: Vec<&RunResult> = shards.iter().map(|s| &s.runs[id]).collect();
         let seconds = merged_hlog(&shards, id)?;
         let result = merge_runs(&parts, &seconds).map_err(MergeError::Refused)?;
-        let intervals = hlog_intervals(&seconds);
+        let intervals = hlog_intervals(seconds);
         let raw: Vec<PathBuf> = shards
             .iter()
             .map(|s| s.dir.join(format!("runs/{id}.latencies.csv")))
@@ -741,12 +741,12 @@ fn damaged(path: &Path, e: &dyn std::fmt::Display) -> MergeError {
 }
 
 /// The merged `.hlog`'s intervals.
-fn hlog_intervals(seconds: &Seconds) -> Vec<IntervalLatency> {
-    (seconds.iter())
+fn hlog_intervals(seconds: Seconds) -> Vec<IntervalLatency> {
+    (seconds.into_iter())
         .map(|(second, s)| IntervalLatency {
-            start_s: *second as f64,
+            start_s: second as f64,
             length_s: s.length_s,
-            encoded: s.encoded.clone(),
+            encoded: s.encoded,
         })
         .collect()
 }

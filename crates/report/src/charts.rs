@@ -372,7 +372,7 @@ fn time_series(points: &[(String, Vec<&RunResult>)]) -> Vec<Chart> {
                 let ends = (r.intervals.iter())
                     .filter(|i| i.length_s >= 0.5)
                     .map(|i| i.start_s + i.length_s);
-                xs.extend(ends.fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x)))));
+                xs.extend(ends.max_by(f64::total_cmp));
                 series.push(Series {
                     name: label.clone(),
                     dots: pts.len() == seconds,

@@ -16,12 +16,11 @@ use std::time::{Duration, Instant};
 /// within a second).
 const WATCH_EVERY: Duration = Duration::from_millis(20);
 
-#[derive(Default)]
 struct Watched {
     /// A duplicate of each connection opened so far (shutting it down shuts the original).
     sockets: Vec<TcpStream>,
-    /// The opening fails past this: the last connection's start + the lifetime.
-    deadline: Option<Instant>,
+    /// The opening fails past this: its last progress + the lifetime.
+    deadline: Instant,
     /// Why the opening was cut (the first reason).
     cut: Option<String>,
     /// The opening ended: nothing more is cut, the connections are the run's.
@@ -36,12 +35,14 @@ pub struct Watchdog {
 }
 
 impl Watchdog {
-    /// Starts watching: the opening fails once it goes `lifetime` without a new connection,
-    /// or when `stop` is raised.
+    /// Starts watching: the opening fails once it goes `lifetime` without progress (a new
+    /// connection, [`Watchdog::progress`]), or when `stop` is raised.
     pub fn start(stop: Arc<AtomicBool>, lifetime: Duration) -> Watchdog {
         let watched = Arc::new(Mutex::new(Watched {
-            deadline: Some(Instant::now() + lifetime),
-            ..Watched::default()
+            sockets: Vec::new(),
+            deadline: Instant::now() + lifetime,
+            cut: None,
+            over: false,
         }));
         let thread = {
             let watched = watched.clone();
@@ -70,7 +71,8 @@ impl Watchdog {
             let _ = copy.shutdown(Shutdown::Both);
         }
         w.sockets.push(copy);
-        w.deadline = Some(Instant::now() + self.lifetime);
+        drop(w);
+        self.progress();
     }
 
     /// The opening made progress without a new connection (an answered request of a long
@@ -78,7 +80,7 @@ impl Watchdog {
     pub fn progress(&self) {
         let mut w = lock(&self.watched);
         if w.cut.is_none() && !w.over {
-            w.deadline = Some(Instant::now() + self.lifetime);
+            w.deadline = Instant::now() + self.lifetime;
         }
     }
 
@@ -117,7 +119,7 @@ fn watch(watched: &Mutex<Watched>, stop: &AtomicBool, lifetime: Duration) {
         }
         let why = if stop.load(Ordering::Relaxed) {
             Some("interrupted (Ctrl-C) during the opening".to_string())
-        } else if w.deadline.is_some_and(|d| Instant::now() >= d) {
+        } else if Instant::now() >= w.deadline {
             Some(format!(
                 "the opening made no progress for {} s (a connection's handshake or subscription still unanswered: a broker that answers, but too slowly to finish)",
                 lifetime.as_secs()
