@@ -11,6 +11,7 @@ use crate::store::{ResultStore, StoreError};
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use hdrhistogram::Histogram;
 use msgbench_model::histogram::{decode, encode, new_latency_histogram, Percentiles};
+use msgbench_model::histogram_sum::Summer;
 use msgbench_model::result::ShardRow;
 use msgbench_model::result::{ClassResult, IntervalSample, RunResult, ThreadCpu};
 use msgbench_model::warning::Warning;
@@ -620,36 +621,43 @@ pub struct Second {
     pub latency: (u64, u64, u64),
 }
 
-/// One shard's `.hlog` read interval by interval: each as (second of the merged run, length,
-/// histogram), in order.
-struct ShardLog<'a> {
-    path: PathBuf,
-    run: &'a RunResult,
-    entries: IntervalLogIterator<'a>,
-    next: Option<(usize, f64, Histogram<u64>)>,
+/// One interval of a shard's `.hlog`: the second of the merged run it falls in, its length and
+/// its encoded histogram (borrowed from the file's bytes).
+struct Entry<'a> {
+    second: usize,
+    length_s: f64,
+    encoded: &'a str,
 }
 
-impl ShardLog<'_> {
-    /// Reads the next interval into `next` (none at the end of the log).
-    fn advance(&mut self, start_ms: u64) -> Result<(), MergeError> {
-        self.next = None;
-        for entry in self.entries.by_ref() {
-            let i = match entry {
-                Ok(LogEntry::Interval(i)) => i,
-                Ok(_) => continue,
-                Err(e) => return Err(damaged(&self.path, &format!("{e:?}"))),
-            };
-            let h = decode(i.encoded_histogram()).map_err(|e| damaged(&self.path, &e))?;
-            let second = second_of(self.run, start_ms, i.start_timestamp().as_secs_f64());
-            self.next = Some((second, i.duration().as_secs_f64(), h));
-            break;
+/// A shard's `.hlog`'s intervals in order, each placed in a second of the merged run.
+fn shard_entries<'a>(
+    path: &Path,
+    bytes: &'a [u8],
+    run: &RunResult,
+    start_ms: u64,
+) -> Result<Vec<Entry<'a>>, MergeError> {
+    let mut entries: Vec<Entry<'a>> = Vec::new();
+    for entry in IntervalLogIterator::new(bytes) {
+        let i = match entry {
+            Ok(LogEntry::Interval(i)) => i,
+            Ok(_) => continue,
+            Err(e) => return Err(damaged(path, &format!("{e:?}"))),
+        };
+        let second = second_of(run, start_ms, i.start_timestamp().as_secs_f64());
+        if entries.last().is_some_and(|last| last.second > second) {
+            return Err(damaged(path, &"its intervals are out of time order"));
         }
-        Ok(())
+        entries.push(Entry {
+            second,
+            length_s: i.duration().as_secs_f64(),
+            encoded: i.encoded_histogram(),
+        });
     }
+    Ok(entries)
 }
 
-/// The merged run's seconds, from the shards' `.hlog`s, merged second by second (each log is
-/// in time order: one histogram per second is alive at a time).
+/// The merged run's seconds, from the shards' `.hlog`s: every shard's intervals of a second
+/// added, the seconds shared among the host's cores (each sum is independent).
 fn merged_hlog(shards: &[ShardDir], id: &str) -> Result<Seconds, MergeError> {
     let parts: Vec<&RunResult> = shards.iter().map(|s| &s.runs[id]).collect();
     let start_ms = parts.iter().map(|r| r.started_unix_ms).min().unwrap_or(0);
@@ -664,71 +672,64 @@ fn merged_hlog(shards: &[ShardDir], id: &str) -> Result<Seconds, MergeError> {
         })?;
         files.push((path, bytes));
     }
-    let mut logs = Vec::new();
-    for ((path, bytes), run) in files.iter().zip(&parts) {
-        let mut log = ShardLog {
-            path: path.clone(),
-            run,
-            entries: IntervalLogIterator::new(bytes),
-            next: None,
-        };
-        log.advance(start_ms)?;
-        logs.push(log);
+    // (second, shard, entry): a stable sort keeps each shard's own order within a second.
+    let mut all: Vec<(usize, &Entry)> = Vec::new();
+    // Each shard's log parsed on its own thread (a day's is 86 400 lines of base64).
+    let per_shard = std::thread::scope(|scope| {
+        let readers: Vec<_> = (files.iter().zip(&parts))
+            .map(|((path, bytes), run)| {
+                scope.spawn(move || shard_entries(path, bytes, run, start_ms))
+            })
+            .collect();
+        (readers.into_iter())
+            .map(|r| r.join().expect("a merge thread panicked"))
+            .collect::<Result<Vec<_>, _>>()
+    })?;
+    for (k, entries) in per_shard.iter().enumerate() {
+        all.extend(entries.iter().map(|e| (k, e)));
     }
-    let mut seconds = Seconds::new();
-    while let Some(second) = logs
-        .iter()
-        .filter_map(|l| l.next.as_ref().map(|n| n.0))
-        .min()
-    {
-        seconds.insert(second, one_second(&mut logs, second, start_ms)?);
-    }
-    Ok(seconds)
+    all.sort_by_key(|(_, e)| e.second);
+    let groups: Vec<&[(usize, &Entry)]> = all.chunk_by(|a, b| a.1.second == b.1.second).collect();
+    let paths: Vec<&Path> = files.iter().map(|(p, _)| p.as_path()).collect();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    let per_thread = groups.len().div_ceil(threads).max(1);
+    let sums = std::thread::scope(|scope| {
+        let workers: Vec<_> = (groups.chunks(per_thread))
+            .map(|chunk| scope.spawn(|| sum_seconds(chunk, &paths)))
+            .collect();
+        (workers.into_iter())
+            .map(|w| w.join().expect("a merge thread panicked"))
+            .collect::<Result<Vec<_>, _>>()
+    })?;
+    Ok(sums.into_iter().flatten().collect())
 }
 
-/// Adds every shard's intervals of `second` (each log's next ones) into one [`Second`].
-fn one_second(
-    logs: &mut [ShardLog<'_>],
-    second: usize,
-    start_ms: u64,
-) -> Result<Second, MergeError> {
-    let mut sum: Option<Histogram<u64>> = None;
-    let mut length_s: f64 = 0.0;
-    for log in logs.iter_mut() {
-        while log.next.as_ref().is_some_and(|n| n.0 == second) {
-            let (_, length, h) = log.next.take().expect("just seen");
-            length_s = length_s.max(length);
-            match &mut sum {
-                None => {
-                    let mut h = h;
-                    h.auto(true); // sized to what it holds, growing for what is added
-                    sum = Some(h);
-                }
-                Some(s) => s
-                    .add(h)
-                    .map_err(|e| MergeError::Refused(format!("{}: {e:?}", log.path.display())))?,
-            }
-            log.advance(start_ms)?;
-            if log.next.as_ref().is_some_and(|n| n.0 < second) {
-                return Err(damaged(&log.path, &"its intervals are out of time order"));
-            }
+/// Each group's intervals (one second's, every shard's) added into one [`Second`].
+fn sum_seconds(
+    groups: &[&[(usize, &Entry)]],
+    paths: &[&Path],
+) -> Result<Vec<(usize, Second)>, MergeError> {
+    let mut summer = Summer::new();
+    let mut out = Vec::with_capacity(groups.len());
+    for group in groups {
+        let mut length_s: f64 = 0.0;
+        for (shard, entry) in group.iter() {
+            length_s = length_s.max(entry.length_s);
+            summer
+                .add(entry.encoded)
+                .map_err(|e| damaged(paths[*shard], &e))?;
         }
+        let sum = summer
+            .finish()
+            .map_err(|e| MergeError::Refused(format!("second {}: {e}", group[0].1.second)))?;
+        let second = Second {
+            length_s,
+            encoded: sum.encoded,
+            latency: (sum.p50, sum.p99, sum.max),
+        };
+        out.push((group[0].1.second, second));
     }
-    let sum = sum.unwrap_or_else(new_latency_histogram);
-    let latency = if sum.is_empty() {
-        (0, 0, 0)
-    } else {
-        (
-            sum.value_at_quantile(0.5),
-            sum.value_at_quantile(0.99),
-            sum.max(),
-        )
-    };
-    Ok(Second {
-        length_s,
-        encoded: encode(&sum),
-        latency,
-    })
+    Ok(out)
 }
 
 /// A shard's `.hlog` that does not read whole.
@@ -747,6 +748,7 @@ fn hlog_intervals(seconds: Seconds) -> Vec<IntervalLatency> {
             start_s: second as f64,
             length_s: s.length_s,
             encoded: s.encoded,
+            max_ns: s.latency.2,
         })
         .collect()
 }

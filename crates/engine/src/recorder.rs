@@ -385,6 +385,9 @@ pub struct IntervalLatency {
     /// Latency of all classes in that interval, encoded ([`msgbench_model::histogram::encode`]):
     /// a few hundred bytes instead of the ~270 KB a live histogram holds, so long runs stay small.
     pub encoded: String,
+    /// Its largest latency, ns (as HdrHistogram's `max()`; 0 when empty): the `.hlog` line's
+    /// third field, written without decoding the histogram again.
+    pub max_ns: u64,
 }
 
 /// Everything measured in one run, merged over workers.
@@ -760,6 +763,7 @@ impl Merge {
             start_s: sample.start_s,
             length_s,
             encoded: msgbench_model::histogram::encode(&done.latency),
+            max_ns: p.max_ns,
         };
         self.closed.push((sample, log));
     }

@@ -15,6 +15,7 @@ pub mod feed;
 pub mod files;
 pub mod grpc;
 pub mod histogram;
+pub mod histogram_sum;
 pub mod http;
 pub mod kind;
 pub mod metrics;
