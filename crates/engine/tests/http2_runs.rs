@@ -578,3 +578,147 @@ fn a_server_that_breaks_http2_s_rules_in_its_opening_is_told_so_not_that_it_does
         assert!(!e.contains("does not speak HTTP/2"), "{e}");
     });
 }
+
+// ---- hostile peers: the run's deadline and Ctrl-C hold whatever the server sends ----
+
+/// What a [`h2_hostile`] server sends after it has read the client's preface.
+#[derive(Clone, Copy, Debug)]
+enum Hostile {
+    /// A SETTINGS frame announcing 100 entries, a byte every 100 ms: an opening that never
+    /// ends but never goes quiet.
+    TrickledOpening,
+    /// Its SETTINGS and the ACK, then PING frames a byte every 100 ms: bytes keep coming, no
+    /// stream is ever answered.
+    Trickle,
+    /// Its SETTINGS and the ACK, then frames no client turns into an answer — 16 KiB frames of
+    /// an unknown type (which HTTP/2 says to ignore) and PINGs — as fast as the socket takes
+    /// them.
+    Flood,
+}
+
+/// An HTTP/2 server (cleartext, prior knowledge) that reads all a client sends, so no bound
+/// on unread output ends the connection, answers the PING of its opening (the proof a client
+/// may ask for that it speaks HTTP/2), and never answers a request: it does `hostile`.
+fn h2_hostile(hostile: Hostile) -> SocketAddr {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in listener.incoming().flatten() {
+            let (pings_tx, pings) = std::sync::mpsc::channel();
+            let reader = s.try_clone().unwrap();
+            std::thread::spawn(move || read_frames(reader, pings_tx));
+            std::thread::spawn(move || {
+                let mut s = s;
+                let trickle = |s: &mut std::net::TcpStream, bytes: &[u8]| {
+                    for b in bytes.iter().cycle().take(3000) {
+                        if s.write_all(&[*b]).is_err() {
+                            return;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                    }
+                };
+                let ping = [0u8, 0, 8, 6, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
+                if let Hostile::TrickledOpening = hostile {
+                    let mut frame = vec![0u8, 2, 88, 4, 0, 0, 0, 0, 0]; // 600 bytes
+                    frame.extend(std::iter::repeat_n([0u8, 3, 0, 0, 0, 100], 100).flatten());
+                    return trickle(&mut s, &frame);
+                }
+                // SETTINGS, the ACK of the client's, and the answer to its opening PING.
+                let _ = s.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 4, 1, 0, 0, 0, 0]);
+                if let Ok(payload) = pings.recv_timeout(std::time::Duration::from_millis(500)) {
+                    let mut ack = vec![0u8, 0, 8, 6, 1, 0, 0, 0, 0];
+                    ack.extend_from_slice(&payload);
+                    let _ = s.write_all(&ack);
+                }
+                if let Hostile::Trickle = hostile {
+                    return trickle(&mut s, &ping);
+                }
+                let mut unknown = vec![0u8, 64, 0, 0xfa, 0, 0, 0, 0, 0];
+                unknown.resize(9 + 16384, 0);
+                let started = std::time::Instant::now();
+                while started.elapsed() < std::time::Duration::from_secs(60) {
+                    if s.write_all(&unknown)
+                        .and_then(|_| s.write_all(&ping))
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// Reads a client's preface and frames until the connection ends; hands over the payload of
+/// each PING that asks for an answer.
+fn read_frames(mut s: std::net::TcpStream, pings: std::sync::mpsc::Sender<[u8; 8]>) {
+    use std::io::Read;
+    let mut preface = [0u8; 24];
+    if s.read_exact(&mut preface).is_err() {
+        return;
+    }
+    let mut head = [0u8; 9];
+    let mut payload = vec![0u8; 1 << 24];
+    while s.read_exact(&mut head).is_ok() {
+        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        if s.read_exact(&mut payload[..len]).is_err() {
+            return;
+        }
+        if head[3] == 6 && head[4] & 1 == 0 && len == 8 {
+            let _ = pings.send(payload[..8].try_into().unwrap());
+        }
+    }
+}
+
+/// 200 requests/s for 1 s on one connection of 4 streams, a drain of 1 s.
+fn hostile_scenario(addr: SocketAddr, client: &str) -> String {
+    format!(
+        "system = \"http\"\n[run]\nduration = \"1s\"\nwarmup = \"0s\"\ndrain_timeout = \"1s\"\n\
+         [pacing]\nmode = \"rate\"\nper_sec = 200\n[client]\nconnections = 1\nwindow = 4\n\
+         [http]\nversion = \"2\"\nurl = \"http://{addr}\"\nclient = \"{client}\"\n"
+    )
+}
+
+#[test]
+fn a_server_that_trickles_or_floods_holds_neither_client_past_the_run_s_end_nor_ctrl_c() {
+    // Issue 43: each case ends within the run's duration + drain + 2 s (an opening within its
+    // 5 s bound + 2 s), and Ctrl-C ends it within 1 s, on both HTTP/2 clients.
+    for client in ["msgbench", "h2"] {
+        for hostile in [Hostile::TrickledOpening, Hostile::Trickle, Hostile::Flood] {
+            let toml = hostile_scenario(h2_hostile(hostile), client);
+            let (outcome, took, _dir) = common::try_run_timed(&toml, &[]);
+            let bound = match hostile {
+                Hostile::TrickledOpening => 5 + 2,
+                _ => 1 + 1 + 2,
+            };
+            assert!(
+                took < std::time::Duration::from_secs(bound),
+                "{client}, {hostile:?}: {took:?} (bound {bound} s)"
+            );
+            match (hostile, outcome) {
+                (Hostile::TrickledOpening, outcome) => {
+                    let e = outcome.map(|_| ()).expect_err("no opening").to_string();
+                    assert!(e.contains("5 s"), "{client}: {e}");
+                }
+                (_, Ok(o)) => {
+                    let r = &o.results[0];
+                    common::assert_accounted(r);
+                    assert_eq!(r.counters.delivered, 0, "{client}, {hostile:?}");
+                }
+                (_, Err(e)) => panic!("{client}, {hostile:?}: {e}"),
+            }
+            let toml = hostile_scenario(h2_hostile(hostile), client);
+            let (outcome, after_stop, _dir) =
+                common::try_run_stopped(&toml, std::time::Duration::from_millis(500));
+            assert!(
+                after_stop < std::time::Duration::from_secs(1),
+                "{client}, {hostile:?}: {after_stop:?} after Ctrl-C"
+            );
+            if let Ok(o) = outcome {
+                common::assert_accounted(&o.results[0]);
+            }
+        }
+    }
+}

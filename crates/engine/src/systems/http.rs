@@ -133,6 +133,7 @@ impl Target<'_> {
             .to_string(),
             window: self.client.window,
             unpaced: matches!(self.scenario.pacing, Pacing::Immediate | Pacing::ClosedLoop),
+            stop: ctx.stop.clone(),
         };
         let plan = Arc::new(H2Plan::new(config, of).map_err(problem)?);
         let sockets = H2Sockets {

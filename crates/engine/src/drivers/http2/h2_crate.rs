@@ -74,7 +74,7 @@ pub(super) fn run(
 ) -> Vec<ErrorCount> {
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
-        let Some(opened) = open_all(connections, || open(&plan), &ready).await else {
+        let Some(opened) = open_all(connections, || open(&plan), &ready, &plan).await else {
             return Vec::new();
         };
         let classes = plan.requests.len();

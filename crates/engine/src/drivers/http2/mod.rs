@@ -69,6 +69,8 @@ pub struct H2Plan {
     pub max_streams: AtomicUsize,
     /// `Some`: the requests go over msgbench's own client, so encoded.
     own: Option<own::WirePlan>,
+    /// Raised by Ctrl-C: openings give up at once.
+    pub stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What a plan is made of, besides the scenario's `[http]`.
@@ -88,6 +90,8 @@ pub struct PlanOf {
     pub window: usize,
     /// The run has no schedule (closed loop, `immediate`).
     pub unpaced: bool,
+    /// See [`H2Plan::stop`].
+    pub stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl H2Plan {
@@ -105,6 +109,7 @@ impl H2Plan {
             hint: of.hint,
             max_streams: AtomicUsize::new(usize::MAX),
             own,
+            stop: of.stop,
         })
     }
 

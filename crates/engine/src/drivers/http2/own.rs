@@ -457,7 +457,7 @@ pub(super) fn run(
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
         let open = || Wire::open(&plan, window);
-        let Some(opened) = open_all(connections, open, &ready).await else {
+        let Some(opened) = open_all(connections, open, &ready, &plan).await else {
             return Vec::new();
         };
         let conns = opened.into_iter().map(Slot::up).collect();

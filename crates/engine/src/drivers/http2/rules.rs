@@ -208,16 +208,28 @@ pub(super) trait SocketTurn {
 }
 
 /// Opens a caller's `count` connections with `open`, all at once; on the first that fails,
+/// or on Ctrl-C (`stop`: a server that trickles its opening holds it up to `OPEN_TIMEOUT`),
 /// tells `ready` why and returns `None`.
 pub(super) async fn open_all<C, F>(
     count: usize,
     open: impl Fn() -> F,
     ready: &Sender<Result<(), EngineError>>,
+    plan: &super::H2Plan,
 ) -> Option<Vec<C>>
 where
     F: Future<Output = Result<C, EngineError>>,
 {
-    let opened = futures_util::future::join_all((0..count).map(|_| open())).await;
+    let all = futures_util::future::join_all((0..count).map(|_| open()));
+    let opened = tokio::select! {
+        opened = all => opened,
+        () = raised(&plan.stop) => {
+            let _ = ready.send(Err(EngineError::Http2 {
+                address: plan.url.clone(),
+                problem: "interrupted (Ctrl-C) while the connections opened".into(),
+            }));
+            return None;
+        }
+    };
     let mut all = Vec::with_capacity(count);
     for o in opened {
         match o {
@@ -229,6 +241,13 @@ where
         }
     }
     Some(all)
+}
+
+/// Returns once `stop` is raised (looked at every 20 ms).
+async fn raised(stop: &std::sync::atomic::AtomicBool) {
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Tells `ready` the connections are up, and returns the caller's wake-up timer when it runs on
