@@ -13,7 +13,8 @@ use std::path::PathBuf;
     after_help = "Exit codes: 0 done; 1 a run failed or a file could not be written (what was measured \
                   is on disk), or `search` found the host, not the system, to be the limit; 2 bad input (nothing run or written); 3 a threshold failed (every \
                   result and report written); 4 compare's gate failed (--fail-on, \
-                  --max-regression); 130 interrupted by Ctrl-C (the current run is \
+                  --max-regression) or judged invalid runs; 5 a run delivered nothing, or \
+                  (run --strict) every run is invalid (every result and report written); 130 interrupted by Ctrl-C (the current run is \
                   written). Limits of runs and servers: docs/limits.md."
 )]
 pub struct Cli {
@@ -626,6 +627,13 @@ pub struct RunArgs {
     /// lines (what `msgbench kube collect` reads from a pod's log).
     #[arg(long)]
     pub archive_to_stdout: bool,
+    /// Exit 5 when every run of the experiment is invalid (not only when a run delivered
+    /// nothing, which always exits 5): for a CI job that must not publish a measurement its
+    /// own verdict rejects. A run is invalid for any failed request or a send lag over
+    /// run.send_lag_limit, which a shared runner meets by chance: hence not the default.
+    /// Example: msgbench run rpc.toml --strict --threshold "p99 < 2ms"
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// Formats of `run --progress`.

@@ -1,5 +1,6 @@
 //! The `msgbench` command line: parse flags, load the scenario, hand it to the engine, show the
-//! results. Exit codes: 0 success, 1 a run or a write failed, 2 bad input, 130 Ctrl-C.
+//! results. Exit codes: 0 success, 1 a run or a write failed, 2 bad input, 3 a threshold
+//! failed, 4 compare's gate failed, 5 nothing measured to trust, 130 Ctrl-C.
 mod args;
 mod commands;
 mod distributed;
@@ -23,6 +24,9 @@ pub const EXIT_THRESHOLD_FAILED: u8 = 3;
 /// Exit code of `compare` when its gate fails (`--fail-on regressed`, `--max-regression`),
 /// after the comparison is printed.
 pub const EXIT_GATE_FAILED: u8 = 4;
+/// Exit code of a run whose results measured nothing to trust — a run that delivered nothing,
+/// or (`--strict`) every run invalid — after every result and report is written.
+pub const EXIT_NOT_MEASURED: u8 = 5;
 
 /// Runs msgbench with `args` (the first is the program name).
 pub fn main_with_args(args: Vec<OsString>) -> ExitCode {

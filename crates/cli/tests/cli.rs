@@ -2130,3 +2130,112 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     found
 }
+
+/// An HTTP/1.1 server on its own thread that answers `404 Not Found` to every request whose
+/// number `missing(n)` says, else `200 OK`.
+fn http_server(missing: fn(u64) -> bool) -> String {
+    use std::io::{BufRead, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut w = s.try_clone().unwrap();
+                let mut r = std::io::BufReader::new(s);
+                let (mut n, mut line) = (0u64, String::new());
+                loop {
+                    line.clear();
+                    match r.read_line(&mut line) {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) if line == "\r\n" => {
+                            let answer: &[u8] = if missing(n) {
+                                b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
+                            } else {
+                                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+                            };
+                            if w.write_all(answer).is_err() {
+                                return;
+                            }
+                            n += 1;
+                        }
+                        Ok(_) => {}
+                    }
+                }
+            });
+        }
+    });
+    format!("http.url=\"http://{addr}\"")
+}
+
+/// `msgbench run` of 200 requests/s for 0.5 s against `url`, with `more` arguments.
+fn http_run(url: &str, out: &Path, more: &[&str]) -> Output {
+    let mut args = vec!["run", "--set", "system=\"http\"", "--set", url];
+    args.extend([
+        "--set",
+        "pacing.per_sec=200",
+        "--duration",
+        "500ms",
+        "--warmup",
+        "0s",
+    ]);
+    args.extend([
+        "--set",
+        "sweep={}",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    args.extend(more);
+    msgbench(&args)
+}
+
+#[test]
+fn results_that_measured_nothing_to_trust_exit_5_with_which_run_and_why() {
+    // Issue 44: a 404 for every request exited 0; so did an experiment whose every run was
+    // invalid, and a threshold on an invalid run read `FAIL … measured 24.8 ms`.
+    let _turn = turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let o = http_run(&http_server(|_| true), &tmp.path().join("all-404"), &[]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(5), "{e}");
+    assert!(
+        e.contains("delivered nothing") && e.contains("404 Not Found"),
+        "{e}"
+    );
+    assert!(only_result_dir(&tmp.path().join("all-404"))
+        .join("report.html")
+        .exists());
+    // Every other request a 404: the run delivers, and is invalid for its failures.
+    let half = http_server(|n| n % 2 == 1);
+    let o = http_run(&half, &tmp.path().join("lenient"), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = http_run(&half, &tmp.path().join("strict"), &["--strict"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(5), "{e}");
+    assert!(
+        e.contains("every run is invalid (--strict)") && e.contains("failed"),
+        "{e}"
+    );
+    let out = tmp.path().join("threshold");
+    let o = http_run(&half, &out, &["--threshold", "p99 < 1s"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{e}");
+    assert!(e.contains("not judged: the run is not valid"), "{e}");
+    let report = std::fs::read_to_string(only_result_dir(&out).join("report.md")).unwrap();
+    assert!(report.contains("**INVALID**"), "{report}");
+    // A compare gate that judges invalid runs fails and says so.
+    let (a, b) = (
+        only_result_dir(&tmp.path().join("lenient")),
+        only_result_dir(&out),
+    );
+    let o = msgbench(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--fail-on",
+        "regressed",
+    ]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(4), "{e}");
+    assert!(e.contains("runs judged are invalid"), "{e}");
+}

@@ -376,7 +376,8 @@ fn an_opening_that_trickles_ends_at_its_deadline_and_ctrl_c_ends_any_opening() {
     assert!(e.contains("made no progress for 2 s"), "{e}");
     assert!(took < std::time::Duration::from_secs(4), "{took:?}");
     assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
-    // Silent brokers of each kind, and Ctrl-C half a second in.
+    // Silent brokers of each kind: the opening ends at its deadline (1 s) + 2 s; and Ctrl-C
+    // half a second in.
     for broker in [
         "kafka",
         "nats",
@@ -385,6 +386,13 @@ fn an_opening_that_trickles_ends_at_its_deadline_and_ctrl_c_ends_any_opening() {
         "redis-streams",
         "jetstream",
     ] {
+        let toml = scenario(broker, trickling_broker(b""), "open_timeout = \"1s\"");
+        let (outcome, took, _dir) = common::try_run_timed(&toml, &[]);
+        let e = outcome.map(|_| ()).expect_err("cut").to_string();
+        assert!(
+            took < std::time::Duration::from_secs(3),
+            "{broker}: {took:?}: {e}"
+        );
         let silent = trickling_broker(b"");
         let toml = scenario(broker, silent, "");
         let (outcome, after_stop, _dir) =

@@ -108,8 +108,11 @@ pub struct Outcome {
     pub measured: String,
     /// Whether the run passes it.
     pub passed: bool,
-    /// Why it failed when the figure alone does not say (an invalid run, a missing class).
+    /// Why it failed when the figure alone does not say (a missing class).
     pub note: Option<String>,
+    /// Why the run is not valid, when it is not: the check is not judged (it fails, shown
+    /// `INVALID` with this reason, not as a figure that missed its bound).
+    pub invalid: Option<String>,
 }
 
 impl Op {
@@ -175,6 +178,7 @@ impl Threshold {
             measured: "–".into(),
             passed: false,
             note: None,
+            invalid: None,
         };
         let figures = match self.figures(run) {
             Ok(f) => f,
@@ -197,7 +201,7 @@ impl Threshold {
         outcome.passed = passed;
         if let Err(why) = valid {
             outcome.passed = false;
-            outcome.note = Some(format!("the run is not valid ({why})"));
+            outcome.invalid = Some(why.to_string());
         }
         outcome
     }
@@ -543,7 +547,7 @@ mod tests {
         let invalid = Threshold::parse("p99 < 10ms")
             .unwrap()
             .check(&r, Err("target missed"));
-        assert!(!invalid.passed && invalid.note.unwrap().contains("target missed"));
+        assert!(!invalid.passed && invalid.invalid.unwrap().contains("target missed"));
     }
 
     #[test]

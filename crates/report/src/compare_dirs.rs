@@ -10,7 +10,11 @@ use std::path::{Path, PathBuf};
 pub fn gate(compared: &Compared, fail_on_regressed: bool, limits: &[(String, f64)]) -> Vec<String> {
     use crate::compare::{worse_by, Verdict};
     let mut failures = Vec::new();
+    let gating = fail_on_regressed || !limits.is_empty();
     for point in &compared.points {
+        if gating {
+            failures.extend(judged_invalid(point));
+        }
         // A gate that cannot judge fails: a CI job that forgot --replicates learns it now,
         // not after the regression it could never catch.
         let unjudged = point.changes.iter().find_map(|c| match c.verdict {
@@ -50,6 +54,30 @@ pub fn gate(compared: &Compared, fail_on_regressed: bool, limits: &[(String, f64
         }
     }
     failures
+}
+
+/// A gate's failure for a point whose invalid runs leave a side fewer than 3 valid ones (what
+/// the gate needs a side): a change between runs that did not measure the system is no
+/// evidence either way. One invalid replicate of five (a busy host's late send) leaves the
+/// verdict to the other four; the report lists it.
+fn judged_invalid(point: &ComparedPoint) -> Option<String> {
+    let invalid = point.invalid_a.len() + point.invalid_b.len();
+    let valid_a = point.runs_a.saturating_sub(point.invalid_a.len());
+    let valid_b = point.runs_b.saturating_sub(point.invalid_b.len());
+    if invalid == 0 || (valid_a >= 3 && valid_b >= 3) {
+        return None;
+    }
+    let sides = [("A", &point.invalid_a), ("B", &point.invalid_b)];
+    let (side, (id, why)) = (sides.iter())
+        .find_map(|(side, runs)| runs.first().map(|r| (side, r)))
+        .expect("one is invalid");
+    Some(format!(
+        "{}: {invalid} of the {} runs judged are invalid, leaving {valid_a} and {valid_b} \
+         valid (the gate needs 3 a side; first: {side} {id}, {why}); a change between runs \
+         that did not measure the system is no evidence",
+        point.title,
+        point.runs_a + point.runs_b
+    ))
 }
 
 /// Two result directories compared point by matching point.

@@ -26,8 +26,15 @@ pub fn saved(dir: &Path) -> Vec<Threshold> {
         .collect()
 }
 
-/// `pass`/`FAIL`, the run, the threshold, what was measured and why it failed.
+/// `pass`/`FAIL`, the run, the threshold, what was measured and why it failed; `INVALID` and
+/// the run's reason for a check not judged.
 pub fn line(o: &Outcome) -> String {
+    if let Some(why) = &o.invalid {
+        return format!(
+            "INVALID  {}  {}: the run is not valid ({why}); measured {}, not judged",
+            o.run_id, o.threshold, o.measured
+        );
+    }
     let mark = if o.passed { "pass" } else { "FAIL" };
     let note = o
         .note
@@ -43,10 +50,14 @@ pub fn line(o: &Outcome) -> String {
 /// One summary line: how many checks passed.
 pub fn summary(outcomes: &[Outcome]) -> String {
     let failed = outcomes.iter().filter(|o| !o.passed).count();
-    if failed == 0 {
-        format!("all {} threshold check(s) passed", outcomes.len())
-    } else {
-        format!("{failed} of {} threshold check(s) failed", outcomes.len())
+    let invalid = outcomes.iter().filter(|o| o.invalid.is_some()).count();
+    match (failed, invalid) {
+        (0, _) => format!("all {} threshold check(s) passed", outcomes.len()),
+        (_, 0) => format!("{failed} of {} threshold check(s) failed", outcomes.len()),
+        _ => format!(
+            "{failed} of {} threshold check(s) failed ({invalid} not judged: their run is invalid)",
+            outcomes.len()
+        ),
     }
 }
 
@@ -61,6 +72,10 @@ pub fn markdown(outcomes: &[Outcome]) -> String {
     );
     for o in outcomes {
         let result = match (&o.note, o.passed) {
+            _ if o.invalid.is_some() => format!(
+                "**INVALID**: the run is not valid ({})",
+                o.invalid.as_deref().unwrap_or_default()
+            ),
             (_, true) => "pass".to_string(),
             (Some(n), false) => format!("**fail**: {n}"),
             (None, false) => "**fail**".to_string(),
@@ -86,6 +101,10 @@ pub fn html(outcomes: &[Outcome], escape: fn(&str) -> String) -> String {
     );
     for o in outcomes {
         let result = match (&o.note, o.passed) {
+            _ if o.invalid.is_some() => format!(
+                "<strong>INVALID</strong>: the run is not valid ({})",
+                escape(o.invalid.as_deref().unwrap_or_default())
+            ),
             (_, true) => "pass".to_string(),
             (Some(n), false) => format!("<strong>fail</strong>: {}", escape(n)),
             (None, false) => "<strong>fail</strong>".to_string(),

@@ -4,7 +4,7 @@ use super::scenario::load;
 use crate::args::{RunArgs, ScenarioArgs};
 use crate::setup::{fail, on_ctrl_c};
 use crate::terminal::Terminal;
-use crate::{EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_THRESHOLD_FAILED};
+use crate::{EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_NOT_MEASURED, EXIT_THRESHOLD_FAILED};
 use msgbench_engine::environment::Environment;
 use msgbench_engine::runner::{run_experiment_to, Destination, Outcome};
 use msgbench_model::Experiment;
@@ -93,7 +93,7 @@ fn run_with(args: RunArgs, hold: &mut Option<(std::time::Duration, Arc<AtomicBoo
         .unwrap_or_default();
     let checks = msgbench_model::threshold::check_all(&thresholds, &outcome.results);
     print_outcome(&args, &experiment, &outcome, &checks);
-    exit_code(&outcome, &checks, report_failed)
+    exit_code(&outcome, &checks, report_failed, args.strict)
 }
 
 /// The experiment of `msgbench run`: the scenario (or, resuming, the result folder's own),
@@ -163,7 +163,8 @@ fn print_outcome(
             .iter()
             .map(|o| {
                 serde_json::json!({ "run_id": o.run_id, "threshold": o.threshold,
-                    "measured": o.measured, "passed": o.passed, "note": o.note })
+                    "measured": o.measured, "passed": o.passed, "note": o.note,
+                    "invalid": o.invalid })
             })
             .collect();
         let doc = serde_json::json!({ "dir": outcome.dir, "interrupted": outcome.interrupted,
@@ -209,11 +210,13 @@ fn print_outcome(
 }
 
 /// The exit code of a finished experiment: 1 for a run the system cut short or a report not
-/// written, 130 for Ctrl-C, 3 for a failed threshold, else 0.
+/// written, 130 for Ctrl-C, 5 for results that measured nothing to trust, 3 for a failed
+/// threshold, else 0.
 fn exit_code(
     outcome: &Outcome,
     checks: &[msgbench_model::threshold::Outcome],
     report_failed: Option<String>,
+    strict: bool,
 ) -> ExitCode {
     // A run the system under test cut short (closed connection, garbage, timeout with
     // on_error = stop) is written, but the experiment did not go as asked.
@@ -250,25 +253,72 @@ fn exit_code(
         );
         return ExitCode::from(EXIT_INTERRUPTED);
     }
+    if let Some(why) = measured_nothing(&outcome.results, strict) {
+        return fail(
+            EXIT_NOT_MEASURED,
+            format!(
+                "{why}; the results and reports are in {}",
+                outcome.dir.display()
+            ),
+        );
+    }
     if let Some(o) = checks.iter().find(|o| !o.passed) {
         let failed = checks.iter().filter(|o| !o.passed).count();
-        return fail(
-            EXIT_THRESHOLD_FAILED,
-            format!(
-                "{failed} threshold check(s) failed, first: run {} `{}` measured {}{}; the \
-                 results and reports are in {}",
+        let first = match &o.invalid {
+            Some(why) => format!(
+                "run {} `{}` not judged: the run is not valid ({why})",
+                o.run_id, o.threshold
+            ),
+            None => format!(
+                "run {} `{}` measured {}{}",
                 o.run_id,
                 o.threshold,
                 o.measured,
-                o.note
-                    .as_deref()
+                (o.note.as_deref())
                     .map(|n| format!(" ({n})"))
-                    .unwrap_or_default(),
+                    .unwrap_or_default()
+            ),
+        };
+        return fail(
+            EXIT_THRESHOLD_FAILED,
+            format!(
+                "{failed} threshold check(s) failed, first: {first}; the results and reports \
+                 are in {}",
                 outcome.dir.display()
             ),
         );
     }
     ExitCode::SUCCESS
+}
+
+/// Why the results measured nothing to trust, if so: a run that sent and delivered nothing
+/// (every request failed, say a 404 for each), or, `strict`, every run invalid.
+fn measured_nothing(results: &[msgbench_model::RunResult], strict: bool) -> Option<String> {
+    let empty = (results.iter()).find(|r| r.counters.attempted > 0 && r.counters.delivered == 0);
+    if let Some(r) = empty {
+        let most = (r.faults.errors.iter())
+            .max_by_key(|e| e.count)
+            .map(|e| format!("; most often: {} × {}", e.count, e.message))
+            .unwrap_or_default();
+        return Some(format!(
+            "run {} delivered nothing: {} attempted, {} sent, {} failed{most}",
+            r.run_id, r.counters.attempted, r.counters.sent, r.counters.failed
+        ));
+    }
+    let verdicts: Vec<_> = (results.iter())
+        .map(|r| (r, msgbench_model::verdict::judge(r)))
+        .collect();
+    let (r, first) = verdicts.first()?;
+    if !strict || verdicts.iter().any(|(_, v)| v.is_valid()) {
+        return None;
+    }
+    Some(format!(
+        "every run is invalid (--strict): {} of {}; run {}: {}",
+        verdicts.len(),
+        verdicts.len(),
+        r.run_id,
+        first.reasons.join("; ")
+    ))
 }
 
 /// First Ctrl-C: finish the current run early, write it, start no other. Second: exit now.
