@@ -42,6 +42,14 @@ pub enum EngineError {
         /// What went wrong.
         problem: String,
     },
+    /// The TLS handshake failed (or TLS could not be set up): an HTTP/1.1 or byte-stream run.
+    #[error("cannot open a TLS connection to {address}: {problem}")]
+    Tls {
+        /// The address.
+        address: String,
+        /// What went wrong, and the fix where the bytes said it (a plain port).
+        problem: String,
+    },
     /// The peer accepted TCP but is not a WebSocket server, or refused the upgrade.
     #[error("cannot open a WebSocket to {address}: {problem}")]
     Handshake {

@@ -57,7 +57,7 @@ pub enum RunError {
     Store(#[from] StoreError),
     /// The system under test lost, duplicated or reordered messages: a bug in it, so the
     /// experiment stops. The run itself is on disk.
-    #[error("run {run_id} failed: {gaps} gaps, {duplicates} duplicates, {reordered} reordered messages; the system under test broke FIFO delivery (the run is written to {})", dir.display())]
+    #[error("run {run_id} failed: {gaps} gaps, {duplicates} duplicates, {reordered} reordered messages; the system under test broke FIFO delivery{hint} (the run is written to {}; `msgbench report {}` shows it)", dir.display(), dir.display())]
     SequenceBroken {
         /// The failing run.
         run_id: String,
@@ -69,6 +69,8 @@ pub enum RunError {
         duplicates: u64,
         /// Late sequence numbers.
         reordered: u64,
+        /// The setting that reads the stream's gaps as intended, where that may be so.
+        hint: &'static str,
     },
     /// A run failed; earlier runs are on disk in `dir` (`None`: none had finished, and the
     /// empty directory was removed).
@@ -276,6 +278,13 @@ pub(crate) fn run_one(
             gaps: s.gaps,
             duplicates: s.duplicates,
             reordered: s.reordered,
+            // A feed may skip ids on purpose (conflation, a filter): that is no broken FIFO.
+            hint: if s.gaps > 0 && result.system == msgbench_model::kind::SystemKind::Ticks {
+                "; a feed that skips sequence numbers on purpose (a conflated or filtered feed) \
+                 is measured with ticks.gaps = \"drops\", which counts them as dropped"
+            } else {
+                ""
+            },
         });
     }
     Ok(result)

@@ -224,6 +224,31 @@ fn garbage_a_huge_length_and_an_unframed_body_are_protocol_faults() {
 }
 
 #[test]
+fn an_http2_only_server_is_told_to_be_measured_with_version_2_not_reconnects() {
+    // Issue 44: an h2c-only port answering HTTP/1.1 with its SETTINGS and a GOAWAY was "not a
+    // valid response … set client.on_error = \"reconnect\"", which cannot help.
+    let r = fault_run(raw_server(
+        b"\x00\x00\x00\x04\x00\x00\x00\x00\x00\x00\x00\x08\x07\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01",
+    ));
+    let stopped = (r.warnings.iter())
+        .map(|w| w.to_string())
+        .find(|w| w.contains("stopped early"))
+        .expect("stopped");
+    assert!(stopped.contains("set http.version = \"2\""), "{stopped}");
+    assert!(!stopped.contains("on_error"), "{stopped}");
+}
+
+#[test]
+fn https_to_a_plain_http_port_is_told_as_tls_to_a_plain_port_not_a_websocket() {
+    // Issue 44: it read "cannot open a WebSocket" in an http run.
+    let addr = raw_server(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+    let (outcome, _dir) = try_run(HTTP, &[&format!("http.url=\"https://{addr}/\"")]);
+    let e = outcome.map(|_| ()).unwrap_err().to_string();
+    assert!(e.contains("cannot open a TLS connection"), "{e}");
+    assert!(e.contains("use http://") && !e.contains("WebSocket"), "{e}");
+}
+
+#[test]
 fn a_server_that_closes_mid_response_is_a_disconnect() {
     let r = fault_run(raw_server_holding(
         b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort",

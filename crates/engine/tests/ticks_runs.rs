@@ -208,6 +208,10 @@ fn gaps_duplicates_and_reordering_from_a_broken_server_fail_the_run_and_are_writ
         }
     });
     let (outcome, dir) = try_run(&external(addr, ""), &[]);
+    if let Err(e @ RunError::SequenceBroken { .. }) = &outcome {
+        // Issue 44: the message named no setting for a feed that skips ids on purpose.
+        assert!(e.to_string().contains("ticks.gaps = \"drops\""), "{e}");
+    }
     match outcome {
         Err(RunError::SequenceBroken {
             gaps,
@@ -593,4 +597,37 @@ fn ctrl_c_ends_a_run_within_a_second_while_a_server_floods_frames_that_make_no_m
         assert!(r.interrupted, "{what}");
         assert_accounted(r);
     }
+}
+
+#[test]
+fn a_feed_message_without_its_sequence_is_named_with_the_path_it_lacked() {
+    // Issue 44: a message without the sequence path was only "1 protocol error".
+    let addr = ws_server(|mut ws| async move {
+        let mut seq = 0u64;
+        loop {
+            let ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis();
+            let text = if seq % 25 == 24 {
+                format!("{{\"ts\":{ms},\"kind\":\"heartbeat\"}}")
+            } else {
+                format!("{{\"id\":{seq},\"ts\":{ms}}}")
+            };
+            if ws.send(Message::text(text)).await.is_err() {
+                return;
+            }
+            seq += 1;
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        }
+    });
+    let feed = "gaps = \"drops\"\n[ticks.feed]\nsequence = \"id\"\ntimestamp = \"ts\"\nclock = \"unix-ms\"\n";
+    let r = &run(&external(addr, feed), &[])[0];
+    let notes: Vec<String> = r.warnings.iter().map(|w| w.to_string()).collect();
+    let said = notes.join("\n");
+    assert!(
+        said.contains("no whole sequence number at its path (`id`)")
+            && said.contains("\"kind\", \"ts\""),
+        "{said}"
+    );
 }

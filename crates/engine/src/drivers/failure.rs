@@ -61,9 +61,13 @@ pub fn stop_message(
             (now_ns - measure_start_ns) as f64 / 1e9
         )
     };
-    format!(
-        "{what} on connection {connection} to {address} {when}; the run stopped (set `client.on_error = \"reconnect\"` to go on)"
-    )
+    // A server that speaks another protocol is not cured by reconnecting: its own fix is named.
+    let go_on = if what.contains("http.version") {
+        ""
+    } else {
+        " (set `client.on_error = \"reconnect\"` to go on)"
+    };
+    format!("{what} on connection {connection} to {address} {when}; the run stopped{go_on}")
 }
 
 /// Why a run that only `run.operations` ends stopped: connection `connection` to `address`

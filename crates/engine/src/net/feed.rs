@@ -72,25 +72,23 @@ impl FeedDecoder {
     /// Why the schema fits none of the messages, from one of them: `error`, and what the
     /// message holds (its top-level fields, or its size), so the fix is in sight. Cold path.
     pub fn mismatch(&self, payload: &[u8], error: &FeedError) -> String {
-        let holds =
-            match serde_json::from_slice::<std::collections::BTreeMap<String, IgnoredAny>>(payload)
-            {
-                Ok(fields) => format!(
-                    "a JSON object with the fields {}",
-                    fields
-                        .keys()
-                        .map(|k| format!("{k:?}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                Err(_) if std::str::from_utf8(payload).is_ok() => format!(
-                    "{:?}",
-                    String::from_utf8_lossy(&payload[..payload.len().min(120)])
-                ),
-                Err(_) => format!("a binary message of {} bytes", payload.len()),
-            };
         format!(
-            "the feed schema fits none of the first messages ({error}); one of them was {holds}: fix [ticks.feed] (timestamp, sequence, format)"
+            "the feed schema fits none of the first messages ({error}); one of them was {}: fix [ticks.feed] (timestamp, sequence, format)",
+            holds(payload)
+        )
+    }
+
+    /// One message that did not decode, as a note says it: what it lacked and what it held.
+    pub fn fault(&self, payload: &[u8], error: &FeedError) -> String {
+        let at = match error {
+            FeedError::NoSequence => self.config.sequence.as_ref().map(place),
+            FeedError::NoTimestamp => Some(place(&self.config.timestamp)),
+            _ => None,
+        };
+        format!(
+            "{error}{} in {}: check [ticks.feed] (timestamp, sequence, format)",
+            at.map(|a| format!(" ({a})")).unwrap_or_default(),
+            holds(payload)
         )
     }
 
@@ -229,6 +227,35 @@ impl FeedDecoder {
         // A stamp from before this host booted becomes 0: the reader's first-stamp check
         // takes 0 for what it is (no stamp of this run), whatever the host's uptime.
         Ok(monotonic.clamp(0, u64::MAX as i128) as u64)
+    }
+}
+
+/// Where a field is, as a scenario gives it.
+fn place(at: &FieldAt) -> String {
+    match at {
+        FieldAt::Json(path) => format!("`{}`", path.join(".")),
+        FieldAt::Binary(b) => format!("byte offset {}", b.offset),
+        FieldAt::Proto(p) => format!("protobuf field {p:?}"),
+    }
+}
+
+/// What a message holds, in a few words: a JSON object's field names, the start of a text, a
+/// binary message's length.
+fn holds(payload: &[u8]) -> String {
+    match serde_json::from_slice::<std::collections::BTreeMap<String, IgnoredAny>>(payload) {
+        Ok(fields) => format!(
+            "a JSON object with the fields {}",
+            fields
+                .keys()
+                .map(|k| format!("{k:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Err(_) if std::str::from_utf8(payload).is_ok() => format!(
+            "{:?}",
+            String::from_utf8_lossy(&payload[..payload.len().min(120)])
+        ),
+        Err(_) => format!("a binary message of {} bytes", payload.len()),
     }
 }
 

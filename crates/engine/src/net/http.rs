@@ -45,12 +45,24 @@ pub enum HttpError {
     /// Interim (`1xx`) responses past [`MAX_HEAD`] bytes without the final one.
     #[error("interim (1xx) responses of more than {MAX_HEAD} bytes without a final response")]
     EndlessInterim,
+    /// HTTP/2 frames (SETTINGS, GOAWAY) where a response head should be: a server that speaks
+    /// HTTP/2 only, as an h2c port does, answering an HTTP/1.1 request.
+    #[error(
+        "the server answered with HTTP/2 frames: it speaks HTTP/2 only (an h2c port); set http.version = \"2\""
+    )]
+    Http2Frames,
     /// Neither `Content-Length` nor chunked: the body ends when the server closes, which no
     /// pipelined or kept-alive request can be measured by.
     #[error(
         "a response without Content-Length or chunked encoding (its end is the connection's close)"
     )]
     Unframed,
+}
+
+/// Whether `bytes` start with an HTTP/2 SETTINGS or GOAWAY frame on stream 0 (what an
+/// HTTP/2-only server sends first, whatever it was asked).
+fn http2_frame(bytes: &[u8]) -> bool {
+    bytes.len() >= 9 && matches!(bytes[3], 4 | 7) && bytes[5..9] == [0, 0, 0, 0]
 }
 
 /// Finds the response at the start of `buf`: `Ok(None)` when incomplete. `head` is whether it
@@ -94,6 +106,7 @@ pub fn decode_from(
                 return Err(HttpError::TooLarge(MAX_HEAD))
             }
             Ok(httparse::Status::Partial) => return Ok(None),
+            Err(_) if http2_frame(&buf[start..]) => return Err(HttpError::Http2Frames),
             Err(e) => return Err(HttpError::Malformed(e.to_string())),
         };
         let status = response.code.unwrap_or(0);

@@ -58,7 +58,7 @@ pub fn run(
         Some(tls) => {
             let connector =
                 TlsConnector::new(&tls.server_name, tls.ca_file.as_deref(), tls.insecure).map_err(
-                    |problem| EngineError::Handshake {
+                    |problem| EngineError::Tls {
                         address: config.address.clone(),
                         problem,
                     },

@@ -217,6 +217,16 @@ pub fn drive<W: Wire, T: Transport>(
         .output(&timeline, recording, gathered?, sut_cpu_s))
 }
 
+/// A TLS handshake's failure, with the fix when the server's first bytes were not TLS (rustls
+/// reads a plain-HTTP answer as a record of an invalid content type).
+fn tls_problem(problem: &str) -> String {
+    if problem.contains("InvalidContentType") || problem.contains("corrupt message") {
+        format!("{problem}: the server does not speak TLS there; is it a plain port? Then use http:// (or leave [tls] out)")
+    } else {
+        problem.to_string()
+    }
+}
+
 /// Connects everything first, on this thread: a refused address fails the run before it
 /// starts, with one clear message.
 fn connect_all<T: Transport>(
@@ -226,9 +236,9 @@ fn connect_all<T: Transport>(
         .map(|_| {
             T::connect(&plan.connector, plan.address, CONNECT_TIMEOUT).map_err(|source| {
                 if source.kind() == io::ErrorKind::InvalidData {
-                    EngineError::Handshake {
+                    EngineError::Tls {
                         address: plan.address.to_string(),
-                        problem: source.to_string(),
+                        problem: tls_problem(&source.to_string()),
                     }
                 } else {
                     EngineError::Connect {

@@ -155,6 +155,24 @@ pub fn every_client_gone(
     ))
 }
 
+/// The first client's first message that did not decode, as a note (one for the run: a
+/// thousand clients of one feed share their fault), with how many clients met one.
+pub fn first_protocol_error(clients: &[StreamStats]) -> Option<String> {
+    let mut with = clients.iter().filter(|c| c.first_protocol_error.is_some());
+    let first = with.next()?;
+    let others = with.count();
+    Some(format!(
+        "client {}: {} protocol error(s); the first: {}{}",
+        first.name,
+        first.faults.protocol_errors,
+        first.first_protocol_error.as_deref().unwrap_or_default(),
+        match others {
+            0 => String::new(),
+            n => format!(" ({n} other client(s) met protocol errors too)"),
+        }
+    ))
+}
+
 /// Joins each client's statistics with the server's reports of its connections.
 pub fn join_streams(
     clients: &[StreamStats],

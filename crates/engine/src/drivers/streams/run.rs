@@ -152,6 +152,7 @@ impl StreamRun<'_> {
             let why = s.closed.as_deref()?;
             Some(format!("client {} ended early: {why}", s.name))
         }));
+        notes.extend(outcome::first_protocol_error(&clients));
         let mut faults = msgbench_model::result::Faults::default();
         let (counters, sequence) = stats::run_sums(&streams, &mut faults);
         recording.counters = counters;

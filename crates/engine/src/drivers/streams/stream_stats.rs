@@ -65,6 +65,9 @@ pub struct StreamStats {
     pub end_seen: bool,
     /// Reconnections made.
     pub reconnects: u32,
+    /// What the first message that did not decode lacked, with the message (a count of
+    /// protocol errors alone does not say a feed's sequence path is wrong).
+    pub first_protocol_error: Option<String>,
     /// A browser page's clock.
     pub page_clock: Option<PageClock>,
     /// When the last message was processed (clock ns; 0: none yet).
@@ -100,6 +103,7 @@ impl StreamStats {
             closed: None,
             end_seen: false,
             reconnects: 0,
+            first_protocol_error: None,
             page_clock: None,
             last_ns: 0,
         }

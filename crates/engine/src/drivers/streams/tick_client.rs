@@ -788,6 +788,11 @@ impl Reader {
             Ok(None) => return None, // a feed's message outside the filter
             Err(e) => {
                 stats.faults.protocol_errors += 1;
+                if stats.first_protocol_error.is_none() {
+                    if let Some(feed) = &self.shared.feed {
+                        stats.first_protocol_error = Some(feed.fault(payload, &e));
+                    }
+                }
                 if stats.processed == 0 && stats.faults.protocol_errors >= SCHEMA_TRIES {
                     if let Some(feed) = &self.shared.feed {
                         return Some(Ended::Broken(Fault::Protocol, feed.mismatch(payload, &e)));
