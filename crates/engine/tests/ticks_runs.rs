@@ -631,3 +631,36 @@ fn a_feed_message_without_its_sequence_is_named_with_the_path_it_lacked() {
         "{said}"
     );
 }
+
+#[test]
+fn a_feed_clock_of_the_wrong_unit_is_told_the_unit_that_fits() {
+    // Issue 44: µs stamps read as unix-ms said "18446743158 s ahead" (a u64 at its end) and
+    // asked for the unit already set.
+    let addr = ws_server(|mut ws| async move {
+        for id in 0u64.. {
+            let us = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_micros();
+            let text = format!("{{\"id\":{id},\"ts\":{us}}}");
+            if ws.send(Message::text(text)).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    });
+    let feed = "[ticks.feed]\nsequence = \"id\"\ntimestamp = \"ts\"\nclock = \"unix-ms\"\n";
+    let (outcome, _dir) = try_run(&external(addr, feed), &[]);
+    let said = match outcome {
+        Ok(o) => (o.results[0].warnings.iter())
+            .map(|w| w.to_string())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        said.contains("read as unix-ms") && said.contains("clock = \"unix-us\""),
+        "{said}"
+    );
+    assert!(!said.contains("18446743"), "{said}");
+}

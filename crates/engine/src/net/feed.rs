@@ -92,6 +92,39 @@ impl FeedDecoder {
         )
     }
 
+    /// The clock under which `payload`'s stamp reads as now (within `bound_ns` of
+    /// `now_ns`), when the configured one does not: a unit set wrong, said with the one that
+    /// fits. Cold path: the first message only.
+    pub fn clock_that_fits(
+        &self,
+        payload: &[u8],
+        text: bool,
+        now_ns: u64,
+        bound_ns: impl Fn(FeedClock) -> u64,
+    ) -> Option<&'static str> {
+        let clocks = [
+            FeedClock::UnixS,
+            FeedClock::UnixMs,
+            FeedClock::UnixUs,
+            FeedClock::UnixNs,
+            FeedClock::MonotonicNs,
+        ];
+        clocks.into_iter().find_map(|clock| {
+            let mut other = self.clone();
+            other.config.clock = clock;
+            let tick = other.decode(payload, text, &mut 0).ok()??;
+            let plausible = tick.intended_ns != 0
+                && tick.intended_ns != u64::MAX
+                && now_ns.abs_diff(tick.intended_ns) <= bound_ns(clock);
+            (plausible && clock != self.config.clock).then_some(clock.name())
+        })
+    }
+
+    /// Its timestamps' clock.
+    pub fn clock(&self) -> FeedClock {
+        self.config.clock
+    }
+
     /// Its timestamps are wall-clock.
     pub fn wall_clock(&self) -> bool {
         self.config.clock.is_wall()

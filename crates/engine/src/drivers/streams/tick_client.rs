@@ -802,7 +802,7 @@ impl Reader {
             }
         };
         if stats.processed == 0 {
-            if let Some(why) = self.implausible_stamp(tick.intended_ns) {
+            if let Some(why) = self.implausible_stamp(tick.intended_ns, payload, text) {
                 return Some(Ended::Broken(Fault::Protocol, why));
             }
         }
@@ -833,18 +833,37 @@ impl Reader {
     /// for a wall-clock one, which allows for a host whose clock is off). A wrong `clock`, or a
     /// `timestamp` field that is not the stamp, would otherwise make every message fall outside
     /// the window: measured nowhere, with nothing said.
-    fn implausible_stamp(&self, stamp_ns: u64) -> Option<String> {
+    fn implausible_stamp(&self, stamp_ns: u64, payload: &[u8], text: bool) -> Option<String> {
         let feed = self.shared.feed.as_ref()?;
         let now = now_ns();
         let off = now.abs_diff(stamp_ns);
-        let bound: u64 = if feed.wall_clock() {
-            3_600_000_000_000
-        } else {
-            60_000_000_000
+        let bound_of = |clock: msgbench_model::feed::FeedClock| -> u64 {
+            match clock.is_wall() {
+                true => 3_600_000_000_000,
+                false => 60_000_000_000,
+            }
         };
+        let bound = bound_of(feed.clock());
+        if off <= bound && stamp_ns != 0 {
+            return None;
+        }
+        // A unit set wrong: say the one under which the stamp is now (µs read as ms was
+        // "18446743158 s ahead", a u64 at its end, asking for the unit already set).
+        if let Some(fits) = feed.clock_that_fits(payload, text, now, bound_of) {
+            return Some(format!(
+                "the feed's first timestamp, read as {}, is not near this host's clock; read as {fits} it is: set [ticks.feed] clock = \"{fits}\"",
+                feed.clock_name()
+            ));
+        }
         // A stamp from before this host booted is clamped to 0 (`FeedDecoder::to_monotonic`):
         // on a host up for less than the bound 0 is "near" now, yet it is no stamp of this run
         // (monotonic stamps read as unix-ns went unsaid so on a freshly booted host).
+        if stamp_ns == u64::MAX {
+            return Some(format!(
+                "the feed's first timestamp, read as {}, lies past the year 2554 (what 64-bit nanoseconds hold): check [ticks.feed] clock and that timestamp names the field holding the stamp",
+                feed.clock_name()
+            ));
+        }
         (off > bound || stamp_ns == 0).then(|| {
             format!(
                 "the feed's first timestamp is {:.0} s {} this host's clock: check [ticks.feed] clock (is it {}?) and that timestamp names the field holding the stamp",
