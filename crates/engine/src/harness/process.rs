@@ -113,24 +113,49 @@ impl SutProcess {
         ))
     }
 
-    /// The last 400 bytes the server printed.
+    /// What the server printed, for a message: its first error line and its last 400
+    /// characters ([`excerpt`]).
     pub fn output_tail(&mut self) -> String {
         let mut text = String::new();
         let _ = self.log.rewind();
         let _ = self.log.read_to_string(&mut text);
-        let tail: String = text
-            .chars()
-            .rev()
-            .take(400)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
-        if tail.trim().is_empty() {
-            "(nothing)".into()
-        } else {
-            tail.trim().replace('\n', " | ")
+        excerpt(&text)
+    }
+}
+
+/// A process's output in a line: its last 400 characters, after its first line that names an
+/// error when that one is further up (Node's "Error: Cannot find module 'ws'" comes before a
+/// long require stack, and the tail alone cut it off); lines joined with ` | `.
+fn excerpt(text: &str) -> String {
+    let last: String = {
+        let tail: Vec<char> = text.chars().rev().take(400).collect();
+        tail.into_iter().rev().collect()
+    };
+    let last = last.trim();
+    if last.is_empty() {
+        return "(nothing)".into();
+    }
+    let names_an_error = |line: &&str| {
+        let l = line.to_ascii_lowercase();
+        [
+            "error",
+            "cannot",
+            "not found",
+            "no such",
+            "denied",
+            "refused",
+        ]
+        .iter()
+        .any(|w| l.contains(w))
+    };
+    let first_error = text.lines().map(str::trim).find(names_an_error);
+    let joined = last.replace('\n', " | ");
+    match first_error {
+        Some(e) if !last.contains(e) => {
+            let e: String = e.chars().take(300).collect();
+            format!("{e} | … | {joined}")
         }
+        _ => joined,
     }
 }
 
@@ -211,4 +236,27 @@ fn group_cpu_ns(pgrp: i32) -> u64 {
 
 fn group_alive(pgrp: i32) -> bool {
     processes().any(|(g, _)| g == pgrp)
+}
+
+#[cfg(test)]
+mod excerpt_tests {
+    use super::excerpt;
+
+    #[test]
+    fn the_first_error_line_is_kept_before_a_long_tail() {
+        // Issue 44: the tail of Node's output cut off the line naming the missing module.
+        let mut out = String::from("node:internal/modules/cjs/loader:1228\n  throw err;\n\nError: Cannot find module 'ws'\nRequire stack:\n");
+        for i in 0..40 {
+            out.push_str(&format!("- /srv/app/node_modules/lib/file{i}.js\n"));
+        }
+        let e = excerpt(&out);
+        assert!(
+            e.starts_with("Error: Cannot find module 'ws' | … | "),
+            "{e}"
+        );
+        assert!(e.ends_with("file39.js"), "{e}");
+        assert_eq!(excerpt("  \n"), "(nothing)");
+        let short = "ModuleNotFoundError: No module named 'flask'";
+        assert_eq!(excerpt(short), short);
+    }
 }
