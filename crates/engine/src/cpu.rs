@@ -1,6 +1,7 @@
 //! CPU accounting from the kernel: `getrusage` for user/sys time and context switches (per
-//! thread with `RUSAGE_THREAD`), `/proc/thread-self/sched` for migrations. Read at the edges of
-//! the measured window only, never per message.
+//! thread with `RUSAGE_THREAD`), `/proc/thread-self/sched` for migrations,
+//! `/proc/thread-self/schedstat` for the time spent waiting for a CPU. Read at the edges of the
+//! measured window only, never per message.
 use msgbench_model::result::CpuTimes;
 
 /// A reading of CPU counters at one moment.
@@ -11,6 +12,8 @@ pub struct CpuSnapshot {
     voluntary: i64,
     involuntary: i64,
     migrations: Option<u64>,
+    /// ns runnable but not running (schedstat's second field).
+    run_delay_ns: Option<u64>,
 }
 
 impl CpuSnapshot {
@@ -18,6 +21,7 @@ impl CpuSnapshot {
     pub fn thread() -> CpuSnapshot {
         let mut s = read(libc::RUSAGE_THREAD);
         s.migrations = read_migrations("/proc/thread-self/sched");
+        s.run_delay_ns = read_run_delay("/proc/thread-self/schedstat");
         s
     }
 
@@ -37,6 +41,10 @@ impl CpuSnapshot {
                 (Some(a), Some(b)) => Some(a.saturating_sub(b)),
                 _ => None,
             },
+            cpu_wait_s: match (self.run_delay_ns, earlier.run_delay_ns) {
+                (Some(a), Some(b)) => Some(a.saturating_sub(b) as f64 / 1e9),
+                _ => None,
+            },
         }
     }
 }
@@ -52,7 +60,15 @@ fn read(who: libc::c_int) -> CpuSnapshot {
         voluntary: u.ru_nvcsw,
         involuntary: u.ru_nivcsw,
         migrations: None,
+        run_delay_ns: None,
     }
+}
+
+/// The run delay (ns waiting on a run queue) from a `/proc/.../schedstat` file: its second
+/// field (absent on kernels without CONFIG_SCHED_INFO).
+fn read_run_delay(path: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// `se.nr_migrations` from a `/proc/.../sched` file (absent on kernels without CONFIG_SCHED_DEBUG).

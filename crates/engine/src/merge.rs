@@ -575,6 +575,10 @@ fn merge_cpu(m: &mut RunResult, parts: &[&RunResult]) {
         process.sys_s += p.sys_s;
         process.ctx_switches_voluntary += p.ctx_switches_voluntary;
         process.ctx_switches_involuntary += p.ctx_switches_involuntary;
+        process.cpu_wait_s = match (process.cpu_wait_s, p.cpu_wait_s) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
         process.migrations = match (process.migrations, p.migrations) {
             (Some(a), Some(b)) => Some(a + b),
             (None, b) if k == 0 => b,

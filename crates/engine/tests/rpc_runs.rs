@@ -527,3 +527,62 @@ fn an_http_response_that_never_ends_is_refused_at_its_bound() {
         stopped_by_protocol_error(&r, why);
     }
 }
+
+/// A busy loop pinned to CPU `cpu` in a process of its own (`taskset`), stopped when dropped.
+struct CpuHog(std::process::Child);
+
+impl CpuHog {
+    fn on(cpu: usize) -> CpuHog {
+        CpuHog(
+            std::process::Command::new("taskset")
+                .args(["-c", &cpu.to_string(), "sh", "-c", "while :; do :; done"])
+                .spawn()
+                .expect("taskset (util-linux) runs a busy loop"),
+        )
+    }
+}
+
+impl Drop for CpuHog {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_cpu_hog_beside_the_driver_makes_the_run_the_host_s_with_the_wait_measured() {
+    // Issue 44: on a busy host the results were the host's and nothing said so. The caller
+    // pinned to CPU 0 with a busy loop on CPU 0 waits for it; the same run without it does not.
+    let toml = "system = \"rpc\"\n[run]\nduration = \"1s\"\nwarmup = \"200ms\"\n[pacing]\nmode = \"rate\"\nper_sec = 2000\n[client]\nconnections = 1\npin = [0]\n";
+    let busy = |r: &RunResult| {
+        (msgbench_model::verdict::judge(r).reasons.into_iter())
+            .find(|why| why.starts_with("the host was busy"))
+    };
+    let waited = |r: &RunResult| -> f64 {
+        (r.cpu.threads.iter())
+            .filter_map(|t| t.cpu.cpu_wait_s)
+            .fold(0.0, f64::max)
+    };
+    let quiet = &run(toml, &[])[0];
+    let hogged = {
+        let _hog = CpuHog::on(0);
+        run(toml, &[])[0].clone()
+    };
+    let why = busy(&hogged).expect("the hogged run is the host's");
+    assert!(
+        why.contains("thread waited") && why.contains("ms for a CPU"),
+        "{why}"
+    );
+    eprintln!("hogged: {why}; quiet: waited {:.1} ms", waited(quiet) * 1e3);
+    assert!(waited(&hogged) > 0.05, "{:?}", hogged.cpu.threads);
+    if let Some(why) = busy(quiet) {
+        // Another process of this machine's took the CPU meanwhile: said, not hidden.
+        eprintln!("the quiet run met a busy host too: {why}");
+    } else {
+        assert!(
+            waited(quiet) < waited(&hogged) / 2.0,
+            "{:?}",
+            quiet.cpu.threads
+        );
+    }
+}

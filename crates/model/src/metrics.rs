@@ -32,6 +32,7 @@ pub const AFTER_LATENCY: &[&str] = &[
     "ctx_switches_voluntary",
     "ctx_switches_involuntary",
     "migrations",
+    "cpu_wait_ms",
     "sequence_errors",
     "interrupted",
     "sut_cpu_s",
@@ -126,7 +127,8 @@ pub fn row(r: &RunResult, axes: &[String], classes: &[String]) -> Vec<String> {
     let threads = r.cpu.threads.iter().map(|t| t.cpu);
     let voluntary: u64 = threads.clone().map(|t| t.ctx_switches_voluntary).sum();
     let involuntary: u64 = threads.clone().map(|t| t.ctx_switches_involuntary).sum();
-    let migrations: Option<u64> = threads.map(|t| t.migrations).sum();
+    let migrations: Option<u64> = threads.clone().map(|t| t.migrations).sum();
+    let cpu_wait_s: Option<f64> = threads.filter_map(|t| t.cpu_wait_s).reduce(|a, b| a + b);
     let mut out = vec![r.run_id.clone(), r.replicate.to_string()];
     out.extend(
         axes.iter()
@@ -162,6 +164,9 @@ pub fn row(r: &RunResult, axes: &[String], classes: &[String]) -> Vec<String> {
         voluntary.to_string(),
         involuntary.to_string(),
         migrations.map(|m| m.to_string()).unwrap_or_default(),
+        cpu_wait_s
+            .map(|s| format!("{:.3}", s * 1e3))
+            .unwrap_or_default(),
         r.sequence.total().to_string(),
         r.interrupted.to_string(),
         r.cpu

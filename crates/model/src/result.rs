@@ -711,6 +711,10 @@ pub struct CpuTimes {
     pub ctx_switches_involuntary: u64,
     /// CPU migrations, where the OS exposes them (`/proc/thread-self/sched`).
     pub migrations: Option<u64>,
+    /// Seconds the thread was ready to run but waited for a CPU (the run delay of
+    /// `/proc/thread-self/schedstat`): what the host took from msgbench, where the kernel says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_wait_s: Option<f64>,
 }
 
 impl CpuTimes {

@@ -165,6 +165,7 @@ pub fn judge(run: &RunResult) -> Verdict {
     reasons.extend(trend(&window));
     reasons.extend(backlog_trends(run));
     reasons.extend(driver_saturated(run));
+    reasons.extend(host_busy(run));
     Verdict { reasons }
 }
 
@@ -196,6 +197,29 @@ fn impossible(run: &RunResult) -> Vec<String> {
         }
     }
     reasons
+}
+
+/// Share of the measured span one of msgbench's threads may wait for a CPU (ready to run, the
+/// host running something else) before the run is the host's: a late pacer and a late reader
+/// make latencies no system has.
+pub const HOST_WAIT_SHARE: f64 = 0.05;
+
+/// A thread of msgbench's that waited for a CPU more than [`HOST_WAIT_SHARE`] of the span.
+fn host_busy(run: &RunResult) -> Option<String> {
+    if run.duration_s <= 0.0 {
+        return None;
+    }
+    let (thread, wait_s) = (run.cpu.threads.iter())
+        .filter_map(|t| Some((t, t.cpu.cpu_wait_s?)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    (wait_s > HOST_WAIT_SHARE * run.duration_s).then(|| {
+        format!(
+            "the host was busy: msgbench's {} thread waited {:.0} ms for a CPU ({:.0} % of the measured span) — its sends and reads were late for the host, not the system (run it where nothing else takes its CPUs, or pin it away from what does)",
+            thread.role,
+            wait_s * 1e3,
+            100.0 * wait_s / run.duration_s
+        )
+    })
 }
 
 /// A driver thread that used (nearly) a whole CPU while the run missed its target: the load
