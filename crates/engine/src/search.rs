@@ -320,7 +320,9 @@ fn driver_late(r: &RunResult, s: &SearchSettings) -> bool {
         .of(&r.latency)
         .saturating_sub(r.send_lag.max_ns)
         > s.slo.bound_ns;
-    windowed(r) && sound && late && !queued && r.counters.lag_is_the_drivers()
+    // msgbench's own threads waited for a CPU: whatever the step measured, it was the host's.
+    let host_busy = msgbench_model::verdict::host_busy(r).is_some();
+    host_busy || (windowed(r) && sound && late && !queued && r.counters.lag_is_the_drivers())
 }
 
 /// A request/response run: its launcher counts the sends a full window held.
@@ -423,7 +425,20 @@ mod tests {
         // A step that passed is not late.
         let mut ok = late(SystemKind::Rpc, 0);
         ok.warnings.clear();
-        assert!(!judge(250.0, &[ok], &s).host_late);
+        assert!(!judge(250.0, &[ok.clone()], &s).host_late);
+        // A step whose thread waited for a CPU a fifth of its window is the host's, whatever
+        // the system (a stream's too).
+        let mut busy = late(SystemKind::Pubsub, 0);
+        busy.duration_s = 1.0;
+        busy.cpu.threads.push(msgbench_model::result::ThreadCpu {
+            role: "publisher-0".into(),
+            pinned_cpu: None,
+            cpu: msgbench_model::result::CpuTimes {
+                cpu_wait_s: Some(0.2),
+                ..Default::default()
+            },
+        });
+        assert!(judge(250.0, &[busy], &s).host_late);
     }
 
     #[test]

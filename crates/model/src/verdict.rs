@@ -205,7 +205,7 @@ fn impossible(run: &RunResult) -> Vec<String> {
 pub const HOST_WAIT_SHARE: f64 = 0.05;
 
 /// A thread of msgbench's that waited for a CPU more than [`HOST_WAIT_SHARE`] of the span.
-fn host_busy(run: &RunResult) -> Option<String> {
+pub fn host_busy(run: &RunResult) -> Option<String> {
     if run.duration_s <= 0.0 {
         return None;
     }
