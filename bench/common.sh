@@ -54,6 +54,17 @@ start_server() {
 }
 stop_server() { [ -n "${SERVER_PID:-}" ] || return 0; kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; }
 
+# rpc_server_in_work THREADS FOR : a scratch directory WORK and `msgbench serve rpc` on a free
+# loopback PORT (SERVER_PID), both gone at exit; returns once the server listens.
+rpc_server_in_work() {
+  WORK=$(mktemp -d)
+  PORT=$(free_port)
+  "$MSGBENCH" serve rpc --listen "127.0.0.1:$PORT" --threads "$1" --for "$2" >/dev/null 2>&1 &
+  SERVER_PID=$!
+  trap 'stop_server; rm -rf "$WORK"' EXIT
+  wait_port "$PORT"
+}
+
 # free_port : a free loopback TCP port.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

@@ -12,12 +12,7 @@ ROUNDS=${ROUNDS:-3}
 DAY=${SECONDS_PER_SHARD:-86400}
 build_all
 machine
-WORK=$(mktemp -d)
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$MSGBENCH" serve rpc --listen 127.0.0.1:$PORT --threads 1 --for 60s >/dev/null 2>&1 &
-SERVER_PID=$!
-trap 'stop_server; rm -rf "$WORK"' EXIT
-sleep 0.5
+rpc_server_in_work 1 60s
 start=$(( $(date +%s%3N) + 2000 ))
 for i in 0 1; do
   "$MSGBENCH" run "$ROOT/examples/sharded-rpc.toml" --set "rpc.address=\"127.0.0.1:$PORT\"" \

@@ -11,12 +11,7 @@ RATE=${RATE:-20000}
 DURATION=${DURATION:-3s}
 build_all
 machine
-WORK=$(mktemp -d)
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$MSGBENCH" serve rpc --listen 127.0.0.1:$PORT --threads 2 --for 1h >/dev/null 2>&1 &
-SERVER_PID=$!
-trap 'stop_server; rm -rf "$WORK"' EXIT
-sleep 0.5
+rpc_server_in_work 2 1h
 SET=(--set "rpc.address=\"127.0.0.1:$PORT\"" --set "pacing.per_sec=$RATE" --duration "$DURATION" --warmup 500ms)
 figures() { python3 -c "
 import json,sys

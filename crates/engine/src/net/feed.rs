@@ -95,13 +95,7 @@ impl FeedDecoder {
     /// The clock under which `payload`'s stamp reads as now (within `bound_ns` of
     /// `now_ns`), when the configured one does not: a unit set wrong, said with the one that
     /// fits. Cold path: the first message only.
-    pub fn clock_that_fits(
-        &self,
-        payload: &[u8],
-        text: bool,
-        now_ns: u64,
-        bound_ns: impl Fn(FeedClock) -> u64,
-    ) -> Option<&'static str> {
+    pub fn clock_that_fits(&self, payload: &[u8], text: bool, now_ns: u64) -> Option<&'static str> {
         let clocks = [
             FeedClock::UnixS,
             FeedClock::UnixMs,
@@ -115,7 +109,7 @@ impl FeedDecoder {
             let tick = other.decode(payload, text, &mut 0).ok()??;
             let plausible = tick.intended_ns != 0
                 && tick.intended_ns != u64::MAX
-                && now_ns.abs_diff(tick.intended_ns) <= bound_ns(clock);
+                && now_ns.abs_diff(tick.intended_ns) <= stamp_bound_ns(clock);
             (plausible && clock != self.config.clock).then_some(clock.name())
         })
     }
@@ -123,11 +117,6 @@ impl FeedDecoder {
     /// Its timestamps' clock.
     pub fn clock(&self) -> FeedClock {
         self.config.clock
-    }
-
-    /// Its timestamps are wall-clock.
-    pub fn wall_clock(&self) -> bool {
-        self.config.clock.is_wall()
     }
 
     /// Its timestamps' clock, as the scenario names it.
@@ -260,6 +249,16 @@ impl FeedDecoder {
         // A stamp from before this host booted becomes 0: the reader's first-stamp check
         // takes 0 for what it is (no stamp of this run), whatever the host's uptime.
         Ok(monotonic.clamp(0, u64::MAX as i128) as u64)
+    }
+}
+
+/// How far a first stamp on `clock` may be from this host's clock: 60 s for a monotonic stamp
+/// (it comes from this host), an hour for a wall-clock one (a host whose clock is off).
+pub fn stamp_bound_ns(clock: FeedClock) -> u64 {
+    if clock.is_wall() {
+        3_600_000_000_000
+    } else {
+        60_000_000_000
     }
 }
 

@@ -16,7 +16,7 @@ use crate::drivers::failure::OpenError;
 use crate::error::EngineError;
 use crate::harness::threads::{Handshake, Start};
 use crate::harness::worker;
-use crate::net::feed::FeedDecoder;
+use crate::net::feed::{stamp_bound_ns, FeedDecoder};
 use crate::net::tick::{is_control, Schedule, ServerMessage, Tick};
 use crate::net::ws_client::{Msg, RawWs, WsError, OP_TEXT};
 use crate::recorder::Recorder;
@@ -837,41 +837,32 @@ impl Reader {
         let feed = self.shared.feed.as_ref()?;
         let now = now_ns();
         let off = now.abs_diff(stamp_ns);
-        let bound_of = |clock: msgbench_model::feed::FeedClock| -> u64 {
-            match clock.is_wall() {
-                true => 3_600_000_000_000,
-                false => 60_000_000_000,
-            }
-        };
-        let bound = bound_of(feed.clock());
-        if off <= bound && stamp_ns != 0 {
+        // A stamp from before this host booted is clamped to 0 (`FeedDecoder::to_monotonic`):
+        // on a host up for less than the bound 0 is "near" now, yet it is no stamp of this run
+        // (monotonic stamps read as unix-ns went unsaid so on a freshly booted host).
+        if off <= stamp_bound_ns(feed.clock()) && stamp_ns != 0 {
             return None;
         }
         // A unit set wrong: say the one under which the stamp is now (µs read as ms was
         // "18446743158 s ahead", a u64 at its end, asking for the unit already set).
-        if let Some(fits) = feed.clock_that_fits(payload, text, now, bound_of) {
+        if let Some(fits) = feed.clock_that_fits(payload, text, now) {
             return Some(format!(
                 "the feed's first timestamp, read as {}, is not near this host's clock; read as {fits} it is: set [ticks.feed] clock = \"{fits}\"",
                 feed.clock_name()
             ));
         }
-        // A stamp from before this host booted is clamped to 0 (`FeedDecoder::to_monotonic`):
-        // on a host up for less than the bound 0 is "near" now, yet it is no stamp of this run
-        // (monotonic stamps read as unix-ns went unsaid so on a freshly booted host).
         if stamp_ns == u64::MAX {
             return Some(format!(
                 "the feed's first timestamp, read as {}, lies past the year 2554 (what 64-bit nanoseconds hold): check [ticks.feed] clock and that timestamp names the field holding the stamp",
                 feed.clock_name()
             ));
         }
-        (off > bound || stamp_ns == 0).then(|| {
-            format!(
+        Some(format!(
                 "the feed's first timestamp is {:.0} s {} this host's clock: check [ticks.feed] clock (is it {}?) and that timestamp names the field holding the stamp",
                 off as f64 / 1e9,
                 if stamp_ns < now { "behind" } else { "ahead of" },
                 feed.clock_name()
-            )
-        })
+        ))
     }
 
     fn on_control(&mut self, payload: &[u8], stats: &mut StreamStats) -> Option<Ended> {
