@@ -470,7 +470,10 @@ pub fn merge_runs(parts: &[&RunResult], seconds: &Seconds) -> Result<RunResult, 
     let latency = sum(|r| &r.histograms.latency)?;
     let service = sum(|r| &r.histograms.service)?;
     let send_lag = sum(|r| &r.histograms.send_lag)?;
+    let send_lag_held = sum(|r| &r.histograms.send_lag_held)?;
     let unanswered = sum(|r| &r.histograms.unanswered)?;
+    m.send_lag_split = msgbench_model::result::SendLagSplit::of(&send_lag, &send_lag_held);
+    m.histograms.send_lag_held = encode(&send_lag_held);
     (m.latency, m.service) = (Percentiles::of(&latency), Percentiles::of(&service));
     (m.send_lag, m.unanswered) = (Percentiles::of(&send_lag), Percentiles::of(&unanswered));
     m.histograms.latency = encode(&latency);

@@ -66,6 +66,7 @@ enum Report {
         early: Early,
         raw_latencies: Vec<u64>,
         unanswered: HotHistogram,
+        held_lag: HotHistogram,
         connections: Vec<ConnectionResult>,
     },
 }
@@ -169,6 +170,10 @@ pub struct Recorder {
     zero_lags: u64,
     /// Waits of the requests that got no answer (rare: kept for the whole run, not per second).
     unanswered: HotHistogram,
+    /// Send lag of the sends that first waited for a full window (the whole run's).
+    held_lag: HotHistogram,
+    /// The send lag of the last send (see [`Recorder::held_by_window`]).
+    last_lag: u64,
     /// Per connection of a request/response worker, its connections in order (empty for other
     /// workers).
     connections: Vec<ConnectionTally>,
@@ -191,17 +196,20 @@ impl Recorder {
         self.counters.sent += 1;
         self.interval.sent += 1;
         // Unpaced senders are never late: count zero lags and record them once per interval.
-        match actual_ns.saturating_sub(scheduled_ns) {
+        self.last_lag = actual_ns.saturating_sub(scheduled_ns);
+        match self.last_lag {
             0 => self.zero_lags += 1,
             lag => self.current.send_lag.record(lag),
         }
     }
 
-    /// Counts a sent message that first waited for room in a full window (see
-    /// [`Counters::held_by_window`]).
+    /// Counts the message just [`sent`](Recorder::sent) as one that first waited for room in a
+    /// full window or queue (see [`Counters::held_by_window`]): its send lag is the system's
+    /// pushing back, kept apart from the pacer's own lateness.
     #[inline]
     pub fn held_by_window(&mut self) {
         self.counters.held_by_window += 1;
+        self.held_lag.record(self.last_lag);
     }
 
     /// Counts a message the driver did not send, and why.
@@ -370,6 +378,7 @@ impl Recorder {
             early: self.early,
             raw_latencies,
             unanswered: self.unanswered,
+            held_lag: self.held_lag,
             connections,
         });
     }
@@ -405,6 +414,9 @@ pub struct Recording {
     pub service: Vec<Histogram<u64>>,
     /// Send lag.
     pub send_lag: Histogram<u64>,
+    /// Send lag of the sends that first waited for room in a full window or queue (a part of
+    /// `send_lag`).
+    pub send_lag_held: Histogram<u64>,
     /// Waits of the requests that got no answer.
     pub unanswered: Histogram<u64>,
     /// One sample per second.
@@ -546,6 +558,8 @@ impl Collector {
             }),
             zero_lags: 0,
             unanswered: HotHistogram::new(),
+            held_lag: HotHistogram::new(),
+            last_lag: 0,
             connections: Vec::new(),
             first_connection: 0,
         }
@@ -610,9 +624,11 @@ impl Collector {
                     early,
                     raw_latencies,
                     unanswered,
+                    held_lag,
                     connections,
                 } => {
                     unanswered.add_to(&mut merge.totals.unanswered);
+                    held_lag.add_to(&mut merge.totals.held_lag);
                     merge.early += early;
                     merge.connections.extend(connections);
                     merge.add_final(&counters, &sequence, raw_latencies);
@@ -630,6 +646,7 @@ struct TotalHistograms {
     service: Vec<Histogram<u64>>,
     send_lag: Histogram<u64>,
     unanswered: Histogram<u64>,
+    held_lag: Histogram<u64>,
 }
 
 /// Gives the calling thread the lowest normal priority (nice 19): the once-a-second merge (a few
@@ -683,6 +700,7 @@ impl Merge {
                 service: (0..classes).map(|_| new_latency_histogram()).collect(),
                 send_lag: new_latency_histogram(),
                 unanswered: new_latency_histogram(),
+                held_lag: new_latency_histogram(),
             },
             counters: Counters::default(),
             sequence: SequenceErrors::default(),
@@ -820,6 +838,7 @@ impl Merge {
             service: self.totals.service,
             send_lag: self.totals.send_lag,
             unanswered: self.totals.unanswered,
+            send_lag_held: self.totals.held_lag,
             intervals,
             interval_latency,
             raw_latencies: self.raw_latencies,

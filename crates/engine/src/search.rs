@@ -19,7 +19,7 @@ use msgbench_model::slo::Slo;
 use msgbench_model::stats::median;
 use msgbench_model::sweep::SweepPoint;
 use msgbench_model::verdict;
-use msgbench_model::warning::Warning;
+use msgbench_model::warning::{LagCause, Warning};
 use msgbench_model::Experiment;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -241,7 +241,7 @@ fn judge(rate: f64, runs: &[RunResult], s: &SearchSettings) -> SearchStep {
                 "{}: send lag p99 {:.2} ms exceeds the SLO bound: {}",
                 r.run_id,
                 r.send_lag.p99_ns as f64 / 1e6,
-                lag_cause(r)
+                lag_cause(r, s.slo.bound_ns)
             ));
         }
         reasons.extend(
@@ -290,9 +290,19 @@ fn lag_warned(r: &RunResult) -> bool {
     (r.warnings.iter()).any(|w| matches!(w, Warning::SendLag { .. }))
 }
 
-/// Whose lateness `r`'s send lag is, in words.
-fn lag_cause(r: &RunResult) -> String {
+/// Whose lateness `r`'s send lag over `bound_ns` is, in words.
+fn lag_cause(r: &RunResult, bound_ns: u64) -> String {
     let held = r.counters.held_by_window;
+    match verdict::lag_cause(r, bound_ns) {
+        LagCause::Pacer => return "msgbench's pacer ran late (the host's lateness)".into(),
+        LagCause::Held => {
+            return format!("the system pushed back ({held} sends waited for room first)")
+        }
+        LagCause::Both => {
+            return format!("msgbench's pacer ran late, and the system pushed back ({held} sends waited for room first)")
+        }
+        LagCause::Stream | LagCause::Either => {}
+    }
     if !windowed(r) {
         "the driver fell behind its schedule, or the system pushed back".into()
     } else if r.counters.lag_is_the_drivers() {
@@ -311,6 +321,10 @@ fn driver_late(r: &RunResult, s: &SearchSettings) -> bool {
     // Nothing lost or failed: a step that also failed for the system's faults is the system's.
     let sound = r.counters.success_rate() >= s.min_success && r.faults.total() == 0;
     let late = lag_warned(r) || r.send_lag.p99_ns > s.slo.bound_ns;
+    let bound = match lag_warned(r) {
+        true => r.send_lag_limit_ns.unwrap_or(verdict::SEND_LAG_LIMIT_NS),
+        false => s.slo.bound_ns,
+    };
     // Latency counts from the intended time: lag + the time from the actual send. When the
     // SLO's percentile misses the bound by more than the worst lag, its messages waited in
     // the system after they left — a saturated server, not a late host.
@@ -322,7 +336,14 @@ fn driver_late(r: &RunResult, s: &SearchSettings) -> bool {
         > s.slo.bound_ns;
     // msgbench's own threads waited for a CPU: whatever the step measured, it was the host's.
     let host_busy = msgbench_model::verdict::host_busy(r).is_some();
-    host_busy || (windowed(r) && sound && late && !queued && r.counters.lag_is_the_drivers())
+    // Whose the lag was: the split send lag says, for every system; files without it, only a
+    // request/response run's count of held sends.
+    let pacer_late = match verdict::lag_cause(r, bound) {
+        LagCause::Pacer => true,
+        LagCause::Either => windowed(r) && r.counters.lag_is_the_drivers(),
+        LagCause::Held | LagCause::Both | LagCause::Stream => false,
+    };
+    host_busy || (sound && late && !queued && pacer_late)
 }
 
 /// A request/response run: its launcher counts the sends a full window held.
@@ -403,7 +424,7 @@ mod tests {
             r.latency.count = 1000;
             r.warnings.push(Warning::SendLag {
                 p99_ms: 3.7,
-                stream: false,
+                cause: LagCause::Either,
             });
             r
         };

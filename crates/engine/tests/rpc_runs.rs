@@ -564,15 +564,50 @@ fn a_cpu_hog_beside_the_driver_makes_the_run_the_host_s_with_the_wait_measured()
             .fold(0.0, f64::max)
     };
     let quiet = &run(toml, &[])[0];
-    let hogged = {
+    let (hogged, csv) = {
         let _hog = CpuHog::on(0);
-        run(toml, &[])[0].clone()
+        let (outcome, _dir) = try_run(toml, &[]);
+        let outcome = outcome.unwrap();
+        let csv = std::fs::read_to_string(outcome.dir.join("metrics.csv")).unwrap();
+        (outcome.results[0].clone(), csv)
     };
     let why = busy(&hogged).expect("the hogged run is the host's");
     assert!(
         why.contains("thread waited") && why.contains("ms for a CPU"),
         "{why}"
     );
+    // The send lag split by whose it is: every send is the pacer's or a held one, and the
+    // hogged pacer's lateness is the pacer's own (this server answers at once).
+    let split = &hogged.send_lag_split;
+    assert_eq!(
+        split.pacer.count + split.held.count,
+        hogged.send_lag.count,
+        "{split:?}"
+    );
+    assert_eq!(split.held.count, hogged.counters.held_by_window);
+    assert!(
+        split.pacer.max_ns >= hogged.send_lag.max_ns || split.held.count > 0,
+        "{split:?} {:?}",
+        hogged.send_lag
+    );
+    // Its replies sat unread too, so its window looked full: still the host's lateness.
+    for w in &hogged.warnings {
+        if let msgbench_model::warning::Warning::SendLag { cause, .. } = w {
+            assert_eq!(*cause, msgbench_model::warning::LagCause::Pacer, "{w}");
+        }
+    }
+    // …and in metrics.csv, beside the thread's wait.
+    let (header, row) = csv.split_once('\n').unwrap();
+    let cell = |name: &str| {
+        let at = header.split(',').position(|c| c == name).unwrap();
+        row.split(',').nth(at).unwrap().to_string()
+    };
+    assert_eq!(
+        cell("send_lag_pacer_p99_ns"),
+        split.pacer.p99_ns.to_string()
+    );
+    assert_eq!(cell("send_lag_held_p99_ns"), split.held.p99_ns.to_string());
+    assert!(cell("cpu_wait_ms").parse::<f64>().unwrap() > 50.0, "{csv}");
     eprintln!("hogged: {why}; quiet: waited {:.1} ms", waited(quiet) * 1e3);
     assert!(waited(&hogged) > 0.05, "{:?}", hogged.cpu.threads);
     if let Some(why) = busy(quiet) {

@@ -664,3 +664,115 @@ fn a_feed_clock_of_the_wrong_unit_is_told_the_unit_that_fits() {
     );
     assert!(!said.contains("18446743"), "{said}");
 }
+
+/// A feed msgbench did not write, broadcasting one sequence to every connection at `per_sec`,
+/// each tick stamped with its own due time on this host's monotonic clock (the schedule is
+/// absolute: exactly `per_sec` stamps a second), never waiting for a slow reader: a
+/// connection's ticks wait in its own unbounded queue, as in a feed that buffers per client.
+fn broadcast_feed(per_sec: u64) -> SocketAddr {
+    use std::sync::{Arc, Mutex};
+    type Queue = tokio::sync::mpsc::UnboundedSender<(u64, u64)>;
+    let readers: Arc<Mutex<Vec<Queue>>> = Arc::default();
+    let generator = readers.clone();
+    std::thread::spawn(move || {
+        let step_ns = 1_000_000_000 / per_sec;
+        let t0 = msgbench_engine::clock::now_ns();
+        let mut seq = 0u64;
+        // Bounded: the test's run is over long before.
+        while seq < per_sec * 30 {
+            std::thread::sleep(Duration::from_millis(1));
+            let now = msgbench_engine::clock::now_ns();
+            let mut readers = generator.lock().unwrap();
+            while t0 + seq * step_ns <= now {
+                readers.retain(|q| q.send((seq, t0 + seq * step_ns)).is_ok());
+                seq += 1;
+            }
+        }
+    });
+    ws_server(move |mut ws| {
+        let (queue, mut ticks) = tokio::sync::mpsc::unbounded_channel();
+        readers.lock().unwrap().push(queue);
+        async move {
+            while let Some((seq, stamp)) = ticks.recv().await {
+                let mut out = bytes::BytesMut::new();
+                Tick::at(seq, stamp, 10).encode_binary(&mut out);
+                if ws.send(Message::binary(out.freeze())).await.is_err() {
+                    return;
+                }
+            }
+        }
+    })
+}
+
+#[test]
+fn a_client_that_falls_behind_someone_else_s_feed_has_what_it_never_read_counted() {
+    // Issue 44: a slow client of a feed msgbench does not run read "generated 10.3k/s,
+    // undelivered 0, backlog peak 0" — generated was what its own sequence numbers showed.
+    // 20k/s for 2 s: exactly 40 000 ticks stamped in the window. The slow client reads about
+    // 10k/s and has half a second of drain: some 15 000 of them are never read.
+    let addr = broadcast_feed(20_000);
+    let toml = format!(
+        r#"system = "ticks"
+[run]
+duration = "2s"
+warmup = "300ms"
+drain_timeout = "500ms"
+[pacing]
+mode = "rate"
+per_sec = 20000
+[ticks]
+address = "ws://{addr}/"
+[ticks.clients.fast]
+connections = 1
+[ticks.clients.slow]
+connections = 1
+cost = "100us"
+work = "sleep"
+"#
+    );
+    let r = &run(&toml, &[])[0];
+    assert_accounted(r);
+    let (fast, slow) = (client(r, "fast-0"), client(r, "slow-0"));
+    // The fast client read the whole window: its span is what the feed stamped in it.
+    assert!(
+        fast.counters.delivered.abs_diff(40_000) <= 1,
+        "{:?}",
+        fast.counters
+    );
+    assert_eq!(fast.counters.in_flight_end, 0, "{:?}", fast.counters);
+    let generated = fast.counters.delivered;
+    let unread = generated - slow.counters.delivered;
+    assert!(
+        unread > 5_000,
+        "the slow client kept up: {:?}",
+        slow.counters
+    );
+    assert_eq!(slow.counters.sent, generated, "{:?}", slow.counters);
+    assert_eq!(slow.counters.in_flight_end, unread, "{:?}", slow.counters);
+    // Its seconds: the feed's ticks by stamp, and a backlog that ends at what it never read.
+    let made: u64 = slow.intervals.iter().map(|i| i.generated).sum();
+    assert_eq!(made, generated, "{:?}", slow.intervals);
+    let last = slow.intervals.last().unwrap();
+    assert_eq!(last.backlog, unread as i64, "{:?}", slow.intervals);
+    assert_eq!(r.intervals.last().unwrap().backlog, unread as i64);
+    assert!(r.counters.in_flight_end >= unread, "{:?}", r.counters);
+    // How far behind, by the stamps, whatever the run's length (steadiness needs 4 s).
+    let behind = slow.behind_ns.expect("it read ticks of the window");
+    assert!(behind > 500_000_000, "{behind} ns behind");
+    assert!(
+        fast.behind_ns.unwrap() < 100_000_000,
+        "{:?}",
+        fast.behind_ns
+    );
+    let warnings: Vec<String> = r.warnings.iter().map(|w| w.to_string()).collect();
+    let named = warnings
+        .iter()
+        .find(|w| w.starts_with("client slow-0 was "))
+        .unwrap_or_else(|| panic!("no warning names the slow client: {warnings:#?}"));
+    assert!(
+        named.contains(&format!("{unread} messages of the window were never read")),
+        "{named}"
+    );
+    assert!(!warnings.iter().any(|w| w.contains("client fast-0 was")));
+    assert!(!msgbench_model::verdict::judge(r).is_valid());
+}

@@ -71,6 +71,12 @@ pub struct RunResult {
     pub service: Percentiles,
     /// Send lag (actual − scheduled send).
     pub send_lag: Percentiles,
+    /// The send lag split by whose it is. `pacer`: sends that waited for nothing but the
+    /// driver — its thread woke or ran late (a busy host, a thread short of CPU). `held`: sends
+    /// that first waited for room in a full window (`when_full = "block"`) or a full queue —
+    /// the system pushing back. Empty in files written before it.
+    #[serde(default)]
+    pub send_lag_split: SendLagSplit,
     /// How long each measured request that got no answer had waited, from its intended send,
     /// when it was given up: it timed out, its connection failed, or the run ended with it in
     /// flight. Each is a lower bound on a latency `latency` cannot hold (it counts answers
@@ -151,6 +157,10 @@ pub struct StreamClient {
     pub closed: Option<String>,
     /// Browser clients: the page's clock as measured at its start.
     pub page_clock: Option<PageClock>,
+    /// How far behind the stream it was at the window's end, ns: the newest stamp any client
+    /// of the run had read by then, minus the newest this one had (absent: none read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub behind_ns: Option<u64>,
     /// One sample per second, on the run's interval grid.
     pub intervals: Vec<StreamInterval>,
 }
@@ -682,6 +692,31 @@ pub struct ClassResult {
     pub latency_histogram: String,
 }
 
+/// The send lag of a run, split by whose it is (see `RunResult::send_lag_split`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendLagSplit {
+    /// Sends that waited for nothing but the driver's pacer: the host's lateness, or msgbench's.
+    pub pacer: Percentiles,
+    /// Sends that first waited for room in a full window or queue: the system's.
+    pub held: Percentiles,
+}
+
+impl SendLagSplit {
+    /// The split of `total`, of which `held` is the held sends' part. A `held` that is not a
+    /// part of `total` (a damaged shard file) leaves the pacer's the whole.
+    pub fn of(total: &hdrhistogram::Histogram<u64>, held: &hdrhistogram::Histogram<u64>) -> Self {
+        let mut pacer = total.clone();
+        if pacer.subtract(held).is_err() {
+            pacer = total.clone();
+        }
+        SendLagSplit {
+            pacer: Percentiles::of(&pacer),
+            held: Percentiles::of(held),
+        }
+    }
+}
+
 /// Full histograms of the run, encoded.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -692,6 +727,10 @@ pub struct Histograms {
     pub service: String,
     /// Send lag.
     pub send_lag: String,
+    /// Send lag of the sends that first waited for room in a full window or queue (a part of
+    /// `send_lag`; empty in files written before it).
+    #[serde(default)]
+    pub send_lag_held: String,
     /// Waits of the requests that got no answer (empty in files written before it).
     #[serde(default)]
     pub unanswered: String,

@@ -66,7 +66,16 @@ pub struct TicksSpec {
     pub ca_file: Option<String>,
     /// `wss://`: take any certificate, unverified (the report says so).
     pub insecure: bool,
+    /// A client further behind the stream than this by the window's end (the newest stamp
+    /// the freshest client had read, minus its own) is named in the run's warnings.
+    #[serde(with = "serde_text")]
+    #[schemars(with = "String")]
+    pub behind_limit: Duration,
 }
+
+/// The default of `ticks.behind_limit`: far above a client that keeps up (milliseconds behind
+/// the freshest on a loaded 2-core host), far below one whose backlog makes its latencies.
+pub const BEHIND_LIMIT: Duration = Duration::from_millis(500);
 
 impl Default for TicksSpec {
     fn default() -> Self {
@@ -84,6 +93,7 @@ impl Default for TicksSpec {
             grpc: None,
             ca_file: None,
             insecure: false,
+            behind_limit: BEHIND_LIMIT,
         }
     }
 }
@@ -317,6 +327,8 @@ pub struct TicksConfig {
     pub insecure: bool,
     /// Which of the run's clients this process opens (all of them unless `--shard`).
     pub shard: crate::shard::Shard,
+    /// `ticks.behind_limit`, ns.
+    pub behind_limit_ns: u64,
 }
 
 /// Validated built-in tick server settings.
@@ -498,6 +510,13 @@ impl TicksSpec {
                 "cycle through at least 1 symbol, e.g. 100",
             ));
         }
+        if self.behind_limit.is_zero() {
+            return Err(invalid(
+                "ticks.behind_limit",
+                "is 0".into(),
+                "name clients more than a while behind the stream, e.g. \"500ms\"",
+            ));
+        }
         if self.ack_every.is_zero() || self.ack_every > Duration::from_secs(10) {
             return Err(invalid(
                 "ticks.ack_every",
@@ -534,6 +553,7 @@ impl TicksSpec {
             groups,
             spin_ns: pacing.spin.as_nanos() as u64,
             shard: crate::shard::Shard::WHOLE,
+            behind_limit_ns: self.behind_limit.as_nanos() as u64,
         })
     }
 

@@ -10,7 +10,7 @@
 //!   that saturated its CPU while the target was missed.
 use crate::kind::SystemKind;
 use crate::result::{IntervalSample, RunResult, StreamInterval};
-use crate::warning::Warning;
+use crate::warning::{LagCause, Warning};
 
 /// Send lag p99 above which a run is late, unless `run.send_lag_limit` says otherwise.
 pub const SEND_LAG_LIMIT_NS: u64 = 1_000_000;
@@ -56,11 +56,11 @@ pub fn warnings(r: &RunResult) -> Vec<Warning> {
         });
     }
     w.extend(target_missed(r));
-    let stream = r.system == SystemKind::Ticks;
-    if r.send_lag.p99_ns > r.send_lag_limit_ns.unwrap_or(SEND_LAG_LIMIT_NS) {
+    let limit = r.send_lag_limit_ns.unwrap_or(SEND_LAG_LIMIT_NS);
+    if r.send_lag.p99_ns > limit {
         w.push(Warning::SendLag {
             p99_ms: round_to(r.send_lag.p99_ns as f64 / 1e6, 2),
-            stream,
+            cause: lag_cause(r, limit),
         });
     }
     if let Some(wait_ns) = r.max_latency_at_least() {
@@ -83,6 +83,32 @@ pub fn warnings(r: &RunResult) -> Vec<Warning> {
         w.push(Warning::Interrupted);
     }
     w
+}
+
+/// Whose lateness a send lag p99 over `limit` is. The host's when one of msgbench's threads
+/// waited for a CPU past [`HOST_WAIT_SHARE`] (its replies then sat unread too, so its window
+/// looked full: a hog beside the driver made 3 ms of "held" lag); else the pacer's when its
+/// own sends' p99 is over the limit; the system's when at least 1 % of the sends waited for
+/// room (a full window, queue or socket: then the slowest 1 % hold them) and their p99 is over
+/// it; both when both are, or when neither alone is (the tail is a mix of the two).
+pub fn lag_cause(r: &RunResult, limit: u64) -> LagCause {
+    let split = &r.send_lag_split;
+    if r.system == SystemKind::Ticks {
+        return LagCause::Stream;
+    }
+    if host_busy(r).is_some() {
+        return LagCause::Pacer;
+    }
+    if split.pacer.count + split.held.count == 0 {
+        return LagCause::Either;
+    }
+    let pacer = split.pacer.p99_ns > limit;
+    let held = split.held.count * 100 >= r.counters.sent.max(1) && split.held.p99_ns > limit;
+    match (pacer, held) {
+        (true, false) => LagCause::Pacer,
+        (false, true) => LagCause::Held,
+        _ => LagCause::Both,
+    }
 }
 
 /// The target rate missed by more than chance allows.

@@ -71,8 +71,8 @@ pub enum Warning {
     SendLag {
         /// p99 of the send lag, ms (two decimals).
         p99_ms: f64,
-        /// A broadcast stream: the server's generator was late, not the driver.
-        stream: bool,
+        /// Whose lateness it was: they need opposite fixes.
+        cause: LagCause,
     },
     /// Messages were still in flight when the drain timeout ended.
     InFlightAtEnd {
@@ -113,8 +113,51 @@ const INTERRUPTED: &str = "interrupted: the measured window was cut short";
 const UNANSWERED: &str = "before it was given up (timed out, its connection failed, or the run ended): the max latency is at least that, though the answered requests' max is lower";
 const STREAM_TARGET: &str = "generated for all clients (the target is the rate × clients: a client that left early was fed less)";
 const STREAM_LAG: &str = "the tick server's generator could not keep its schedule (a busy CPU)";
-const DRIVER_LAG: &str =
+const PACER_LAG: &str = "msgbench's pacer woke or ran late: the host's lateness, not the system's — a busy host or a driver thread short of CPU; see cpu_wait_ms, and run where nothing else takes its CPUs";
+const HELD_LAG: &str = "sends waited for room in a full window, queue or socket: the system pushed back, it is slower than this schedule — lower the rate, or give it more connections or a deeper pipeline";
+const BOTH_LAG: &str = "msgbench's pacer ran late and sends waited for room in a full window, queue or socket: the host's lateness and the system's both — see send_lag_split";
+/// Files written before the send lag was split.
+const EITHER_LAG: &str =
     "the driver could not keep its schedule, or the system pushed back under `block`";
+
+/// Whose lateness a send lag is ([`Warning::SendLag`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LagCause {
+    /// A broadcast stream: the built-in server's generator was late.
+    Stream,
+    /// The driver's pacer woke or ran late: the host's (or msgbench's) lateness.
+    Pacer,
+    /// Sends waited for room in a full window, queue or socket: the system pushed back.
+    Held,
+    /// Both, each enough to matter.
+    Both,
+    /// Not known: a file written before the send lag was split.
+    Either,
+}
+
+impl LagCause {
+    fn sentence(self) -> &'static str {
+        match self {
+            LagCause::Stream => STREAM_LAG,
+            LagCause::Pacer => PACER_LAG,
+            LagCause::Held => HELD_LAG,
+            LagCause::Both => BOTH_LAG,
+            LagCause::Either => EITHER_LAG,
+        }
+    }
+
+    fn of_sentence(text: &str) -> LagCause {
+        [
+            LagCause::Stream,
+            LagCause::Pacer,
+            LagCause::Held,
+            LagCause::Both,
+        ]
+        .into_iter()
+        .find(|c| text.contains(c.sentence()))
+        .unwrap_or(LagCause::Either)
+    }
+}
 
 impl fmt::Display for Warning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -152,10 +195,10 @@ impl fmt::Display for Warning {
                 "target rate not reached: {achieved_per_sec:.0}/s {} of {target_per_sec:.0}/s ({percent:.1} %)",
                 if *stream { STREAM_TARGET } else { "attempted" }
             ),
-            Warning::SendLag { p99_ms, stream } => write!(
+            Warning::SendLag { p99_ms, cause } => write!(
                 f,
                 "send lag p99 is {p99_ms:.2} ms: messages went out late ({})",
-                if *stream { STREAM_LAG } else { DRIVER_LAG }
+                cause.sentence()
             ),
             Warning::InFlightAtEnd { messages } => write!(
                 f,
@@ -237,7 +280,7 @@ impl Warning {
         if text.starts_with("send lag p99 is ") {
             return Some(Warning::SendLag {
                 p99_ms: *n.get(1)?,
-                stream: text.contains(STREAM_LAG),
+                cause: LagCause::of_sentence(text),
             });
         }
         if text.ends_with(UNANSWERED) {
@@ -397,11 +440,23 @@ mod tests {
             },
             Warning::SendLag {
                 p99_ms: 2.57,
-                stream: false,
+                cause: LagCause::Pacer,
+            },
+            Warning::SendLag {
+                p99_ms: 2.5,
+                cause: LagCause::Held,
+            },
+            Warning::SendLag {
+                p99_ms: 3.0,
+                cause: LagCause::Both,
+            },
+            Warning::SendLag {
+                p99_ms: 3.25,
+                cause: LagCause::Either,
             },
             Warning::SendLag {
                 p99_ms: 12.0,
-                stream: true,
+                cause: LagCause::Stream,
             },
             Warning::InFlightAtEnd { messages: 17 },
             Warning::Unanswered {

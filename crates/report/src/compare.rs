@@ -321,6 +321,7 @@ mod tests {
             },
             service: Percentiles::default(),
             send_lag: Percentiles::default(),
+            send_lag_split: Default::default(),
             unanswered: Percentiles::default(),
             publish_latency: None,
             classes: vec![],

@@ -11,6 +11,7 @@ pub mod fairness;
 pub mod faults;
 pub mod format;
 pub mod html;
+pub mod lateness;
 pub mod load;
 pub mod markdown;
 pub mod publish;

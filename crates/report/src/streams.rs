@@ -50,11 +50,12 @@ fn row(r: &RunResult, c: &StreamClient) -> Vec<String> {
                 .unwrap_or(0)
                 .max(0) as f64,
         ),
+        c.behind_ns.map_or("–".into(), duration_ns),
         c.closed.clone().unwrap_or_else(|| "–".into()),
     ]
 }
 
-const HEADER: [&str; 14] = [
+const HEADER: [&str; 15] = [
     "run",
     "client",
     "kind",
@@ -68,6 +69,7 @@ const HEADER: [&str; 14] = [
     "p99",
     "max",
     "backlog peak",
+    "behind",
     "closed early",
 ];
 
@@ -75,12 +77,14 @@ const EXPLANATION: &str = "Per client, over the measured window: `generated/s` t
 `written/s` ticks it handed that client's socket, `acked/s` ticks the client acknowledged as processed, \
 `delivered/s` ticks the client processed (measured by the client, latency from each tick's intended send time). \
 `dropped`: shed by the server's slow-client policy; `undelivered`: still queued when the run ended, or lost when \
-the connection closed. `backlog peak`: most ticks generated for it but not yet processed or dropped, at a second's end. Someone else's feed (`[ticks.feed]`, a gRPC stream) reports none of the server's side: `generated/s` is inferred from its sequence numbers, `dropped` is the gaps in them (`ticks.gaps = \"drops\"`), and `written/s` and `backlog peak` are not known. \
+the connection closed. `backlog peak`: most ticks generated for it but not yet processed or dropped, at a second's end. \
+`behind`: at the window's end, how much older the newest tick it had processed was than the newest any client had (ticks.behind_limit names those too far behind). \
+Someone else's feed (`[ticks.feed]`, a gRPC stream, a server at `ticks.address`) reports none of the server's side: `generated/s` is what the client that read most of the window saw of the feed's sequence numbers, `undelivered` what this client never read of it, `dropped` the gaps in its own (`ticks.gaps = \"drops\"`), and `written/s` and `acked/s` are not known. \
 A publish/subscribe run has one row per subscription (its `kind` is the broker): `generated/s` is what the publishers of its topic published, `dropped` the messages the broker lost (missing before a later one from the same publisher), `backlog peak` the most published but not yet received.";
 
 /// The terminal's table (the columns that fit a line): header first.
 pub fn text_rows(runs: &[RunResult]) -> Vec<Vec<String>> {
-    let keep = [0usize, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12];
+    let keep = [0usize, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13];
     let mut rows = vec![keep.iter().map(|&i| HEADER[i].to_string()).collect()];
     for r in runs {
         for c in &r.streams {

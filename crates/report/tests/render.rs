@@ -59,6 +59,7 @@ fn run(point: usize, window: u32, replicate: u32, rate: f64, base_ns: u64) -> Ru
         latency: Percentiles::of(&h),
         service: Percentiles::of(&h),
         send_lag: Percentiles::default(),
+        send_lag_split: SendLagSplit::default(),
         unanswered: Percentiles::default(),
         publish_latency: None,
         classes: vec![ClassResult {
@@ -77,6 +78,7 @@ fn run(point: usize, window: u32, replicate: u32, rate: f64, base_ns: u64) -> Ru
             latency: encode(&h),
             service: encode(&h),
             send_lag: encode(&new_latency_histogram()),
+            send_lag_held: String::new(),
             unanswered: String::new(),
         },
         warnings: vec![],
@@ -260,6 +262,7 @@ fn stream_run() -> RunResult {
             faults: Faults::default(),
             closed: None,
             page_clock: None,
+            behind_ns: None,
             intervals: (0..4)
                 .map(|k| StreamInterval {
                     start_s: k as f64,
@@ -460,4 +463,72 @@ fn most_requests_unanswered_make_every_percentile_a_bound_even_with_short_waits(
     assert!(latency(&r, Some(&bounds), P99).starts_with("≥ "));
     // The bound is the percentile of both together, below the answered figure here.
     assert!(bounds.p50_ns < r.latency.p50_ns);
+}
+
+#[test]
+fn a_late_run_s_send_lag_is_split_by_whose_it_is_in_both_reports() {
+    // Issue 44: the send-lag warning read "the driver could not keep its schedule, or the
+    // system pushed back under `block`" whichever it was; the two need opposite fixes.
+    let mut late = run(0, 5, 1, 5e3, 1_000_000);
+    late.run_id = "late-host".into();
+    late.send_lag = Percentiles {
+        count: 10_000,
+        p99_ns: 4_200_000,
+        ..Default::default()
+    };
+    late.send_lag_split = SendLagSplit {
+        pacer: Percentiles {
+            count: 9_990,
+            p99_ns: 4_100_000,
+            ..Default::default()
+        },
+        held: Percentiles {
+            count: 10,
+            p99_ns: 300_000,
+            ..Default::default()
+        },
+    };
+    late.cpu.threads = vec![ThreadCpu {
+        role: "client-0".into(),
+        pinned_cpu: Some(0),
+        cpu: CpuTimes {
+            user_s: 0.2,
+            cpu_wait_s: Some(0.35),
+            ..Default::default()
+        },
+    }];
+    late.warnings = msgbench_model::verdict::warnings(&late);
+    let lag = late
+        .warnings
+        .iter()
+        .map(|w| w.to_string())
+        .find(|w| w.starts_with("send lag"));
+    assert!(
+        lag.as_deref()
+            .is_some_and(|w| w.contains("msgbench's pacer woke or ran late")),
+        "{lag:?}"
+    );
+    let calm = run(1, 5, 1, 5e3, 1_000_000);
+    let runs = [late, calm];
+    let md = msgbench_report::markdown::render(&runs, &[], &[]);
+    let section = md
+        .split("## Send lag: whose lateness")
+        .nth(1)
+        .expect("report.md has the section");
+    assert!(
+        section.contains(
+            "| late-host | 4.20 ms | 4.10 ms | 10 | 300 µs | 350 ms (17.5 %) | client-0 |"
+        ),
+        "{section}"
+    );
+    assert!(
+        !section.contains("001-"),
+        "a run that was not late is not listed: {section}"
+    );
+    let html = msgbench_report::html::render(&runs, &[], &[], None, "", &[]);
+    assert!(html.contains("Send lag: whose lateness"));
+    assert!(
+        html.contains("<td class=\"l\">4.10 ms</td>") && html.contains("350 ms (17.5 %)"),
+        "{html}"
+    );
 }

@@ -364,9 +364,13 @@ impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
             if measured {
                 self.rec.attempted();
             }
+            let mut held = false;
             let pushed = match self.ring.push(item) {
                 Ok(()) => Some(slot.actual_ns),
-                Err(item) if self.q.when_full == WhenFull::Block => self.push_blocking(item),
+                Err(item) if self.q.when_full == WhenFull::Block => {
+                    held = true;
+                    self.push_blocking(item)
+                }
                 Err(_) => {
                     if measured {
                         self.rec.sent(slot.scheduled_ns, slot.actual_ns);
@@ -380,6 +384,10 @@ impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
                     self.next_seq += 1;
                     if measured {
                         self.rec.sent(slot.scheduled_ns, sent_ns);
+                        if held {
+                            // The queue was full: its lateness is the consumer's, not the pacer's.
+                            self.rec.held_by_window();
+                        }
                     }
                     if wake_consumer {
                         self.consumer_sleeper.wake();
@@ -423,9 +431,11 @@ impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
                 self.rec.attempted();
             }
             let item = Item::new(self.next_seq, measured, now, now);
+            let mut held = false;
             let sent_ns = match self.ring.push(item) {
                 Ok(()) => now,
                 Err(item) if self.q.when_full == WhenFull::Block => {
+                    held = true;
                     match self.push_blocking(item) {
                         Some(sent_ns) => sent_ns,
                         None => {
@@ -449,6 +459,9 @@ impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
             self.next_seq += 1;
             if measured {
                 self.rec.sent(now, sent_ns);
+                if held {
+                    self.rec.held_by_window();
+                }
             }
             if wake_consumer {
                 self.consumer_sleeper.wake();

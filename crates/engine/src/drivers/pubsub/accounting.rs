@@ -118,6 +118,7 @@ pub fn stream_of(
             .as_ref()
             .map(|(why, at)| closed_when(why, *at, window)),
         page_clock: None,
+        behind_ns: None,
         intervals,
     }
 }

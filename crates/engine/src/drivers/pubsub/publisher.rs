@@ -70,6 +70,9 @@ pub struct Publisher {
     sealed: usize,
     /// Kafka: bytes of one record at most (framing and value).
     record_bytes: usize,
+    /// Clock ns at which it last had no room: a message due by then waited for the broker
+    /// (its socket, its acknowledgements), not for the pacer.
+    held_until_ns: u64,
     /// What it measured.
     pub stats: PublisherStats,
 }
@@ -122,6 +125,7 @@ impl Publisher {
             .expect("constant bounds are valid"),
             out: Vec::with_capacity(capacity),
             written: 0,
+            held_until_ns: 0,
             input: leftover,
             kafka,
             requests: std::collections::VecDeque::new(),
@@ -555,8 +559,14 @@ impl PublisherThread<'_> {
                 let slot = p.pacer.next(clock);
                 self.rec.attempted();
                 self.rec.sent(slot.scheduled_ns, slot.actual_ns);
+                if slot.scheduled_ns <= p.held_until_ns {
+                    self.rec.held_by_window();
+                }
                 p.encode(slot.intended_ns, size, &self.timeline);
                 n += 1;
+            }
+            if !p.room(bound) {
+                p.held_until_ns = now;
             }
             more_now |= p.room(bound) && (n == BATCH || immediate);
             if let Err(why) = p.flush() {

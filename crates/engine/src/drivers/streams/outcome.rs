@@ -2,7 +2,7 @@
 //! its connections ([`super::stream_stats`]), the run's sums and intervals from them, the
 //! notes, and the clients each thread holds ([`plans`]).
 use super::browser;
-use super::stream_stats::{self as stats, Join, ServerSide, StreamStats};
+use super::stream_stats::{self as stats, FeedSide, Join, ServerSide, StreamStats};
 use super::tick_client::{ConnPlan, ThreadOut, ThreadPlan};
 use crate::net::tick::Schedule;
 use crate::server::ticks::{ConnReport, ServerReport};
@@ -181,6 +181,7 @@ pub fn join_streams(
     schedule: Schedule,
     deadline_ns: u64,
 ) -> Vec<StreamClient> {
+    let feed = FeedSide::of(clients);
     clients
         .iter()
         .map(|c| {
@@ -201,10 +202,12 @@ pub fn join_streams(
             let side = server.map(|_| ServerSide::of(&reports));
             let join = Join {
                 server: side.as_ref(),
+                feed: server.is_none().then_some(&feed),
                 gaps: ticks.gaps,
                 schedule,
             };
             let mut result = c.to_result(&ticks.groups[c.group].name, &join);
+            result.behind_ns = feed.behind_ns(c);
             // A browser's connection is the server's to watch: its page clock, and why it
             // ended early if it did.
             if c.kind == "browser" {
@@ -220,6 +223,27 @@ pub fn join_streams(
                 }
             }
             result
+        })
+        .collect()
+}
+
+/// A client further behind the feed than `limit_ns` by the window's end, whatever the run's
+/// length (a short run is not judged for a growing backlog, and a drain can let a client catch
+/// up): the stamps it was behind by, and what of the window it never read.
+pub fn behind_notes(streams: &[StreamClient], limit_ns: u64) -> Vec<String> {
+    (streams.iter())
+        .filter(|s| s.closed.is_none() && s.behind_ns.is_some_and(|b| b > limit_ns))
+        .map(|s| {
+            let behind = s.behind_ns.unwrap_or_default() as f64 / 1e9;
+            let unread = match s.counters.in_flight_end {
+                0 => "it read all of the window by the end of the drain".to_string(),
+                n => format!("{n} messages of the window were never read (undelivered)"),
+            };
+            format!(
+                "client {} was {behind:.2} s behind the feed at the window's end (the freshest client had read messages stamped that much later; ticks.behind_limit is {}): {unread} — the client is too slow for the feed, its latencies are its own backlog",
+                s.name,
+                msgbench_model::duration::format(std::time::Duration::from_nanos(limit_ns))
+            )
         })
         .collect()
 }

@@ -153,11 +153,13 @@ impl StreamRun<'_> {
             Some(format!("client {} ended early: {why}", s.name))
         }));
         notes.extend(outcome::first_protocol_error(&clients));
+        notes.extend(outcome::behind_notes(&streams, self.ticks.behind_limit_ns));
         let mut faults = msgbench_model::result::Faults::default();
         let (counters, sequence) = stats::run_sums(&streams, &mut faults);
         recording.counters = counters;
         recording.sequence = sequence;
-        let generated_known = streams.iter().any(|s| s.server.is_some());
+        // Known from the built-in server, or from a feed's sequence numbers (see FeedSide).
+        let generated_known = !streams.is_empty();
         stats::patch_run_intervals(&mut recording.intervals, &streams, generated_known);
         let stopped_by = (self.shared.stopped_by.get().cloned())
             .or_else(|| outcome::every_client_gone(&clients, &streams, m.schedule));

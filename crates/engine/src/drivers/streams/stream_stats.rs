@@ -27,6 +27,8 @@ pub struct ClientSecond {
     pub p99_ns: u64,
     /// Their largest latency.
     pub max_ns: u64,
+    /// Gaps their sequence numbers opened (ticks of the window never received).
+    pub gaps: u64,
 }
 
 fn client_histogram() -> Histogram<u64> {
@@ -72,6 +74,17 @@ pub struct StreamStats {
     pub page_clock: Option<PageClock>,
     /// When the last message was processed (clock ns; 0: none yet).
     last_ns: u64,
+    /// The current connection's first and last sequence numbers stamped in the window.
+    window_seq: Option<(u64, u64)>,
+    /// Sequence numbers earlier connections spanned in the window.
+    span_earlier: u64,
+    /// Per second of the window by stamp, the highest sequence number stamped in it that the
+    /// current connection read (0: none).
+    top_by_second: Vec<u64>,
+    /// The newest stamp among the ticks processed by the window's end (clock ns; 0: none).
+    pub newest_by_end_ns: u64,
+    /// Gaps opened in the current second.
+    interval_gaps: u64,
 }
 
 /// A jump ahead in a stream's sequence numbers past this many messages, plus
@@ -106,7 +119,19 @@ impl StreamStats {
             first_protocol_error: None,
             page_clock: None,
             last_ns: 0,
+            window_seq: None,
+            span_earlier: 0,
+            top_by_second: Vec::new(),
+            newest_by_end_ns: 0,
+            interval_gaps: 0,
         }
+    }
+
+    /// Sequence numbers its connections spanned among the ticks stamped in the window, from
+    /// the first read to the last (what was read, plus the gaps between).
+    pub fn window_span(&self) -> u64 {
+        let now = self.window_seq.map_or(0, |(first, last)| last - first + 1);
+        self.span_earlier + now
     }
 
     /// Sequence errors over all its connections.
@@ -127,6 +152,9 @@ impl StreamStats {
             self.earlier.duplicates += e.duplicates;
             self.earlier.reordered += e.reordered;
         }
+        self.span_earlier = self.window_span();
+        self.window_seq = None;
+        self.top_by_second.clear();
         self.reconnects += 1;
     }
 
@@ -157,11 +185,14 @@ impl StreamStats {
         let Some(window) = window.filter(|w| w.measures(tick.intended_ns)) else {
             return;
         };
-        self.gaps_measured += gaps_after.saturating_sub(gaps_before);
+        self.in_window(tick, completed_ns, window);
+        let gaps = gaps_after.saturating_sub(gaps_before);
+        self.gaps_measured += gaps;
         let second = window.second(completed_ns);
         if second != self.second {
             self.roll(second);
         }
+        self.interval_gaps += gaps;
         self.delivered += 1;
         let latency = completed_ns.saturating_sub(tick.intended_ns);
         self.interval.saturating_record(latency);
@@ -171,6 +202,24 @@ impl StreamStats {
             tick.sent_ns
         };
         rec.delivered(self.group, tick.intended_ns, sent, completed_ns);
+    }
+
+    /// Where a tick stamped in the window puts the connection in the feed: the span of
+    /// sequence numbers it has read, the top one per second of stamps, and, by the window's
+    /// end, the newest stamp (how far behind the feed a client is, without the feed's help).
+    #[inline]
+    fn in_window(&mut self, tick: &Tick, completed_ns: u64, window: &Schedule) {
+        let (first, last) = self.window_seq.get_or_insert((tick.seq, tick.seq));
+        *first = (*first).min(tick.seq);
+        *last = (*last).max(tick.seq);
+        let k = window.second(tick.intended_ns);
+        if k >= self.top_by_second.len() {
+            self.top_by_second.resize(k + 1, 0);
+        }
+        self.top_by_second[k] = self.top_by_second[k].max(tick.seq);
+        if completed_ns <= window.end_ns {
+            self.newest_by_end_ns = self.newest_by_end_ns.max(tick.intended_ns);
+        }
     }
 
     /// Counts one message whose sequence number the caller checked (`gaps_added`: gaps it
@@ -234,16 +283,18 @@ impl StreamStats {
                 p50_ns: h.value_at_quantile(0.5),
                 p99_ns: h.value_at_quantile(0.99),
                 max_ns: h.max(),
+                gaps: self.interval_gaps,
             });
         }
         self.total.add(&self.interval).expect("same bounds");
         self.interval.reset();
+        self.interval_gaps = 0;
         self.second = second;
     }
 
     /// Closes the last second.
     pub fn finish(&mut self) {
-        if !self.interval.is_empty() {
+        if !self.interval.is_empty() || self.interval_gaps > 0 {
             let next = self.second + 1;
             self.roll(next);
         }
@@ -254,6 +305,8 @@ impl StreamStats {
 pub struct Join<'a> {
     /// What the built-in server counted for this client (all its connections), if it is ours.
     pub server: Option<&'a ServerSide>,
+    /// Someone else's feed, as all the run's clients saw it (`None` with `server`).
+    pub feed: Option<&'a FeedSide>,
     /// What gaps mean.
     pub gaps: GapPolicy,
     /// The window, to turn clock times into seconds.
@@ -297,6 +350,69 @@ impl ServerSide {
     }
 }
 
+/// Someone else's feed as the run's clients saw it together: the server tells nothing, but
+/// every client reads the same feed, so the one that read the most of the window shows what
+/// the feed sent in it (a slow client's own sequence numbers stop where it stopped reading).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FeedSide {
+    /// Ticks the feed stamped in the window: the longest span of sequence numbers any client
+    /// read there (a feed numbering each connection on its own counts as one feed, the same
+    /// span per connection).
+    pub generated: u64,
+    /// Of them, per second of the window by stamp.
+    pub per_second: Vec<u64>,
+    /// The newest stamp any client had read by the window's end (clock ns).
+    pub newest_by_end_ns: u64,
+}
+
+impl FeedSide {
+    /// The feed as `clients` (every client of the run) saw it.
+    pub fn of(clients: &[StreamStats]) -> FeedSide {
+        let newest_by_end_ns = clients
+            .iter()
+            .map(|c| c.newest_by_end_ns)
+            .max()
+            .unwrap_or(0);
+        // The client that read most; one without reconnections, whose seconds are whole.
+        let Some(reference) = clients
+            .iter()
+            .max_by_key(|c| (c.window_span(), c.reconnects == 0))
+        else {
+            return FeedSide::default();
+        };
+        let generated = reference.window_span();
+        let mut per_second = Vec::with_capacity(reference.top_by_second.len());
+        let mut before = reference
+            .window_seq
+            .map_or(0, |(first, _)| first.saturating_sub(1));
+        for &top in &reference.top_by_second {
+            let made = top.saturating_sub(before);
+            before = before.max(top);
+            per_second.push(made);
+        }
+        // A reference that reconnected has seconds of its last connection only: the rest of
+        // its span goes into the first second, so the seconds add up to the span.
+        let counted: u64 = per_second.iter().sum();
+        if let Some(first) = per_second.first_mut() {
+            *first += generated.saturating_sub(counted);
+        }
+        FeedSide {
+            generated,
+            per_second,
+            newest_by_end_ns,
+        }
+    }
+
+    /// How far behind the feed `client` was by the window's end: the stamps between the newest
+    /// it had read and the newest any client had (`None`: it read nothing by then).
+    pub fn behind_ns(&self, client: &StreamStats) -> Option<u64> {
+        (client.newest_by_end_ns > 0).then(|| {
+            self.newest_by_end_ns
+                .saturating_sub(client.newest_by_end_ns)
+        })
+    }
+}
+
 impl StreamStats {
     /// This client's accounting: sequence errors not explained by the server's drops, and
     /// `attempted = sent = delivered + dropped + failed + in_flight_end` over the measured window.
@@ -325,7 +441,8 @@ impl StreamStats {
                 }
             }
             None => {
-                // Someone else's server: what was generated shows only in the sequence numbers.
+                // Someone else's server: what was generated shows in the sequence numbers of
+                // the client that read most; what this client did not read of it is undelivered.
                 match join.gaps {
                     GapPolicy::Drops => {
                         unexplained.gaps = 0;
@@ -333,8 +450,15 @@ impl StreamStats {
                     }
                     GapPolicy::Error => c.failed = self.gaps_measured,
                 }
-                c.sent = c.delivered + c.dropped + c.failed;
+                let read = c.delivered + c.dropped + c.failed;
+                c.sent = join.feed.map_or(read, |f| f.generated.max(read));
                 c.attempted = c.sent;
+                let rest = c.sent - read;
+                if self.closed.is_some() {
+                    c.failed += rest;
+                } else {
+                    c.in_flight_end = rest;
+                }
             }
         }
         (c, unexplained)
@@ -359,21 +483,31 @@ impl StreamStats {
                 .as_ref()
                 .map(|(why, at)| closed_when(why, *at, &join.schedule)),
             page_clock: self.page_clock,
+            behind_ns: None,
             intervals: self.intervals(join),
         }
     }
 
     fn intervals(&self, join: &Join) -> Vec<StreamInterval> {
         let server = join.server.map(|s| s.per_second.as_slice()).unwrap_or(&[]);
-        let seconds = self.per_second.len().max(server.len());
+        let feed = join.feed.map(|f| f.per_second.as_slice()).unwrap_or(&[]);
+        let seconds = self.per_second.len().max(server.len()).max(feed.len());
         let mut backlog = 0i64;
         (0..seconds)
             .map(|k| {
                 let client = self.per_second.get(k).copied().unwrap_or_default();
-                let [generated, dropped, written] = server.get(k).copied().unwrap_or_default();
-                if join.server.is_some() {
+                let [generated, dropped, written] = match join.feed {
+                    // A feed's gaps are this client's own: dropped, or failed under `error`.
+                    Some(_) => [feed.get(k).copied().unwrap_or(0), client.gaps, 0],
+                    None => server.get(k).copied().unwrap_or_default(),
+                };
+                if join.server.is_some() || join.feed.is_some() {
                     backlog += generated as i64 - client.delivered as i64 - dropped as i64;
                 }
+                let dropped = match (join.feed, join.gaps) {
+                    (Some(_), GapPolicy::Error) => 0,
+                    _ => dropped,
+                };
                 StreamInterval {
                     start_s: k as f64,
                     length_s: 1.0,
@@ -529,6 +663,58 @@ mod tests {
     }
 
     #[test]
+    fn a_feed_is_what_the_client_that_read_most_saw_and_a_slow_one_is_behind_it() {
+        let mut collector = Collector::new(2, SECOND, 0);
+        let mut rec = collector.recorder(false);
+        let w = schedule();
+        // A feed numbering each connection on its own (fast from 1000, slow from 1003): 10
+        // ticks stamped per second of the window, 20 in all; the slow client read 12 of them,
+        // one of its sequence numbers missing (a gap), and was still at ticks stamped 0.7 s
+        // before the window's end when it ended.
+        let (mut fast, mut slow) = (
+            StreamStats::new("fast-0".into(), 0, "native"),
+            StreamStats::new("slow-0".into(), 1, "native"),
+        );
+        for i in 0..20u64 {
+            let at = SECOND + i * SECOND / 10;
+            fast.on_tick(&tick(1000 + i, at), at + 1_000, Some(&w), &mut rec);
+            if i < 13 && i != 4 {
+                let late = at + SECOND / 2;
+                slow.on_tick(&tick(1003 + i, at), late, Some(&w), &mut rec);
+            }
+        }
+        fast.finish();
+        slow.finish();
+        let clients = [fast, slow];
+        let feed = FeedSide::of(&clients);
+        assert_eq!(
+            (feed.generated, feed.per_second.clone()),
+            (20, vec![10, 10])
+        );
+        let join = Join {
+            server: None,
+            feed: Some(&feed),
+            gaps: GapPolicy::Drops,
+            schedule: w,
+        };
+        let (c, _) = clients[1].accounting(&join);
+        c.check().unwrap();
+        assert_eq!(
+            (c.sent, c.delivered, c.dropped, c.in_flight_end),
+            (20, 12, 1, 7)
+        );
+        let slow = clients[1].to_result("slow", &join);
+        assert_eq!(slow.intervals.last().unwrap().backlog, 7);
+        assert_eq!(feed.behind_ns(&clients[0]), Some(0));
+        // The fast client's newest by the end: stamped 2.9 s; the slow one's: 2.2 s (read at
+        // 2.7 s, before the end at 3 s).
+        assert_eq!(feed.behind_ns(&clients[1]), Some(7 * SECOND / 10));
+        let handle = collector.start(None);
+        rec.finish(4 * SECOND);
+        handle.join().unwrap();
+    }
+
+    #[test]
     fn accounting_joins_the_server_counts() {
         let mut s = StreamStats::new("slow-0".into(), 0, "native");
         s.delivered = 70;
@@ -546,6 +732,7 @@ mod tests {
         };
         let join = Join {
             server: Some(&server),
+            feed: None,
             gaps: GapPolicy::Error,
             schedule: schedule(),
         };
@@ -585,6 +772,7 @@ mod tests {
         };
         let join = |gaps| Join {
             server: Some(&server),
+            feed: None,
             gaps,
             schedule: schedule(),
         };
@@ -592,6 +780,7 @@ mod tests {
         assert_eq!(s.accounting(&join(GapPolicy::Drops)).1.gaps, 0);
         let external = Join {
             server: None,
+            feed: None,
             gaps: GapPolicy::Drops,
             schedule: schedule(),
         };
