@@ -466,20 +466,7 @@ pub fn merge_runs(parts: &[&RunResult], seconds: &Seconds) -> Result<RunResult, 
         )
     })?;
     m.connections.sort_by_key(|c| c.index);
-    let sum = |pick: fn(&RunResult) -> &String| add_all(parts.iter().map(|r| pick(r)));
-    let latency = sum(|r| &r.histograms.latency)?;
-    let service = sum(|r| &r.histograms.service)?;
-    let send_lag = sum(|r| &r.histograms.send_lag)?;
-    let send_lag_held = sum(|r| &r.histograms.send_lag_held)?;
-    let unanswered = sum(|r| &r.histograms.unanswered)?;
-    m.send_lag_split = msgbench_model::result::SendLagSplit::of(&send_lag, &send_lag_held);
-    m.histograms.send_lag_held = encode(&send_lag_held);
-    (m.latency, m.service) = (Percentiles::of(&latency), Percentiles::of(&service));
-    (m.send_lag, m.unanswered) = (Percentiles::of(&send_lag), Percentiles::of(&unanswered));
-    m.histograms.latency = encode(&latency);
-    m.histograms.service = encode(&service);
-    m.histograms.send_lag = encode(&send_lag);
-    m.histograms.unanswered = encode(&unanswered);
+    merge_histograms(&mut m, parts)?;
     m.classes = merged_classes(parts)?;
     merge_cpu(&mut m, parts);
     m.intervals = merged_intervals(parts, seconds);
@@ -525,6 +512,31 @@ fn shard_row(r: &RunResult) -> ShardRow {
         started_unix_ms: r.started_unix_ms,
         warnings: r.warnings.iter().map(|w| w.to_string()).collect(),
     }
+}
+
+/// The whole run's histograms (latency, service, send lag and its held part, unanswered), each
+/// the sum of the shards', with their percentiles.
+fn merge_histograms(m: &mut RunResult, parts: &[&RunResult]) -> Result<(), String> {
+    let sum = |pick: fn(&RunResult) -> &String| add_all(parts.iter().map(|r| pick(r)));
+    let latency = sum(|r| &r.histograms.latency)?;
+    let service = sum(|r| &r.histograms.service)?;
+    let send_lag = sum(|r| &r.histograms.send_lag)?;
+    let send_lag_held = sum(|r| &r.histograms.send_lag_held)?;
+    let unanswered = sum(|r| &r.histograms.unanswered)?;
+    // Shards written before the split have none: the whole stays unsplit ("either"), not all
+    // the pacer's.
+    m.send_lag_split = match parts.iter().any(|r| r.send_lag_split != Default::default()) {
+        true => msgbench_model::result::SendLagSplit::of(&send_lag, &send_lag_held),
+        false => Default::default(),
+    };
+    m.histograms.send_lag_held = encode(&send_lag_held);
+    (m.latency, m.service) = (Percentiles::of(&latency), Percentiles::of(&service));
+    (m.send_lag, m.unanswered) = (Percentiles::of(&send_lag), Percentiles::of(&unanswered));
+    m.histograms.latency = encode(&latency);
+    m.histograms.service = encode(&service);
+    m.histograms.send_lag = encode(&send_lag);
+    m.histograms.unanswered = encode(&unanswered);
+    Ok(())
 }
 
 /// The sum of encoded histograms.
@@ -777,6 +789,7 @@ fn merged_intervals(parts: &[&RunResult], seconds: &Seconds) -> Vec<IntervalSamp
             m.sent = m.sent.saturating_add(i.sent);
             m.delivered = m.delivered.saturating_add(i.delivered);
             m.dropped = m.dropped.saturating_add(i.dropped);
+            m.skipped = m.skipped.saturating_add(i.skipped);
         }
     }
     // Each shard's backlog at a second's end is that of its last interval starting in or

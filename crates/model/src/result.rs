@@ -461,8 +461,9 @@ pub struct Counters {
     /// skipped (and in files written before it was counted).
     #[serde(default, skip_serializing_if = "SkippedBy::is_zero")]
     pub skipped_by: SkippedBy,
-    /// Sent messages that first waited for room in a full window (`when_full = "block"`):
-    /// their send lag is the system pushing back. The rest of the send lag is the driver's
+    /// Sent messages that first waited for room: a full window (`when_full = "block"`), the
+    /// queue lab's full ring, a publisher's full socket or unacknowledged publishes. Their send
+    /// lag is the system pushing back (`RunResult::send_lag_split`); the rest is the pacer's
     /// own lateness (its thread woke or ran late: the host). Absent when none waited.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub held_by_window: u64,
@@ -803,8 +804,12 @@ pub struct IntervalSample {
     pub sent: u64,
     /// Messages delivered in it.
     pub delivered: u64,
-    /// Messages dropped or skipped in it.
+    /// Messages the system dropped in it.
     pub dropped: u64,
+    /// Messages the driver never sent in it (`counters.skipped`: a full window under `skip`,
+    /// no connection, the run's end). Absent in older files, whose `dropped` counted them too.
+    #[serde(default)]
+    pub skipped: u64,
     /// Median latency of messages completed in it.
     pub latency_p50_ns: u64,
     /// p99 latency of messages completed in it.

@@ -103,7 +103,9 @@ pub fn lag_cause(r: &RunResult, limit: u64) -> LagCause {
         return LagCause::Either;
     }
     let pacer = split.pacer.p99_ns > limit;
-    let held = split.held.count * 100 >= r.counters.sent.max(1) && split.held.p99_ns > limit;
+    // Of the sends the split counts (a publish is one send, whatever its subscriptions).
+    let sends = split.pacer.count + split.held.count;
+    let held = split.held.count * 100 >= sends && split.held.p99_ns > limit;
     match (pacer, held) {
         (true, false) => LagCause::Pacer,
         (false, true) => LagCause::Held,

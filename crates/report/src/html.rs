@@ -42,7 +42,7 @@ pub fn render(
          th,td{{border:1px solid #ccc;padding:3px 7px;text-align:right;white-space:nowrap}}\
          dl.env{{display:grid;grid-template-columns:max-content auto;gap:2px 12px;font-size:13px;color:#444}}\
          dl.env dt{{font-weight:bold}}dl.env dd{{margin:0;font-family:monospace}}th{{background:#f3f3f3}}\
-         td.l,th.l{{text-align:left}}tr.invalid td{{background:#fff1f0}}\
+         td.l,th.l{{text-align:left}}td.wrap{{white-space:normal;text-align:left;max-width:60em}}tr.invalid td{{background:#fff1f0}}\
          figure{{margin:18px 0 28px}}figcaption{{color:#444;font-size:13px;max-width:820px}}\
          svg{{max-width:100%;height:auto}}.bad{{color:#b00}}.ok{{color:#070}}\
          </style></head><body>\n<h1>Experiment <code>{n}</code></h1>\n\

@@ -29,9 +29,15 @@ fn row(r: &RunResult, c: &StreamClient) -> Vec<String> {
             .map(|s| per_sec(f(s)))
             .unwrap_or("–".into())
     };
+    // A subscription's name (`t0-s1`) does not say its class; a tick client's (`slow-0`) does.
+    let who = if c.name.starts_with(&format!("{}-", c.group)) {
+        c.name.clone()
+    } else {
+        format!("{} ({})", c.name, c.group)
+    };
     vec![
         r.run_id.clone(),
-        c.name.clone(),
+        who,
         c.kind.clone(),
         per_sec(c.counters.attempted),
         server(|s| s.written),

@@ -110,7 +110,8 @@ pub fn html(outcomes: &[Outcome], escape: fn(&str) -> String) -> String {
             (None, false) => "<strong>fail</strong>".to_string(),
         };
         out.push_str(&format!(
-            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{result}</td></tr>\n",
+            // The result may be a long reason: it wraps (cells do not, by default).
+            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td class=\"wrap\">{result}</td></tr>\n",
             escape(&o.run_id),
             escape(&o.threshold),
             escape(&o.measured)

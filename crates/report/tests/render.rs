@@ -22,6 +22,7 @@ fn run(point: usize, window: u32, replicate: u32, rate: f64, base_ns: u64) -> Ru
             sent: delivered / 2,
             delivered: delivered / 2,
             dropped: 0,
+            skipped: 0,
             latency_p50_ns: base_ns,
             latency_p99_ns: base_ns * 3 + s * 1000,
             latency_max_ns: base_ns * 4,

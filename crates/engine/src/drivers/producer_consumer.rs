@@ -251,6 +251,7 @@ fn producer_thread<P: RingProducer<Item>>(
         consumer_sleeper,
         next_seq: 0,
         pacing: scenario.pacing,
+        held_until_ns: 0,
     };
     let cpu = p.run(("producer", q.pin_producer), t0);
     guard.armed = false;
@@ -303,6 +304,9 @@ struct ProducerLoop<'a, P> {
     consumer_sleeper: Arc<Sleeper>,
     next_seq: u64,
     pacing: Pacing,
+    /// When the last push that waited for room got it: a message due by then waited for the
+    /// consumer (a full queue), not for the pacer.
+    held_until_ns: u64,
 }
 
 impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
@@ -364,13 +368,9 @@ impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
             if measured {
                 self.rec.attempted();
             }
-            let mut held = false;
             let pushed = match self.ring.push(item) {
                 Ok(()) => Some(slot.actual_ns),
-                Err(item) if self.q.when_full == WhenFull::Block => {
-                    held = true;
-                    self.push_blocking(item)
-                }
+                Err(item) if self.q.when_full == WhenFull::Block => self.push_blocking(item),
                 Err(_) => {
                     if measured {
                         self.rec.sent(slot.scheduled_ns, slot.actual_ns);
@@ -384,8 +384,7 @@ impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
                     self.next_seq += 1;
                     if measured {
                         self.rec.sent(slot.scheduled_ns, sent_ns);
-                        if held {
-                            // The queue was full: its lateness is the consumer's, not the pacer's.
+                        if slot.scheduled_ns <= self.held_until_ns {
                             self.rec.held_by_window();
                         }
                     }
@@ -431,11 +430,9 @@ impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
                 self.rec.attempted();
             }
             let item = Item::new(self.next_seq, measured, now, now);
-            let mut held = false;
             let sent_ns = match self.ring.push(item) {
                 Ok(()) => now,
                 Err(item) if self.q.when_full == WhenFull::Block => {
-                    held = true;
                     match self.push_blocking(item) {
                         Some(sent_ns) => sent_ns,
                         None => {
@@ -459,7 +456,7 @@ impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
             self.next_seq += 1;
             if measured {
                 self.rec.sent(now, sent_ns);
-                if held {
+                if now <= self.held_until_ns {
                     self.rec.held_by_window();
                 }
             }
@@ -504,7 +501,10 @@ impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
             let sent_ns = self.clock.now_ns();
             item.set_sent(sent_ns);
             match self.ring.push(item) {
-                Ok(()) => return Some(sent_ns),
+                Ok(()) => {
+                    self.held_until_ns = sent_ns;
+                    return Some(sent_ns);
+                }
                 Err(back) => item = back,
             }
         }

@@ -104,7 +104,9 @@ pub fn drive(
         .collect();
     let notes = broker.finish(&run, &ended);
     let streams = account_subscriptions(config, &states, &gathered.stats, &timeline);
-    let (counters, sequence) = run_sums(&streams, &mut gathered.faults);
+    let (mut counters, sequence) = run_sums(&streams, &mut gathered.faults);
+    // The publishers' sends that waited for the broker (the subscriptions do not know them).
+    counters.held_by_window = gathered.recording.counters.held_by_window;
     gathered.recording.counters = counters;
     gathered.recording.sequence = sequence;
     patch_run_intervals(&mut gathered.recording.intervals, &streams, true);

@@ -565,12 +565,14 @@ impl PublisherThread<'_> {
                 p.encode(slot.intended_ns, size, &self.timeline);
                 n += 1;
             }
-            if !p.room(bound) {
-                p.held_until_ns = now;
-            }
             more_now |= p.room(bound) && (n == BATCH || immediate);
             if let Err(why) = p.flush() {
                 self.fail(i, why);
+            }
+            // Still no room once the socket took what it would: the broker holds what is due.
+            let p = &mut self.publishers[i];
+            if !p.room(bound) {
+                p.held_until_ns = now;
             }
         }
         more_now

@@ -207,7 +207,7 @@ pub fn join_streams(
                 schedule,
             };
             let mut result = c.to_result(&ticks.groups[c.group].name, &join);
-            result.behind_ns = feed.behind_ns(c);
+            result.behind_ns = feed.behind_ns(c, &schedule);
             // A browser's connection is the server's to watch: its page clock, and why it
             // ended early if it did.
             if c.kind == "browser" {

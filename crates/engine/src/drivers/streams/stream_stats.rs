@@ -130,8 +130,8 @@ impl StreamStats {
     /// Sequence numbers its connections spanned among the ticks stamped in the window, from
     /// the first read to the last (what was read, plus the gaps between).
     pub fn window_span(&self) -> u64 {
-        let now = self.window_seq.map_or(0, |(first, last)| last - first + 1);
-        self.span_earlier + now
+        let now = (self.window_seq).map_or(0, |(first, last)| (last - first).saturating_add(1));
+        self.span_earlier.saturating_add(now)
     }
 
     /// Sequence errors over all its connections.
@@ -178,21 +178,29 @@ impl StreamStats {
             return;
         }
         self.last_ns = completed_ns;
-        let gaps_before = checker.errors.gaps;
+        let (gaps_before, seen_before) = (checker.errors.gaps, checker.errors.duplicates);
         checker.check(tick.seq);
         let gaps_after = checker.errors.gaps;
+        // A number seen before (a duplicate, or a feed whose numbers went backwards) moves
+        // nothing of where the connection is in the feed.
+        let in_order = checker.errors.duplicates == seen_before;
         self.processed += 1;
         let Some(window) = window.filter(|w| w.measures(tick.intended_ns)) else {
             return;
         };
-        self.in_window(tick, completed_ns, window);
-        let gaps = gaps_after.saturating_sub(gaps_before);
-        self.gaps_measured += gaps;
+        self.in_window(tick, completed_ns, window, in_order);
         let second = window.second(completed_ns);
         if second != self.second {
             self.roll(second);
         }
-        self.interval_gaps += gaps;
+        // A late number fills a gap it had opened (the checker counts it reordered instead).
+        if gaps_after >= gaps_before {
+            self.gaps_measured += gaps_after - gaps_before;
+            self.interval_gaps += gaps_after - gaps_before;
+        } else {
+            self.gaps_measured = self.gaps_measured.saturating_sub(gaps_before - gaps_after);
+            self.interval_gaps = self.interval_gaps.saturating_sub(gaps_before - gaps_after);
+        }
         self.delivered += 1;
         let latency = completed_ns.saturating_sub(tick.intended_ns);
         self.interval.saturating_record(latency);
@@ -208,18 +216,20 @@ impl StreamStats {
     /// sequence numbers it has read, the top one per second of stamps, and, by the window's
     /// end, the newest stamp (how far behind the feed a client is, without the feed's help).
     #[inline]
-    fn in_window(&mut self, tick: &Tick, completed_ns: u64, window: &Schedule) {
-        let (first, last) = self.window_seq.get_or_insert((tick.seq, tick.seq));
-        *first = (*first).min(tick.seq);
+    fn in_window(&mut self, tick: &Tick, completed_ns: u64, window: &Schedule, in_order: bool) {
+        if completed_ns <= window.end_ns {
+            self.newest_by_end_ns = self.newest_by_end_ns.max(tick.intended_ns);
+        }
+        if !in_order {
+            return;
+        }
+        let (_, last) = self.window_seq.get_or_insert((tick.seq, tick.seq));
         *last = (*last).max(tick.seq);
         let k = window.second(tick.intended_ns);
         if k >= self.top_by_second.len() {
             self.top_by_second.resize(k + 1, 0);
         }
         self.top_by_second[k] = self.top_by_second[k].max(tick.seq);
-        if completed_ns <= window.end_ns {
-            self.newest_by_end_ns = self.newest_by_end_ns.max(tick.intended_ns);
-        }
     }
 
     /// Counts one message whose sequence number the caller checked (`gaps_added`: gaps it
@@ -404,12 +414,14 @@ impl FeedSide {
     }
 
     /// How far behind the feed `client` was by the window's end: the stamps between the newest
-    /// it had read and the newest any client had (`None`: it read nothing by then).
-    pub fn behind_ns(&self, client: &StreamStats) -> Option<u64> {
-        (client.newest_by_end_ns > 0).then(|| {
-            self.newest_by_end_ns
-                .saturating_sub(client.newest_by_end_ns)
-        })
+    /// it had read and the newest any client had. One that had read nothing of the window by
+    /// then was at least the whole of it behind (`None`: no client read anything).
+    pub fn behind_ns(&self, client: &StreamStats, window: &Schedule) -> Option<u64> {
+        let newest = match client.newest_by_end_ns {
+            0 => window.measure_start_ns,
+            n => n,
+        };
+        (self.newest_by_end_ns > 0).then(|| self.newest_by_end_ns.saturating_sub(newest))
     }
 }
 
@@ -450,11 +462,15 @@ impl StreamStats {
                     }
                     GapPolicy::Error => c.failed = self.gaps_measured,
                 }
-                let read = c.delivered + c.dropped + c.failed;
-                c.sent = join.feed.map_or(read, |f| f.generated.max(read));
+                // What it never reached of the feed's span; what it read (duplicates too: the
+                // feed sent them) counts as sent.
+                let rest = join
+                    .feed
+                    .map_or(0, |f| f.generated.saturating_sub(self.window_span()));
+                c.sent = c.delivered + c.dropped + c.failed + rest;
                 c.attempted = c.sent;
-                let rest = c.sent - read;
-                if self.closed.is_some() {
+                // Lost with a connection that ended, or still unread when the drain ended.
+                if self.closed.is_some() || self.reconnects > 0 {
                     c.failed += rest;
                 } else {
                     c.in_flight_end = rest;
@@ -497,17 +513,13 @@ impl StreamStats {
             .map(|k| {
                 let client = self.per_second.get(k).copied().unwrap_or_default();
                 let [generated, dropped, written] = match join.feed {
-                    // A feed's gaps are this client's own: dropped, or failed under `error`.
+                    // A feed's gaps are this client's own (under `error` they fail the run).
                     Some(_) => [feed.get(k).copied().unwrap_or(0), client.gaps, 0],
                     None => server.get(k).copied().unwrap_or_default(),
                 };
                 if join.server.is_some() || join.feed.is_some() {
                     backlog += generated as i64 - client.delivered as i64 - dropped as i64;
                 }
-                let dropped = match (join.feed, join.gaps) {
-                    (Some(_), GapPolicy::Error) => 0,
-                    _ => dropped,
-                };
                 StreamInterval {
                     start_s: k as f64,
                     length_s: 1.0,
@@ -705,12 +717,42 @@ mod tests {
         );
         let slow = clients[1].to_result("slow", &join);
         assert_eq!(slow.intervals.last().unwrap().backlog, 7);
-        assert_eq!(feed.behind_ns(&clients[0]), Some(0));
+        assert_eq!(feed.behind_ns(&clients[0], &w), Some(0));
         // The fast client's newest by the end: stamped 2.9 s; the slow one's: 2.2 s (read at
         // 2.7 s, before the end at 3 s).
-        assert_eq!(feed.behind_ns(&clients[1]), Some(7 * SECOND / 10));
+        assert_eq!(feed.behind_ns(&clients[1], &w), Some(7 * SECOND / 10));
         let handle = collector.start(None);
         rec.finish(4 * SECOND);
+        handle.join().unwrap();
+    }
+
+    #[test]
+    fn a_feed_s_reordered_and_backward_numbers_move_neither_its_span_nor_its_gaps() {
+        let mut collector = Collector::new(1, SECOND, 0);
+        let mut rec = collector.recorder(false);
+        let w = schedule();
+        let mut s = StreamStats::new("feed-0".into(), 0, "native");
+        // 1, 3, 2 (fills its gap), 4, then a number from long ago (a feed that went back).
+        for (i, seq) in [1u64, 3, 2, 4, 1].into_iter().enumerate() {
+            let at = SECOND + i as u64 * 1_000;
+            s.on_tick(&tick(seq, at), at + 1_000, Some(&w), &mut rec);
+        }
+        s.finish();
+        assert_eq!((s.window_span(), s.gaps_measured), (4, 0));
+        let clients = [s];
+        let feed = FeedSide::of(&clients);
+        let join = Join {
+            server: None,
+            feed: Some(&feed),
+            gaps: GapPolicy::Drops,
+            schedule: w,
+        };
+        let (c, _) = clients[0].accounting(&join);
+        c.check().unwrap();
+        // Five read (the repeat too: the feed sent it), nothing left unread.
+        assert_eq!((c.sent, c.delivered, c.in_flight_end), (5, 5, 0));
+        let handle = collector.start(None);
+        rec.finish(2 * SECOND);
         handle.join().unwrap();
     }
 
