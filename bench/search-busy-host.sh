@@ -11,7 +11,7 @@
 source "$(dirname "$0")/common.sh"
 build_all
 machine
-rpc_server_in_work 1 900
+rpc_server_in_work 1 900s
 taskset -pc 1 "$SERVER_PID" >/dev/null
 cat > "$WORK/search.toml" <<TOML
 name = "search-busy-host"

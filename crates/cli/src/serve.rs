@@ -547,7 +547,7 @@ fn ticks_options(
         arrivals: parse_choice("arrivals", &args.arrivals, "uniform, poisson")?,
         ..Default::default()
     };
-    let spin_ns = pacing.spin.as_nanos() as u64;
+    let spin_ns = pacing.spin_ns();
     let pacing = pacing.validate(&invalid).map_err(|e| e.to_string())?;
     let spec = TickServerSpec {
         threads: args.server.threads,

@@ -457,7 +457,9 @@ fn assemble(
         streams: m.streams.clone(),
         connections: rec.connections.clone(),
         fairness: Vec::new(),
-        info: m.info.clone(),
+        info: (m.info.iter().cloned())
+            .chain(scenario.spin_note())
+            .collect(),
         shard: None,
         shards: Vec::new(),
     };

@@ -114,7 +114,7 @@ impl ClientSpec {
             on_error: self.on_error,
             pin: self.pin.clone(),
             turn_batch: pacing.batch as usize,
-            spin_ns: pacing.spin.as_nanos() as u64,
+            spin_ns: pacing.spin_ns(),
             shard: crate::shard::Shard::WHOLE,
         })
     }

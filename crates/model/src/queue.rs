@@ -217,7 +217,7 @@ impl QueueSpec {
             pin_consumer: self.pin.consumer,
             work_bytes: self.work_bytes as usize,
             work_ns: self.work.as_nanos() as u64,
-            spin_ns: pacing.spin.as_nanos() as u64,
+            spin_ns: pacing.spin_ns(),
         })
     }
 }

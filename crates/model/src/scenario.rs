@@ -153,6 +153,8 @@ pub struct Scenario {
     pub run: RunSettings,
     /// Validated pacing.
     pub pacing: Pacing,
+    /// How long before each due send the pacer spins (`pacing.spin`, `auto` resolved), ns.
+    pub spin_ns: u64,
     /// Validated system under test.
     pub system: System,
     /// The latency objective (`report.slo`), if any.
@@ -487,6 +489,25 @@ fn describe_http(client: &crate::client::ClientConfig, http: &crate::http::HttpC
 }
 
 impl Scenario {
+    /// What the pacer's spin costs at this schedule, for a run's notes: at most spin × rate of
+    /// a core, all threads together (`None` without a schedule, or without a spin).
+    pub fn spin_note(&self) -> Option<String> {
+        let rate = self.pacing.target_per_sec()?;
+        // Someone else's tick server keeps its own schedule: nothing of msgbench's spins.
+        let foreign =
+            matches!(&self.system, System::Ticks { ticks, .. } if ticks.address.is_some());
+        if self.spin_ns == 0 || foreign {
+            return None;
+        }
+        let share = (self.spin_ns as f64 * rate / 1e9).min(1.0);
+        Some(format!(
+            "the pacer spins the last {} before each due send (pacing.spin): at most {:.0} % of a core at {:.0}/s, which on a small host the system measured may miss; pacing.spin = 0 sleeps instead, each send then as late as the host's wake-up (tens of µs)",
+            crate::duration::format(std::time::Duration::from_nanos(self.spin_ns)),
+            100.0 * share,
+            rate
+        ))
+    }
+
     /// The total rate the schedule aims at. Request/response drivers pace each connection:
     /// `interval` sends `batch` per connection per tick; `rate` is split over the connections.
     /// A tick stream sends every tick to every client: its target is the rate × clients.
@@ -546,6 +567,7 @@ impl ScenarioSpec {
             name: self.name.clone(),
             run,
             pacing,
+            spin_ns: self.pacing.spin_ns(),
             system,
         })
     }

@@ -551,7 +551,7 @@ impl TicksSpec {
             receive_buffer: self.receive_buffer,
             server,
             groups,
-            spin_ns: pacing.spin.as_nanos() as u64,
+            spin_ns: pacing.spin_ns(),
             shard: crate::shard::Shard::WHOLE,
             behind_limit_ns: self.behind_limit.as_nanos() as u64,
         })

@@ -63,10 +63,11 @@ fn cells(r: &RunResult) -> Vec<String> {
     vec![
         r.run_id.clone(),
         ns(r.send_lag.count, r.send_lag.p99_ns),
-        if known {
-            ns(split.pacer.count, split.pacer.p99_ns)
-        } else {
-            "not split".into()
+        match (known, r.send_lag.count) {
+            (true, _) => ns(split.pacer.count, split.pacer.p99_ns),
+            (false, 0) => "–".into(),
+            // A file written before the split.
+            (false, _) => "not split".into(),
         },
         split.held.count.to_string(),
         ns(split.held.count, split.held.p99_ns),
