@@ -33,6 +33,15 @@ pub enum Command {
     /// HTTP/2: --set 'http.client="h2"' measures cleartext unary HTTP/2 and gRPC on the h2
     /// crate's client instead of msgbench's own (docs/http2-grpc.md, "Which HTTP/2 client").
     Run(RunArgs),
+    /// Measure an HTTP server in one line, as wrk2 or oha would: one point, no sweep, the same
+    /// results directory and reports as `run`. With --rate, an open-loop schedule (latency from
+    /// each request's intended send time, as wrk2); without, closed loop: every connection
+    /// keeps --window requests in flight (as wrk; said in the output). --print-scenario prints
+    /// the scenario file the flags stand for, to grow the one-liner into a file for `run`.
+    ///
+    /// Example: msgbench http http://127.0.0.1:8080/api/items --rate 1000 --connections 16 --duration 10s
+    /// Example: msgbench http http://127.0.0.1:8080/orders -m POST -H 'Content-Type: application/json' -d '{"qty":1}' --print-scenario > orders.toml
+    Http(HttpArgs),
     /// Check a scenario file and list the runs it expands to, without running anything.
     ///
     /// Example: msgbench check examples/queue-capacity.toml --set run.replicates=1
@@ -97,6 +106,56 @@ pub enum Command {
     /// Example: msgbench import omb workloads/1-topic-1-partition-1kb.yaml --broker nats --address 127.0.0.1:4222 > omb.toml
     #[command(subcommand)]
     Import(ImportCommand),
+}
+
+/// `msgbench http`.
+#[derive(Debug, Args)]
+pub struct HttpArgs {
+    /// The URL to request: `http://host[:port]/path?query` or `https://…`.
+    #[arg(value_name = "URL")]
+    pub url: String,
+    /// Requests per second on an open-loop schedule (absent: closed loop).
+    #[arg(long, short, value_name = "PER_SEC")]
+    pub rate: Option<f64>,
+    /// Connections.
+    #[arg(long, short, value_name = "N", default_value_t = 10)]
+    pub connections: u32,
+    /// Requests in flight per connection (HTTP/1.1 pipelining above 1).
+    #[arg(long, short, value_name = "N", default_value_t = 1)]
+    pub window: u32,
+    /// The request's method.
+    #[arg(long, short, value_name = "METHOD", default_value = "GET")]
+    pub method: String,
+    /// An extra header, `Name: value` (repeatable).
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+    /// The request's body.
+    #[arg(long, short = 'd', value_name = "TEXT")]
+    pub body: Option<String>,
+    /// Measured time.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub duration: String,
+    /// Discarded warm-up before it.
+    #[arg(long, value_name = "DURATION", default_value = "1s")]
+    pub warmup: String,
+    /// Latency objective for the reports' advice, e.g. "p99 < 10ms".
+    #[arg(long, value_name = "SLO")]
+    pub slo: Option<String>,
+    /// A check the run must pass (repeatable), as `run --threshold`: exit 3 when one fails.
+    #[arg(long = "threshold", value_name = "CHECK")]
+    pub thresholds: Vec<String>,
+    /// Root directory of results (DIR/http/<YYYYmmdd-HHMMSS>/).
+    #[arg(long, short, value_name = "DIR", default_value = "results")]
+    pub out: PathBuf,
+    /// Print nothing but errors.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Print the results as JSON on stdout instead of the summary table.
+    #[arg(long)]
+    pub json: bool,
+    /// Print the scenario file these flags stand for (and run nothing).
+    #[arg(long)]
+    pub print_scenario: bool,
 }
 
 /// `msgbench import`.

@@ -2239,3 +2239,142 @@ fn results_that_measured_nothing_to_trust_exit_5_with_which_run_and_why() {
     assert_eq!(o.status.code(), Some(4), "{e}");
     assert!(e.contains("runs judged are invalid"), "{e}");
 }
+
+/// An HTTP/1.1 server in the test that answers every request `200 ok` on keep-alive
+/// connections (a thread each) and counts the requests per target.
+fn path_counting_server() -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, u64>>>,
+) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let counts = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
+    let counted = counts.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let counts = counted.clone();
+            std::thread::spawn(move || {
+                let mut out = stream.try_clone().unwrap();
+                let mut reader = BufReader::new(stream);
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                    let target = line.split(' ').nth(1).unwrap_or("").to_string();
+                    let mut length = 0usize;
+                    loop {
+                        let mut header = String::new();
+                        if reader.read_line(&mut header).unwrap_or(0) == 0 || header == "\r\n" {
+                            break;
+                        }
+                        let lower = header.to_ascii_lowercase();
+                        if let Some(v) = lower.strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0u8; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    *counts.lock().unwrap().entry(target).or_insert(0) += 1;
+                    let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                    if out.write_all(answer).is_err() {
+                        return;
+                    }
+                    line.clear();
+                }
+            });
+        }
+    });
+    (addr, counts)
+}
+
+#[test]
+fn one_line_http_runs_its_url_at_its_rate_and_prints_the_scenario_it_stands_for() {
+    // Issue 48: `msgbench http URL --rate …` was "unrecognized subcommand".
+    let _turn = turn();
+    let (addr, counts) = path_counting_server();
+    let url = format!("http://{addr}/path?id=7");
+    let out = tempfile::tempdir().unwrap();
+    let flags = [
+        "--rate",
+        "1000",
+        "--connections",
+        "16",
+        "--duration",
+        "3s",
+        "--warmup",
+        "0",
+    ];
+    let mut args = vec!["http", url.as_str()];
+    args.extend(flags);
+    args.extend(["--out", out.path().to_str().unwrap(), "--quiet"]);
+    let o = msgbench(&args);
+    assert!(
+        o.status.success() || o.status.code() == Some(5),
+        "{}",
+        stderr(&o)
+    );
+    let dir = only_result_dir(out.path());
+    for name in ["report.md", "report.html", "metrics.csv", "experiment.toml"] {
+        assert!(dir.join(name).is_file(), "{name} in {}", dir.display());
+    }
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("runs/000.json")).unwrap()).unwrap();
+    let attempted = run["counters"]["attempted"].as_u64().unwrap();
+    assert!(attempted.abs_diff(3000) <= 1, "{attempted} attempted");
+    let seen = counts.lock().unwrap().clone();
+    assert_eq!(seen.keys().collect::<Vec<_>>(), ["/path?id=7"], "{seen:?}");
+    assert_eq!(
+        seen["/path?id=7"],
+        run["counters"]["sent"].as_u64().unwrap()
+    );
+    // The file --print-scenario writes runs the same scenario under `run`.
+    let mut print = vec!["http", url.as_str(), "--print-scenario"];
+    print.extend(flags);
+    let printed = msgbench(&print);
+    assert!(printed.status.success(), "{}", stderr(&printed));
+    let file = out.path().join("http.toml");
+    std::fs::write(&file, &printed.stdout).unwrap();
+    let again = tempfile::tempdir().unwrap();
+    let o = msgbench(&[
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        again.path().to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(
+        o.status.success() || o.status.code() == Some(5),
+        "{}",
+        stderr(&o)
+    );
+    let resolved = |d: &Path| {
+        let text = std::fs::read_to_string(d.join("experiment.toml")).unwrap();
+        // Its first line names the file it came from.
+        text.lines().skip(1).collect::<Vec<_>>().join("\n")
+    };
+    let again_dir = only_result_dir(again.path());
+    assert_eq!(resolved(&dir), resolved(&again_dir));
+    // Without --rate it is closed loop, and says so.
+    let closed = tempfile::tempdir().unwrap();
+    let o = msgbench(&[
+        "http",
+        &url,
+        "--duration",
+        "300ms",
+        "--warmup",
+        "0",
+        "--out",
+        closed.path().to_str().unwrap(),
+    ]);
+    assert!(
+        stderr(&o).contains("no --rate: closed loop, 10 connection(s)"),
+        "{}",
+        stderr(&o)
+    );
+    let text = std::fs::read_to_string(only_result_dir(closed.path()).join("experiment.toml"));
+    assert!(text.unwrap().contains("mode = \"closed-loop\""));
+    let bad = msgbench(&["http", &url, "--rate", "0", "--print-scenario"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("--rate 0: give requests per second above 0"));
+}

@@ -2,6 +2,7 @@
 //! input fails before anything is measured or written. This file only dispatches.
 mod check;
 mod compare;
+mod http_line;
 mod import_omb;
 pub(crate) mod report;
 mod run;
@@ -25,7 +26,10 @@ const OLD_CLIENT_VAR: &str = "MSGBENCH_HTTP2_CLIENT";
 pub fn dispatch(cli: Cli) -> ExitCode {
     // Measuring commands: the HTTP/2 client was once chosen by this variable; a run must not
     // quietly measure with another client than the one its user asked for (nothing runs).
-    if matches!(cli.command, Command::Run(_) | Command::Search(_)) {
+    if matches!(
+        cli.command,
+        Command::Run(_) | Command::Search(_) | Command::Http(_)
+    ) {
         if let Some(v) = std::env::var_os(OLD_CLIENT_VAR) {
             return fail(
                 EXIT_BAD_INPUT,
@@ -37,6 +41,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
     }
     match cli.command {
         Command::Run(args) => run(args),
+        Command::Http(args) => http_line::http(args),
         Command::Check(args) => check(args),
         Command::Report(args) => report::report(&args.dir, args.slo.as_deref()),
         Command::Search(args) => search(args),
