@@ -1290,14 +1290,30 @@ fn search_finds_the_capacity_of_a_server_with_a_fixed_service_time() {
         // says so and stops there, exit 1 — it never bisects down to the host's answer.
         assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
         assert!(text.contains("No answer: this host"), "{text}");
-        let late: Vec<_> = record.steps.iter().filter(|s| s.host_late).collect();
+        // It stopped on two late steps at that rate, one after the other.
+        let steps = &record.steps;
+        assert!(steps.len() >= 2, "{record:?}");
+        let last_two = &steps[steps.len() - 2..];
         assert!(
-            late.len() >= 2 && late.iter().all(|s| s.rate_per_sec >= rate),
+            last_two
+                .iter()
+                .all(|s| s.host_late && s.rate_per_sec == rate),
             "{record:?}"
         );
-        // Below it every step passed, or was late and run again.
-        let below = record.steps.iter().filter(|s| s.rate_per_sec < rate);
-        assert!(below.clone().all(|s| s.passed || s.host_late), "{record:?}");
+        // Below it every step passed, or was late once and passed when run again (a late step
+        // below the stopping rate was seen on CI: a moment of host noise).
+        for (i, s) in steps
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.rate_per_sec < rate)
+        {
+            let retried = || {
+                steps
+                    .get(i + 1)
+                    .is_some_and(|n| n.rate_per_sec == s.rate_per_sec)
+            };
+            assert!(s.passed || (s.host_late && retried()), "{record:?}");
+        }
         eprintln!("the host was too busy to measure: {text}");
         return;
     }
