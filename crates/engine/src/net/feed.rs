@@ -59,13 +59,9 @@ enum Found<'de> {
 impl FeedDecoder {
     /// A decoder for `config`, its clock offset read now.
     pub fn new(config: FeedConfig) -> FeedDecoder {
-        let wall = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as i128)
-            .unwrap_or(0);
         FeedDecoder {
             config,
-            wall_minus_monotonic_ns: wall - crate::clock::now_ns() as i128,
+            wall_minus_monotonic_ns: crate::clock::wall_minus_now_ns(),
         }
     }
 
