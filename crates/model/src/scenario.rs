@@ -144,6 +144,9 @@ impl Default for RunSpec {
     }
 }
 
+/// The share of a core the pacer's spin may take from which a run's notes say so.
+pub const SPIN_NOTE_SHARE: f64 = 0.25;
+
 /// A validated scenario: what the engine runs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scenario {
@@ -489,8 +492,10 @@ fn describe_http(client: &crate::client::ClientConfig, http: &crate::http::HttpC
 }
 
 impl Scenario {
-    /// What the pacer's spin costs at this schedule, for a run's notes: at most spin × rate of
-    /// a core, all threads together (`None` without a schedule, or without a spin).
+    /// What the pacer's spin costs at this schedule, for a run's notes, when it may take a
+    /// quarter of a core or more: at most spin × rate of a core, all threads together (`None`
+    /// below that, without a schedule, or without a spin: a note on every paced run would say
+    /// nothing).
     pub fn spin_note(&self) -> Option<String> {
         let rate = self.pacing.target_per_sec()?;
         // Someone else's tick server keeps its own schedule: nothing of msgbench's spins.
@@ -500,6 +505,9 @@ impl Scenario {
             return None;
         }
         let share = (self.spin_ns as f64 * rate / 1e9).min(1.0);
+        if share < SPIN_NOTE_SHARE {
+            return None;
+        }
         Some(format!(
             "the pacer spins the last {} before each due send (pacing.spin): at most {:.0} % of a core at {:.0}/s, which on a small host the system measured may miss; pacing.spin = 0 sleeps instead, each send then as late as the host's wake-up (tens of µs)",
             crate::duration::format(std::time::Duration::from_nanos(self.spin_ns)),
