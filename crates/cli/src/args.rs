@@ -115,7 +115,7 @@ pub struct HttpArgs {
     #[arg(value_name = "URL")]
     pub url: String,
     /// Requests per second on an open-loop schedule (absent: closed loop).
-    #[arg(long, short, value_name = "PER_SEC")]
+    #[arg(long, short, value_name = "PER_SEC", allow_negative_numbers = true)]
     pub rate: Option<f64>,
     /// Connections.
     #[arg(long, short, value_name = "N", default_value_t = 10)]
@@ -156,6 +156,9 @@ pub struct HttpArgs {
     /// Print the scenario file these flags stand for (and run nothing).
     #[arg(long)]
     pub print_scenario: bool,
+    /// Exit 5 when the run is invalid (as `run --strict`): for CI.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// `msgbench import`.

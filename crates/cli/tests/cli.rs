@@ -2390,7 +2390,30 @@ fn one_line_http_runs_its_url_at_its_rate_and_prints_the_scenario_it_stands_for(
     );
     let text = std::fs::read_to_string(only_result_dir(closed.path()).join("experiment.toml"));
     assert!(text.unwrap().contains("mode = \"closed-loop\""));
-    let bad = msgbench(&["http", &url, "--rate", "0", "--print-scenario"]);
-    assert_eq!(bad.status.code(), Some(2));
-    assert!(stderr(&bad).contains("--rate 0: give requests per second above 0"));
+    for rate in ["0", "-5"] {
+        let bad = msgbench(&["http", &url, "--rate", rate, "--print-scenario"]);
+        assert_eq!(bad.status.code(), Some(2));
+        let said = stderr(&bad);
+        assert!(
+            said.contains(&format!("--rate {rate}: give requests per second above 0")),
+            "{said}"
+        );
+    }
+    // What the scenario refuses is named after the command, not a temporary file, and before
+    // anything runs.
+    let bad = msgbench(&[
+        "http",
+        &url,
+        "-c",
+        "0",
+        "--out",
+        closed.path().to_str().unwrap(),
+    ]);
+    let said = stderr(&bad);
+    assert_eq!(bad.status.code(), Some(2), "{said}");
+    assert!(
+        said.starts_with("msgbench: error: msgbench http: `client.connections` is 0"),
+        "{said}"
+    );
+    assert!(!said.contains("closed loop"), "{said}");
 }

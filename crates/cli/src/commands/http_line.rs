@@ -11,7 +11,8 @@ use std::process::ExitCode;
 use toml::{Table, Value};
 
 pub(super) fn http(args: HttpArgs) -> ExitCode {
-    let text = match scenario(&args) {
+    // Checked before anything is printed or run, in the one-liner's words (not a file's).
+    let text = match scenario(&args).and_then(checked) {
         Ok(t) => t,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
@@ -48,7 +49,19 @@ fn run_argv(args: &HttpArgs, file: &std::path::Path) -> Vec<std::ffi::OsString> 
     if args.json {
         argv.push("--json".into());
     }
+    if args.strict {
+        argv.push("--strict".into());
+    }
     argv
+}
+
+/// `text` once it validates as a scenario, its errors named after the command (the flags made
+/// the file: a temporary path would point at nothing the user wrote).
+fn checked(text: String) -> Result<String, String> {
+    let limits = crate::setup::machine_limits();
+    msgbench_model::Experiment::load(&text, "msgbench http", &[], &limits)
+        .map(|_| text)
+        .map_err(|e| e.to_string())
 }
 
 /// The scenario file the flags stand for.
