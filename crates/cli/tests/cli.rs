@@ -1930,7 +1930,9 @@ fn thresholds_pass_or_fail_a_run_with_their_own_exit_code_and_the_reports_list_t
         tmp.path(),
         "gate.toml",
         // The gate is under test, not the schedule: a late driver on a busy host (a CPU hog
-        // beside the suite) must not make the run invalid and every threshold fail.
+        // beside the suite) must not make the run invalid and every threshold fail. The rate
+        // is delivered over the window, which a host stall at its end stretches: 90 % was
+        // measured once in the suite, so the bound is far below the 2000/s asked.
         r#"system = "rpc"
 [run]
 duration = "1s"
@@ -1942,7 +1944,7 @@ per_sec = 2000
 [rpc.ops.call]
 service = "200us"
 [report]
-thresholds = ["p99 < 1s", "delivered >= 99.9%", "failed == 0", "rate >= 95%"]
+thresholds = ["p99 < 1s", "delivered >= 99.9%", "failed == 0", "rate >= 50%"]
 "#,
     );
     let run = |name: &str, extra: &[&str]| {
