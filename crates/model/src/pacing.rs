@@ -64,22 +64,26 @@ impl Serialize for Spin {
 }
 
 impl<'de> Deserialize<'de> for Spin {
+    /// `"auto"`, or whatever `duration::serde_text` reads (text with a unit, or the integer 0).
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Spin, D::Error> {
         #[derive(Deserialize)]
         #[serde(untagged)]
         enum Raw {
-            Text(String),
-            Int(i64),
+            Auto(AutoWord),
+            #[serde(with = "serde_text")]
+            Fixed(Duration),
         }
-        match Raw::deserialize(d)? {
-            Raw::Text(t) if t == "auto" => Ok(Spin::Auto),
-            Raw::Text(t) => crate::duration::parse(&t)
-                .map(Spin::Fixed)
-                .map_err(|e| serde::de::Error::custom(format!("{e}, or \"auto\""))),
-            Raw::Int(0) => Ok(Spin::Fixed(Duration::ZERO)),
-            Raw::Int(n) => Err(serde::de::Error::custom(format!(
-                "a bare number ({n}) has no unit; write e.g. \"{n}us\", or \"auto\""
-            ))),
+        #[derive(Deserialize)]
+        enum AutoWord {
+            #[serde(rename = "auto")]
+            Auto,
+        }
+        match Raw::deserialize(d) {
+            Ok(Raw::Auto(_)) => Ok(Spin::Auto),
+            Ok(Raw::Fixed(duration)) => Ok(Spin::Fixed(duration)),
+            Err(_) => Err(serde::de::Error::custom(
+                "write a duration with a unit (\"20us\", \"0\") or \"auto\"",
+            )),
         }
     }
 }
