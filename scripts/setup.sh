@@ -6,7 +6,8 @@
 # (nghttp2-server), an HTTP/2 server msgbench did not write for the interop test; prometheus, which a
 # test starts to scrape a run's live metrics; nats-server and mosquitto, brokers of the pubsub tests;
 # Java and Maven, which fetch and run Kafka, their fourth (scripts/setup-kafka.sh);
-# python3-venv for the manifest check's kubernetes-validate; and, from npm, the `ws` package of the Node.js feed (feeds/node).
+# python3-venv for the manifest check's kubernetes-validate; Slurm and munge for the Slurm
+# test; and, from npm, the `ws` package of the Node.js feed (feeds/node).
 # Idempotent: does nothing when present.
 # msgbench never relies on a running Redis: tests and examples start their own on loopback.
 set -euo pipefail
@@ -23,6 +24,12 @@ command -v prometheus >/dev/null || need+=(prometheus)
 # (MQTT) and Redis.
 command -v nats-server >/dev/null || [ -x /usr/sbin/nats-server ] || need+=(nats-server)
 command -v mosquitto >/dev/null || [ -x /usr/sbin/mosquitto ] || need+=(mosquitto)
+# The Slurm test (crates/cli/tests/slurm.rs) starts a one-node cluster of its own
+# (scripts/slurm-cluster.sh): Debian's slurmctld, slurmd, slurm-client (srun, sbatch) and munge.
+command -v srun >/dev/null || need+=(slurm-client)
+command -v munged >/dev/null || [ -x /usr/sbin/munged ] || need+=(munge)
+command -v slurmd >/dev/null || [ -x /usr/sbin/slurmd ] || need+=(slurmd)
+command -v slurmctld >/dev/null || [ -x /usr/sbin/slurmctld ] || need+=(slurmctld)
 # Kafka (the pubsub tests' fourth broker) runs on Java from jars Maven fetches
 # (scripts/setup-kafka.sh, after the packages).
 command -v java >/dev/null || need+=(openjdk-17-jre-headless)

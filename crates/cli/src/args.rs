@@ -97,6 +97,16 @@ pub enum Command {
     /// Example: msgbench kube examples/sharded-rpc.toml --shards 4 --image registry.example/msgbench:0.1 --set 'rpc.address="rpc.bench.svc:7000"' > job.yaml
     /// Example: msgbench kube collect msgbench-sharded-rpc-261125210300 --out shards/
     Kube(KubeArgs),
+    /// Print an sbatch script that runs a scenario as N shards on a Slurm cluster at one agreed
+    /// start, each task's results in a folder of its own, and merges them when every task has
+    /// ended. By default one job of N tasks: `srun` starts them (`--shard slurm`), the start is
+    /// computed once when the job starts, and the merge is the job's last step. With --array, a
+    /// job array of N one-task jobs, the start computed once here, and the merge a job that
+    /// waits for every task (`--dependency=afterany`). Walk-through: docs/distributed.md.
+    ///
+    /// Example: msgbench slurm examples/sharded-rpc.toml --shards 4 --set 'rpc.address="bench1:7000"' | sbatch
+    /// Example: msgbench slurm examples/sharded-rpc.toml --shards 8 --array --start-at +5m --partition bench > job.sh && sbatch job.sh
+    Slurm(SlurmArgs),
     /// Write the msgbench scenario equivalent to another tool's workload file. `import omb`
     /// reads an OpenMessaging Benchmark workload (topics, partitionsPerTopic, messageSize,
     /// subscriptionsPerTopic, consumerPerSubscription, producersPerTopic, producerRate,
@@ -233,6 +243,50 @@ pub struct KubeArgs {
     /// Namespace of the ConfigMap and Job.
     #[arg(long, value_name = "NAME", default_value = "default")]
     pub namespace: String,
+}
+
+/// `msgbench slurm`.
+#[derive(Debug, Args)]
+pub struct SlurmArgs {
+    /// The scenario and overrides (resolved here and written into the script).
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    /// How many shards (Slurm tasks) run the scenario.
+    #[arg(long, value_name = "N")]
+    pub shards: u32,
+    /// A job array of N one-task jobs (`sbatch --array`), merged by a dependent job, instead of
+    /// one job of N tasks: for clusters that schedule small jobs sooner than a wide one.
+    #[arg(long)]
+    pub array: bool,
+    /// When the shards start. Without --array: +DURATION after the job starts (default +10s,
+    /// time for srun to start every task), or an absolute time. With --array: RFC 3339, Unix
+    /// ms, or +DURATION from now (default +2m), computed once here; an array task that starts
+    /// after it refuses to run and its shard is missing from the merge.
+    #[arg(long, value_name = "TIME")]
+    pub start_at: Option<String>,
+    /// Where results go: DIR/JOBID/shard-I/ for each task, DIR/JOBID/merged for the merge. A
+    /// relative DIR is taken from the folder sbatch runs in; every node must write to it (a
+    /// shared file system).
+    #[arg(long, value_name = "DIR", default_value = "msgbench-results")]
+    pub results: String,
+    /// The msgbench each task runs: by default this one's absolute path (the same path must
+    /// hold it on every node); `msgbench` takes it from each node's PATH.
+    #[arg(long, value_name = "PATH")]
+    pub msgbench: Option<String>,
+    /// Tasks per node (--ntasks-per-node, without --array): 1 gives each shard a node of its
+    /// own, as one load generator per host should be.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub tasks_per_node: u32,
+    /// CPUs of each task (--cpus-per-task).
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub cpus_per_task: u32,
+    /// The partition (--partition); without it, the cluster's default.
+    #[arg(long, value_name = "NAME")]
+    pub partition: Option<String>,
+    /// The job's time limit (--time, Slurm's form: MM, HH:MM:SS, D-HH); without it, the runs'
+    /// planned length plus 10 minutes (none when a run is ended by operations alone).
+    #[arg(long, value_name = "LIMIT")]
+    pub time: Option<String>,
 }
 
 /// `msgbench kube collect`.
@@ -674,7 +728,8 @@ pub struct RunArgs {
     /// Run as shard I of N of a run spread over N load generators: this process opens the
     /// connections g with g mod N = I and keeps their schedules and budgets, so the N shards
     /// together offer exactly the unsharded run. `k8s/N` takes I from JOB_COMPLETION_INDEX
-    /// (a Kubernetes Indexed Job), `slurm` takes I/N from SLURM_PROCID/SLURM_NTASKS. Merge
+    /// (a Kubernetes Indexed Job), `slurm` takes I/N from the Slurm task (SLURM_PROCID of
+    /// the srun step's tasks, or a job array's index; docs/distributed.md). Merge
     /// the shards' directories with `msgbench merge`. docs/distributed.md.
     /// Example: msgbench run rpc.toml --shard 1/4 --start-at +30s
     #[arg(long, value_name = "I/N")]

@@ -75,7 +75,7 @@ pub(crate) fn parse_start_at(text: &str, now_ms: u64, fix: &str) -> Result<u64, 
 }
 
 /// A span of `ms` for a person: `40 s`, `12 min`, `5 h`, `2520 days`.
-fn roughly(ms: u64) -> String {
+pub(crate) fn roughly(ms: u64) -> String {
     let s = ms / 1000;
     match s {
         0..=119 => format!("{:.1} s", ms as f64 / 1e3),
@@ -86,7 +86,7 @@ fn roughly(ms: u64) -> String {
 }
 
 /// Unix ms as RFC 3339 UTC, to the second.
-fn rfc3339(ms: u64) -> String {
+pub(crate) fn rfc3339(ms: u64) -> String {
     humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
         .to_string()
 }
@@ -154,7 +154,7 @@ fn job_name(experiment: &str, start_ms: u64) -> String {
 
 /// True when `address` (`host:port`, or a `ws://`/`http://` URL) names this host: in a pod,
 /// that is the pod itself.
-fn is_loopback(address: &str) -> bool {
+pub(crate) fn is_loopback(address: &str) -> bool {
     let rest = address.split_once("://").map_or(address, |(_, r)| r);
     let authority = rest.split('/').next().unwrap_or(rest);
     let host = match authority.strip_prefix('[') {
@@ -246,7 +246,7 @@ const KUBE_JOB: &str = include_str!("kube-job.yaml");
 
 /// `template` with each `{name}` of `fields` replaced by its value, in one pass (a value is
 /// never read again for names: a scenario's text may hold braces).
-fn fill(template: &str, fields: &[(&str, String)]) -> String {
+pub(crate) fn fill(template: &str, fields: &[(&str, String)]) -> String {
     let mut out = String::with_capacity(template.len() * 2);
     let mut rest = template;
     while let Some(open) = rest.find('{') {

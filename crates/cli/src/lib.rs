@@ -7,6 +7,7 @@ mod distributed;
 mod live;
 mod serve;
 mod setup;
+mod slurm;
 mod terminal;
 
 pub use args::Cli;

@@ -43,7 +43,8 @@ impl Shard {
     }
 
     /// `I/N` as given to `--shard`; `k8s/N` takes `I` from `JOB_COMPLETION_INDEX` (a
-    /// Kubernetes Indexed Job), `slurm` takes both from `SLURM_PROCID`/`SLURM_NTASKS`.
+    /// Kubernetes Indexed Job), `slurm` takes both from the Slurm task's environment
+    /// ([`slurm_task`]).
     pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Shard, String> {
         let usage = "give I/N with 0 ≤ I < N (e.g. --shard 0/4), k8s/N (index from \
                      JOB_COMPLETION_INDEX) or slurm (SLURM_PROCID/SLURM_NTASKS)";
@@ -51,11 +52,10 @@ impl Shard {
             env(name).ok_or_else(|| format!("--shard {text}: {name} is not set; {usage}"))
         };
         let (index, count, from) = match text.trim() {
-            "slurm" => (
-                from_env("SLURM_PROCID")?,
-                from_env("SLURM_NTASKS")?,
-                "SLURM_PROCID/SLURM_NTASKS",
-            ),
+            "slurm" => {
+                let (index, count, from) = slurm_task(env, &from_env)?;
+                (index.to_string(), count.to_string(), from)
+            }
             t => match t.split_once('/') {
                 Some(("k8s", n)) => (
                     from_env("JOB_COMPLETION_INDEX")?,
@@ -95,6 +95,78 @@ impl Shard {
     pub fn global(&self, local: usize) -> usize {
         self.index as usize + local * self.count as usize
     }
+}
+
+/// `--shard slurm`: this Slurm task's place among the job's, as (index, count, where read).
+///
+/// The variables differ with how the task was launched. Under `srun` (a job step) they are the
+/// task's rank `SLURM_PROCID` of the step's `SLURM_STEP_NUM_TASKS` (a step may be smaller than
+/// the job: `SLURM_NTASKS` is only the fallback). A task of a job array (`sbatch --array`) has
+/// no rank beyond 0 and no `SLURM_NTASKS` at all: its place is its array index,
+/// `(SLURM_ARRAY_TASK_ID − MIN) / STEP` of `SLURM_ARRAY_TASK_COUNT` — times the step's tasks
+/// when the array task runs `srun -n K` itself. The batch script's own process in a job of
+/// several tasks (`SLURM_NTASKS` > 1, no `SLURM_STEP_ID`) is refused: it is one process, and
+/// taking rank 0 of N would leave N − 1 shards missing.
+fn slurm_task(
+    env: &dyn Fn(&str) -> Option<String>,
+    from_env: &dyn Fn(&str) -> Result<String, String>,
+) -> Result<(u64, u64, &'static str), String> {
+    let number = |name: &str| -> Result<Option<u64>, String> {
+        match env(name) {
+            None => Ok(None),
+            Some(v) => v
+                .trim()
+                .parse::<u64>()
+                .map(Some)
+                .map_err(|_| format!("--shard slurm: {name} is {v:?}, not a whole number")),
+        }
+    };
+    let in_step = env("SLURM_STEP_ID").is_some();
+    let step_tasks = match (number("SLURM_STEP_NUM_TASKS")?, number("SLURM_NTASKS")?) {
+        (Some(n), _) | (None, Some(n)) => n,
+        (None, None) => 1,
+    };
+    let Some(id) = number("SLURM_ARRAY_TASK_ID")? else {
+        let rank: u64 = from_env("SLURM_PROCID")?
+            .trim()
+            .parse()
+            .map_err(|_| "--shard slurm: SLURM_PROCID is not a whole number".to_string())?;
+        if !in_step && step_tasks > 1 && rank == 0 {
+            return Err(format!(
+                "--shard slurm: this is the batch script's own process of a job of \
+                 {step_tasks} tasks (SLURM_NTASKS={step_tasks}, no SLURM_STEP_ID): it would be \
+                 shard 0 of {step_tasks} with no other; start msgbench under srun, which runs \
+                 one task per shard (`srun msgbench run … --shard slurm`), or use a job array \
+                 (`msgbench slurm` prints either)"
+            ));
+        }
+        return Ok((rank, step_tasks, "SLURM_PROCID/SLURM_STEP_NUM_TASKS"));
+    };
+    let min = number("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
+    let step = number("SLURM_ARRAY_TASK_STEP")?.unwrap_or(1).max(1);
+    let tasks = number("SLURM_ARRAY_TASK_COUNT")?.ok_or_else(|| {
+        "--shard slurm: SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not".to_string()
+    })?;
+    let offset = id
+        .checked_sub(min)
+        .filter(|o| o % step == 0 && o / step < tasks);
+    let Some(offset) = offset else {
+        return Err(format!(
+            "--shard slurm: array task {id} is not one of {tasks} evenly spaced from {min} by \
+             {step}: give the array as a range, --array=0-{}",
+            tasks.saturating_sub(1)
+        ));
+    };
+    let (rank, per_task) = if in_step {
+        (number("SLURM_PROCID")?.unwrap_or(0), step_tasks)
+    } else {
+        (0, 1)
+    };
+    Ok((
+        offset / step * per_task + rank,
+        tasks * per_task,
+        "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT",
+    ))
 }
 
 /// Item `g`'s share of `ops` spread over `total` items (`None`: no budget).
@@ -168,6 +240,7 @@ mod tests {
             "JOB_COMPLETION_INDEX" => Some("3".to_string()),
             "SLURM_PROCID" => Some("2".to_string()),
             "SLURM_NTASKS" => Some("8".to_string()),
+            "SLURM_STEP_ID" => Some("0".to_string()),
             _ => None,
         };
         assert_eq!(
@@ -178,6 +251,89 @@ mod tests {
             Shard::parse("slurm", &env),
             Ok(Shard { index: 2, count: 8 })
         );
+    }
+
+    /// `--shard slurm` under each launch, with the variables Slurm 22.05 set in each (read
+    /// off the one-node cluster of scripts/slurm-cluster.sh).
+    #[test]
+    fn a_slurm_task_finds_its_shard_however_it_was_launched() {
+        let parse = |vars: &[(&str, &str)]| {
+            let vars: Vec<(String, String)> = vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            Shard::parse("slurm", &move |name: &str| {
+                vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+            })
+        };
+        let shard = |index, count| Ok(Shard { index, count });
+        // srun -n 2 inside a job of 4 tasks: the step's count, not the job's.
+        let step = [
+            ("SLURM_PROCID", "1"),
+            ("SLURM_NTASKS", "2"),
+            ("SLURM_STEP_ID", "0"),
+            ("SLURM_STEP_NUM_TASKS", "2"),
+        ];
+        assert_eq!(parse(&step), shard(1, 2));
+        // sbatch --array=0-3: rank 0 everywhere and no SLURM_NTASKS.
+        let array = [
+            ("SLURM_PROCID", "0"),
+            ("SLURM_ARRAY_TASK_ID", "2"),
+            ("SLURM_ARRAY_TASK_MIN", "0"),
+            ("SLURM_ARRAY_TASK_STEP", "1"),
+            ("SLURM_ARRAY_TASK_COUNT", "4"),
+        ];
+        assert_eq!(parse(&array), shard(2, 4));
+        // --array=10-16:2 — task 14 is the third of four.
+        let spaced = [
+            ("SLURM_PROCID", "0"),
+            ("SLURM_ARRAY_TASK_ID", "14"),
+            ("SLURM_ARRAY_TASK_MIN", "10"),
+            ("SLURM_ARRAY_TASK_STEP", "2"),
+            ("SLURM_ARRAY_TASK_COUNT", "4"),
+        ];
+        assert_eq!(parse(&spaced), shard(2, 4));
+        // An array of 4 whose tasks each srun -n 2: 8 shards, array task 3's rank 1 is the last.
+        let both = [
+            ("SLURM_PROCID", "1"),
+            ("SLURM_NTASKS", "2"),
+            ("SLURM_STEP_ID", "0"),
+            ("SLURM_STEP_NUM_TASKS", "2"),
+            ("SLURM_ARRAY_TASK_ID", "3"),
+            ("SLURM_ARRAY_TASK_MIN", "0"),
+            ("SLURM_ARRAY_TASK_COUNT", "4"),
+        ];
+        assert_eq!(parse(&both), shard(7, 8));
+        // A one-task job's batch script is shard 0 of 1.
+        assert_eq!(
+            parse(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "1")]),
+            shard(0, 1)
+        );
+        for (vars, says) in [
+            (
+                vec![("SLURM_PROCID", "0"), ("SLURM_NTASKS", "4")],
+                "batch script's own process",
+            ),
+            (
+                vec![
+                    ("SLURM_ARRAY_TASK_ID", "7"),
+                    ("SLURM_ARRAY_TASK_MIN", "1"),
+                    ("SLURM_ARRAY_TASK_COUNT", "3"),
+                ],
+                "--array=0-2",
+            ),
+            (
+                vec![("SLURM_ARRAY_TASK_ID", "1")],
+                "SLURM_ARRAY_TASK_COUNT is not",
+            ),
+            (
+                vec![("SLURM_PROCID", "0"), ("SLURM_NTASKS", "four")],
+                "not a whole number",
+            ),
+        ] {
+            let e = parse(&vars).unwrap_err();
+            assert!(e.contains(says), "{vars:?}: {e}");
+        }
     }
 
     #[test]

@@ -49,6 +49,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         Command::Serve(command) => crate::serve::serve(command),
         Command::Merge(args) => crate::distributed::merge(args),
         Command::Kube(args) => crate::distributed::kube(args),
+        Command::Slurm(args) => crate::slurm::slurm(args),
         Command::Import(crate::args::ImportCommand::Omb(args)) => import_omb(&args),
         Command::DefaultScenario(args) => {
             print!(

@@ -1,0 +1,355 @@
+//! Shards launched by a real Slurm cluster: a one-node cluster (munged, slurmctld, slurmd from
+//! Debian's packages) started by scripts/slurm-cluster.sh in a temporary folder, the scripts
+//! `msgbench slurm` prints submitted to it with `sbatch` — one job of 4 tasks started by
+//! `srun`, then a job array of 4 with its dependent merge job — each merged result compared
+//! with one process offering the same schedule, to the message; then a task killed in the
+//! middle of its run, named by the merge. One test function: its steps share the cluster and
+//! must not run beside each other on a 2-core machine.
+mod common;
+use common::{msgbench, rpc_address, serve, stderr};
+use msgbench_model::result::RunResult;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The cluster of scripts/slurm-cluster.sh in `dir`, stopped (jobs cancelled, daemons ended)
+/// when dropped, whatever the test did.
+struct Cluster {
+    dir: PathBuf,
+    conf: String,
+}
+
+fn cluster_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/slurm-cluster.sh")
+}
+
+impl Cluster {
+    fn start(dir: &Path) -> Cluster {
+        let o = Command::new("bash")
+            .arg(cluster_script())
+            .arg("start")
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "the Slurm cluster did not start (scripts/slurm-cluster.sh): {}",
+            stderr(&o)
+        );
+        let conf = String::from_utf8_lossy(&o.stdout)
+            .trim()
+            .strip_prefix("SLURM_CONF=")
+            .expect("the script prints SLURM_CONF=")
+            .to_string();
+        Cluster {
+            dir: dir.to_path_buf(),
+            conf,
+        }
+    }
+
+    /// A Slurm command (`sbatch`, `squeue`, …) of this cluster.
+    fn command(&self, program: &str) -> Command {
+        let mut c = Command::new(program);
+        c.env("SLURM_CONF", &self.conf);
+        c
+    }
+
+    /// Waits until the queue is empty (a job array and its dependent merge job have ended).
+    fn wait_idle(&self, limit: Duration) {
+        let end = Instant::now() + limit;
+        loop {
+            let o = self.command("squeue").arg("-h").output().unwrap();
+            if o.status.success() && o.stdout.is_empty() {
+                return;
+            }
+            assert!(
+                Instant::now() < end,
+                "jobs still queued after {limit:?}: {}",
+                String::from_utf8_lossy(&o.stdout)
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(cluster_script())
+            .arg("stop")
+            .arg(&self.dir)
+            .status();
+    }
+}
+
+/// The one run of a result directory.
+fn run_of(dir: &Path) -> RunResult {
+    let json = std::fs::read_dir(dir.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap_or_else(|| panic!("no run in {}", dir.display()));
+    serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
+}
+
+/// The only job folder under `results` (`msgbench slurm --results`).
+fn job_dir(results: &Path) -> PathBuf {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(results)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs[0].clone()
+}
+
+/// `msgbench slurm SCENARIO ARGS`: the script it prints.
+fn script(scenario: &str, args: &[&str]) -> String {
+    let mut all = vec!["slurm", scenario, "--shards", "4", "--cpus-per-task", "1"];
+    all.extend(args);
+    let o = msgbench(&all);
+    assert!(o.status.success(), "{}", stderr(&o));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// `sbatch --wait` with the script on stdin, run from `dir` (where its output file goes).
+fn submit_and_wait(cluster: &Cluster, script: &str, dir: &Path) -> std::process::Child {
+    let mut child = cluster
+        .command("sbatch")
+        .arg("--wait")
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    child
+}
+
+/// What every job's output files under `dir` say.
+fn job_outputs(dir: &Path) -> String {
+    let mut text = String::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "out") {
+            text += &format!("== {}\n", p.display());
+            text += &std::fs::read_to_string(&p).unwrap_or_default();
+        }
+    }
+    text
+}
+
+/// The merged run under `job`, checked: 4 shards, the accounting closed, each shard's counters
+/// summed, everything delivered.
+fn merged_of(job: &Path) -> RunResult {
+    let merged = run_of(&job.join("merged"));
+    assert_eq!(merged.shards.len(), 4, "{:?}", merged.shards);
+    merged.counters.check().unwrap();
+    let mut sum = msgbench_model::result::Counters::default();
+    for i in 0..4 {
+        let latest = std::fs::read_dir(job.join(format!("shard-{i}")))
+            .unwrap()
+            .map(|e| e.unwrap().path().join("latest"))
+            .find(|p| p.exists())
+            .unwrap_or_else(|| panic!("shard {i} wrote no result"));
+        let part = run_of(&latest);
+        assert_eq!(part.shard.map(|s| (s.index, s.count)), Some((i, 4)));
+        sum += part.counters;
+    }
+    assert_eq!(merged.counters, sum);
+    assert_eq!(merged.counters.delivered, merged.counters.attempted);
+    merged
+}
+
+/// Finds the msgbench process of Slurm task `rank` (of the cluster `conf`) by its environment;
+/// waits up to `limit` for it to appear.
+fn task_pid(conf: &str, rank: &str, limit: Duration) -> u32 {
+    let end = Instant::now() + limit;
+    let wanted = [format!("SLURM_CONF={conf}"), format!("SLURM_PROCID={rank}")];
+    loop {
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            if !(cmdline.contains("msgbench") && cmdline.contains("--shard")) {
+                continue;
+            }
+            let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
+            let vars: Vec<String> = environ
+                .split(|&b| b == 0)
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+                .collect();
+            if wanted.iter().all(|w| vars.contains(w)) && !cmdline.starts_with("bash") {
+                return pid;
+            }
+        }
+        assert!(Instant::now() < end, "task {rank} never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+const SCENARIO: &str = r#"
+name = "slurm-sharded"
+system = "rpc"
+[run]
+duration = "2s"
+warmup = "200ms"
+[pacing]
+mode = "rate"
+per_sec = 4000
+arrivals = "poisson"
+[client]
+threads = 1
+connections = 4
+window = 64
+[rpc.ops.call]
+service = "20us"
+"#;
+
+#[test]
+fn slurm_launches_the_shards_and_their_merge_equals_one_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(&tmp.path().join("cluster"));
+    let (mut server, _, line) = serve(&[
+        "rpc",
+        "--listen",
+        "127.0.0.1:0",
+        "--threads",
+        "1",
+        "--for",
+        "120s",
+    ]);
+    let address = rpc_address(&line);
+    let scenario = tmp.path().join("slurm-sharded.toml");
+    std::fs::write(
+        &scenario,
+        format!("{SCENARIO}[rpc]\naddress = \"{address}\"\n"),
+    )
+    .unwrap();
+    let scenario = scenario.to_str().unwrap();
+
+    // One process offering the whole schedule: what every merge must equal.
+    let whole = tmp.path().join("whole");
+    let o = msgbench(&["run", scenario, "--quiet", "--out", whole.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let one = run_of(&whole.join("slurm-sharded/latest"));
+
+    // One job of 4 tasks: `msgbench slurm … | sbatch --wait`.
+    let results = tmp.path().join("srun");
+    let text = script(
+        scenario,
+        &[
+            "--tasks-per-node",
+            "4",
+            "--start-at",
+            "+3s",
+            "--results",
+            results.to_str().unwrap(),
+        ],
+    );
+    assert!(text.contains("#SBATCH --ntasks=4"), "{text}");
+    let o = submit_and_wait(&cluster, &text, tmp.path())
+        .wait_with_output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}{}",
+        stderr(&o),
+        job_outputs(tmp.path())
+    );
+    let merged = merged_of(&job_dir(&results));
+    assert_eq!(
+        merged.counters.attempted, one.counters.attempted,
+        "srun's 4 shards offer the one process's Poisson schedule, to the message"
+    );
+
+    // A job array of 4 one-task jobs; array task 0 submits the merge, which waits for all.
+    let results = tmp.path().join("array");
+    let text = script(
+        scenario,
+        &[
+            "--array",
+            "--start-at",
+            "+6s",
+            "--results",
+            results.to_str().unwrap(),
+        ],
+    );
+    assert!(text.contains("#SBATCH --array=0-3"), "{text}");
+    let o = submit_and_wait(&cluster, &text, tmp.path())
+        .wait_with_output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}{}",
+        stderr(&o),
+        job_outputs(tmp.path())
+    );
+    cluster.wait_idle(Duration::from_secs(60));
+    let job = job_dir(&results);
+    let merged = merged_of(&job);
+    assert_eq!(
+        merged.counters.attempted, one.counters.attempted,
+        "the array's 4 shards offer the one process's schedule, to the message"
+    );
+    let merge_job = std::fs::read_to_string(job.join("merge-job")).unwrap();
+    assert!(
+        merge_job.trim().parse::<u64>().is_ok(),
+        "the merge job's id: {merge_job:?}"
+    );
+
+    killed_task_named_by_merge(&cluster, scenario, tmp.path());
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+/// Task 2 of a 4-task job killed in the middle of its run: the others finish, the job's merge
+/// step names shard 2/4, and the job fails.
+fn killed_task_named_by_merge(cluster: &Cluster, scenario: &str, tmp: &Path) {
+    let results = tmp.join("killed");
+    let text = script(
+        scenario,
+        &[
+            "--tasks-per-node",
+            "4",
+            "--start-at",
+            "+2s",
+            "--results",
+            results.to_str().unwrap(),
+        ],
+    );
+    let job = submit_and_wait(cluster, &text, tmp);
+    let pid = task_pid(&cluster.conf, "2", Duration::from_secs(30));
+    // Into its measured span: the planned start is 2 s after the job's.
+    std::thread::sleep(Duration::from_millis(3000));
+    let killed = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let o: Output = job.wait_with_output().unwrap();
+    assert!(!o.status.success(), "a job with a killed task succeeded");
+    let said = job_outputs(tmp);
+    let job_id = job_dir(&results);
+    let job_id = job_id.file_name().unwrap().to_string_lossy();
+    let out = said
+        .split("== ")
+        .find(|part| part.contains(&format!("-{job_id}.out")))
+        .unwrap_or_else(|| panic!("no output of job {job_id}: {said}"));
+    assert!(
+        out.contains("shard 2/4") && out.contains("missing"),
+        "the merge names the killed task's shard: {out}"
+    );
+    for i in [0, 1, 3] {
+        let shard = job_dir(&results).join(format!("shard-{i}/slurm-sharded/latest"));
+        run_of(&shard);
+    }
+}
