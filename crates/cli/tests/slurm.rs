@@ -353,3 +353,70 @@ fn killed_task_named_by_merge(cluster: &Cluster, scenario: &str, tmp: &Path) {
         run_of(&shard);
     }
 }
+
+/// What `msgbench slurm` refuses, each with exit 2 and the fix; and what it prints is a shell
+/// script bash reads, whatever the paths hold.
+#[test]
+fn slurm_refuses_what_it_cannot_run_and_quotes_what_it_prints() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("s.toml");
+    std::fs::write(
+        &scenario,
+        format!("{SCENARIO}[rpc]\naddress = \"10.0.0.7:7000\"\n"),
+    )
+    .unwrap();
+    let s = scenario.to_str().unwrap();
+    for (args, says) in [
+        (vec!["--shards", "0"], "--shards 0: give 1 to"),
+        (vec!["--shards", "5"], "--shards 5:"),
+        (
+            vec!["--shards", "2", "--partition", "a b"],
+            "--partition \"a b\": give a name",
+        ),
+        (
+            vec!["--shards", "2", "--time", "1h"],
+            "--time \"1h\": give Slurm's form",
+        ),
+        (
+            vec!["--shards", "2", "--array", "--start-at", "1000"],
+            "in the past",
+        ),
+        (
+            vec!["--shards", "2", "--start-at", "+soon"],
+            "--start-at +soon",
+        ),
+        (vec!["--shards", "2", "--results", ""], "--results \"\""),
+        (
+            vec!["--shards", "2", "--cpus-per-task", "0"],
+            "--cpus-per-task 0",
+        ),
+    ] {
+        let mut all = vec!["slurm", s];
+        all.extend(&args);
+        let o = msgbench(&all);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "{args:?} printed a script");
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+    let odd = "/tmp/it's \"odd\" $(dir)";
+    for form in [&[][..], &["--array"][..]] {
+        let mut all = vec!["slurm", s, "--shards", "2", "--results", odd];
+        all.extend(form);
+        all.extend(["--msgbench", "/opt/my msgbench/bin/msgbench"]);
+        let o = msgbench(&all);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let text = String::from_utf8(o.stdout).unwrap();
+        let file = tmp.path().join("job.sh");
+        std::fs::write(&file, &text).unwrap();
+        let syntax = Command::new("bash").arg("-n").arg(&file).output().unwrap();
+        assert!(syntax.status.success(), "{}\n{text}", stderr(&syntax));
+        assert!(
+            text.contains("JOB_DIR='/tmp/it'\\''s \"odd\" $(dir)'/"),
+            "{text}"
+        );
+        assert!(text.contains("#SBATCH --time=11"), "{text}");
+    }
+    let o = msgbench(&["slurm", "--help"]);
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(help.contains("Example: msgbench slurm"), "{help}");
+}
