@@ -58,6 +58,7 @@ for _ in $(seq 200); do
   [ -n "$victim" ] && break
   sleep 0.05
 done
+[ -n "$victim" ] || { echo "task 2 never started" >&2; exit 1; }
 sleep 4
 kill -KILL "$victim"
 code=0; wait "$SUBMIT" || code=$?

@@ -38,13 +38,28 @@ stop() {
   fi
   local p
   p=$(pids)
-  [ -n "$p" ] && kill $p 2>/dev/null
+  [ -n "$p" ] && { kill $p 2>/dev/null || true; }
   for _ in $(seq 1 50); do
-    [ -z "$(pids)" ] && return 0
+    [ -z "$(pids)" ] && break
     sleep 0.1
   done
   p=$(pids)
-  [ -n "$p" ] && kill -9 $p 2>/dev/null
+  [ -n "$p" ] && { kill -9 $p 2>/dev/null || true; }
+  # A task or slurmstepd that outlived its job (ending slurmd does not end them): by PID, each
+  # process whose environment names this cluster's configuration and that is a job's task or a
+  # slurmstepd (not a caller that merely exported SLURM_CONF).
+  [ -f "$dir/slurm.conf" ] || return 0
+  local e vars
+  for e in /proc/[0-9]*/environ; do
+    p=${e#/proc/}
+    p=${p%/environ}
+    [ "$p" = "$$" ] && continue
+    vars=$({ tr '\0' '\n' <"$e"; } 2>/dev/null) || continue
+    grep -qxF "SLURM_CONF=$dir/slurm.conf" <<<"$vars" || continue
+    if grep -q '^SLURM_JOB_ID=' <<<"$vars" || [ "$(cat "/proc/$p/comm" 2>/dev/null)" = slurmstepd ]; then
+      kill -9 "$p" 2>/dev/null || true
+    fi
+  done
   return 0
 }
 
@@ -55,16 +70,22 @@ free_port() {
 }
 
 start() {
-  for bin in munged slurmctld slurmd srun sinfo; do
-    command -v "$bin" >/dev/null || [ -x "/usr/sbin/$bin" ] || {
+  for bin in /usr/sbin/munged /usr/sbin/slurmctld /usr/sbin/slurmd srun sinfo sbatch scancel squeue; do
+    command -v "$bin" >/dev/null || {
       echo "scripts/slurm-cluster.sh: $bin is missing: run scripts/setup.sh (Debian's slurmctld, slurmd, slurm-client and munge)" >&2
       exit 1
     }
   done
   mkdir -p "$dir/state" "$dir/spool" "$dir/munge"
   dir=$(cd "$dir" && pwd)
+  # A cluster of an earlier start in DIR is ended first (its PID files would name it).
+  stop
+  rm -f "$dir"/*.pid
+  # Whatever fails from here leaves nothing running.
+  trap 'stop' ERR
   chmod 755 "$dir" "$dir/munge"
   # A key of our own (munged refuses one others may read).
+  rm -f "$dir/munge/munge.key"
   head -c 1024 /dev/urandom >"$dir/munge/munge.key"
   chmod 400 "$dir/munge/munge.key"
   local user ctld_port slurmd_port
@@ -114,6 +135,7 @@ EOF
   # Up when the node is idle: the controller has heard from slurmd (at most 30 s).
   for _ in $(seq 1 60); do
     if [ "$(sinfo -h -o %t 2>/dev/null)" = "idle" ]; then
+      trap - ERR
       echo "SLURM_CONF=$dir/slurm.conf"
       return 0
     fi

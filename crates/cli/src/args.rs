@@ -287,6 +287,15 @@ pub struct SlurmArgs {
     /// planned length plus 10 minutes (none when a run is ended by operations alone).
     #[arg(long, value_name = "LIMIT")]
     pub time: Option<String>,
+    /// Any other option for the job's `#SBATCH` lines, as sbatch reads it; repeatable. E.g.
+    /// --sbatch-option=--exclusive (a node to each task of an array too),
+    /// --sbatch-option=--account=lab, --sbatch-option=--mem=4G, --sbatch-option=--constraint=x86.
+    #[arg(
+        long = "sbatch-option",
+        value_name = "OPTION",
+        allow_hyphen_values = true
+    )]
+    pub sbatch_options: Vec<String>,
 }
 
 /// `msgbench kube collect`.

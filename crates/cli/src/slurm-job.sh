@@ -12,6 +12,8 @@
 #SBATCH --ntasks-per-node={per_node}
 #SBATCH --cpus-per-task={cpus}
 #SBATCH --output={job}-%j.out
+# A node that fails does not end the job: the merge still runs and names its shards.
+#SBATCH --no-kill
 {options}set -u
 MSGBENCH={msgbench}
 JOB_DIR={results}/"$SLURM_JOB_ID"
@@ -23,9 +25,16 @@ cat >"$JOB_DIR/scenario.toml" <<'{eof}'
 # wait in the queue past it.
 START={start}
 echo "msgbench slurm: job $SLURM_JOB_ID, {shards} shards starting at $START (Unix ms)"
-# --kill-on-bad-exit=0: a task that fails does not end the others; the merge names it.
-srun --kill-on-bad-exit=0 bash -c \
+# --kill-on-bad-exit=0 --wait=0: a task that fails (or ends early) does not end the others;
+# the merge names it. --cpus-per-task again: since Slurm 22.05 srun does not take sbatch's.
+srun --kill-on-bad-exit=0 --wait=0 --cpus-per-task={cpus} bash -c \
   '"$0" run "$1" --shard slurm --start-at "$2" --out "$3/shard-$SLURM_PROCID" --quiet' \
   "$MSGBENCH" "$JOB_DIR/scenario.toml" "$START" "$JOB_DIR"
 echo "msgbench slurm: srun ended with status $?; merging what the shards wrote"
-"$MSGBENCH" merge "$JOB_DIR"/shard-*/*/latest --out "$JOB_DIR/merged"
+shopt -s nullglob
+written=("$JOB_DIR"/shard-*/*/latest)
+if [ ${#written[@]} -eq 0 ]; then
+  echo "msgbench slurm: no shard wrote a result: all {shards} are missing (the srun lines above say why)" >&2
+  exit 1
+fi
+"$MSGBENCH" merge "${written[@]}" --out "$JOB_DIR/merged"

@@ -59,6 +59,15 @@ fn script(args: &SlurmArgs) -> Result<String, String> {
         options.push_str(&format!("#SBATCH --partition={p}\n"));
         merge_options.push_str(&format!("--partition={p} "));
     }
+    for o in &args.sbatch_options {
+        if !o.starts_with('-') || o.chars().any(char::is_control) {
+            return Err(format!(
+                "--sbatch-option {o:?}: give one sbatch option on one line, e.g. \
+                 --sbatch-option=--exclusive or --sbatch-option=--account=lab"
+            ));
+        }
+        options.push_str(&format!("#SBATCH {o}\n"));
+    }
     match args.time.as_deref().map(time_limit).transpose()? {
         Some(limit) => options.push_str(&format!("#SBATCH --time={limit}\n")),
         None => match planned_minutes(&experiment) {

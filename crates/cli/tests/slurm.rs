@@ -167,19 +167,22 @@ fn merged_of(job: &Path) -> RunResult {
     merged
 }
 
-/// Finds the msgbench process of Slurm task `rank` (of the cluster `conf`) by its environment;
-/// waits up to `limit` for it to appear.
-fn task_pid(conf: &str, rank: &str, limit: Duration) -> u32 {
+/// The msgbench process of task `rank` of Slurm job `job` (of the cluster `conf`), found by
+/// its name and environment; waits up to `limit` for it to appear.
+fn task_pid(conf: &str, job: &str, rank: &str, limit: Duration) -> u32 {
     let end = Instant::now() + limit;
-    let wanted = [format!("SLURM_CONF={conf}"), format!("SLURM_PROCID={rank}")];
+    let wanted = [
+        format!("SLURM_CONF={conf}"),
+        format!("SLURM_JOB_ID={job}"),
+        format!("SLURM_PROCID={rank}"),
+    ];
     loop {
         for e in std::fs::read_dir("/proc").unwrap().flatten() {
             let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
                 continue;
             };
-            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            let cmdline = String::from_utf8_lossy(&cmdline);
-            if !(cmdline.contains("msgbench") && cmdline.contains("--shard")) {
+            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+            if comm.trim() != "msgbench" {
                 continue;
             }
             let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
@@ -187,13 +190,47 @@ fn task_pid(conf: &str, rank: &str, limit: Duration) -> u32 {
                 .split(|&b| b == 0)
                 .map(|v| String::from_utf8_lossy(v).into_owned())
                 .collect();
-            if wanted.iter().all(|w| vars.contains(w)) && !cmdline.starts_with("bash") {
+            if wanted.iter().all(|w| vars.contains(w)) {
                 return pid;
             }
         }
-        assert!(Instant::now() < end, "task {rank} never started");
+        assert!(
+            Instant::now() < end,
+            "task {rank} of job {job} never started"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// A child process ended when dropped (a test that fails leaves no server behind).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The agreed start (Unix ms) job `job`'s script printed into its output file in `dir`.
+fn job_start_ms(dir: &Path, job: &str, limit: Duration) -> u64 {
+    let end = Instant::now() + limit;
+    let file = dir.join(format!("msgbench-slurm-sharded-{job}.out"));
+    loop {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        if let Some(rest) = text.split("starting at ").nth(1) {
+            return rest.split_whitespace().next().unwrap().parse().unwrap();
+        }
+        assert!(Instant::now() < end, "job {job} printed no start: {text}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }
 
 const SCENARIO: &str = r#"
@@ -218,7 +255,7 @@ service = "20us"
 fn slurm_launches_the_shards_and_their_merge_equals_one_process() {
     let tmp = tempfile::tempdir().unwrap();
     let cluster = Cluster::start(&tmp.path().join("cluster"));
-    let (mut server, _, line) = serve(&[
+    let (server, _, line) = serve(&[
         "rpc",
         "--listen",
         "127.0.0.1:0",
@@ -227,6 +264,7 @@ fn slurm_launches_the_shards_and_their_merge_equals_one_process() {
         "--for",
         "120s",
     ]);
+    let _server = KillOnDrop(server);
     let address = rpc_address(&line);
     let scenario = tmp.path().join("slurm-sharded.toml");
     std::fs::write(
@@ -250,7 +288,7 @@ fn slurm_launches_the_shards_and_their_merge_equals_one_process() {
             "--tasks-per-node",
             "4",
             "--start-at",
-            "+3s",
+            "+5s",
             "--results",
             results.to_str().unwrap(),
         ],
@@ -278,7 +316,7 @@ fn slurm_launches_the_shards_and_their_merge_equals_one_process() {
         &[
             "--array",
             "--start-at",
-            "+6s",
+            "+10s",
             "--results",
             results.to_str().unwrap(),
         ],
@@ -307,12 +345,10 @@ fn slurm_launches_the_shards_and_their_merge_equals_one_process() {
     );
 
     killed_task_named_by_merge(&cluster, scenario, tmp.path());
-    let _ = server.kill();
-    let _ = server.wait();
 }
 
-/// Task 2 of a 4-task job killed in the middle of its run: the others finish, the job's merge
-/// step names shard 2/4, and the job fails.
+/// Task 2 of a 4-task job killed a second into its measured span: the others finish, the job's
+/// merge step names shard 2/4, and the job fails.
 fn killed_task_named_by_merge(cluster: &Cluster, scenario: &str, tmp: &Path) {
     let results = tmp.join("killed");
     let text = script(
@@ -321,15 +357,31 @@ fn killed_task_named_by_merge(cluster: &Cluster, scenario: &str, tmp: &Path) {
             "--tasks-per-node",
             "4",
             "--start-at",
-            "+2s",
+            "+3s",
+            "--duration",
+            "5s",
             "--results",
             results.to_str().unwrap(),
         ],
     );
-    let job = submit_and_wait(cluster, &text, tmp);
-    let pid = task_pid(&cluster.conf, "2", Duration::from_secs(30));
-    // Into its measured span: the planned start is 2 s after the job's.
-    std::thread::sleep(Duration::from_millis(3000));
+    let mut job = submit_and_wait(cluster, &text, tmp);
+    let mut submitted = String::new();
+    use std::io::BufRead;
+    std::io::BufReader::new(job.stdout.as_mut().unwrap())
+        .read_line(&mut submitted)
+        .unwrap();
+    let job_id = submitted
+        .trim()
+        .rsplit(' ')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert!(job_id.parse::<u64>().is_ok(), "{submitted:?}");
+    let start = job_start_ms(tmp, &job_id, Duration::from_secs(30));
+    let pid = task_pid(&cluster.conf, &job_id, "2", Duration::from_secs(30));
+    // Into its measured span: the warm-up is 200 ms, the run 5 s.
+    let kill_at = start + 1_500;
+    std::thread::sleep(Duration::from_millis(kill_at.saturating_sub(now_ms())));
     let killed = Command::new("kill")
         .args(["-KILL", &pid.to_string()])
         .status()
@@ -338,8 +390,6 @@ fn killed_task_named_by_merge(cluster: &Cluster, scenario: &str, tmp: &Path) {
     let o: Output = job.wait_with_output().unwrap();
     assert!(!o.status.success(), "a job with a killed task succeeded");
     let said = job_outputs(tmp);
-    let job_id = job_dir(&results);
-    let job_id = job_id.file_name().unwrap().to_string_lossy();
     let out = said
         .split("== ")
         .find(|part| part.contains(&format!("-{job_id}.out")))
@@ -348,9 +398,12 @@ fn killed_task_named_by_merge(cluster: &Cluster, scenario: &str, tmp: &Path) {
         out.contains("shard 2/4") && out.contains("missing"),
         "the merge names the killed task's shard: {out}"
     );
+    // The others ran on: each measured its whole run.
     for i in [0, 1, 3] {
         let shard = job_dir(&results).join(format!("shard-{i}/slurm-sharded/latest"));
-        run_of(&shard);
+        let r = run_of(&shard);
+        assert!(r.duration_s > 4.9, "shard {i} measured {} s", r.duration_s);
+        assert!(!r.warnings.iter().any(|w| w.is_stopped_early()), "{i}");
     }
 }
 
@@ -390,6 +443,10 @@ fn slurm_refuses_what_it_cannot_run_and_quotes_what_it_prints() {
             vec!["--shards", "2", "--cpus-per-task", "0"],
             "--cpus-per-task 0",
         ),
+        (
+            vec!["--shards", "2", "--sbatch-option", "exclusive"],
+            "--sbatch-option \"exclusive\": give one sbatch option",
+        ),
     ] {
         let mut all = vec!["slurm", s];
         all.extend(&args);
@@ -403,6 +460,11 @@ fn slurm_refuses_what_it_cannot_run_and_quotes_what_it_prints() {
         let mut all = vec!["slurm", s, "--shards", "2", "--results", odd];
         all.extend(form);
         all.extend(["--msgbench", "/opt/my msgbench/bin/msgbench"]);
+        all.extend([
+            "--sbatch-option=--exclusive",
+            "--sbatch-option",
+            "--account=lab",
+        ]);
         let o = msgbench(&all);
         assert!(o.status.success(), "{}", stderr(&o));
         let text = String::from_utf8(o.stdout).unwrap();
@@ -415,6 +477,10 @@ fn slurm_refuses_what_it_cannot_run_and_quotes_what_it_prints() {
             "{text}"
         );
         assert!(text.contains("#SBATCH --time=11"), "{text}");
+        assert!(
+            text.contains("#SBATCH --exclusive\n#SBATCH --account=lab\n"),
+            "{text}"
+        );
     }
     let o = msgbench(&["slurm", "--help"]);
     let help = String::from_utf8_lossy(&o.stdout);

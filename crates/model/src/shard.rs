@@ -47,7 +47,7 @@ impl Shard {
     /// ([`slurm_task`]).
     pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Shard, String> {
         let usage = "give I/N with 0 ≤ I < N (e.g. --shard 0/4), k8s/N (index from \
-                     JOB_COMPLETION_INDEX) or slurm (SLURM_PROCID/SLURM_NTASKS)";
+                     JOB_COMPLETION_INDEX) or slurm (the Slurm task: srun's rank, or a job array's index)";
         let from_env = |name: &str| -> Result<String, String> {
             env(name).ok_or_else(|| format!("--shard {text}: {name} is not set; {usage}"))
         };
