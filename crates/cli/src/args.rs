@@ -42,6 +42,21 @@ pub enum Command {
     /// Example: msgbench http http://127.0.0.1:8080/api/items --rate 1000 --connections 16 --duration 10s
     /// Example: msgbench http http://127.0.0.1:8080/orders -m POST -H 'Content-Type: application/json' -d '{"qty":1}' --print-scenario > orders.toml
     Http(HttpArgs),
+    /// Measure a Redis server in one line, as redis-benchmark or memtier would: one point, the
+    /// same results and reports as `run`; --rate for an open-loop schedule, else closed loop.
+    ///
+    /// Example: msgbench redis 127.0.0.1:6379 --rate 20000 --connections 8
+    /// Example: msgbench redis 127.0.0.1:6379 --command 'SET k:{key} {data}' --keys 100000 --key-pattern zipf --value-bytes 512 --rate 5000
+    Redis(RedisLineArgs),
+    /// Measure a gRPC method in one line, as ghz would: unary or server-streaming calls, the
+    /// message from --data (JSON), the method described by --proto or the server's reflection.
+    ///
+    /// Example: msgbench grpc http://127.0.0.1:50051 --call msgbench.Echo/Call --proto protos/msgbench.proto -d '{"note":"hi"}' --rate 2000
+    Grpc(GrpcLineArgs),
+    /// Measure a JSON-RPC server over WebSocket in one line: one method, its params as JSON.
+    ///
+    /// Example: msgbench ws ws://127.0.0.1:8546 --method eth_blockNumber --rate 1000 -c 4
+    Ws(WsLineArgs),
     /// Check a scenario file and list the runs it expands to, without running anything.
     ///
     /// Example: msgbench check examples/queue-capacity.toml --set run.replicates=1
@@ -118,30 +133,19 @@ pub enum Command {
     Import(ImportCommand),
 }
 
-/// `msgbench http`.
+/// What every one-line run takes (`msgbench http|redis|grpc|ws`): the load, the run's length,
+/// the checks and where results go.
 #[derive(Debug, Args)]
-pub struct HttpArgs {
-    /// The URL to request: `http://host[:port]/path?query` or `https://…`.
-    #[arg(value_name = "URL")]
-    pub url: String,
+pub struct LineArgs {
     /// Requests per second on an open-loop schedule (absent: closed loop).
     #[arg(long, short, value_name = "PER_SEC", allow_negative_numbers = true)]
     pub rate: Option<f64>,
     /// Connections.
     #[arg(long, short, value_name = "N", default_value_t = 10)]
     pub connections: u32,
-    /// Requests in flight per connection (HTTP/1.1 pipelining above 1).
+    /// Requests in flight per connection (pipelined above 1).
     #[arg(long, short, value_name = "N", default_value_t = 1)]
     pub window: u32,
-    /// The request's method.
-    #[arg(long, short, value_name = "METHOD", default_value = "GET")]
-    pub method: String,
-    /// An extra header, `Name: value` (repeatable).
-    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
-    pub headers: Vec<String>,
-    /// The request's body.
-    #[arg(long, short = 'd', value_name = "TEXT")]
-    pub body: Option<String>,
     /// Measured time.
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub duration: String,
@@ -154,7 +158,7 @@ pub struct HttpArgs {
     /// A check the run must pass (repeatable), as `run --threshold`: exit 3 when one fails.
     #[arg(long = "threshold", value_name = "CHECK")]
     pub thresholds: Vec<String>,
-    /// Root directory of results (DIR/http/<YYYYmmdd-HHMMSS>/).
+    /// Root directory of results (DIR/<command>/<YYYYmmdd-HHMMSS>/).
     #[arg(long, short, value_name = "DIR", default_value = "results")]
     pub out: PathBuf,
     /// Print nothing but errors.
@@ -169,6 +173,90 @@ pub struct HttpArgs {
     /// Exit 5 when the run is invalid (as `run --strict`): for CI.
     #[arg(long)]
     pub strict: bool,
+}
+
+/// `msgbench http`.
+#[derive(Debug, Args)]
+pub struct HttpArgs {
+    /// The URL to request: `http://host[:port]/path?query` or `https://…`.
+    #[arg(value_name = "URL")]
+    pub url: String,
+    /// The request's method.
+    #[arg(long, short, value_name = "METHOD", default_value = "GET")]
+    pub method: String,
+    /// An extra header, `Name: value` (repeatable).
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+    /// The request's body.
+    #[arg(long, short = 'd', value_name = "TEXT")]
+    pub body: Option<String>,
+    /// The load and the run.
+    #[command(flatten)]
+    pub load: LineArgs,
+}
+
+/// `msgbench redis`.
+#[derive(Debug, Args)]
+pub struct RedisLineArgs {
+    /// The server's `host:port`.
+    #[arg(value_name = "HOST:PORT")]
+    pub address: String,
+    /// The command, its words as memtier's --command: `{key}` a key drawn from --keys,
+    /// `{data}` a value of --value-bytes; `ping`, `get` and `set` alone are redis-benchmark's.
+    #[arg(long, value_name = "COMMAND", default_value = "ping")]
+    pub command: String,
+    /// Keys in the key space (`{key}` is key:000000000000 … key:N−1); 0 uses one key.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub keys: u64,
+    /// How keys are drawn: uniform, sequential or zipf.
+    #[arg(long, value_name = "PATTERN", default_value = "uniform", value_parser = ["uniform", "sequential", "zipf"])]
+    pub key_pattern: String,
+    /// Bytes of `{data}` (and of `set`'s value).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub value_bytes: u32,
+    /// The load and the run.
+    #[command(flatten)]
+    pub load: LineArgs,
+}
+
+/// `msgbench grpc`.
+#[derive(Debug, Args)]
+pub struct GrpcLineArgs {
+    /// The server: `http://host:port` (cleartext HTTP/2) or `https://…`.
+    #[arg(value_name = "URL")]
+    pub url: String,
+    /// The method, `package.Service/Method` (unary or server streaming).
+    #[arg(long, value_name = "SERVICE/METHOD")]
+    pub call: String,
+    /// The .proto that describes it; without it, the server's reflection is asked.
+    #[arg(long, value_name = "FILE")]
+    pub proto: Option<PathBuf>,
+    /// The request message as JSON (as ghz's -d).
+    #[arg(long, short = 'd', value_name = "JSON", default_value = "{}")]
+    pub data: String,
+    /// Request metadata, `name: value` (repeatable).
+    #[arg(long = "metadata", short = 'H', value_name = "NAME: VALUE")]
+    pub metadata: Vec<String>,
+    /// The load and the run.
+    #[command(flatten)]
+    pub load: LineArgs,
+}
+
+/// `msgbench ws`.
+#[derive(Debug, Args)]
+pub struct WsLineArgs {
+    /// The JSON-RPC server's `ws://host:port[/path]`.
+    #[arg(value_name = "URL")]
+    pub url: String,
+    /// The JSON-RPC method.
+    #[arg(long, value_name = "NAME", default_value = "eth_chainId")]
+    pub method: String,
+    /// Its params as JSON (usually an array).
+    #[arg(long, value_name = "JSON", default_value = "[]")]
+    pub params: String,
+    /// The load and the run.
+    #[command(flatten)]
+    pub load: LineArgs,
 }
 
 /// `msgbench import`.

@@ -1757,7 +1757,7 @@ fn ctrl_c_ends_a_tick_stream_early_and_writes_it() {
 /// An ad-hoc run of another system on the embedded default lands in results/<system>/, with a
 /// `latest` link to it; a run whose server is not there leaves no folder at all.
 #[test]
-fn another_system_on_the_default_leaves_out_the_queue_axes_and_a_file_may_not_sweep_them() {
+fn another_system_on_the_default_is_one_point_of_it_and_a_file_may_not_sweep_its_queue() {
     let _turn = turn();
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("results");
@@ -1776,14 +1776,29 @@ fn another_system_on_the_default_leaves_out_the_queue_axes_and_a_file_may_not_sw
     assert!(o.status.success(), "{}", stderr(&o));
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let runs = doc["runs"].as_array().unwrap();
-    // The default's pacing axis stays (rpc reads [pacing]); its `queue.ring` axis does not.
-    assert_eq!(runs.len(), 2, "{doc}");
-    for r in runs {
-        let axes: Vec<&str> = (r["params"].as_array().unwrap().iter())
-            .map(|p| p["axis"].as_str().unwrap())
-            .collect();
-        assert_eq!(axes, ["pacing.mode"], "{r}");
-    }
+    // Issue 48: one point of rpc at its defaults — none of the default's axes, nor its 100k/s.
+    assert_eq!(runs.len(), 1, "{doc}");
+    assert!(runs[0]["params"].as_array().unwrap().is_empty(), "{doc}");
+    let experiment = std::fs::read_to_string(only_result_dir(&out).join("experiment.toml"));
+    let experiment = experiment.unwrap();
+    assert!(experiment.contains("mode = \"immediate\""), "{experiment}");
+    assert!(!experiment.contains("per_sec"), "{experiment}");
+    // What the user sets after it applies: a rate, or an axis of their own.
+    let o = msgbench(&[
+        "check",
+        "--set",
+        "system=\"rpc\"",
+        "--set",
+        "pacing.mode=rate",
+        "--set",
+        "sweep.pacing.per_sec=[500, 1000]",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let plan = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        plan.contains("2 point(s)") && plan.contains("rate 1000/s"),
+        "{plan}"
+    );
     // In a scenario file (or added back by hand) the same axis is refused.
     let file = tmp.path().join("rpc.toml");
     std::fs::write(
@@ -2418,4 +2433,132 @@ fn one_line_http_runs_its_url_at_its_rate_and_prints_the_scenario_it_stands_for(
         "{said}"
     );
     assert!(!said.contains("closed loop"), "{said}");
+}
+
+/// Issue 48, item 1: `msgbench redis|grpc|ws ADDRESS …` each run their server at the rate given,
+/// one point, into DIR/<command>/, as `http` does; the scenario each stands for is the system's.
+#[test]
+fn one_line_redis_grpc_and_ws_run_their_servers_at_their_rate() {
+    let _turn = turn();
+    let port = free_port();
+    let mut redis = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("redis-server (run `bash scripts/setup.sh`)");
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !accepts(port) {
+        assert!(
+            std::time::Instant::now() < end,
+            "redis-server never came up"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let (mut grpc, _, grpc_line) = serve(&["grpc", "--listen", "127.0.0.1:0", "--for", "60s"]);
+    let grpc_url = format!("http://{}", rpc_address(&grpc_line));
+    let (mut ws, _, ws_line) = serve(&["ws-rpc", "--listen", "127.0.0.1:0", "--for", "60s"]);
+    let redis_address = format!("127.0.0.1:{port}");
+    let proto = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../protos/msgbench.proto");
+    let cases: Vec<(&str, Vec<String>, &str)> = vec![
+        (
+            "redis",
+            vec![
+                redis_address,
+                "--command".into(),
+                "SET k:{key} {data}".into(),
+                "--keys".into(),
+                "100".into(),
+            ],
+            "command = [\"SET\", \"k:{key}\", \"{data}\"]",
+        ),
+        (
+            "grpc",
+            vec![
+                grpc_url,
+                "--call".into(),
+                "msgbench.Echo/Call".into(),
+                "--proto".into(),
+                proto.display().to_string(),
+                "-d".into(),
+                r#"{"note":"one line"}"#.into(),
+            ],
+            "grpc = \"msgbench.Echo/Call\"",
+        ),
+        (
+            "ws",
+            vec![ws_address(&ws_line), "--params".into(), "[]".into()],
+            "method = \"eth_chainId\"",
+        ),
+    ];
+    for (command, target, says) in cases {
+        let out = tempfile::tempdir().unwrap();
+        let mut args: Vec<&str> = vec![command];
+        args.extend(target.iter().map(String::as_str));
+        args.extend([
+            "--rate",
+            "400",
+            "-c",
+            "2",
+            "--duration",
+            "1s",
+            "--warmup",
+            "0",
+        ]);
+        args.extend(["--out", out.path().to_str().unwrap(), "--quiet"]);
+        let o = msgbench(&args);
+        assert!(
+            o.status.success() || o.status.code() == Some(5),
+            "{command}: {}",
+            stderr(&o)
+        );
+        let dir = only_result_dir(out.path());
+        assert!(
+            dir.parent().unwrap().ends_with(command),
+            "{}",
+            dir.display()
+        );
+        let experiment = std::fs::read_to_string(dir.join("experiment.toml")).unwrap();
+        assert!(experiment.contains(says), "{command}: {experiment}");
+        assert!(!experiment.contains("[sweep.") && experiment.contains("per_sec = 400"));
+        let run = single_run(out.path());
+        run.counters.check().unwrap();
+        let attempted = run.counters.attempted;
+        assert!(
+            attempted.abs_diff(400) <= 1,
+            "{command}: {attempted} attempted"
+        );
+        assert_eq!(
+            run.counters.delivered, attempted,
+            "{command}: {:?}",
+            run.counters
+        );
+    }
+    // Each command's own mistakes, before anything runs.
+    for (args, says) in [
+        (
+            vec!["ws", "ws://127.0.0.1:1", "--params", "[nul"],
+            "--params \"[nul\": not JSON",
+        ),
+        (
+            vec!["redis", "127.0.0.1:1", "--command", " "],
+            "--command \"\": give a command",
+        ),
+        (
+            vec!["redis", "127.0.0.1:1", "--key-pattern", "zigzag"],
+            "possible values: uniform, sequential, zipf",
+        ),
+        (
+            vec!["grpc", "http://127.0.0.1:1", "--call", "a.B/C", "-d", "{x"],
+            "--data \"{x\": not JSON",
+        ),
+    ] {
+        let o = msgbench(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+    for child in [&mut grpc, &mut ws, &mut redis] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }

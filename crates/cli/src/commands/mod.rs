@@ -2,8 +2,8 @@
 //! input fails before anything is measured or written. This file only dispatches.
 mod check;
 mod compare;
-mod http_line;
 mod import_omb;
+mod one_line;
 pub(crate) mod report;
 mod run;
 pub(crate) mod scenario;
@@ -41,7 +41,10 @@ pub fn dispatch(cli: Cli) -> ExitCode {
     }
     match cli.command {
         Command::Run(args) => run(args),
-        Command::Http(args) => http_line::http(args),
+        Command::Http(args) => one_line::http(args),
+        Command::Redis(args) => one_line::redis(args),
+        Command::Grpc(args) => one_line::grpc(args),
+        Command::Ws(args) => one_line::ws(args),
         Command::Check(args) => check(args),
         Command::Report(args) => report::report(&args.dir, args.slo.as_deref()),
         Command::Search(args) => search(args),

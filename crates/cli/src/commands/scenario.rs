@@ -119,10 +119,12 @@ fn run_flags(args: &ScenarioArgs, text: &str) -> Result<Vec<Override>, String> {
     Ok(flags)
 }
 
-/// The embedded default sweeps the queue lab's own fields (`queue.ring`): on an ad-hoc run of
-/// another system (`--set system="rpc"`) those axes are left out, before the user's own
-/// overrides, rather than refused as a scenario file's would be (every point would run the
-/// same). The user did not write them; an axis they add back is judged like any other.
+/// The embedded default is the queue lab's experiment: four points (unpaced and at 100k/s,
+/// through two rings). On an ad-hoc run of another system (`--set system="rpc"`) none of that
+/// is the user's: every axis of the default's sweep and its pacing are left out, before the
+/// user's own overrides, so the run is one point of that system at its defaults (issue 48: a
+/// newcomer's first run against their service included an unpaced point and one at 100k/s).
+/// What the user sets after it (`--set pacing.per_sec=…`, a sweep) applies as usual.
 fn drop_the_default_axes_of_another_system(text: &str, overrides: &mut Vec<Override>) {
     use msgbench_model::scenario::SystemKind;
     let chosen = overrides
@@ -134,13 +136,15 @@ fn drop_the_default_axes_of_another_system(text: &str, overrides: &mut Vec<Overr
     let (Some(system), Ok(doc)) = (chosen, text.parse::<toml::Table>()) else {
         return;
     };
-    let Some(sweep) = doc.get("sweep").and_then(|s| s.as_table()) else {
+    if system == SystemKind::Queue {
         return;
-    };
-    let removals: Vec<Override> = (sweep.keys())
-        .filter(|axis| system.foreign_section(axis).is_some())
-        .map(|axis| Override {
-            path: format!("sweep.{axis}"),
+    }
+    let axes = doc.get("sweep").and_then(|s| s.as_table());
+    let removals: Vec<Override> = (axes.into_iter().flat_map(|sweep| sweep.keys()))
+        .map(|axis| format!("sweep.{axis}"))
+        .chain(doc.contains_key("pacing").then(|| "pacing".to_string()))
+        .map(|path| Override {
+            path,
             value: None,
             flag: "--set system",
         })
