@@ -7,7 +7,8 @@
 # test starts to scrape a run's live metrics; nats-server and mosquitto, brokers of the pubsub tests;
 # Java and Maven, which fetch and run Kafka, their fourth (scripts/setup-kafka.sh);
 # python3-venv for the manifest check's kubernetes-validate; Slurm and munge for the Slurm
-# test; and, from npm, the `ws` package of the Node.js feed (feeds/node).
+# test; and, from npm, the `ws` package of the Node.js feed (feeds/node). It also builds the
+# example queue libraries (scripts/build-queues.sh).
 # Idempotent: does nothing when present.
 # msgbench never relies on a running Redis: tests and examples start their own on loopback.
 set -euo pipefail
@@ -44,6 +45,9 @@ if [ ! -d "$FEED/node_modules/ws" ]; then
   echo "scripts/setup.sh: installing the ws package into feeds/node (npm ci)" >&2
   (cd "$FEED" && npm ci --no-audit --no-fund --silent >/dev/null)
 fi
+# The example queue libraries (examples/queues/*.c → target/queues/), which the queue-library
+# example and tests load.
+bash "$(dirname "${BASH_SOURCE[0]}")/build-queues.sh"
 if [ ${#need[@]} -eq 0 ]; then
   bash "$(dirname "${BASH_SOURCE[0]}")/setup-kafka.sh"
   exit 0

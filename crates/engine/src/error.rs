@@ -81,6 +81,9 @@ pub enum EngineError {
     /// A browser client could not be started or did not connect.
     #[error("browser client: {0}")]
     Browser(String),
+    /// The user's queue library could not be loaded or made no queue (`queue.ring = "library"`).
+    #[error("{0}; see docs/own-queue.md")]
+    QueueLibrary(String),
     /// The built-in server could not start.
     #[error("cannot start the built-in server: {0}")]
     Server(std::io::Error),

@@ -33,6 +33,7 @@ pub mod net;
 pub mod pacer;
 pub mod recorder;
 pub mod ring;
+pub mod ring_library;
 pub mod runner;
 pub mod search;
 pub mod server;

@@ -278,16 +278,30 @@ pub(crate) fn run_one(
             gaps: s.gaps,
             duplicates: s.duplicates,
             reordered: s.reordered,
-            // A feed may skip ids on purpose (conflation, a filter): that is no broken FIFO.
-            hint: if s.gaps > 0 && result.system == msgbench_model::kind::SystemKind::Ticks {
-                "; a feed that skips sequence numbers on purpose (a conflated or filtered feed) \
-                 is measured with ticks.gaps = \"drops\", which counts them as dropped"
-            } else {
-                ""
-            },
+            hint: broken_sequence_hint(&scenario, &s),
         });
     }
     Ok(result)
+}
+
+/// What to add to a broken-sequence error, where the system says more than "a bug in it".
+fn broken_sequence_hint(
+    scenario: &msgbench_model::Scenario,
+    s: &msgbench_model::result::SequenceErrors,
+) -> &'static str {
+    use msgbench_model::scenario::System;
+    match &scenario.system {
+        // A feed may skip ids on purpose (conflation, a filter): that is no broken FIFO.
+        System::Ticks { .. } if s.gaps > 0 => {
+            "; a feed that skips sequence numbers on purpose (a conflated or filtered feed) is \
+             measured with ticks.gaps = \"drops\", which counts them as dropped"
+        }
+        System::Queue(q) if q.ring == msgbench_model::queue::RingKind::Library => {
+            "; the queue from queue.library returned items it was never given or gave twice \
+             (counted as duplicates, never as delivered: docs/own-queue.md)"
+        }
+        _ => "",
+    }
 }
 
 /// Sleeps until [`SETUP_LEAD_MS`](msgbench_model::shard::SETUP_LEAD_MS) before a run's planned

@@ -236,3 +236,144 @@ fn relative_sleeping_sends_nothing_after_the_window() {
         r.counters.attempted
     );
 }
+
+/// Compiles C `source` (with examples/queues/msgbench_queue.h on the include path) into a
+/// shared library in `dir`; its path.
+fn queue_library(dir: &std::path::Path, name: &str, source: &str) -> std::path::PathBuf {
+    let queues = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/queues");
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, source).unwrap();
+    let lib = dir.join(format!("lib{name}.so"));
+    let o = std::process::Command::new("cc")
+        .args(["-O2", "-shared", "-fPIC", "-I"])
+        .arg(&queues)
+        .arg("-o")
+        .arg(&lib)
+        .arg(&c)
+        .output()
+        .expect("a C compiler (cc)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    lib
+}
+
+/// Issue 46: the user's queue through the ABI — the example C ring runs with the lab's
+/// producer, consumer, pacing and accounting, in order, every item delivered.
+#[test]
+fn a_queue_from_a_shared_library_runs_in_the_lab() {
+    let tmp = tempfile::tempdir().unwrap();
+    let source =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/queues/spsc_ring.c");
+    let lib = queue_library(
+        tmp.path(),
+        "spsc_ring",
+        &std::fs::read_to_string(source).unwrap(),
+    );
+    let queue = format!(
+        "[queue]\ncapacity = 64\nring = \"library\"\nlibrary = \"{}\"\n[sweep]\n\"pacing\" = [{{mode = \"immediate\"}}, {{mode = \"rate\", per_sec = 50000}}]\n\"queue.consumer_wait\" = [\"busy-spin\", \"park\"]\n",
+        lib.display()
+    );
+    let (outcome, _dir) = run(&format!("{SHORT}{queue}"), &[]);
+    assert_eq!(outcome.results.len(), 4);
+    for r in &outcome.results {
+        assert_accounted(r);
+        assert!(r.counters.delivered > 0, "{}", r.run_id);
+        assert_eq!(r.counters.delivered, r.counters.sent, "{}", r.run_id);
+        if r.param("pacing").is_some_and(|p| p.contains("rate")) {
+            assert_eq!(r.counters.attempted, 20_000, "{}", r.run_id);
+        }
+    }
+}
+
+/// A queue that lies: every 1000th pop claims an item while empty-handed (it repeats the last
+/// one it gave), and every 1500th writes a sequence number it was never given. Caught by the
+/// sequence check, counted, never delivered: the accounting still holds, and msgbench lives.
+#[test]
+fn a_broken_queue_library_is_caught_not_believed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broken = r#"
+#include "msgbench_queue.h"
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+struct q { _Atomic size_t head, tail; size_t cap, bytes, pops; unsigned char *slots, last[64]; };
+uint32_t msgbench_queue_abi(void) { return MSGBENCH_QUEUE_ABI; }
+void *msgbench_queue_create(size_t cap, size_t bytes) {
+    struct q *q = calloc(1, sizeof *q);
+    q->cap = cap; q->bytes = bytes; q->slots = calloc(cap, bytes);
+    return q;
+}
+int msgbench_queue_try_push(void *v, const void *item) {
+    struct q *q = v;
+    size_t t = atomic_load(&q->tail);
+    if (t - atomic_load(&q->head) == q->cap) return 0;
+    memcpy(q->slots + (t % q->cap) * q->bytes, item, q->bytes);
+    atomic_store(&q->tail, t + 1);
+    return 1;
+}
+int msgbench_queue_try_pop(void *v, void *item) {
+    struct q *q = v;
+    size_t h = atomic_load(&q->head);
+    if (h == atomic_load(&q->tail)) {
+        if (++q->pops % 1000 == 0) { memcpy(item, q->last, q->bytes); return 1; }
+        return 0;
+    }
+    memcpy(item, q->slots + (h % q->cap) * q->bytes, q->bytes);
+    memcpy(q->last, item, q->bytes);
+    if (++q->pops % 1500 == 0) { unsigned char *p = item; p[8] ^= 0x55; p[9] ^= 0x3c; p[10] ^= 0x7f; }
+    atomic_store(&q->head, h + 1);
+    return 1;
+}
+size_t msgbench_queue_len(void *v) { struct q *q = v; return atomic_load(&q->tail) - atomic_load(&q->head); }
+void msgbench_queue_destroy(void *v) { struct q *q = v; free(q->slots); free(q); }
+"#;
+    let lib = queue_library(tmp.path(), "broken", broken);
+    let queue = format!(
+        "[queue]\ncapacity = 64\nring = \"library\"\nlibrary = \"{}\"\n[pacing]\nmode = \"rate\"\nper_sec = 50000\n",
+        lib.display()
+    );
+    // The run stops the experiment as a broken FIFO does, said so, with the run on disk.
+    let (outcome, _dir) = common::try_run(&format!("{SHORT}{queue}"), &[]);
+    let Err(e) = outcome else {
+        panic!("a broken queue fails its run")
+    };
+    let said = e.to_string();
+    assert!(
+        said.contains("duplicates") && said.contains("queue.library returned items"),
+        "{said}"
+    );
+    let json = e.dir().unwrap().join("runs/000.json");
+    let r: RunResult = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    r.counters.check().unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        r.counters.delivered <= r.counters.sent,
+        "nothing delivered that was not sent: {:?}",
+        r.counters
+    );
+    assert!(
+        r.sequence.duplicates > 0,
+        "the lies are counted: {:?}",
+        r.sequence
+    );
+
+    // A library without the ABI, and one that is not a library: one message each, no crash.
+    let empty = queue_library(
+        tmp.path(),
+        "empty",
+        "int nothing_here(void) { return 0; }\n",
+    );
+    for (path, says) in [
+        (empty, "it must export msgbench_queue_abi"),
+        (tmp.path().join("broken.c"), "queue.library"),
+    ] {
+        let queue = format!(
+            "[queue]\nring = \"library\"\nlibrary = \"{}\"\n",
+            path.display()
+        );
+        let (outcome, _dir) = common::try_run(&format!("{SHORT}{queue}"), &[]);
+        let Err(e) = outcome else {
+            panic!("{} refused", path.display())
+        };
+        let e = e.to_string();
+        assert!(e.contains(says), "{e}");
+    }
+}

@@ -13,8 +13,13 @@ use std::time::Duration;
 pub struct QueueSpec {
     /// Slots in the ring (any positive number).
     pub capacity: u64,
-    /// Ring implementation: `msgbench` (ours) or `rtrb` (the crate).
+    /// Ring implementation: `msgbench` (ours), `rtrb` (the crate), or `library`: the user's
+    /// own queue from the shared library `queue.library` (docs/own-queue.md).
     pub ring: RingKind,
+    /// With `ring = "library"`: the shared library (`.so`) that exports msgbench's queue ABI
+    /// (`examples/queues/msgbench_queue.h`), as a path from where msgbench runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub library: Option<std::path::PathBuf>,
     /// What the producer does when the ring is full: `drop` or `block`.
     pub when_full: WhenFull,
     /// How the producer waits for space (`block` only).
@@ -36,6 +41,7 @@ impl Default for QueueSpec {
         QueueSpec {
             capacity: 1024,
             ring: RingKind::Msgbench,
+            library: None,
             when_full: WhenFull::Block,
             producer_wait: WaitStrategy::BusySpin,
             consumer_wait: WaitStrategy::BusySpin,
@@ -66,6 +72,8 @@ pub enum RingKind {
     Msgbench,
     /// The `rtrb` crate.
     Rtrb,
+    /// The user's queue, loaded from `queue.library` through msgbench's queue ABI.
+    Library,
 }
 
 /// How a thread waits for something to happen.
@@ -89,6 +97,8 @@ pub struct QueueConfig {
     pub capacity: usize,
     /// Ring implementation.
     pub ring: RingKind,
+    /// The shared library of `RingKind::Library`.
+    pub library: Option<std::path::PathBuf>,
     /// Full policy.
     pub when_full: WhenFull,
     /// Producer wait strategy.
@@ -113,9 +123,13 @@ impl QueueConfig {
         let name = |v: &dyn erased::Spelled| v.spelled();
         let pin = |cpu: Option<usize>| cpu.map(|c| c.to_string()).unwrap_or_else(|| "-".into());
         format!(
-            "queue capacity={} ring={} when_full={} producer_wait={} consumer_wait={} pin={}/{} work_bytes={} work={}",
+            "queue capacity={} ring={}{} when_full={} producer_wait={} consumer_wait={} pin={}/{} work_bytes={} work={}",
             self.capacity,
             name(&self.ring),
+            (self.library.as_ref())
+                .filter(|_| self.ring == RingKind::Library)
+                .map(|l| format!("({})", l.display()))
+                .unwrap_or_default(),
             name(&self.when_full),
             name(&self.producer_wait),
             name(&self.consumer_wait),
@@ -145,6 +159,24 @@ mod erased {
 }
 
 impl QueueSpec {
+    /// `ring = "library"` names a library that is a file. Another ring ignores it (so that a
+    /// sweep of `queue.ring` over `["msgbench", "library"]` compares the two).
+    fn check_library(&self, invalid: &Invalid) -> Result<(), ScenarioError> {
+        match (self.ring, &self.library) {
+            (RingKind::Library, None) => Err(invalid(
+                "queue.library",
+                "is not set, and `ring = \"library\"` loads the queue from it".into(),
+                "give the shared library that exports msgbench's queue ABI, e.g. library = \"target/queues/libspsc_ring.so\" (docs/own-queue.md)",
+            )),
+            (RingKind::Library, Some(path)) if !path.is_file() => Err(invalid(
+                "queue.library",
+                format!("is {}, which is not a file here", path.display()),
+                "build it first (docs/own-queue.md), and give its path from where msgbench runs",
+            )),
+            _ => Ok(()),
+        }
+    }
+
     pub(crate) fn validate(
         &self,
         pacing: &PacingSpec,
@@ -186,6 +218,7 @@ impl QueueSpec {
                 "use at most 67108864 slots (each holds a 24-byte item)",
             ));
         }
+        self.check_library(invalid)?;
         if self.work_bytes > (1 << 30) {
             return Err(invalid(
                 "queue.work_bytes",
@@ -210,6 +243,7 @@ impl QueueSpec {
         Ok(QueueConfig {
             capacity: self.capacity as usize,
             ring: self.ring,
+            library: self.library.clone(),
             when_full: self.when_full,
             producer_wait: self.producer_wait,
             consumer_wait: self.consumer_wait,
@@ -235,6 +269,11 @@ mod tests {
             ("[queue.pin]\nproducer = 9\n", "queue.pin.producer"),
             ("[queue.pin]\nconsumer = 9\n", "queue.pin.consumer"),
             ("[pacing]\nmode = \"closed-loop\"\n", "pacing.mode"),
+            ("[queue]\nring = \"library\"\n", "queue.library"),
+            (
+                "[queue]\nring = \"library\"\nlibrary = \"/nonexistent/libq.so\"\n",
+                "queue.library",
+            ),
         ] {
             assert_eq!(refused(text).0, field, "{text}");
         }

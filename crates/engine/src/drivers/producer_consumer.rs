@@ -27,7 +27,10 @@ use std::sync::{Arc, Barrier};
 /// consumer runs on the producer's heels every slot line moves between the CPUs, so the item's
 /// size sets how often: the 24-byte item it replaces moved a line every 2.7 items (the C
 /// floor's 8-byte item, every 8).
+/// `repr(C)`: a queue from a library (`ring_library`) copies it as bytes, and the layout is
+/// documented there (docs/own-queue.md): `u64` intended time, `u32` sequence, `u32` push time.
 #[derive(Debug, Clone, Copy)]
+#[repr(C)]
 pub struct Item {
     /// Time latency is measured from.
     intended_ns: u64,
@@ -38,6 +41,10 @@ pub struct Item {
     /// 0.1 %: under 1 µs of at least 2.1 s), up to 35 min.
     sent_after: u32,
 }
+
+// SAFETY: an `Item` is integers only; any bytes a foreign queue writes are some `Item` (a wrong
+// one is caught by the consumer's sequence check).
+unsafe impl crate::ring_library::AnyBits for Item {}
 
 const MEASURED: u32 = 1 << 31;
 const LOW_31: u32 = MEASURED - 1;
@@ -104,6 +111,13 @@ struct Shared {
     interrupted: AtomicBool,
     /// Raised when the other thread failed (pinning refused, panic): stop at once.
     abort: AtomicBool,
+    /// Of an untrusted queue only ([`RingProducer::TRUSTED`]): one past the last sequence
+    /// number the producer may have pushed, stored before each push, so that an item popped
+    /// with a number at or past it was never given to the queue.
+    given: AtomicU64,
+    /// Items pushed in the measured window (their sequence numbers' span), stored once when the
+    /// producer is done: an untrusted queue's consumer counts what it never returned as failed.
+    pushed_in_window: AtomicU64,
     barrier: Barrier,
 }
 
@@ -148,6 +162,8 @@ pub fn drive<P: RingProducer<Item>, C: RingConsumer<Item>>(
         stop: ctx.stop.clone(),
         interrupted: AtomicBool::new(false),
         abort: AtomicBool::new(false),
+        given: AtomicU64::new(0),
+        pushed_in_window: AtomicU64::new(0),
         barrier: Barrier::new(2),
     };
     let mut collector = timeline.collector(&scenario.run, 1, 1);
@@ -287,6 +303,7 @@ fn consumer_thread<C: RingConsumer<Item>>(
         producer_sleeper,
         work: vec![0u8; q.work_bytes],
         next_seq: 0,
+        delivered_in_window: 0,
     };
     let cpu = c.run(("consumer", q.pin_consumer));
     guard.armed = false;
@@ -310,15 +327,27 @@ struct ProducerLoop<'a, P> {
 }
 
 impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
+    /// Of an untrusted queue: the item about to be pushed may be popped from now on (stored
+    /// before the push, so the pop that takes it sees it). Compiled out for msgbench's rings.
+    #[inline]
+    fn announce(&self) {
+        if !P::TRUSTED {
+            (self.shared.given).store(self.next_seq + 1, Ordering::Release);
+        }
+    }
+
     fn run(mut self, (role, cpu): (&'static str, Option<usize>), t0: u64) -> ThreadCpu {
         self.clock.sleep_until(t0);
         self.send_until(self.shared.timeline.measure_start_ns, false);
         let before = CpuSnapshot::thread();
+        let first_seq = self.next_seq;
         let ended = self.send_until(self.shared.timeline.end_ns, true);
         let cpu_used = CpuSnapshot::thread().since(&before);
         let now = self.clock.now_ns();
         let timeline = &self.shared.timeline;
         let span_end = timeline.send_end(now, ended == PhaseEnd::Schedule);
+        // Before `producer_done_ns`, which the consumer reads (Acquire) before this.
+        (self.shared.pushed_in_window).store(self.next_seq - first_seq, Ordering::Relaxed);
         self.shared
             .producer_done_ns
             .store(span_end.max(timeline.measure_start_ns), Ordering::Release);
@@ -368,6 +397,7 @@ impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
             if measured {
                 self.rec.attempted();
             }
+            self.announce();
             let pushed = match self.ring.push(item) {
                 Ok(()) => Some(slot.actual_ns),
                 Err(item) if self.q.when_full == WhenFull::Block => self.push_blocking(item),
@@ -430,6 +460,7 @@ impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
                 self.rec.attempted();
             }
             let item = Item::new(self.next_seq, measured, now, now);
+            self.announce();
             let sent_ns = match self.ring.push(item) {
                 Ok(()) => now,
                 Err(item) if self.q.when_full == WhenFull::Block => {
@@ -532,6 +563,8 @@ struct ConsumerLoop<'a, C> {
     work: Vec<u8>,
     /// The sequence number expected next (items carry only its low 31 bits).
     next_seq: u64,
+    /// Of an untrusted queue: measured items delivered (see `Shared::pushed_in_window`).
+    delivered_in_window: u64,
 }
 
 impl<C: RingConsumer<Item>> ConsumerLoop<'_, C> {
@@ -549,9 +582,11 @@ impl<C: RingConsumer<Item>> ConsumerLoop<'_, C> {
                     self.work();
                     let now = crate::clock::now_ns();
                     let seq = item.seq_near(self.next_seq);
-                    self.next_seq = self.next_seq.max(seq + 1);
-                    self.rec.sequence.check(seq);
-                    if item.measured() {
+                    let fresh = self.check_sequence(seq);
+                    if item.measured() && fresh {
+                        if !C::TRUSTED {
+                            self.delivered_in_window += 1;
+                        }
                         if before.is_none() {
                             before = Some(CpuSnapshot::thread());
                         }
@@ -579,9 +614,23 @@ impl<C: RingConsumer<Item>> ConsumerLoop<'_, C> {
         let cpu_used = before
             .map(|b| CpuSnapshot::thread().since(&b))
             .unwrap_or_default();
+        // At most a ring's worth: a broken foreign queue may claim items for ever.
         let mut left = 0;
-        while let Some(item) = self.ring.pop() {
+        for _ in 0..=self.q.capacity {
+            let Some(item) = self.ring.pop() else { break };
             left += item.measured() as u64;
+        }
+        if !C::TRUSTED {
+            // What an untrusted queue was given and never returned (lost, or returned
+            // corrupted and not believed) failed in it: sent = delivered + … still holds.
+            let pushed = if self.shared.producer_done_ns.load(Ordering::Acquire) != 0 {
+                self.shared.pushed_in_window.load(Ordering::Relaxed)
+            } else {
+                0
+            };
+            for _ in 0..pushed.saturating_sub(self.delivered_in_window + left) {
+                self.rec.failed();
+            }
         }
         self.rec.in_flight_at_end(left);
         self.rec.finish(crate::clock::now_ns());
@@ -590,6 +639,26 @@ impl<C: RingConsumer<Item>> ConsumerLoop<'_, C> {
             pinned_cpu: cpu,
             cpu: cpu_used,
         }
+    }
+
+    /// Checks an item's sequence number; false when it is not to be delivered: a number an
+    /// untrusted queue was never given, or one it gave before (each counted as a duplicate in
+    /// the sequence errors, so the run says the queue returned what it should not have).
+    #[inline]
+    fn check_sequence(&mut self, seq: u64) -> bool {
+        if C::TRUSTED {
+            self.next_seq = self.next_seq.max(seq + 1);
+            self.rec.sequence.check(seq);
+            return true;
+        }
+        if seq >= self.shared.given.load(Ordering::Acquire) {
+            self.rec.sequence.errors.duplicates += 1;
+            return false;
+        }
+        let duplicates = self.rec.sequence.errors.duplicates;
+        self.next_seq = self.next_seq.max(seq + 1);
+        self.rec.sequence.check(seq);
+        self.rec.sequence.errors.duplicates == duplicates
     }
 
     /// The simulated work per item: touch `work_bytes`, then spin `work_ns`.
