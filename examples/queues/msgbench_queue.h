@@ -17,7 +17,7 @@
  *  - msgbench_queue_abi returns MSGBENCH_QUEUE_ABI of the header the library was built with.
  *
  * msgbench checks what your queue returns: an item it was never given, or given twice, is
- * counted as a sequence error (a duplicate) and never counted as delivered. What it cannot
+ * counted as a sequence error (a duplicate), which fails the run. What it cannot
  * guard against is what any library in the process can do: crash it or write over its memory.
  */
 #ifndef MSGBENCH_QUEUE_H

@@ -38,6 +38,8 @@ void *msgbench_queue_create(size_t capacity, size_t item_bytes) {
     if (!r)
         return NULL;
     memset(r, 0, sizeof *r);
+    atomic_init(&r->head, 0);
+    atomic_init(&r->tail, 0);
     r->capacity = capacity;
     r->item_bytes = item_bytes;
     r->slots = malloc(capacity * item_bytes);

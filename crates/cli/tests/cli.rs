@@ -289,6 +289,12 @@ fn the_published_json_schema_is_current() {
 #[test]
 fn every_example_runs_shortened() {
     let _turn = turn();
+    // examples/queue-library.toml loads the example queue: built as the README says (idempotent).
+    let build = Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/build-queues.sh"))
+        .output()
+        .unwrap();
+    assert!(build.status.success(), "{}", stderr(&build));
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
     let mut count = 0;
     for entry in std::fs::read_dir(examples).unwrap() {

@@ -95,7 +95,13 @@ pub fn channel<T: AnyBits>(
     let what = |e: &dyn std::fmt::Display| format!("queue.library {}: {e}", path.display());
     // SAFETY: loading runs the library's initialisers; that the user's library is sound is
     // what `ring = "library"` asks the user to vouch for (docs/own-queue.md).
-    let library = unsafe { libloading::Library::new(path) }.map_err(|e| what(&e))?;
+    // RTLD_NOW: a library with an unresolved symbol is refused here, not by the dynamic linker
+    // killing the process in the middle of a run. Local: its names are not shared with others.
+    let flags = libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL;
+    let library: libloading::Library =
+        unsafe { libloading::os::unix::Library::open(Some(path), flags) }
+            .map_err(|e| what(&e))?
+            .into();
     let abi: AbiFn = get(&library, "msgbench_queue_abi").map_err(|e| what(&e))?;
     // SAFETY: the header's signature; a library that exports the name with another breaks the
     // ABI it claims.

@@ -284,9 +284,10 @@ fn a_queue_from_a_shared_library_runs_in_the_lab() {
     }
 }
 
-/// A queue that lies: every 1000th pop claims an item while empty-handed (it repeats the last
-/// one it gave), and every 1500th writes a sequence number it was never given. Caught by the
-/// sequence check, counted, never delivered: the accounting still holds, and msgbench lives.
+/// A queue that lies: every 1000th empty pop claims an item (it repeats the last one it gave),
+/// some empty pops make up the next number before it was pushed, every 1500th pop writes a
+/// sequence number it was never given and every 1700th flips the item's measured flag. Caught
+/// by the sequence check, counted: the accounting still holds, and msgbench lives.
 #[test]
 fn a_broken_queue_library_is_caught_not_believed() {
     let tmp = tempfile::tempdir().unwrap();
@@ -315,11 +316,18 @@ int msgbench_queue_try_pop(void *v, void *item) {
     size_t h = atomic_load(&q->head);
     if (h == atomic_load(&q->tail)) {
         if (++q->pops % 1000 == 0) { memcpy(item, q->last, q->bytes); return 1; }
+        if (q->pops % 2500 == 1) { /* the next number, made up before it was pushed */
+            memcpy(item, q->last, q->bytes);
+            ((unsigned char *)item)[8] += 1;
+            return 1;
+        }
         return 0;
     }
     memcpy(item, q->slots + (h % q->cap) * q->bytes, q->bytes);
     memcpy(q->last, item, q->bytes);
-    if (++q->pops % 1500 == 0) { unsigned char *p = item; p[8] ^= 0x55; p[9] ^= 0x3c; p[10] ^= 0x7f; }
+    unsigned char *p = item;
+    if (++q->pops % 1500 == 0) { p[8] ^= 0x55; p[9] ^= 0x3c; p[10] ^= 0x7f; }
+    if (q->pops % 1700 == 0) p[11] ^= 0x80; /* the measured flag */
     atomic_store(&q->head, h + 1);
     return 1;
 }

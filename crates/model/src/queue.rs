@@ -243,7 +243,9 @@ impl QueueSpec {
         Ok(QueueConfig {
             capacity: self.capacity as usize,
             ring: self.ring,
-            library: self.library.clone(),
+            // Absolute: a bare `libq.so` would be searched for on the loader's path, not here.
+            library: (self.library.as_ref())
+                .map(|l| std::fs::canonicalize(l).unwrap_or_else(|_| l.clone())),
             when_full: self.when_full,
             producer_wait: self.producer_wait,
             consumer_wait: self.consumer_wait,

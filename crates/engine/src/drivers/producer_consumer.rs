@@ -125,7 +125,28 @@ struct Shared {
     /// Items pushed in the measured window (their sequence numbers' span), stored once when the
     /// producer is done: an untrusted queue's consumer counts what it never returned as failed.
     pushed_in_window: AtomicU64,
+    /// Of an untrusted queue: the first sequence number of the measured window (`u64::MAX`
+    /// until the producer reaches it), stored before that push. Such a queue's items are
+    /// measured by their number, not by the flag bit in their bytes, which it may corrupt.
+    window_first_seq: AtomicU64,
     barrier: Barrier,
+}
+
+impl Shared {
+    fn new(timeline: Timeline, scenario: &Scenario, ctx: &RunContext) -> Shared {
+        Shared {
+            timeline,
+            operations: scenario.run.operations,
+            producer_done_ns: AtomicU64::new(0),
+            stop: ctx.stop.clone(),
+            interrupted: AtomicBool::new(false),
+            abort: AtomicBool::new(false),
+            given: crossbeam_utils::CachePadded::new(AtomicU64::new(0)),
+            pushed_in_window: AtomicU64::new(0),
+            window_first_seq: AtomicU64::new(u64::MAX),
+            barrier: Barrier::new(2),
+        }
+    }
 }
 
 /// Raises `abort` (and, for the producer, `producer_done_ns`) if its thread leaves early: on a
@@ -160,19 +181,15 @@ pub fn drive<P: RingProducer<Item>, C: RingConsumer<Item>>(
     producer: P,
     consumer: C,
 ) -> Result<Measured, EngineError> {
+    const {
+        assert!(
+            P::TRUSTED == C::TRUSTED,
+            "both ends of a queue are trusted, or neither"
+        )
+    };
     let process_before = CpuSnapshot::process();
     let timeline = Timeline::from_now(&scenario.run);
-    let shared = Shared {
-        timeline,
-        operations: scenario.run.operations,
-        producer_done_ns: AtomicU64::new(0),
-        stop: ctx.stop.clone(),
-        interrupted: AtomicBool::new(false),
-        abort: AtomicBool::new(false),
-        given: crossbeam_utils::CachePadded::new(AtomicU64::new(0)),
-        pushed_in_window: AtomicU64::new(0),
-        barrier: Barrier::new(2),
-    };
+    let shared = Shared::new(timeline, scenario, ctx);
     let mut collector = timeline.collector(&scenario.run, 1, 1);
     let producer_rec = collector.recorder(false);
     let consumer_rec = collector.recorder(true);
@@ -352,6 +369,9 @@ impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
         self.send_until(self.shared.timeline.measure_start_ns, false);
         let before = CpuSnapshot::thread();
         let first_seq = self.next_seq;
+        if !P::TRUSTED {
+            (self.shared.window_first_seq).store(first_seq, Ordering::Release);
+        }
         let ended = self.send_until(self.shared.timeline.end_ns, true);
         let cpu_used = CpuSnapshot::thread().since(&before);
         let now = self.clock.now_ns();
@@ -594,7 +614,7 @@ impl<C: RingConsumer<Item>> ConsumerLoop<'_, C> {
                     let now = crate::clock::now_ns();
                     let seq = item.seq_near(self.next_seq);
                     let fresh = self.check_sequence(seq);
-                    if item.measured() && fresh {
+                    if fresh && self.measured(&item, seq) {
                         if !C::TRUSTED {
                             self.delivered_in_window += 1;
                         }
@@ -625,24 +645,7 @@ impl<C: RingConsumer<Item>> ConsumerLoop<'_, C> {
         let cpu_used = before
             .map(|b| CpuSnapshot::thread().since(&b))
             .unwrap_or_default();
-        // At most a ring's worth: a broken foreign queue may claim items for ever.
-        let mut left = 0;
-        for _ in 0..=self.q.capacity {
-            let Some(item) = self.ring.pop() else { break };
-            left += item.measured() as u64;
-        }
-        if !C::TRUSTED {
-            // What an untrusted queue was given and never returned (lost, or returned
-            // corrupted and not believed) failed in it: sent = delivered + … still holds.
-            let pushed = if self.shared.producer_done_ns.load(Ordering::Acquire) != 0 {
-                self.shared.pushed_in_window.load(Ordering::Relaxed)
-            } else {
-                0
-            };
-            for _ in 0..pushed.saturating_sub(self.delivered_in_window + left) {
-                self.rec.failed();
-            }
-        }
+        let left = self.left_in_queue();
         self.rec.in_flight_at_end(left);
         self.rec.finish(crate::clock::now_ns());
         ThreadCpu {
@@ -650,6 +653,45 @@ impl<C: RingConsumer<Item>> ConsumerLoop<'_, C> {
             pinned_cpu: cpu,
             cpu: cpu_used,
         }
+    }
+
+    /// Whether `item` (sequence number `seq`) is of the measured window: its flag bit, or for an
+    /// untrusted queue its number (the bit is in bytes such a queue may corrupt).
+    #[inline]
+    fn measured(&self, item: &Item, seq: u64) -> bool {
+        if C::TRUSTED {
+            item.measured()
+        } else {
+            seq >= self.shared.window_first_seq.load(Ordering::Acquire)
+        }
+    }
+
+    /// The measured items still in the queue when the run ends, popped (at most a ring's worth,
+    /// and for an untrusted queue, which may claim items for ever or make a larger ring than
+    /// asked, at most what it was given). For an untrusted queue, checked as during the run;
+    /// what it was given and never returned (lost, or returned corrupted and not believed)
+    /// is counted failed, and what it returned beyond what it was given, a duplicate.
+    fn left_in_queue(&mut self) -> u64 {
+        let pushed = if C::TRUSTED || self.shared.producer_done_ns.load(Ordering::Acquire) == 0 {
+            0
+        } else {
+            self.shared.pushed_in_window.load(Ordering::Relaxed)
+        };
+        let mut left = 0;
+        for _ in 0..=self.q.capacity as u64 + pushed {
+            let Some(item) = self.ring.pop() else { break };
+            let seq = item.seq_near(self.next_seq);
+            left += u64::from(self.check_sequence(seq) && self.measured(&item, seq));
+        }
+        if !C::TRUSTED {
+            let returned = self.delivered_in_window + left;
+            for _ in 0..pushed.saturating_sub(returned) {
+                self.rec.failed();
+            }
+            // More than it was given: made-up numbers the bound let through (see `given`).
+            self.rec.sequence.errors.duplicates += returned.saturating_sub(pushed);
+        }
+        left
     }
 
     /// Checks an item's sequence number; false when it is not to be delivered: a number an
