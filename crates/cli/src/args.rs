@@ -40,12 +40,14 @@ pub enum Command {
     /// the scenario file the flags stand for, to grow the one-liner into a file for `run`.
     ///
     /// Example: msgbench http http://127.0.0.1:8080/api/items --rate 1000 --connections 16 --duration 10s
+    ///
     /// Example: msgbench http http://127.0.0.1:8080/orders -m POST -H 'Content-Type: application/json' -d '{"qty":1}' --print-scenario > orders.toml
     Http(HttpArgs),
     /// Measure a Redis server in one line, as redis-benchmark or memtier would: one point, the
     /// same results and reports as `run`; --rate for an open-loop schedule, else closed loop.
     ///
     /// Example: msgbench redis 127.0.0.1:6379 --rate 20000 --connections 8
+    ///
     /// Example: msgbench redis 127.0.0.1:6379 --command 'SET k:{key} {data}' --keys 100000 --key-pattern zipf --value-bytes 512 --rate 5000
     Redis(RedisLineArgs),
     /// Measure a gRPC method in one line, as ghz would: unary or server-streaming calls, the
@@ -110,6 +112,7 @@ pub enum Command {
     /// (`kube collect`). Walk-through: docs/distributed.md.
     ///
     /// Example: msgbench kube examples/sharded-rpc.toml --shards 4 --image registry.example/msgbench:0.1 --set 'rpc.address="rpc.bench.svc:7000"' > job.yaml
+    ///
     /// Example: msgbench kube collect msgbench-sharded-rpc-261125210300 --out shards/
     Kube(KubeArgs),
     /// Print an sbatch script that runs a scenario as N shards on a Slurm cluster at one agreed
@@ -120,6 +123,7 @@ pub enum Command {
     /// waits for every task (`--dependency=afterany`). Walk-through: docs/distributed.md.
     ///
     /// Example: msgbench slurm examples/sharded-rpc.toml --shards 4 --set 'rpc.address="bench1:7000"' | sbatch
+    ///
     /// Example: msgbench slurm examples/sharded-rpc.toml --shards 8 --array --start-at +5m --partition bench > job.sh && sbatch job.sh
     Slurm(SlurmArgs),
     /// Write the msgbench scenario equivalent to another tool's workload file. `import omb`

@@ -111,6 +111,12 @@ fn script(args: &SlurmArgs) -> Result<String, String> {
 
 /// The scenario, checked as every shard will load it: each of the N must have work.
 fn sharded_experiment(args: &SlurmArgs) -> Result<Experiment, String> {
+    if args.array && args.tasks_per_node != 1 {
+        eprintln!(
+            "msgbench: warning: --tasks-per-node is not for --array (each array task is a job \
+             of its own, placed as Slurm will); --sbatch-option=--exclusive gives each a node"
+        );
+    }
     let mut experiment = crate::commands::scenario::load(&args.scenario)?;
     experiment
         .set_shard(Shard {

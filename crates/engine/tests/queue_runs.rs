@@ -385,3 +385,38 @@ void msgbench_queue_destroy(void *v) { struct q *q = v; free(q->slots); free(q);
         assert!(e.contains(says), "{e}");
     }
 }
+
+/// A queue that is always full, under `when_full = "block"`: the producer's wait for room
+/// ends at the run's deadline (the window's end and its drain), not never; every item due is
+/// skipped (the run ended), none sent, and the accounting holds.
+#[test]
+fn a_queue_that_never_makes_room_cannot_hold_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let full = r#"
+#include "msgbench_queue.h"
+#include <stdlib.h>
+uint32_t msgbench_queue_abi(void) { return MSGBENCH_QUEUE_ABI; }
+void *msgbench_queue_create(size_t c, size_t b) { (void)c; (void)b; return malloc(8); }
+int msgbench_queue_try_push(void *q, const void *i) { (void)q; (void)i; return 0; }
+int msgbench_queue_try_pop(void *q, void *i) { (void)q; (void)i; return 0; }
+size_t msgbench_queue_len(void *q) { (void)q; return 0; }
+void msgbench_queue_destroy(void *q) { free(q); }
+"#;
+    let lib = queue_library(tmp.path(), "full", full);
+    let queue = format!(
+        "[run]\nduration = \"400ms\"\nwarmup = \"0\"\ndrain_timeout = \"300ms\"\n[queue]\nring = \"library\"\nlibrary = \"{}\"\nwhen_full = \"block\"\n[pacing]\nmode = \"rate\"\nper_sec = 10000\n",
+        lib.display()
+    );
+    let started = std::time::Instant::now();
+    let (outcome, _dir) = run(&queue, &[]);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    let r = &outcome.results[0];
+    r.counters.check().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.counters.sent, 0, "{:?}", r.counters);
+    assert_eq!(r.counters.skipped, r.counters.attempted, "{:?}", r.counters);
+    assert!(r.counters.attempted > 0);
+}

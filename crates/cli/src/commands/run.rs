@@ -300,9 +300,20 @@ fn measured_nothing(results: &[msgbench_model::RunResult], strict: bool) -> Opti
             .max_by_key(|e| e.count)
             .map(|e| format!("; most often: {} × {}", e.count, e.message))
             .unwrap_or_default();
+        let c = &r.counters;
+        // Only the counts that are not zero beside attempted and sent: the one that decides.
+        let rest: String = [
+            ("dropped", c.dropped),
+            ("skipped", c.skipped),
+            ("in flight at the end", c.in_flight_end),
+        ]
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(name, n)| format!(", {n} {name}"))
+        .collect();
         return Some(format!(
-            "run {} delivered nothing: {} attempted, {} sent, {} failed{most}",
-            r.run_id, r.counters.attempted, r.counters.sent, r.counters.failed
+            "run {} delivered nothing: {} attempted, {} sent, {} failed{rest}{most}",
+            r.run_id, c.attempted, c.sent, c.failed
         ));
     }
     let verdicts: Vec<_> = (results.iter())

@@ -498,9 +498,15 @@ impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
                     match self.push_blocking(item) {
                         Some(sent_ns) => sent_ns,
                         None => {
-                            // Stopped while waiting for room.
+                            // Stopped (Ctrl-C) while waiting for room, or the run's deadline
+                            // passed with the queue still full.
                             if measured {
                                 self.rec.skipped(SkipCause::RunEnded);
+                            }
+                            if !self.shared.stop.load(Ordering::Relaxed)
+                                && !self.shared.abort.load(Ordering::Relaxed)
+                            {
+                                return PhaseEnd::Schedule;
                             }
                             self.shared.interrupted.store(true, Ordering::Relaxed);
                             return PhaseEnd::Stopped;
@@ -549,8 +555,14 @@ impl<P: RingProducer<Item>> ProducerLoop<'_, P> {
     #[cold]
     fn push_blocking(&mut self, mut item: Item) -> Option<u64> {
         self.waiter.progressed();
+        // The run's deadline: a queue that never makes room (a consumer stuck in its work, a
+        // foreign queue that always says full) must not hold the run past its drain.
+        let timeline = &self.shared.timeline;
+        let deadline = timeline.end_ns.saturating_add(timeline.drain_ns);
         loop {
-            if self.shared.stop.load(Ordering::Relaxed) || self.shared.abort.load(Ordering::Relaxed)
+            if self.shared.stop.load(Ordering::Relaxed)
+                || self.shared.abort.load(Ordering::Relaxed)
+                || self.clock.now_ns() > deadline
             {
                 return None;
             }
