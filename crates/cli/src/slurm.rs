@@ -9,7 +9,7 @@ use crate::args::SlurmArgs;
 use crate::distributed::{fill, is_loopback, parse_start_at, rfc3339, roughly};
 use crate::setup::fail;
 use crate::EXIT_BAD_INPUT;
-use msgbench_model::shard::{planned_starts, Shard, MAX_SHARDS, SLOT_SPARE_MS};
+use msgbench_model::shard::{planned_starts, Shard, MAX_SHARDS};
 use msgbench_model::Experiment;
 use std::process::ExitCode;
 
@@ -192,8 +192,7 @@ fn planned_minutes(experiment: &Experiment) -> Option<u64> {
         if run.duration.is_zero() {
             return None;
         }
-        let slot = (run.warmup + run.duration + run.drain_timeout).as_millis() as u64;
-        ms += (slot + SLOT_SPARE_MS) * u64::from(experiment.replicates);
+        ms += run.slot_ms() * u64::from(experiment.replicates);
     }
     Some(ms.div_ceil(60_000))
 }

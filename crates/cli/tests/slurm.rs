@@ -132,6 +132,20 @@ fn submit_and_wait(cluster: &Cluster, script: &str, dir: &Path) -> std::process:
     child
 }
 
+/// `msgbench slurm SCENARIO FLAGS --results RESULTS`, whose script must hold `holds`, submitted
+/// from `results`' parent with `sbatch --wait`: the job must succeed (its outputs shown if not).
+fn job_succeeds(cluster: &Cluster, scenario: &str, flags: &[&str], results: &Path, holds: &str) {
+    let mut args = flags.to_vec();
+    args.extend(["--results", results.to_str().unwrap()]);
+    let text = script(scenario, &args);
+    assert!(text.contains(holds), "{text}");
+    let dir = results.parent().unwrap();
+    let o = submit_and_wait(cluster, &text, dir)
+        .wait_with_output()
+        .unwrap();
+    assert!(o.status.success(), "{}{}", stderr(&o), job_outputs(dir));
+}
+
 /// What every job's output files under `dir` say.
 fn job_outputs(dir: &Path) -> String {
     let mut text = String::new();
@@ -282,27 +296,8 @@ fn slurm_launches_the_shards_and_their_merge_equals_one_process() {
 
     // One job of 4 tasks: `msgbench slurm … | sbatch --wait`.
     let results = tmp.path().join("srun");
-    let text = script(
-        scenario,
-        &[
-            "--tasks-per-node",
-            "4",
-            "--start-at",
-            "+5s",
-            "--results",
-            results.to_str().unwrap(),
-        ],
-    );
-    assert!(text.contains("#SBATCH --ntasks=4"), "{text}");
-    let o = submit_and_wait(&cluster, &text, tmp.path())
-        .wait_with_output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{}{}",
-        stderr(&o),
-        job_outputs(tmp.path())
-    );
+    let flags = ["--tasks-per-node", "4", "--start-at", "+5s"];
+    job_succeeds(&cluster, scenario, &flags, &results, "#SBATCH --ntasks=4");
     let merged = merged_of(&job_dir(&results));
     assert_eq!(
         merged.counters.attempted, one.counters.attempted,
@@ -311,26 +306,8 @@ fn slurm_launches_the_shards_and_their_merge_equals_one_process() {
 
     // A job array of 4 one-task jobs; array task 0 submits the merge, which waits for all.
     let results = tmp.path().join("array");
-    let text = script(
-        scenario,
-        &[
-            "--array",
-            "--start-at",
-            "+10s",
-            "--results",
-            results.to_str().unwrap(),
-        ],
-    );
-    assert!(text.contains("#SBATCH --array=0-3"), "{text}");
-    let o = submit_and_wait(&cluster, &text, tmp.path())
-        .wait_with_output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{}{}",
-        stderr(&o),
-        job_outputs(tmp.path())
-    );
+    let flags = ["--array", "--start-at", "+10s"];
+    job_succeeds(&cluster, scenario, &flags, &results, "#SBATCH --array=0-3");
     cluster.wait_idle(Duration::from_secs(60));
     let job = job_dir(&results);
     let merged = merged_of(&job);

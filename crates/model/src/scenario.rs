@@ -190,6 +190,13 @@ pub struct RunSettings {
 }
 
 impl RunSettings {
+    /// The time one run is given in a sharded run's agreed schedule: its warm-up, duration
+    /// and drain timeout, plus [`crate::shard::SLOT_SPARE_MS`].
+    pub fn slot_ms(&self) -> u64 {
+        (self.warmup + self.duration + self.drain_timeout).as_millis() as u64
+            + crate::shard::SLOT_SPARE_MS
+    }
+
     /// The send-lag bound to record in a result: `None` for the default (1 ms).
     pub fn send_lag_limit_ns(&self) -> Option<u64> {
         (self.send_lag_limit_ns != crate::verdict::SEND_LAG_LIMIT_NS)

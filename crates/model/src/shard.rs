@@ -206,8 +206,7 @@ pub fn planned_starts(
                         .into(),
                 );
             }
-            let slot = run.warmup + run.duration + run.drain_timeout;
-            at += slot.as_millis() as u64 + SLOT_SPARE_MS;
+            at += run.slot_ms();
         }
     }
     Ok(starts)
