@@ -42,6 +42,10 @@ pub enum Command {
     /// Example: msgbench http http://127.0.0.1:8080/api/items --rate 1000 --connections 16 --duration 10s
     ///
     /// Example: msgbench http http://127.0.0.1:8080/orders -m POST -H 'Content-Type: application/json' -d '{"qty":1}' --print-scenario > orders.toml
+    ///
+    /// Example: msgbench http 'http://127.0.0.1:8080/items/{key}?n={seq}' --keys 100000 --key-pattern zipf --rate 5000
+    ///
+    /// Example: msgbench http http://127.0.0.1:8080 --requests-file targets.txt --rate 50000
     Http(HttpArgs),
     /// Measure a Redis server in one line, as redis-benchmark or memtier would: one point, the
     /// same results and reports as `run`; --rate for an open-loop schedule, else closed loop.
@@ -194,6 +198,19 @@ pub struct HttpArgs {
     /// The request's body.
     #[arg(long, short = 'd', value_name = "TEXT")]
     pub body: Option<String>,
+    /// Requests from a file instead (vegeta's targets or JSON lines; URL, method and body are
+    /// each line's, -H headers are added to every one).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["method", "body"])]
+    pub requests_file: Option<String>,
+    /// The order of --requests-file: cycle (first to last, again) or random.
+    #[arg(long, value_name = "ORDER", default_value = "cycle", value_parser = ["cycle", "random"], requires = "requests_file")]
+    pub order: String,
+    /// Keys of `{key}` in the URL, a header or the body (0, 1, … N−1).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub keys: u64,
+    /// How `{key}` is drawn: uniform, sequential or zipf.
+    #[arg(long, value_name = "PATTERN", default_value = "uniform", value_parser = ["uniform", "sequential", "zipf"])]
+    pub key_pattern: String,
     /// The load and the run.
     #[command(flatten)]
     pub load: LineArgs,

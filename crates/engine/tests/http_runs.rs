@@ -506,3 +506,156 @@ fn json_rpc_errors_in_2xx_responses_fail_the_call_and_are_counted_by_message() {
     );
     assert!(r.counters.failed > 0 && r.faults.protocol_errors == 0);
 }
+
+/// One request as a [`recording_server`] read it: target, headers (lower-case names), body.
+type Seen = (String, Vec<(String, String)>, Vec<u8>);
+
+/// A keep-alive HTTP/1.1 server answering every request `200 OK` at once, keeping each request
+/// it read (bodies framed by their `Content-Length`).
+fn recording_server() -> (SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<Seen>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let keep = keep.clone();
+            std::thread::spawn(move || record(stream, &keep));
+        }
+    });
+    (addr, seen)
+}
+
+fn record(mut s: TcpStream, seen: &std::sync::Mutex<Vec<Seen>>) {
+    let _ = s.set_nodelay(true);
+    let (mut buf, mut chunk) = (Vec::new(), [0u8; 16384]);
+    loop {
+        let n = match s.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        let (mut answers, mut got) = (0, Vec::new());
+        loop {
+            let mut headers = [httparse::EMPTY_HEADER; 32];
+            let mut req = httparse::Request::new(&mut headers);
+            let Ok(httparse::Status::Complete(len)) = req.parse(&buf) else {
+                break;
+            };
+            let heads: Vec<(String, String)> = (req.headers.iter())
+                .map(|h| {
+                    let value = String::from_utf8_lossy(h.value).into_owned();
+                    (h.name.to_ascii_lowercase(), value)
+                })
+                .collect();
+            let body = (heads.iter().find(|(k, _)| k == "content-length"))
+                .map_or(0, |(_, v)| v.parse::<usize>().unwrap());
+            if buf.len() < len + body {
+                break;
+            }
+            let target = req.path.unwrap_or("/").to_string();
+            got.push((target, heads, buf[len..len + body].to_vec()));
+            buf.drain(..len + body);
+            answers += 1;
+        }
+        seen.lock().unwrap().extend(got);
+        let out = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".repeat(answers);
+        if s.write_all(&out).is_err() {
+            return;
+        }
+    }
+}
+
+#[test]
+fn a_request_file_of_1000_paths_cycled_at_50k_per_s_reaches_each_path_equally() {
+    let (addr, seen) = recording_server();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("targets.txt");
+    let targets: String = (0..1000)
+        .map(|i| format!("GET http://{addr}/p/{i}\nX-Line: {i}\n\n"))
+        .collect();
+    std::fs::write(&file, targets).unwrap();
+    let toml = format!(
+        "system = \"http\"\n[run]\nduration = \"1s\"\nwarmup = \"200ms\"\n[pacing]\nmode = \"rate\"\nper_sec = 50000\n[client]\nconnections = 4\nwindow = 16\n[http.requests.file]\nfile = \"{}\"\n",
+        file.display()
+    );
+    let r = &run(&toml, &[&url(addr)])[0];
+    assert_accounted(r);
+    assert_eq!(r.counters.delivered, r.counters.sent, "{:?}", r.counters);
+    let seen = seen.lock().unwrap();
+    // Every request the server read is the file's, its header its own; the cycle runs over
+    // every connection together, so each path was asked ⌊n/1000⌋ or ⌈n/1000⌉ times.
+    let mut counts = vec![0u64; 1000];
+    for (target, headers, _) in seen.iter() {
+        let i: usize = target.strip_prefix("/p/").unwrap().parse().unwrap();
+        assert!(
+            headers.contains(&("x-line".into(), i.to_string())),
+            "{target}"
+        );
+        counts[i] += 1;
+    }
+    let n = seen.len() as u64;
+    assert!(
+        n >= r.counters.sent && r.counters.sent >= 45_000,
+        "{n} {:?}",
+        r.counters
+    );
+    let (least, most) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+    assert!(
+        *least == n / 1000 && *most == n.div_ceil(1000),
+        "{least}..{most} of {n}"
+    );
+}
+
+#[test]
+fn template_fields_are_filled_per_request_with_the_body_s_length() {
+    let (addr, seen) = recording_server();
+    let toml = format!(
+        "{HTTP}[client]\nconnections = 2\n[http]\nkeys = 50\nkey_pattern = \"zipf\"\n[http.requests.put]\nmethod = \"PUT\"\npath = \"/items/{{key}}?n={{seq}}\"\nheaders = {{ X-Sent = \"{{intended_ns}}\" }}\nbody = '{{\"id\": \"{{random}}\", \"n\": {{seq}}}}'\n"
+    );
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let r = &run(&toml, &[&url(addr)])[0];
+    let after = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    assert_accounted(r);
+    let seen = seen.lock().unwrap();
+    let mut numbers = Vec::new();
+    for (target, headers, body) in seen.iter() {
+        let (key, n) = target
+            .strip_prefix("/items/")
+            .unwrap()
+            .split_once("?n=")
+            .unwrap();
+        assert!(key.parse::<u64>().unwrap() < 50, "{target}");
+        let body = String::from_utf8(body.clone()).unwrap();
+        // One number per request, the same in its target and body.
+        assert!(
+            body.ends_with(&format!(", \"n\": {n}}}")),
+            "{target} {body}"
+        );
+        let id = &body[8..24];
+        assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "{body}");
+        let sent: u128 = headers
+            .iter()
+            .find(|(k, _)| k == "x-sent")
+            .unwrap()
+            .1
+            .parse()
+            .unwrap();
+        assert!(
+            (before.as_nanos()..after.as_nanos()).contains(&sent),
+            "{sent}"
+        );
+        numbers.push(n.parse::<u64>().unwrap());
+    }
+    numbers.sort_unstable();
+    assert_eq!(
+        numbers,
+        (0..seen.len() as u64).collect::<Vec<_>>(),
+        "each number once"
+    );
+    assert!(seen.len() as u64 >= r.counters.sent && r.counters.sent > 1000);
+}

@@ -5,6 +5,7 @@
 mod common;
 
 use msgbench_engine::drivers::request_response::byte_stream::{drive, Plan, Response, Wire};
+use msgbench_engine::drivers::request_response::launcher::Launch;
 use msgbench_engine::harness::RunContext;
 use msgbench_model::scenario::System;
 use msgbench_model::Experiment;
@@ -17,8 +18,8 @@ use std::sync::Arc;
 struct LineWire;
 
 impl Wire for LineWire {
-    fn encode(&mut self, _class: usize, id: u64, _now_ns: u64, out: &mut Vec<u8>) {
-        out.extend_from_slice(format!("PING {id}\n").as_bytes());
+    fn encode(&mut self, launch: &Launch, out: &mut Vec<u8>) {
+        out.extend_from_slice(format!("PING {}\n", launch.id).as_bytes());
     }
 
     fn decode(&mut self, buf: &[u8]) -> Result<Option<Response>, String> {

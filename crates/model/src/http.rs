@@ -2,9 +2,12 @@
 //! headers, body), which statuses count as delivered and how large a response may be
 //! ([`HttpSpec`] → [`HttpConfig`]). Each request is rendered to its bytes once, here.
 use crate::check::{shares, Invalid, ScenarioError};
+use crate::http_vary::{read_request_file, FileOrder, Template, Vary, Varying};
+pub use crate::redis::KeyPattern;
 use crate::url::{parse_url, Url};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The `[http]` section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -52,6 +55,14 @@ pub struct HttpSpec {
     /// measured, and `compare` says when two sides differ.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client: Option<String>,
+    /// The key space of `{key}` in a request's path, headers or body: key numbers 0 …
+    /// `keys`−1 (0: `{key}` is refused).
+    pub keys: u64,
+    /// How `{key}` is picked: `uniform`, `sequential` (0, 1, 2, … per connection, wrapping) or
+    /// `zipf` (key k with probability ∝ 1/(k+1)^zipf_exponent: a few hot keys).
+    pub key_pattern: KeyPattern,
+    /// The exponent of `zipf` (> 0; 0.99 is YCSB's).
+    pub zipf_exponent: f64,
 }
 
 impl Default for HttpSpec {
@@ -69,6 +80,9 @@ impl Default for HttpSpec {
             include: Vec::new(),
             reflection: false,
             client: None,
+            keys: 0,
+            key_pattern: KeyPattern::Uniform,
+            zipf_exponent: 0.99,
         }
     }
 }
@@ -122,6 +136,15 @@ pub struct HttpRequestSpec {
     /// them the call ends, and its one response confirms them all (each message's latency runs
     /// from its intended send to that response). Off: a call's messages go back to back.
     pub paced: bool,
+    /// Requests from a file instead, read once: vegeta's targets (`GET http://host/path`,
+    /// header lines, `@body-file`, a blank line) or JSON lines (`{"method": …, "url": …,
+    /// "header": {…}, "body": "<base64>"}`); sent as written, this request's `headers` added
+    /// where a request lacks them. At most 256 MiB and 10 million requests.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// The order of `file`'s requests: `cycle` (first to last, again, over every connection
+    /// together) or `random`.
+    pub order: FileOrder,
 }
 
 impl Default for HttpRequestSpec {
@@ -141,6 +164,8 @@ impl Default for HttpRequestSpec {
             match_field: None,
             messages: None,
             paced: false,
+            file: None,
+            order: FileOrder::Cycle,
         }
     }
 }
@@ -172,6 +197,9 @@ pub struct HttpRequest {
     /// A paced client-streaming call: requests are messages (their frame in `parts.body`) on
     /// one open call per connection, this many to a call, confirmed by its response.
     pub paced: Option<u32>,
+    /// HTTP/1.1 requests that vary (fields filled in, or a file's): `bytes` is then only the
+    /// first request, for what reads one (`check`'s listing).
+    pub vary: Option<Arc<Vary>>,
 }
 
 /// A request's parts, for a transport that frames them itself (HTTP/2).
@@ -242,6 +270,8 @@ pub struct HttpConfig {
     pub max_response: usize,
     /// The mix.
     pub requests: Vec<HttpRequest>,
+    /// `{key}`'s key space, pattern and Zipf exponent.
+    pub keys: (u64, KeyPattern, f64),
 }
 
 impl HttpConfig {
@@ -318,7 +348,7 @@ impl HttpSpec {
         } else {
             &self.requests
         };
-        let target = (host.as_str(), url.target.as_str());
+        let target = (host.as_str(), url.target.as_str(), url.tls);
         let requests = requests_of(specs, target, version, protos.as_ref(), invalid)?;
         let json_rpc = self.json_rpc || specs.values().any(|r| r.rpc_method.is_some());
         let client = self.checked_client(version, tls.is_some(), &requests, invalid)?;
@@ -332,8 +362,35 @@ impl HttpSpec {
             url: self.url.clone(),
             accept: self.accept.clone(),
             max_response: self.max_response as usize,
+            keys: self.checked_keys(&requests, invalid)?,
             requests,
         })
+    }
+
+    /// `{key}`'s key space: some keys when a request has `{key}`, a positive Zipf exponent.
+    fn checked_keys(
+        &self,
+        requests: &[HttpRequest],
+        invalid: &Invalid,
+    ) -> Result<(u64, KeyPattern, f64), ScenarioError> {
+        let uses_key = requests.iter().any(|r| {
+            matches!(r.vary.as_deref(), Some(Vary::Template(t)) if t.uses(crate::http_vary::Field::Key))
+        });
+        if uses_key && self.keys == 0 {
+            return Err(invalid(
+                "http.keys",
+                "is 0, and a request has {key}".into(),
+                "give the key space, e.g. keys = 100000 (and key_pattern = \"zipf\" for a few hot keys)",
+            ));
+        }
+        if !(self.zipf_exponent > 0.0 && self.zipf_exponent.is_finite()) {
+            return Err(invalid(
+                "http.zipf_exponent",
+                format!("is {}", self.zipf_exponent),
+                "give a positive exponent, e.g. 0.99 (YCSB's)",
+            ));
+        }
+        Ok((self.keys, self.key_pattern, self.zipf_exponent))
     }
 }
 
@@ -413,12 +470,13 @@ impl HttpSpec {
 /// with a gRPC call; HTTP/2's forbidden headers refused).
 fn requests_of(
     specs: &BTreeMap<String, HttpRequestSpec>,
-    (host, url_target): (&str, &str),
+    (host, url_target, tls): (&str, &str, bool),
     version: HttpVersion,
     protos: Option<&prost_reflect::DescriptorPool>,
     invalid: &Invalid,
 ) -> Result<Vec<HttpRequest>, ScenarioError> {
     let shares = shares("http.requests", specs, |r| r.weight, invalid)?;
+    let server = (host, tls);
     let mut requests = Vec::new();
     for ((name, r), share) in specs.iter().zip(shares) {
         let field = |key: &str| format!("http.requests.{name}.{key}");
@@ -438,10 +496,19 @@ fn requests_of(
                     "`match` pairs the replies of a bidirectional gRPC call: give grpc = \"package.Service/Method\" too",
                 ))
             }
+            None if r.file.is_some() => r.file_request(server, (name, share), &field, invalid)?,
             None => r.aimed(url_target).render(host, name, share, &field, invalid)?,
         };
         if version == HttpVersion::Http2 {
             check_h2_headers(&request.parts, &field, invalid)?;
+            if request.vary.is_some() {
+                let what = if r.file.is_some() { "file" } else { "path" };
+                return Err(invalid(
+                    &field(what),
+                    "varies per request, and the run is HTTP/2".into(),
+                    "requests that vary (fields, a request file) are HTTP/1.1 for now: give http.version = \"1.1\" (docs/concepts.md \"Requests that vary\")",
+                ));
+            }
         }
         requests.push(request);
     }
@@ -577,6 +644,51 @@ impl HttpSpec {
 }
 
 impl HttpRequestSpec {
+    /// Requests read from `file`, refused beside what the file's lines say for themselves
+    /// (method, path, body, a call).
+    fn file_request(
+        &self,
+        server: (&str, bool),
+        (name, share): (&str, f64),
+        field: &dyn Fn(&str) -> String,
+        invalid: &Invalid,
+    ) -> Result<HttpRequest, ScenarioError> {
+        let path = self.file.as_deref().expect("a request file");
+        let defaults = HttpRequestSpec::default();
+        let own = self.method != defaults.method
+            || self.path != defaults.path
+            || !self.body.is_empty()
+            || self.body_file.is_some()
+            || self.rpc_method.is_some();
+        if own {
+            return Err(invalid(
+                &field("file"),
+                "is given with a method, path or body".into(),
+                "each line of a request file gives its own method, URL and body: leave them out here (headers given here are added to every request)",
+            ));
+        }
+        let file = read_request_file(
+            path,
+            server,
+            &self.headers,
+            self.order,
+            &field("file"),
+            invalid,
+        )?;
+        Ok(HttpRequest {
+            name: name.to_string(),
+            share,
+            bytes: file.request(0).to_vec(),
+            head: false,
+            expect: self.expect.clone().map(String::into_bytes),
+            parts: RequestParts::default(),
+            grpc: false,
+            bidi: None,
+            paced: None,
+            vary: Some(Arc::new(Vary::File(file))),
+        })
+    }
+
     /// A gRPC unary call: POST to `/package.Service/Method`, `content-type: application/grpc`,
     /// `te: trailers`, your headers as metadata, the request message framed once.
     fn grpc_call(
@@ -636,6 +748,7 @@ impl HttpRequestSpec {
             grpc: true,
             bidi,
             paced: self.messages.filter(|_| self.paced),
+            vary: None,
         })
     }
 
@@ -772,6 +885,7 @@ impl HttpRequestSpec {
             self.method.as_str()
         };
         let bytes = self.http1_bytes(method, host, &body);
+        let vary = self.varying(method, host, &body, field, invalid)?;
         let mut headers: Vec<(String, String)> = (self.headers.iter())
             .filter(|(k, _)| !k.eq_ignore_ascii_case("host"))
             .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
@@ -795,6 +909,7 @@ impl HttpRequestSpec {
             grpc: false,
             bidi: None,
             paced: None,
+            vary: vary.map(|v| Arc::new(Vary::Template(v))),
         })
     }
 }
@@ -861,9 +976,20 @@ impl HttpRequestSpec {
         })
     }
 
-    /// The request as HTTP/1.1 bytes: request line, `Host` unless given, the headers, the
-    /// content type of a JSON-RPC call and the length of a body, then the body.
+    /// The request as HTTP/1.1 bytes: its head, the length of a body, then the body.
     fn http1_bytes(&self, method: &str, host: &str, body: &[u8]) -> Vec<u8> {
+        let mut bytes = self.http1_head(method, host);
+        if self.sends_length(method, body) {
+            bytes.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
+        }
+        bytes.extend_from_slice(b"\r\n");
+        bytes.extend_from_slice(body);
+        bytes
+    }
+
+    /// Request line, `Host` unless given, the headers and the content type of a JSON-RPC call,
+    /// each line with its CRLF; not `Content-Length`, not the blank line.
+    fn http1_head(&self, method: &str, host: &str) -> Vec<u8> {
         let has = |h: &str| self.headers.keys().any(|k| k.eq_ignore_ascii_case(h));
         let mut bytes = format!("{method} {} HTTP/1.1\r\n", self.path).into_bytes();
         if !has("host") {
@@ -875,13 +1001,49 @@ impl HttpRequestSpec {
         if self.rpc_method.is_some() && !has("content-type") {
             bytes.extend_from_slice(b"Content-Type: application/json\r\n");
         }
-        let sends_body = !body.is_empty() || ["POST", "PUT", "PATCH"].contains(&method);
-        if sends_body && !has("content-length") {
-            bytes.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
-        }
-        bytes.extend_from_slice(b"\r\n");
-        bytes.extend_from_slice(body);
         bytes
+    }
+
+    /// Whether msgbench writes a `Content-Length` (a body, or a method that has one, and no
+    /// length given).
+    fn sends_length(&self, method: &str, body: &[u8]) -> bool {
+        let given = (self.headers.keys()).any(|k| k.eq_ignore_ascii_case("content-length"));
+        let sends_body = !body.is_empty() || ["POST", "PUT", "PATCH"].contains(&method);
+        sends_body && !given
+    }
+
+    /// The request as a template when its path, a header or its body has a field.
+    fn varying(
+        &self,
+        method: &str,
+        host: &str,
+        body: &[u8],
+        field: &dyn Fn(&str) -> String,
+        invalid: &Invalid,
+    ) -> Result<Option<Varying>, ScenarioError> {
+        let misspelt = |word: String, at: &str| {
+            invalid(
+                &field(at),
+                format!("has {word}, which is no field"),
+                "the fields are {seq}, {key}, {random} and {intended_ns} (see docs/concepts.md \"Requests that vary\")",
+            )
+        };
+        let head =
+            Template::parse(&self.http1_head(method, host)).map_err(|w| misspelt(w, "path"))?;
+        let at = if self.body_file.is_some() {
+            "body_file"
+        } else {
+            "body"
+        };
+        let body_template = Template::parse(body).map_err(|w| misspelt(w, at))?;
+        if !head.varies() && !body_template.varies() {
+            return Ok(None);
+        }
+        Ok(Some(Varying {
+            length: self.sends_length(method, body),
+            head,
+            body: body_template,
+        }))
     }
 }
 
@@ -1011,6 +1173,89 @@ mod tests {
         let p = valid("system = \"http\"\n[http]\nurl = \"https://[::1]:8443\"\ninsecure = true\n");
         assert_eq!(http(&p).address, "[::1]:8443");
         assert_eq!(http(&p).tls.as_ref().unwrap().server_name, "[::1]");
+    }
+
+    #[test]
+    fn requests_that_vary_are_templates_or_files_and_refused_where_they_cannot_go() {
+        use crate::http_vary::Vary;
+        const U: &str = "system = \"http\"\n[http]\nurl = \"http://h:1\"\n";
+        let t = valid(&format!("{U}keys = 10\n[http.requests.a]\nmethod = \"POST\"\npath = \"/i/{{key}}\"\nbody = '{{\"n\": {{seq}}}}'\n"));
+        let Some(Vary::Template(v)) = http(&t).requests[0].vary.as_deref() else {
+            panic!("a template")
+        };
+        assert!(v.length && v.head.varies() && v.body.varies());
+        // No field: sent as rendered once.
+        let plain = valid(&format!("{U}[http.requests.a]\nbody = '{{\"a\": 1}}'\n"));
+        assert!(http(&plain).requests[0].vary.is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("targets.txt");
+        std::fs::write(&file, "GET http://h:1/a\nX-A: 1\n\nPOST /b\n\n").unwrap();
+        let f = valid(&format!(
+            "{U}[http.requests.f]\nfile = \"{}\"\nheaders = {{ X-B = \"2\" }}\n",
+            file.display()
+        ));
+        let Some(Vary::File(rf)) = http(&f).requests[0].vary.as_deref() else {
+            panic!("a file")
+        };
+        assert_eq!(rf.len(), 2);
+        assert_eq!(
+            String::from_utf8_lossy(rf.request(1)),
+            "POST /b HTTP/1.1\r\nHost: h:1\r\nX-B: 2\r\nContent-Length: 0\r\n\r\n"
+        );
+        for (text, field, says) in [
+            (
+                format!("{U}[http.requests.a]\npath = \"/i/{{key}}\"\n"),
+                "http.keys",
+                "has {key}",
+            ),
+            (
+                format!("{U}[http.requests.a]\npath = \"/i/{{sequence}}\"\n"),
+                "http.requests.a.path",
+                "{sequence}",
+            ),
+            (
+                format!("{U}version = \"2\"\n[http.requests.a]\npath = \"/{{seq}}\"\n"),
+                "http.requests.a.path",
+                "HTTP/2",
+            ),
+            (
+                format!(
+                    "{U}[http.requests.f]\nfile = \"{}\"\nmethod = \"PUT\"\n",
+                    file.display()
+                ),
+                "http.requests.f.file",
+                "method",
+            ),
+            (
+                format!(
+                    "{U}[http.requests.f]\nfile = \"{}/none\"\n",
+                    dir.path().display()
+                ),
+                "http.requests.f.file",
+                "cannot be read",
+            ),
+        ] {
+            let (at, message) = refused(&text);
+            assert_eq!(at, field, "{message}");
+            assert!(message.contains(says), "{message}");
+        }
+        for (content, says) in [
+            (
+                "GET http://other:1/a\n",
+                "line 1 asks http://other:1/a, and the run's server is http://h:1",
+            ),
+            ("HEAD /a\n", "HEAD"),
+            ("GET /a\nno colon here\n", "line 2"),
+            ("{\"url\": \"/a\", \"body\": \"!!\"}\n", "base64"),
+            ("\n\n", "holds no request"),
+        ] {
+            std::fs::write(&file, content).unwrap();
+            let (_, message) = refused(&format!(
+                "{U}[http.requests.f]\nfile = \"{}\"\n",
+                file.display()
+            ));
+            assert!(message.contains(says), "{content:?}: {message}");
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod grpc;
 pub mod histogram;
 pub mod histogram_sum;
 pub mod http;
+pub mod http_vary;
 pub mod kind;
 pub mod metrics;
 pub mod omb;

@@ -491,7 +491,23 @@ fn describe_http(client: &crate::client::ClientConfig, http: &crate::http::HttpC
                     r.share * 100.0,
                     &r.parts.target[1..]
                 ),
-                false => format!("{}:{:.0}%", r.name, r.share * 100.0),
+                false => match r.vary.as_deref() {
+                    Some(crate::http_vary::Vary::File(f)) => format!(
+                        "{}:{:.0}% ({} requests of {}, {})",
+                        r.name,
+                        r.share * 100.0,
+                        f.len(),
+                        f.path,
+                        match f.order {
+                            crate::http_vary::FileOrder::Cycle => "cycled",
+                            crate::http_vary::FileOrder::Random => "at random",
+                        }
+                    ),
+                    Some(crate::http_vary::Vary::Template(_)) => {
+                        format!("{}:{:.0}% (filled in per request)", r.name, r.share * 100.0)
+                    }
+                    None => format!("{}:{:.0}%", r.name, r.share * 100.0),
+                },
             })
             .collect::<Vec<_>>()
             .join(","),

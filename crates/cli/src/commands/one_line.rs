@@ -176,17 +176,30 @@ fn pacing(rate: Option<f64>) -> Result<Value, String> {
     })
 }
 
-/// `[http]`: the URL (its path and query are the request's target), and the request when the
-/// method, a header or a body is not GET's default.
+/// `[http]`: the URL (its path and query are the request's target), `{key}`'s key space when
+/// given, and the request when the method, a header, a body or a request file is not GET's
+/// default.
 fn http_section(args: &HttpArgs) -> Result<Value, String> {
     let mut http = Table::new();
     http.insert("url".into(), args.url.as_str().into());
-    let plain = args.method == "GET" && args.headers.is_empty() && args.body.is_none();
+    if args.keys > 0 {
+        http.insert("keys".into(), (args.keys as i64).into());
+        http.insert("key_pattern".into(), args.key_pattern.as_str().into());
+    }
+    let plain = args.method == "GET"
+        && args.headers.is_empty()
+        && args.body.is_none()
+        && args.requests_file.is_none();
     if plain {
         return Ok(Value::Table(http));
     }
     let mut request = Table::new();
-    request.insert("method".into(), args.method.as_str().into());
+    if let Some(file) = &args.requests_file {
+        request.insert("file".into(), file.as_str().into());
+        request.insert("order".into(), args.order.as_str().into());
+    } else {
+        request.insert("method".into(), args.method.as_str().into());
+    }
     if let Some(body) = &args.body {
         request.insert("body".into(), body.as_str().into());
     }

@@ -4,6 +4,7 @@ pub mod frame;
 pub mod grpc_frame;
 pub mod grpc_reflection;
 pub mod http;
+pub mod http_fill;
 pub mod json_rpc;
 pub mod proto_wire;
 pub mod resp;

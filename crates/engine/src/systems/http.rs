@@ -6,10 +6,12 @@ use crate::cpu::CpuSnapshot;
 use crate::drivers::http2::{H2Plan, H2Sockets, PlanOf};
 use crate::drivers::request_response::byte_stream::{self, Plan, Response, Transport, Wire};
 use crate::drivers::request_response::caller::{self, Callers};
+use crate::drivers::request_response::launcher::Launch;
 use crate::drivers::tls::{TlsConnector, TlsStream};
 use crate::error::EngineError;
 use crate::harness::sut::resolve;
 use crate::harness::{DriverOutput, Measured, NoServer, RunContext, SystemUnderTest};
+use crate::net::http_fill::{Counters, Filler};
 use crate::net::{http, json_rpc};
 use mio::net::TcpStream;
 use msgbench_model::client::{ClientConfig, OnError};
@@ -169,12 +171,16 @@ impl Target<'_> {
         ctx: &RunContext,
         cpu: &dyn Fn() -> Option<u64>,
     ) -> Result<DriverOutput, EngineError> {
+        let counters = Counters::new(
+            self.config.requests.len(),
+            crate::clock::wall_minus_now_ns(),
+        );
         let plan = Plan {
             scenario: self.scenario,
             client: self.client,
             address: self.address,
             shares: self.config.requests.iter().map(|r| r.share).collect(),
-            make_wire: |_| HttpWire::new(self.config),
+            make_wire: |index| HttpWire::new(self.config, &counters, index),
             hint: HINT,
             connector,
         };
@@ -195,11 +201,13 @@ pub struct HttpWire<'a> {
     body: Vec<u8>,
     /// How far the scan of the response being read got (its chunks are walked once).
     resume: http::Resume,
+    /// Writes the requests that vary.
+    filler: Filler<'a>,
 }
 
 impl<'a> HttpWire<'a> {
-    /// A connection's wire.
-    pub fn new(config: &'a HttpConfig) -> HttpWire<'a> {
+    /// Connection `index`'s wire; `counters` number the run's varying requests.
+    pub fn new(config: &'a HttpConfig, counters: &'a Counters, index: usize) -> HttpWire<'a> {
         HttpWire {
             config,
             pending: VecDeque::with_capacity(64),
@@ -207,6 +215,7 @@ impl<'a> HttpWire<'a> {
             scratch: String::with_capacity(128),
             body: Vec::new(),
             resume: http::Resume::default(),
+            filler: Filler::new(counters, config.keys, index),
         }
     }
 
@@ -258,8 +267,13 @@ impl<'a> HttpWire<'a> {
 
 impl Wire for HttpWire<'_> {
     #[inline]
-    fn encode(&mut self, class: usize, _id: u64, _now_ns: u64, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.config.requests[class].bytes);
+    fn encode(&mut self, launch: &Launch, out: &mut Vec<u8>) {
+        let class = launch.class;
+        let request = &self.config.requests[class];
+        match &request.vary {
+            None => out.extend_from_slice(&request.bytes),
+            Some(vary) => self.filler.write(class, vary, launch.intended_ns, out),
+        }
         self.pending.push_back(class as u16);
     }
 

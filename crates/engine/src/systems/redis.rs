@@ -4,6 +4,8 @@
 //! Replies come in request order, so they are matched by position.
 use crate::cpu::CpuSnapshot;
 use crate::drivers::request_response::byte_stream::{self, Plan, Response, Wire};
+use crate::drivers::request_response::keys::Keys;
+use crate::drivers::request_response::launcher::Launch;
 use crate::error::EngineError;
 use crate::harness::sut::resolve;
 use crate::harness::{Measured, NoServer, RunContext, SystemUnderTest};
@@ -12,13 +14,9 @@ use mio::net::TcpStream;
 use msgbench_model::client::ClientConfig;
 use msgbench_model::result::ErrorCount;
 use msgbench_model::scenario::Scenario;
-use msgbench_model::{
-    redis::{KeyPattern, RedisConfig},
-    sut::SutConfig,
-};
+use msgbench_model::{redis::RedisConfig, sut::SutConfig};
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
-use rand_distr::{Distribution, Zipf};
+use rand::SeedableRng;
 
 /// How to get a server where the scenario points.
 const HINT: &str = "(start one with `redis-server --port PORT`, or let the scenario start it: `[sut] command = \"exec redis-server --port PORT\"`)";
@@ -69,48 +67,6 @@ pub struct RedisWire {
     max_reply: usize,
 }
 
-/// Picks each command's key number.
-enum Keys {
-    /// One key (`keys = 0`): nothing to pick.
-    Fixed,
-    Uniform(u64, SmallRng),
-    Sequential(u64, u64),
-    Zipf(Zipf<f64>, SmallRng, u64),
-}
-
-impl Keys {
-    fn new(redis: &RedisConfig, rng: SmallRng, index: usize) -> Keys {
-        match (redis.keys, redis.key_pattern) {
-            (0, _) => Keys::Fixed,
-            (n, KeyPattern::Uniform) => Keys::Uniform(n, rng),
-            // Connections start apart, so that they do not walk the same keys in step.
-            (n, KeyPattern::Sequential) => {
-                Keys::Sequential(n, (index as u64).wrapping_mul(7919) % n)
-            }
-            (n, KeyPattern::Zipf) => match Zipf::new(n, redis.zipf_exponent) {
-                Ok(z) => Keys::Zipf(z, rng, n),
-                Err(_) => Keys::Uniform(n, rng), // refused at validation (exponent ≤ 0)
-            },
-        }
-    }
-
-    #[inline]
-    fn next(&mut self) -> u64 {
-        match self {
-            Keys::Fixed => 0,
-            Keys::Uniform(n, rng) => rng.gen_range(0..*n),
-            Keys::Sequential(n, next) => {
-                let k = *next;
-                *next = (k + 1) % *n;
-                k
-            }
-            // Zipf draws 1..=n, 1 the most frequent: key 0 is the hottest. Clamped: rounding
-            // can yield n + a hair (rand_distr #54).
-            Keys::Zipf(z, rng, n) => (z.sample(rng) as u64).clamp(1, *n) - 1,
-        }
-    }
-}
-
 impl RedisWire {
     /// The wire of connection `index`.
     pub fn new(redis: &RedisConfig, seed: u64, index: usize) -> Self {
@@ -121,7 +77,11 @@ impl RedisWire {
                 .iter()
                 .map(|o| CommandTemplate::new(&o.2, redis.value_bytes as usize, redis.keys == 0))
                 .collect(),
-            keys: Keys::new(redis, rng, index),
+            keys: Keys::new(
+                (redis.keys, redis.key_pattern, redis.zipf_exponent),
+                rng,
+                index,
+            ),
             errors: Vec::new(),
             scan: resp::Scanner::default(),
             max_reply: redis.max_reply,
@@ -131,9 +91,9 @@ impl RedisWire {
 
 impl Wire for RedisWire {
     #[inline]
-    fn encode(&mut self, class: usize, _id: u64, _now_ns: u64, out: &mut Vec<u8>) {
-        let key = self.keys.next();
-        self.templates[class].encode(key, out);
+    fn encode(&mut self, launch: &Launch, out: &mut Vec<u8>) {
+        let key = self.keys.draw();
+        self.templates[launch.class].encode(key, out);
     }
 
     #[inline]

@@ -3,6 +3,7 @@
 //! names no address), an external server started by `[sut]`, or any address.
 use crate::cpu::CpuSnapshot;
 use crate::drivers::request_response::byte_stream::{self, Plan, Response, Wire};
+use crate::drivers::request_response::launcher::Launch;
 use crate::error::EngineError;
 use crate::harness::sut::resolve;
 use crate::harness::{BuiltinServer, Measured, RunContext, SystemUnderTest};
@@ -94,7 +95,13 @@ impl RpcWire {
 
 impl Wire for RpcWire {
     #[inline]
-    fn encode(&mut self, class: usize, id: u64, now_ns: u64, out: &mut Vec<u8>) {
+    fn encode(&mut self, launch: &Launch, out: &mut Vec<u8>) {
+        let &Launch {
+            class,
+            id,
+            sent_ns: now_ns,
+            ..
+        } = launch;
         let op = &self.ops[class];
         let service_ns = match op.distribution {
             ServiceDistribution::Fixed => op.service_ns,

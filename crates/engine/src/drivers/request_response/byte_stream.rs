@@ -14,7 +14,7 @@
 //! are sized before the run. The run's timeline and the system under test's CPU come from the
 //! [`crate::harness`].
 use super::in_flight::{close_recording, fail_all_counted, record_response, InFlight};
-use super::launcher::{connection_budget, Budget, Counting, Launcher, Rules};
+use super::launcher::{connection_budget, Budget, Counting, Launch, Launcher, Rules};
 use crate::clock::{Clock, MonotonicClock};
 use crate::cpu::CpuSnapshot;
 use crate::drivers::failure::{endless_stop_message, stop_message, Failure};
@@ -59,8 +59,8 @@ pub struct Response {
 
 /// A protocol, as the driver needs it.
 pub trait Wire: Send {
-    /// Appends the request of operation class `class` with `id`, sent at `now_ns`.
-    fn encode(&mut self, class: usize, id: u64, now_ns: u64, out: &mut Vec<u8>);
+    /// Appends the request `launch` (its class, id, send and intended send times).
+    fn encode(&mut self, launch: &Launch, out: &mut Vec<u8>);
     /// Decodes the response at the start of `buf` (`Ok(None)`: incomplete).
     fn decode(&mut self, buf: &[u8]) -> Result<Option<Response>, String>;
     /// The error replies it decoded, by message (see [`ErrorCount`]); none by default.
@@ -573,7 +573,7 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
             &rules,
             (now, &self.clock),
             &mut tally,
-            |l| wire.encode(l.class, l.id, l.sent_ns, wbuf),
+            |l| wire.encode(&l, wbuf),
         );
         if self.conns[i].wbuf.len() > self.conns[i].wpos {
             self.flush(i, poll);

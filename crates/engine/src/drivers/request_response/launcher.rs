@@ -197,6 +197,8 @@ pub struct Launch {
     pub id: u64,
     /// When it goes.
     pub sent_ns: u64,
+    /// When it was meant to go (its schedule's time; `sent_ns` without one).
+    pub intended_ns: u64,
 }
 
 /// What a due request does.
@@ -574,7 +576,12 @@ impl Launcher {
     ) -> Launch {
         let class = pick_class(rules.shares, &mut self.rng);
         let id = in_flight.open(class as u16, intended_ns, sent_ns, measured);
-        Launch { class, id, sent_ns }
+        Launch {
+            class,
+            id,
+            sent_ns,
+            intended_ns,
+        }
     }
 }
 

@@ -3,9 +3,11 @@
 //! event loop per thread, generic over the [`byte_stream::Wire`] and the
 //! [`byte_stream::Transport`]: RPC, Redis, HTTP/1.1, over TCP or TLS) or by [`caller`] (a caller
 //! thread handing requests through SPSC rings to a socket thread, [`caller::Sockets`]:
-//! [`ws_socket`]'s WebSocket JSON-RPC here, `drivers::http2`'s HTTP/2 streams).
+//! [`ws_socket`]'s WebSocket JSON-RPC here, `drivers::http2`'s HTTP/2 streams). [`keys`]
+//! draws the key of a request's `{key}`.
 pub mod byte_stream;
 pub mod caller;
 pub mod in_flight;
+pub mod keys;
 pub mod launcher;
 pub mod ws_socket;
