@@ -470,6 +470,9 @@ pub fn merge_runs(parts: &[&RunResult], seconds: &Seconds) -> Result<RunResult, 
     m.classes = merged_classes(parts)?;
     merge_cpu(&mut m, parts);
     m.intervals = merged_intervals(parts, seconds);
+    // The shards' stages are the one schedule's: judged again on the merged seconds.
+    let window_s = m.schedule_s.unwrap_or(m.duration_s);
+    msgbench_model::stage_judge::judge_stages(&mut m.stages, &m.intervals, window_s);
     m.fairness = msgbench_model::result::fairness_of(&m);
     m.info.push(format!(
         "merged from {} shards on {}",

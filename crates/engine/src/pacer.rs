@@ -33,13 +33,21 @@ pub struct Pacer {
     batch_left: u32,
     tick_ns: u64,
     poisson_offset_ns: f64,
+    /// `stages`: the whole schedule's count (Λ) at which this sender's next message is due.
+    stage_count: f64,
     rng: SmallRng,
 }
 
 impl Pacer {
     /// A pacer whose schedule starts at `start_ns`; `seed` fixes Poisson arrivals.
     pub fn new(pacing: Pacing, start_ns: u64, seed: u64) -> Pacer {
+        let stage_count = match pacing {
+            // Uniform: messages index, index + of, …; Poisson: from the start.
+            Pacing::Stages(p) if p.arrivals == Arrivals::Uniform => p.part.0 as f64,
+            _ => 0.0,
+        };
         Pacer {
+            stage_count,
             pacing,
             start_ns,
             sent: 0,
@@ -68,6 +76,11 @@ impl Pacer {
             Pacing::Rate { per_sec, arrivals } => {
                 Some(self.start_ns + self.rate_offset_ns(per_sec, arrivals) as u64)
             }
+            // A schedule whose rate fell to 0 for good has nothing more, ever.
+            Pacing::Stages(p) => Some(
+                p.time_of(self.stage_count)
+                    .map_or(u64::MAX, |t| self.start_ns.saturating_add(t)),
+            ),
         }
     }
 
@@ -102,6 +115,22 @@ impl Pacer {
                 if arrivals == Arrivals::Poisson {
                     self.poisson_offset_ns += self.exponential_gap_ns(per_sec);
                 }
+                let actual = clock.sleep_until(scheduled);
+                Slot {
+                    intended_ns: scheduled,
+                    scheduled_ns: scheduled,
+                    actual_ns: actual,
+                }
+            }
+            Pacing::Stages(p) => {
+                let scheduled = (p.time_of(self.stage_count))
+                    .map_or(u64::MAX, |t| self.start_ns.saturating_add(t));
+                self.stage_count += match p.arrivals {
+                    Arrivals::Uniform => p.part.1 as f64,
+                    // Its part of the arrivals: an `of`-th of the rate, so gaps `of` times
+                    // longer in the whole schedule's count.
+                    Arrivals::Poisson => p.part.1 as f64 * -(1.0 - self.rng.gen::<f64>()).ln(),
+                };
                 let actual = clock.sleep_until(scheduled);
                 Slot {
                     intended_ns: scheduled,

@@ -8,7 +8,9 @@ pub use crate::recorder::LiveStatus;
 use crate::store::{ResultStore, StoreError};
 use crate::systems;
 use msgbench_model::histogram::{encode, Percentiles};
+use msgbench_model::pacing::Pacing;
 use msgbench_model::result::{ClassResult, CpuUsage, Histograms, Param, RunResult, SCHEMA_VERSION};
+use msgbench_model::stage_judge::stage_results;
 use msgbench_model::sweep::{short_axis, SweepPoint};
 use msgbench_model::verdict;
 use msgbench_model::warning::Warning;
@@ -460,6 +462,14 @@ fn assemble(
         classes: class_results(m),
         cpu: cpu_usage(m),
         intervals: rec.intervals.clone(),
+        stages: match scenario.pacing {
+            Pacing::Stages(profile) => stage_results(
+                &profile,
+                &rec.intervals,
+                scenario.run.duration.as_secs_f64(),
+            ),
+            _ => Vec::new(),
+        },
         histograms: Histograms {
             latency: encode(&latency_all),
             service: encode(&service_all),

@@ -6,6 +6,7 @@
 //! this crate alone makes "reports never re-run load" a compile-time fact.
 #![deny(missing_docs)]
 
+pub mod arrivals;
 pub mod broker;
 pub mod check;
 pub mod client;
@@ -32,6 +33,8 @@ pub mod scenario;
 pub mod search;
 pub mod shard;
 pub mod slo;
+pub mod stage_judge;
+pub mod stages;
 pub mod stats;
 pub mod sut;
 pub mod sweep;

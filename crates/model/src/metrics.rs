@@ -42,6 +42,7 @@ pub const AFTER_LATENCY: &[&str] = &[
     "fairness_jain_index",
     "fairness_least_share",
     "fairness_p99_max_over_median",
+    "recovery_s",
     "valid",
     "invalid_reasons",
 ];
@@ -63,6 +64,26 @@ pub fn class_columns() -> Vec<String> {
     (latency_columns::CLASS.iter())
         .map(|m| format!("latency_{}_ns", m.column()))
         .collect()
+}
+
+/// The longest recovery of the run's spike stages, seconds (`inf`: one had not recovered by the
+/// run's end); empty without a judged spike.
+fn recovery_cell(r: &RunResult) -> String {
+    let spikes = r
+        .stages
+        .iter()
+        .filter(|s| s.shape == crate::stages::Shape::Spike);
+    let worst = spikes
+        .filter_map(|s| match (s.recovery_s, s.not_recovered) {
+            (_, true) => Some(f64::INFINITY),
+            (r, false) => r,
+        })
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+    match worst {
+        Some(v) if v.is_infinite() => "inf".into(),
+        Some(v) => format!("{v:.0}"),
+        None => String::new(),
+    }
 }
 
 /// The fairness columns: the worst over the run's fairness figures (the lowest index and share,
@@ -182,6 +203,7 @@ pub fn row(r: &RunResult, axes: &[String], classes: &[String]) -> Vec<String> {
             .unwrap_or_default(),
     ]);
     metrics.extend(fairness_cells(r));
+    metrics.push(recovery_cell(r));
     // The verdict the reports give, so that a dashboard or a script reading this file alone
     // cannot take an invalid run's figures for the system's.
     let verdict = crate::verdict::judge(r);

@@ -1,11 +1,9 @@
 //! The `[pacing]` section: when the driver means to send ([`PacingSpec`] → [`Pacing`]).
 use crate::check::{Invalid, ScenarioError, MAX_DURATION};
 
-/// Highest pacing rate accepted, messages per second: one message every 10 ns is already
-/// beyond what a clock read and a send can do per message; above it a schedule cannot be kept
-/// and its catch-up would never end.
-pub const MAX_RATE_PER_SEC: f64 = 1e8;
+pub use crate::arrivals::{Arrivals, MAX_RATE_PER_SEC};
 use crate::duration::{serde_text, serde_text_opt};
+use crate::stages::{Profile, StageSpec};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -30,6 +28,17 @@ pub struct PacingSpec {
     /// `auto` (a fifth of the schedule's interval, 20–80 µs) or a duration.
     #[schemars(with = "String")]
     pub spin: Spin,
+    /// `stages` pacing: the rate stages in order, each `{ shape = "ramp" | "step" | "hold" |
+    /// "spike", to = rate, over = "10s" }` (request/response systems).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<StageSpec>,
+    /// `stages` pacing: the rate of the warm-up and before the first stage (default: the
+    /// first stage's `to`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start: Option<f64>,
+    /// `stages` pacing: a spike has recovered once the p99 of a second (and of the next) is
+    /// within this many times the stage before's (the median of its seconds' p99).
+    pub recovered_within: f64,
 }
 
 /// `pacing.spin`: how long before each due send the pacer stops sleeping and spins.
@@ -97,6 +106,9 @@ impl Default for PacingSpec {
             per_sec: None,
             arrivals: Arrivals::Uniform,
             spin: Spin::Auto,
+            stages: Vec::new(),
+            start: None,
+            recovered_within: 2.0,
         }
     }
 }
@@ -116,19 +128,15 @@ pub enum PacingMode {
     /// Request/response systems: send the next request when a response frees a window slot
     /// (latency then counts from the actual send: there is no schedule).
     ClosedLoop,
-}
-
-/// Arrival processes for `rate` pacing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Arrivals {
-    /// Evenly spaced.
-    Uniform,
-    /// Exponentially distributed gaps (seeded).
-    Poisson,
+    /// Request/response systems: an open-loop rate that changes within the run, stage by
+    /// stage (`stages`).
+    Stages,
 }
 
 /// Validated pacing.
+// `Stages` holds its profile inline (about 1 KiB) so that a pacing stays `Copy`: it is handed
+// by value to every sender and copied once when one starts, never per message.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Pacing {
     /// As fast as possible.
@@ -156,6 +164,9 @@ pub enum Pacing {
     },
     /// Request/response only: a new request whenever a response frees a window slot.
     ClosedLoop,
+    /// Request/response only: an open-loop rate that changes stage by stage. (Inline, so
+    /// that a pacing stays `Copy`: a few hundred bytes, copied only when a sender starts.)
+    Stages(Profile),
 }
 
 impl Pacing {
@@ -167,6 +178,8 @@ impl Pacing {
                 Some(batch as f64 * 1e9 / every_ns as f64)
             }
             Pacing::Rate { per_sec, .. } => Some(per_sec),
+            // Its mean over the stages (what a run of their length is meant to offer).
+            Pacing::Stages(p) => Some(p.mean_per_sec()),
         }
     }
 }
@@ -189,11 +202,20 @@ impl std::fmt::Display for Pacing {
                 }
             ),
             Pacing::Relative { every_ns, batch } => write!(f, "relative {} x {batch}", d(every_ns)),
+            Pacing::Stages(p) => write!(f, "{p}"),
         }
     }
 }
 
 impl PacingSpec {
+    /// The mode's name as a scenario writes it.
+    fn mode_name(&self) -> String {
+        serde_json::to_value(self.mode)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default()
+    }
+
     /// The spin of the pacer's waits, ns: `pacing.spin`, or for `auto` a fifth of the interval
     /// between due sends (`interval`: between ticks) within 20–80 µs.
     pub fn spin_ns(&self) -> u64 {
@@ -204,6 +226,16 @@ impl PacingSpec {
                 Some(r) if r > 0.0 => ((0.2e9 / r) as u64).clamp(least, most),
                 _ => most,
             },
+            // The shortest interval of the stages: at their peak rate.
+            (Spin::Auto, PacingMode::Stages) => {
+                let peak = (self.stages.iter().filter_map(|s| s.to))
+                    .fold(self.start.unwrap_or(0.0), f64::max);
+                if peak > 0.0 {
+                    ((0.2e9 / peak) as u64).clamp(least, most)
+                } else {
+                    most
+                }
+            }
             (Spin::Auto, PacingMode::Interval) => {
                 let every = self.every.unwrap_or_default().as_nanos() as u64;
                 (every / 5).clamp(least, most)
@@ -220,8 +252,41 @@ impl PacingSpec {
         }
     }
 
-    /// Checks the pacing settings (also used by `msgbench serve ticks`).
+    /// Checks the pacing settings (also used by `msgbench serve ticks`, where `stages` is
+    /// refused: they belong to a run of a known length).
     pub fn validate(&self, invalid: &Invalid) -> Result<Pacing, ScenarioError> {
+        self.validate_for(None, invalid)
+    }
+
+    /// Checks the pacing settings of a run with `(warmup, duration)`.
+    pub fn validate_for(
+        &self,
+        run: Option<(Duration, Duration)>,
+        invalid: &Invalid,
+    ) -> Result<Pacing, ScenarioError> {
+        if self.mode == PacingMode::Stages {
+            let Some(run) = run else {
+                return Err(invalid(
+                    "pacing.mode",
+                    "is stages".into(),
+                    "stages pace a scenario's run: give rate, interval or immediate here",
+                ));
+            };
+            if !(self.recovered_within.is_finite() && self.recovered_within >= 1.0) {
+                return Err(invalid("pacing.recovered_within", format!("is {}", self.recovered_within), "give a factor of at least 1, e.g. 2 (p99 back within twice the stage before's)"));
+            }
+            let profile = crate::stages::profile(
+                &self.stages,
+                (self.start, self.recovered_within),
+                self.arrivals,
+                run,
+                invalid,
+            )?;
+            return Ok(Pacing::Stages(profile));
+        }
+        if !self.stages.is_empty() || self.start.is_some() {
+            return Err(invalid("pacing.stages", format!("is given with mode = \"{}\"", self.mode_name()), "stages are their own pacing: give mode = \"stages\", or leave stages and start out"));
+        }
         for (field, d) in [
             ("pacing.every", self.every.unwrap_or_default()),
             ("pacing.spin", self.spin_ns_fixed()),
@@ -270,6 +335,7 @@ impl PacingSpec {
         Ok(match self.mode {
             PacingMode::Immediate => Pacing::Immediate,
             PacingMode::ClosedLoop => Pacing::ClosedLoop,
+            PacingMode::Stages => unreachable!("stages are checked in validate_for"),
             PacingMode::Interval => match every("interval")? {
                 d if d.is_zero() => Pacing::Immediate,
                 d => Pacing::Interval {
@@ -366,6 +432,43 @@ mod tests {
                 .is_some_and(|n| n.contains("last 80us") && n.contains("at most 80 % of a core")),
             "{fixed:?}"
         );
+    }
+
+    #[test]
+    fn stages_validate_to_a_profile_and_are_refused_where_they_cannot_pace() {
+        const S: &str = "[run]\nduration = \"10s\"\n[pacing]\nmode = \"stages\"\n";
+        let p = valid(&format!("system = \"rpc\"\n{S}start = 100\nstages = [{{ to = 300, over = \"2s\" }}, {{ shape = \"spike\", to = 900, over = \"1s\" }}, {{ shape = \"hold\", over = \"1s\" }}]\n"));
+        let Pacing::Stages(profile) = p.pacing else {
+            panic!("{:?}", p.pacing)
+        };
+        assert_eq!(profile.stages().len(), 3);
+        assert_eq!(
+            (profile.stages()[2].from, profile.stages()[2].to),
+            (300.0, 300.0)
+        );
+        // Mean over the stages: (400 + 900 + 300) / 4 s.
+        assert!((p.pacing.target_per_sec().unwrap() - 400.0).abs() < 1e-6);
+        assert!(
+            p.pacing.to_string().contains("spike to 900/s for 1s"),
+            "{}",
+            p.pacing
+        );
+        for (text, field, says) in [
+            (format!("system = \"rpc\"\n{S}stages = [{{ to = 1, over = \"11s\" }}]\n"), "pacing.stages", "longer than run.duration"),
+            (format!("system = \"rpc\"\n{S}stages = []\n"), "pacing.stages", "0 stages"),
+            (format!("system = \"rpc\"\n{S}stages = [{{ shape = \"hold\", to = 5, over = \"1s\" }}]\n"), "pacing.stages[0]", "a hold with `to`"),
+            (format!("system = \"rpc\"\n{S}stages = [{{ shape = \"spike\", over = \"1s\" }}]\n"), "pacing.stages[0]", "spike without `to`"),
+            (format!("system = \"rpc\"\n{S}stages = [{{ to = 5, over = \"0s\" }}]\n"), "pacing.stages[0]", "lasts 0"),
+            (format!("system = \"rpc\"\n{S}recovered_within = 0.5\nstages = [{{ to = 5, over = \"1s\" }}]\n"), "pacing.recovered_within", "0.5"),
+            (format!("system = \"rpc\"\n{S}stages = [{{ to = 0, over = \"1s\" }}]\n"), "pacing.stages", "every rate is 0"),
+            ("system = \"rpc\"\n[pacing]\nmode = \"rate\"\nper_sec = 5\nstages = [{ to = 5, over = \"1s\" }]\n".to_string(), "pacing.stages", "mode = \"rate\""),
+            (format!("system = \"queue\"\n{S}stages = [{{ to = 5, over = \"1s\" }}]\n"), "pacing.mode", "system is queue"),
+            (format!("system = \"rpc\"\n{S}stages = [{{ to = 5, over = \"1s\" }}]\n[report]\nthresholds = [\"recovery < 2s\"]\n"), "report.thresholds", "no spike stage"),
+        ] {
+            let (at, message) = refused(&text);
+            assert_eq!(at, field, "{message}");
+            assert!(message.contains(says), "{message}");
+        }
     }
 
     #[test]

@@ -96,6 +96,9 @@ pub struct RunResult {
     pub cpu: CpuUsage,
     /// One-second interval samples of the measured window.
     pub intervals: Vec<IntervalSample>,
+    /// `stages` pacing: each stage as the run's seconds saw it, a spike's recovery time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<crate::stages::StageResult>,
     /// Full histograms, HdrHistogram base64 compressed V2.
     pub histograms: Histograms,
     /// Problems noticed during the run (e.g. "target rate not reached"), one sentence each.

@@ -205,6 +205,9 @@ impl RunSettings {
 }
 
 /// A validated system under test.
+// A variant's pacing may hold a profile of stages inline (see `Pacing`): a scenario is built
+// once per run, not per message.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum System {
     /// The in-process queue.
@@ -539,6 +542,21 @@ impl Scenario {
         ))
     }
 
+    /// The rate the schedule asked for over the second before `elapsed_s` into the measured
+    /// window: [`Self::target_per_sec`], except in stages, where it is that second's (this
+    /// process's part of it, on a shard).
+    pub fn target_per_sec_at(&self, elapsed_s: f64) -> Option<f64> {
+        let whole = self.target_per_sec()?;
+        let Pacing::Stages(p) = self.pacing else {
+            return Some(whole);
+        };
+        let end = p.warmup_ns + (elapsed_s.max(0.0) * 1e9) as u64;
+        let start = end.saturating_sub(1_000_000_000).max(p.warmup_ns);
+        let seconds = (end - start).max(1) as f64 / 1e9;
+        let part = whole / p.mean_per_sec().max(1e-9);
+        Some((p.count_at(end) - p.count_at(start)) / seconds * part)
+    }
+
     /// The total rate the schedule aims at. Request/response drivers pace each connection:
     /// `interval` sends `batch` per connection per tick; `rate` is split over the connections.
     /// A tick stream sends every tick to every client: its target is the rate × clients.
@@ -589,7 +607,10 @@ impl ScenarioSpec {
             fix: fix.into(),
         };
         let run = self.run.validate(&invalid)?;
-        let pacing = self.pacing.validate(&invalid)?;
+        let pacing = self
+            .pacing
+            .validate_for(Some((run.warmup, run.duration)), &invalid)?;
+        self.check_stages_system(&pacing, &invalid)?;
         let system = self.validate_system(&pacing, run.operations, limits, &invalid)?;
         let (slo, thresholds) = self.report_checks(&system, &invalid)?;
         Ok(Scenario {
@@ -605,6 +626,31 @@ impl ScenarioSpec {
 }
 
 impl ScenarioSpec {
+    /// Stages pace request/response systems: their driver splits a rate over connections.
+    fn check_stages_system(&self, pacing: &Pacing, invalid: &Invalid) -> Result<(), ScenarioError> {
+        let request_response = matches!(
+            self.system,
+            SystemKind::Rpc | SystemKind::Redis | SystemKind::Http | SystemKind::WsRpc
+        );
+        if matches!(pacing, Pacing::Stages(_)) && !request_response {
+            return Err(invalid(
+                "pacing.mode",
+                format!("is stages, and the system is {}", serde_json::to_value(self.system).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()),
+                "stages pace request/response systems (rpc, redis, http, ws-rpc) for now: give rate here, and sweep pacing.per_sec for steps between runs",
+            ));
+        }
+        Ok(())
+    }
+
+    /// A recovery threshold needs a spike to judge.
+    fn check_recovery(&self, threshold: &Threshold) -> Result<(), String> {
+        let spike = (self.pacing.stages.iter()).any(|s| s.shape == crate::stages::Shape::Spike);
+        if threshold.metric == crate::threshold::Metric::Recovery && !spike {
+            return Err("it names recovery, and the pacing has no spike stage: give pacing.mode = \"stages\" with a { shape = \"spike\", to = RATE, over = DURATION }".into());
+        }
+        Ok(())
+    }
+
     /// The system's sections, each validated, then its cross-checks.
     fn validate_system(
         &self,
@@ -697,7 +743,8 @@ impl ScenarioSpec {
             .iter()
             .map(|text| {
                 let t = Threshold::parse(text)
-                    .and_then(|t| check_threshold_names(&t, system).map(|()| t));
+                    .and_then(|t| check_threshold_names(&t, system).map(|()| t))
+                    .and_then(|t| self.check_recovery(&t).map(|()| t));
                 t.map_err(|e| invalid("report.thresholds", format!("has \"{text}\""), &e))
             })
             .collect::<Result<Vec<_>, _>>()?;

@@ -23,8 +23,9 @@ use std::time::Duration;
 pub const HELP: &str = "write it like `p99 < 10ms`, `delivered >= 99.9%`, `failed == 0`, \
 `rate >= 95%` or `class.get.p99 < 5ms` (latency: p50, p90, p95, p99, p99.9, p99.99, max with a \
 duration; delivered, failed, dropped, skipped with a count or a percentage; rate in messages/s \
-or % of the target; operators <, <=, >, >=, ==; scopes class.NAME., client.NAME. and publish. \
-(a pubsub run's publish latency: `publish.p99 < 5ms`))";
+or % of the target; recovery, a spike stage's recovery time, with a duration; operators <, <=, \
+>, >=, ==; scopes class.NAME., client.NAME. and publish. (a pubsub run's publish latency: \
+`publish.p99 < 5ms`))";
 
 /// A parsed threshold.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,6 +70,8 @@ pub enum Metric {
     Skipped,
     /// Delivered per second of the measured window.
     Rate,
+    /// A spike stage's recovery time (`pacing.mode = "stages"`): every spike's must pass.
+    Recovery,
 }
 
 /// A comparison.
@@ -155,6 +158,11 @@ impl Threshold {
                 "a class has latency figures only, not `{metric_text}`"
             )));
         }
+        if metric == Metric::Recovery && scope != Scope::Run {
+            return Err(fail(
+                "recovery is the run's (a spike stage's), not a class's or a client's".into(),
+            ));
+        }
         if scope == Scope::Publish && !matches!(metric, Metric::Latency(_)) {
             return Err(fail(format!(
                 "publish latency has latency figures only, not `{metric_text}`"
@@ -209,6 +217,7 @@ impl Threshold {
     /// (measured value, bound) pairs in the bound's unit, one per client of a group.
     fn figures(&self, run: &RunResult) -> Result<Vec<(f64, f64)>, String> {
         match &self.scope {
+            Scope::Run if self.metric == Metric::Recovery => recoveries(run, self.bound),
             Scope::Run => Ok(vec![self.figure(&run.counters, &run.latency, run)]),
             Scope::Class(name) => {
                 let class = run
@@ -258,6 +267,7 @@ impl Threshold {
         let share = |part: u64, of: u64| 100.0 * part as f64 / of.max(1) as f64;
         let value = match (self.metric, self.bound) {
             (Metric::Latency(m), _) => m.of(latency) as f64,
+            (Metric::Recovery, _) => unreachable!("a recovery's figures are its spikes'"),
             (Metric::Delivered, Bound::Percent(_)) => share(c.delivered, c.sent),
             (Metric::Failed, Bound::Percent(_)) => share(c.failed, c.sent),
             (Metric::Dropped, Bound::Percent(_)) => share(c.dropped, c.sent),
@@ -285,6 +295,7 @@ impl Threshold {
 
     fn format(&self, value: f64) -> String {
         match self.bound {
+            Bound::Nanos(_) if value.is_infinite() => "not recovered".into(),
             Bound::Nanos(_) => latency(value),
             Bound::Percent(_) => format!("{value:.3} %"),
             Bound::Number(_) if self.metric == Metric::Rate => format!("{value:.0}/s"),
@@ -374,6 +385,7 @@ fn metric(text: &str) -> Option<Metric> {
         "dropped" => Metric::Dropped,
         "skipped" => Metric::Skipped,
         "rate" => Metric::Rate,
+        "recovery" => Metric::Recovery,
         _ => return None,
     })
 }
@@ -384,19 +396,18 @@ fn bound(metric: Metric, text: &str) -> Result<Bound, String> {
     }
     let percent = text.strip_suffix('%').map(str::trim);
     match metric {
-        Metric::Latency(m) => {
+        Metric::Latency(_) | Metric::Recovery => {
+            let name = match metric {
+                Metric::Latency(m) => m.name(),
+                _ => "recovery",
+            };
             if percent.is_some() {
                 return Err(format!(
-                    "{} is a latency and {text} a percentage: compare it with a duration such as 10ms",
-                    m.name()
+                    "{name} is a latency and {text} a percentage: compare it with a duration such as 10ms",
                 ));
             }
-            let d = crate::duration::parse(text).map_err(|e| {
-                format!(
-                    "{} is a latency: `{text}` is not a duration ({e})",
-                    m.name()
-                )
-            })?;
+            let d = crate::duration::parse(text)
+                .map_err(|e| format!("{name} is a latency: `{text}` is not a duration ({e})"))?;
             if d.is_zero() || d > Duration::from_secs(3600) {
                 return Err("the bound must be between 1ns and 1h".into());
             }
@@ -427,6 +438,33 @@ fn bound(metric: Metric, text: &str) -> Result<Bound, String> {
             }
         }
     }
+}
+
+/// (recovery ns, bound ns) of each spike stage of `run`: a spike not recovered by the run's end
+/// is infinitely long; one whose stage before had no whole second cannot be judged.
+fn recoveries(run: &RunResult, bound: Bound) -> Result<Vec<(f64, f64)>, String> {
+    let Bound::Nanos(bound) = bound else {
+        unreachable!("recovery is bounded by a duration")
+    };
+    let spikes: Vec<_> = (run.stages.iter())
+        .filter(|s| s.shape == crate::stages::Shape::Spike)
+        .collect();
+    if spikes.is_empty() {
+        return Err(
+            "the run has no spike stage (pacing.mode = \"stages\" with a shape = \"spike\")".into(),
+        );
+    }
+    spikes
+        .iter()
+        .map(|s| match (s.recovery_s, s.not_recovered) {
+            (Some(r), _) => Ok((r * 1e9, bound as f64)),
+            (None, true) => Ok((f64::INFINITY, bound as f64)),
+            (None, false) => Err(format!(
+                "the spike at {:.2} s has no stage before it with a whole second to compare with",
+                s.start_s
+            )),
+        })
+        .collect()
 }
 
 /// Every threshold on every run: outcomes in run order, thresholds in the order given.
@@ -567,5 +605,54 @@ mod tests {
         let answered = t.check(&r, Ok(()));
         assert!(answered.passed, "{answered:?}");
         assert_eq!(answered.measured, "3.00 ms");
+    }
+}
+
+#[cfg(test)]
+mod recovery_tests {
+    use super::*;
+    use crate::stages::{Shape, StageResult};
+
+    fn stage(shape: Shape, recovery_s: Option<f64>, not_recovered: bool) -> StageResult {
+        StageResult {
+            shape,
+            from_per_sec: 100.0,
+            to_per_sec: 500.0,
+            start_s: 1.0,
+            end_s: 2.0,
+            delivered_per_sec: Some(100.0),
+            p99_ns: Some(1_000_000),
+            recovery_s,
+            not_recovered,
+            recovered_within: (shape == Shape::Spike).then_some(2.0),
+        }
+    }
+
+    #[test]
+    fn recovery_is_every_spike_s_and_one_not_recovered_fails() {
+        let t = Threshold::parse("recovery < 3s").unwrap();
+        assert_eq!(
+            (t.metric, t.bound),
+            (Metric::Recovery, Bound::Nanos(3_000_000_000))
+        );
+        for bad in ["class.a.recovery < 1s", "recovery < 5%", "recovery < many"] {
+            assert!(Threshold::parse(bad).is_err(), "{bad}");
+        }
+        let mut run = RunResult {
+            run_id: "000".into(),
+            stages: vec![
+                stage(Shape::Hold, None, false),
+                stage(Shape::Spike, Some(2.0), false),
+            ],
+            ..RunResult::default()
+        };
+        let o = t.check(&run, Ok(()));
+        assert!(o.passed && o.measured == "2.00 s", "{o:?}");
+        run.stages.push(stage(Shape::Spike, None, true));
+        let o = t.check(&run, Ok(()));
+        assert!(!o.passed && o.measured == "not recovered", "{o:?}");
+        run.stages.clear();
+        let o = t.check(&run, Ok(()));
+        assert!(!o.passed && o.note.unwrap().contains("no spike stage"));
     }
 }

@@ -353,6 +353,7 @@ fn time_series(points: &[(String, Vec<&RunResult>)]) -> Vec<Chart> {
             let mut ys = Vec::new();
             let mut xs = vec![0.0];
             let mut thinned = None;
+            let mut callouts = Vec::new();
             for (label, rs) in points {
                 let r = rs[0];
                 let pts: Vec<(f64, f64)> = r
@@ -373,12 +374,18 @@ fn time_series(points: &[(String, Vec<&RunResult>)]) -> Vec<Chart> {
                     .filter(|i| i.length_s >= 0.5)
                     .map(|i| i.start_s + i.length_s);
                 xs.extend(ends.max_by(f64::total_cmp));
+                let (target, marks) = stage_marks(name, r, label, &pts);
+                callouts.extend(marks);
                 series.push(Series {
                     name: label.clone(),
                     dots: pts.len() == seconds,
                     points: pts,
                     point_labels: Vec::new(),
                 });
+                if let Some(target) = target {
+                    ys.extend(target.points.iter().map(|p| p.1));
+                    series.push(target);
+                }
             }
             let thinned = thinned.map_or(String::new(), |n| {
                 format!(" Drawn from {n} seconds as the lowest and highest of each of {} spans (every second is in the run's JSON).", MAX_LINE_POINTS / 2)
@@ -396,11 +403,72 @@ fn time_series(points: &[(String, Vec<&RunResult>)]) -> Vec<Chart> {
                     ),
                     y: Axis::fitted(unit, *scale, &ys, *format),
                     series,
-                    callouts: Vec::new(),
+                    callouts,
                     threshold: None,
                 }
                 .render(name),
             }
+        })
+        .collect()
+}
+
+/// What a run in stages adds to time series chart `name`: the stages' target on the rate chart,
+/// each spike's recovery on the p99 chart (whose line for point `label` is `pts`).
+fn stage_marks(
+    name: &str,
+    r: &RunResult,
+    label: &str,
+    pts: &[(f64, f64)],
+) -> (Option<Series>, Vec<Callout>) {
+    match name {
+        "timeseries-rate" if !r.stages.is_empty() => {
+            let target = Series {
+                name: format!("{label} target (stages)"),
+                dots: false,
+                points: stage_targets(r),
+                point_labels: Vec::new(),
+            };
+            (Some(target), Vec::new())
+        }
+        "timeseries-p99" => (None, recoveries(r, pts)),
+        _ => (None, Vec::new()),
+    }
+}
+
+/// The rate the stages asked for, as a line over the measured window: a ramp's slope, a step's
+/// or a spike's jump.
+fn stage_targets(r: &RunResult) -> Vec<(f64, f64)> {
+    use msgbench_model::stages::Shape;
+    let mut line = Vec::new();
+    for s in &r.stages {
+        let first = if s.shape == Shape::Ramp {
+            s.from_per_sec
+        } else {
+            s.to_per_sec
+        };
+        line.push((s.start_s, first));
+        line.push((s.end_s, s.to_per_sec));
+    }
+    line
+}
+
+/// A call-out on the p99 line at each spike's end (the second that ends there, as the chart
+/// draws a second at its end), saying how long p99 took to come back.
+fn recoveries(r: &RunResult, p99s: &[(f64, f64)]) -> Vec<Callout> {
+    use msgbench_model::stages::Shape;
+    let spikes = r.stages.iter().filter(|s| s.shape == Shape::Spike);
+    spikes
+        .filter_map(|s| {
+            let text = match s.recovery_s {
+                Some(after) => format!("spike ends: p99 back {after:.0} s later"),
+                None if s.not_recovered => "spike ends: p99 not back by the run's end".into(),
+                None => return None,
+            };
+            let nearest = |p: &&(f64, f64)| (p.0 - s.end_s).abs();
+            let (x, y) = p99s
+                .iter()
+                .min_by(|a, b| nearest(a).total_cmp(&nearest(b)))?;
+            Some(Callout { x: *x, y: *y, text })
         })
         .collect()
 }

@@ -330,6 +330,7 @@ mod tests {
                 ..Default::default()
             },
             intervals: vec![],
+            stages: vec![],
             histograms: Histograms::default(),
             warnings: vec![],
             streams: vec![],

@@ -62,6 +62,7 @@ pub fn render(
         out.push_str(&crate::streams::html(runs, escape));
     }
     out.push_str(&crate::fairness::html(runs, escape));
+    out.push_str(&crate::stages::html(runs, escape));
     out.push_str(&crate::lateness::html(runs, escape));
     out.push_str(&crate::shards::html(runs, escape));
     out.push_str(&advice_list(advice));

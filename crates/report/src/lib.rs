@@ -17,6 +17,7 @@ pub mod markdown;
 pub mod publish;
 pub mod search;
 pub mod shards;
+pub mod stages;
 pub mod streams;
 pub mod summary;
 pub mod svg;

@@ -118,6 +118,7 @@ fn appendix(out: &mut String, results: &[RunResult], width: Option<usize>) {
         crate::faults::skipped_line,
     );
     per_run_lines(out, "connections", results, crate::faults::connections_line);
+    per_run_lines(out, "stages", results, crate::stages::line);
     let info = crate::faults::info_lines(results);
     if !info.is_empty() {
         out.push_str("\nnotes:\n");

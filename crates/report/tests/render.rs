@@ -75,6 +75,7 @@ fn run(point: usize, window: u32, replicate: u32, rate: f64, base_ns: u64) -> Ru
             ..Default::default()
         },
         intervals,
+        stages: Vec::new(),
         histograms: Histograms {
             latency: encode(&h),
             service: encode(&h),

@@ -3,6 +3,7 @@
 //! is checked). Nothing is allocated per request: a file's requests are copied from one
 //! buffer, a template is written piece by piece, its body first into a reused scratch buffer
 //! when its length must be written before it.
+use super::push_decimal;
 use crate::drivers::request_response::keys::Keys;
 use crossbeam_utils::CachePadded;
 use msgbench_model::http_vary::{Field, FileOrder, Piece, RequestFile, Template, Vary, Varying};
@@ -134,22 +135,6 @@ impl Values {
             }
         }
     }
-}
-
-/// `n` in decimal.
-#[inline]
-fn push_decimal(mut n: u64, out: &mut Vec<u8>) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
 }
 
 /// `n` as 16 lowercase hex digits.

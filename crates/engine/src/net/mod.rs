@@ -10,3 +10,19 @@ pub mod proto_wire;
 pub mod resp;
 pub mod tick;
 pub mod ws_client;
+
+/// Appends `n` in decimal (no allocation: the digits go through a stack buffer).
+#[inline]
+pub(crate) fn push_decimal(mut n: u64, out: &mut Vec<u8>) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}

@@ -4,6 +4,7 @@
 //! because the driver must own the socket, the pipelining and the clock (a client library would
 //! hide exactly what is being measured), and because a request must cost one copy: the template
 //! is encoded once and each request copies it and writes its key's 12 digits in place.
+use super::push_decimal;
 
 /// Longest simple-string / error / integer line accepted before giving up on the peer.
 const MAX_LINE: usize = 64 * 1024;
@@ -123,20 +124,6 @@ fn expand(arg: &str, value_bytes: usize, fixed_key: bool) -> (Vec<u8>, Vec<usize
         }
     }
     (out, keys)
-}
-
-fn push_decimal(mut n: u64, out: &mut Vec<u8>) {
-    let mut tmp = [0u8; 20];
-    let mut i = tmp.len();
-    loop {
-        i -= 1;
-        tmp[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&tmp[i..]);
 }
 
 /// Finds the reply at the start of `buf` without a scan kept between calls (and without a

@@ -329,6 +329,12 @@ impl Launcher {
                 },
                 (1e9 / per_sec * index as f64) as u64,
             ),
+            // Every `total`-th message of the whole schedule, from the `index`-th: the union
+            // of the connections' schedules is the whole one, whatever the rate does.
+            Pacing::Stages(mut profile) => {
+                profile.part = (index as u64, total as u64);
+                (Pacing::Stages(profile), 0)
+            }
             p => (p, 0),
         };
         let seed = seed ^ (index as u64).wrapping_mul(0xA24B_AED4_963E_E407);
@@ -1100,6 +1106,70 @@ mod tests {
         assert_eq!(conn.launcher.next_wake(&conn.in_flight, &rules, 0), None);
     }
 
+    /// A second of stages from 1000/s: hold ¼ s, step to 4000/s ¼ s, spike to 8000/s ¼ s,
+    /// ramp from 4000/s (the rate before the spike) to 0 over ¼ s.
+    fn stages_pacing(arrivals: Arrivals) -> Pacing {
+        use msgbench_model::pacing::{PacingMode, PacingSpec};
+        use msgbench_model::stages::{Shape, StageSpec};
+        let quarter = std::time::Duration::from_millis(250);
+        let stage = |shape, to| StageSpec {
+            shape,
+            to,
+            over: quarter,
+        };
+        let spec = PacingSpec {
+            mode: PacingMode::Stages,
+            arrivals,
+            start: Some(1000.0),
+            stages: vec![
+                stage(Shape::Hold, None),
+                stage(Shape::Step, Some(4000.0)),
+                stage(Shape::Spike, Some(8000.0)),
+                stage(Shape::Ramp, Some(0.0)),
+            ],
+            ..PacingSpec::default()
+        };
+        let invalid = |f: &str, p: String, x: &str| msgbench_model::ScenarioError::Invalid {
+            source_name: "test".into(),
+            field: f.into(),
+            problem: p,
+            fix: x.into(),
+        };
+        let run = (std::time::Duration::ZERO, std::time::Duration::from_secs(1));
+        spec.validate_for(Some(run), &invalid).unwrap()
+    }
+
+    #[test]
+    fn stages_send_each_stage_s_count_on_either_side_of_its_boundaries() {
+        let mut whole = client(WhenFull::Skip, 4096);
+        (whole.threads, whole.connections) = (2, 5);
+        let times = intended_times(stages_pacing(Arrivals::Uniform), &whole, None);
+        let in_quarter = |q: u64| {
+            let span = q * 250_000_000..(q + 1) * 250_000_000;
+            times.iter().filter(|t| span.contains(t)).count()
+        };
+        // 1000/s, 4000/s, 8000/s for ¼ s each, then 4000/s falling to 0: 250, 1000, 2000, 500.
+        assert_eq!(
+            [0, 1, 2, 3].map(in_quarter),
+            [250, 1000, 2000, 500],
+            "{}",
+            times.len()
+        );
+        // Evenly spaced within a stage, the whole schedule's own spacing across connections.
+        assert_eq!(&times[..3], &[0, 1_000_000, 2_000_000]);
+        assert_eq!(
+            times[250], 250_000_000,
+            "the step's first message is at its start"
+        );
+        let poisson = intended_times(stages_pacing(Arrivals::Poisson), &whole, None);
+        let share = |lo: u64, hi: u64| poisson.iter().filter(|t| (lo..hi).contains(t)).count();
+        let (hold, spike) = (share(0, 250_000_000), share(500_000_000, 750_000_000));
+        assert!(
+            (180..320).contains(&hold) && (1800..2200).contains(&spike),
+            "{hold} {spike}"
+        );
+    }
+
     #[test]
     fn the_shards_schedules_together_are_the_unsharded_schedule() {
         let rate = |arrivals| Pacing::Rate {
@@ -1112,7 +1182,14 @@ mod tests {
         };
         let mut whole = client(WhenFull::Skip, 4096);
         (whole.threads, whole.connections) = (2, 5);
-        for pacing in [rate(Arrivals::Uniform), rate(Arrivals::Poisson), interval] {
+        let stages = [Arrivals::Uniform, Arrivals::Poisson].map(stages_pacing);
+        for pacing in [
+            rate(Arrivals::Uniform),
+            rate(Arrivals::Poisson),
+            interval,
+            stages[0],
+            stages[1],
+        ] {
             for ops in [None, Some(1001)] {
                 let unsharded = intended_times(pacing, &whole, ops);
                 assert!(unsharded.len() > 1000, "{pacing:?}: {}", unsharded.len());
