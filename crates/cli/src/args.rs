@@ -839,8 +839,11 @@ pub struct RunArgs {
         requires = "metrics_listen"
     )]
     pub metrics_hold: String,
-    /// Progress for wrappers and CI logs: `json` writes one JSON line per second (and one per
-    /// finished run) to stderr: run_id, elapsed_s, eta_s, delivered_per_sec, p99_ns, counters.
+    /// Progress on stderr. `live`: a panel redrawn every second (achieved vs target rate and
+    /// its last minute, p50/p99/max, send lag, backlog, failures, classes), the default when
+    /// stdout and stderr are terminals. `line`: one progress line, the default otherwise.
+    /// `json`, for wrappers and CI logs: one JSON line per second (and one per finished run):
+    /// run_id, elapsed_s, eta_s, delivered_per_sec, p99_ns, counters.
     #[arg(long, value_name = "FORMAT")]
     pub progress: Option<ProgressFormat>,
     /// Run as shard I of N of a run spread over N load generators: this process opens the
@@ -876,6 +879,11 @@ pub struct RunArgs {
 pub enum ProgressFormat {
     /// One JSON object per line.
     Json,
+    /// The live view: a panel redrawn every second (the default when stdout and stderr are
+    /// terminals).
+    Live,
+    /// One progress line, rewritten every second (the default when stdout is not a terminal).
+    Line,
 }
 
 /// `msgbench search`.

@@ -5,6 +5,7 @@ mod args;
 mod commands;
 mod distributed;
 mod live;
+mod live_view;
 mod serve;
 mod setup;
 mod slurm;

@@ -93,6 +93,8 @@ struct ExporterState {
     classes: Vec<(ClassLabels, u64)>,
     /// What the six run counters were last set to.
     seen: [u64; 6],
+    /// The run's scenario, when its target changes within it (stages).
+    staged: Option<msgbench_model::Scenario>,
 }
 
 /// Serves the live series over HTTP and keeps them current.
@@ -134,6 +136,7 @@ impl Exporter {
                 labels: None,
                 classes: Vec::new(),
                 seen: [0; 6],
+                staged: None,
             }),
         });
         let registry = exporter.registry.clone();
@@ -280,6 +283,9 @@ impl Observer for Exporter {
             self.families.target_rate.get_or_create(&labels).set(target);
         }
         self.families.finished.get_or_create(&labels).set(0);
+        state.staged = point
+            .filter(|p| matches!(p.scenario.pacing, msgbench_model::pacing::Pacing::Stages(_)))
+            .map(|p| p.scenario.clone());
         state.labels = Some(labels);
         state.seen = [0; 6];
     }
@@ -304,6 +310,11 @@ impl Observer for Exporter {
             .send_lag
             .get_or_create(&labels)
             .set(s.send_lag_p99_ns as f64 / 1e9);
+        if let Some(target) =
+            (state.staged.as_ref()).and_then(|sc| sc.target_per_sec_at(s.elapsed_s))
+        {
+            self.families.target_rate.get_or_create(&labels).set(target);
+        }
         for ((labels, seen), class) in state.classes.iter_mut().zip(&s.classes) {
             add_up_to(
                 &self.families.class_delivered,

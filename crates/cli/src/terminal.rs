@@ -28,6 +28,10 @@ pub fn stdout_width() -> Option<usize> {
 
 pub struct Terminal {
     quiet: bool,
+    /// Draw the live view (else the one-line progress).
+    view_wanted: bool,
+    /// The live view of the run being measured.
+    view: Mutex<Option<crate::live_view::LiveView>>,
     live_line: bool,
     current: Mutex<String>,
     /// The experiment, for the time left (none for a search: its steps are not known ahead).
@@ -35,13 +39,26 @@ pub struct Terminal {
 }
 
 impl Terminal {
-    pub fn new(quiet: bool) -> Terminal {
+    /// What stderr shows; `view`: the live view instead of the progress line, when it is a
+    /// terminal (see [`crate::live_view`]).
+    pub fn new(quiet: bool, view: bool) -> Terminal {
+        let live_line = !quiet && std::io::stderr().is_terminal();
         Terminal {
             quiet,
-            live_line: !quiet && std::io::stderr().is_terminal(),
+            view_wanted: live_line && view,
+            view: Mutex::new(None),
+            live_line,
             current: Mutex::new(String::new()),
             plan: Mutex::new(None),
         }
+    }
+
+    /// The scenario of run `number` (1-based; `None` for a search, whose steps are not planned).
+    fn scenario_of(&self, number: usize) -> Option<msgbench_model::Scenario> {
+        let plan = self.plan.lock().unwrap();
+        let e = plan.as_ref()?;
+        let point = (number.checked_sub(1)?) / e.replicates.max(1) as usize;
+        e.points.get(point).map(|p| p.scenario.clone())
     }
 
     /// `, about 1 min 20 s left` from run `number` (1-based) on; empty without a plan.
@@ -95,10 +112,19 @@ impl Observer for Terminal {
         if !self.quiet && !self.live_line {
             eprintln!("{label}");
         }
+        if self.view_wanted {
+            let scenario = self.scenario_of(number);
+            *self.view.lock().unwrap() =
+                scenario.and_then(|s| crate::live_view::LiveView::start(label.clone(), &s));
+        }
         *self.current.lock().unwrap() = label;
     }
 
     fn live(&self, s: LiveStatus) {
+        if let Some(view) = self.view.lock().unwrap().as_mut() {
+            view.show(s);
+            return;
+        }
         if self.live_line {
             let head = self.current.lock().unwrap().clone();
             eprint!(
@@ -128,6 +154,9 @@ impl Observer for Terminal {
     }
 
     fn run_finished(&self, r: &RunResult) {
+        if let Some(view) = self.view.lock().unwrap().take() {
+            view.finish();
+        }
         if self.live_line {
             let head = self.current.lock().unwrap().clone();
             eprintln!(

@@ -2568,3 +2568,53 @@ fn one_line_redis_grpc_and_ws_run_their_servers_at_their_rate() {
         let _ = child.wait();
     }
 }
+
+/// `msgbench ARGS` inside a pseudo-terminal (`script`, util-linux): what the terminal showed.
+fn on_a_terminal(args: &str) -> String {
+    let command = format!("{} {args}", env!("CARGO_BIN_EXE_msgbench"));
+    let o = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn the_live_view_is_drawn_on_a_terminal_and_never_into_a_pipe() {
+    let _turn = turn();
+    let dir = tempfile::tempdir().unwrap();
+    let run = format!(
+        "run --set 'sweep={{}}' --set pacing.mode='\"rate\"' --set pacing.per_sec=20000 --duration 2500ms --warmup 0 --out {}",
+        dir.path().display()
+    );
+    // On a terminal: the panel, its figures and its sparklines, then the table once it ends.
+    let shown = on_a_terminal(&run);
+    // (script's terminal is 80 columns: the panel's lines are cut to 79.)
+    for part in ["of 20.0k/s target", "backlog ", " s below)"] {
+        assert!(shown.contains(part), "{part:?} in {shown}");
+    }
+    assert!(
+        shown.contains('▁') || shown.contains('█'),
+        "a sparkline: {shown}"
+    );
+    // `--progress line` on a terminal: the one line, no panel.
+    let line = on_a_terminal(&format!("{run} --progress line"));
+    assert!(!line.contains("(last ") && line.contains("p99"), "{line}");
+    // Piped: neither the panel nor any escape sequence.
+    let o = msgbench(&[
+        "run",
+        "--set",
+        "sweep={}",
+        "--duration",
+        "1500ms",
+        "--warmup",
+        "0",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let all = format!("{}{}", stderr(&o), String::from_utf8_lossy(&o.stdout));
+    assert!(!all.contains('\x1b') && !all.contains("(last "), "{all}");
+}

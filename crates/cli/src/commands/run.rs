@@ -1,13 +1,14 @@
 //! `msgbench run`: the experiment run, every result written as it ends, the report after.
 use super::report::write_report;
 use super::scenario::load;
-use crate::args::{RunArgs, ScenarioArgs};
+use crate::args::{ProgressFormat, RunArgs, ScenarioArgs};
 use crate::setup::{fail, on_ctrl_c};
 use crate::terminal::Terminal;
 use crate::{EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_NOT_MEASURED, EXIT_THRESHOLD_FAILED};
 use msgbench_engine::environment::Environment;
 use msgbench_engine::runner::{run_experiment_to, Destination, Outcome};
 use msgbench_model::Experiment;
+use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -37,7 +38,12 @@ fn run_with(args: RunArgs, hold: &mut Option<(std::time::Duration, Arc<AtomicBoo
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
     let stop = Arc::new(AtomicBool::new(false));
-    let terminal = Arc::new(Terminal::new(args.quiet || args.json));
+    let view = match args.progress {
+        Some(ProgressFormat::Live) => true,
+        Some(_) => false,
+        None => std::io::stdout().is_terminal(),
+    };
+    let terminal = Arc::new(Terminal::new(args.quiet || args.json, view));
     let observers = match observers(&args, &experiment, &terminal, &stop, hold) {
         Ok(o) => o,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
@@ -144,7 +150,7 @@ fn observers(
         observers.push(crate::live::Exporter::start(address, experiment)?);
         *hold = Some((held, stop.clone()));
     }
-    if args.progress.is_some() {
+    if args.progress == Some(ProgressFormat::Json) {
         observers.push(Arc::new(crate::live::JsonProgress::new(experiment)));
     }
     Ok(observers)

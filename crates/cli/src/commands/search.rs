@@ -58,7 +58,7 @@ pub(super) fn search(args: SearchArgs) -> ExitCode {
     };
     let stop = Arc::new(AtomicBool::new(false));
     install_ctrl_c(stop.clone());
-    let terminal = Arc::new(Terminal::new(args.quiet));
+    let terminal = Arc::new(Terminal::new(args.quiet, false));
     let env = Environment::capture(std::env::args().collect());
     let outcome = msgbench_engine::search::search(
         &experiment,
