@@ -129,7 +129,8 @@ impl LiveView {
                 count(t),
                 100.0 * s.delivered_per_sec / t
             ),
-            _ => " (no target: closed loop)".to_string(),
+            Some(_) => " of a target of 0/s".to_string(),
+            None => " (no target: closed loop)".to_string(),
         };
         let sent_per_sec = match &self.last {
             Some(l) => (c.sent.saturating_sub(l.counters.sent) as f64

@@ -72,7 +72,11 @@ impl Terminal {
         }
     }
 
+    /// Clears the progress line, or the live view a run left when it failed.
     pub fn clear_line(&self) {
+        if let Some(view) = self.view.lock().unwrap().take() {
+            view.finish();
+        }
         if self.live_line {
             eprint!("\r\x1b[2K");
         }

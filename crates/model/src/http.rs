@@ -497,14 +497,13 @@ fn requests_of(
                 ))
             }
             None if r.file.is_some() => r.file_request(server, (name, share), &field, invalid)?,
-            None => r.aimed(url_target).render(host, name, share, &field, invalid)?,
+            None => (r.aimed(url_target)).render((host, version), name, share, &field, invalid)?,
         };
         if version == HttpVersion::Http2 {
             check_h2_headers(&request.parts, &field, invalid)?;
             if request.vary.is_some() {
-                let what = if r.file.is_some() { "file" } else { "path" };
                 return Err(invalid(
-                    &field(what),
+                    &field("file"),
                     "varies per request, and the run is HTTP/2".into(),
                     "requests that vary (fields, a request file) are HTTP/1.1 for now: give http.version = \"1.1\" (docs/concepts.md \"Requests that vary\")",
                 ));
@@ -869,7 +868,7 @@ impl HttpRequestSpec {
     /// smuggle a header in).
     fn render(
         &self,
-        host: &str,
+        (host, version): (&str, HttpVersion),
         name: &str,
         share: f64,
         field: &dyn Fn(&str) -> String,
@@ -885,7 +884,20 @@ impl HttpRequestSpec {
             self.method.as_str()
         };
         let bytes = self.http1_bytes(method, host, &body);
-        let vary = self.varying(method, host, &body, field, invalid)?;
+        let vary = match version {
+            HttpVersion::Http1 => self.varying(method, host, &body, field, invalid)?,
+            // Sent as written: only a field, which HTTP/2 cannot fill in yet, is refused.
+            HttpVersion::Http2 => match self.varying(method, host, &body, field, invalid) {
+                Ok(Some(v)) if v.head.varies() || v.body.varies() => {
+                    return Err(invalid(
+                        &field("path"),
+                        "has a field, and the run is HTTP/2".into(),
+                        "requests that vary (fields, a request file) are HTTP/1.1 for now: give http.version = \"1.1\" (docs/concepts.md \"Requests that vary\")",
+                    ))
+                }
+                _ => None,
+            },
+        };
         let mut headers: Vec<(String, String)> = (self.headers.iter())
             .filter(|(k, _)| !k.eq_ignore_ascii_case("host"))
             .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
@@ -1012,7 +1024,9 @@ impl HttpRequestSpec {
         sends_body && !given
     }
 
-    /// The request as a template when its path, a header or its body has a field.
+    /// The request as a template when its path, a header or its body has a field (or a `{{`,
+    /// a `{` of the text); refused: a misspelt field, named where it is, and a `Content-Length`
+    /// given for a body whose length varies.
     fn varying(
         &self,
         method: &str,
@@ -1025,19 +1039,33 @@ impl HttpRequestSpec {
             invalid(
                 &field(at),
                 format!("has {word}, which is no field"),
-                "the fields are {seq}, {key}, {random} and {intended_ns} (see docs/concepts.md \"Requests that vary\")",
+                "the fields are {seq}, {key}, {random} and {intended_ns}; write {{ for a { of the text (docs/concepts.md \"Requests that vary\")",
             )
         };
-        let head =
-            Template::parse(&self.http1_head(method, host)).map_err(|w| misspelt(w, "path"))?;
+        Template::parse(self.path.as_bytes()).map_err(|w| misspelt(w, "path"))?;
+        for value in self.headers.values() {
+            Template::parse(value.as_bytes()).map_err(|w| misspelt(w, "headers"))?;
+        }
+        let head_text = self.http1_head(method, host);
+        let head = Template::parse(&head_text).map_err(|w| misspelt(w, "headers"))?;
         let at = if self.body_file.is_some() {
             "body_file"
         } else {
             "body"
         };
         let body_template = Template::parse(body).map_err(|w| misspelt(w, at))?;
-        if !head.varies() && !body_template.varies() {
+        let escaped = |text: &[u8]| text.windows(2).any(|w| w == b"{{");
+        let template = head.varies() || body_template.varies();
+        if !template && !escaped(&head_text) && !escaped(body) {
             return Ok(None);
+        }
+        let given = (self.headers.keys()).any(|k| k.eq_ignore_ascii_case("content-length"));
+        if given && body_template.varies() {
+            return Err(invalid(
+                &field("headers"),
+                "has a Content-Length, and the body's length varies with its fields".into(),
+                "leave Content-Length out: it is written for each request, the body's as filled in",
+            ));
         }
         Ok(Some(Varying {
             length: self.sends_length(method, body),
@@ -1187,6 +1215,17 @@ mod tests {
         // No field: sent as rendered once.
         let plain = valid(&format!("{U}[http.requests.a]\nbody = '{{\"a\": 1}}'\n"));
         assert!(http(&plain).requests[0].vary.is_none());
+        // `{{` is a `{` of the text (HTTP/1.1); HTTP/2 sends its braces as written.
+        let escaped = valid(&format!(
+            "{U}[http.requests.a]\nmethod = \"POST\"\nbody = '{{\"q\": \"{{me{{{{id}}}}\"}}'\n"
+        ));
+        let Some(Vary::Template(e)) = http(&escaped).requests[0].vary.as_deref() else {
+            panic!("a template")
+        };
+        let sent = crate::http_vary::Piece::Text(br#"{"q": "{me{id}}"}"#.to_vec());
+        assert_eq!(e.body.pieces, vec![sent]);
+        let h2 = valid(&format!("{U}version = \"2\"\n[http.requests.a]\nmethod = \"POST\"\nbody = '{{\"q\": \"{{me{{id}}}}\"}}'\n"));
+        assert!(http(&h2).requests[0].vary.is_none());
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("targets.txt");
         std::fs::write(&file, "GET http://h:1/a\nX-A: 1\n\nPOST /b\n\n").unwrap();
@@ -1212,6 +1251,16 @@ mod tests {
                 format!("{U}[http.requests.a]\npath = \"/i/{{sequence}}\"\n"),
                 "http.requests.a.path",
                 "{sequence}",
+            ),
+            (
+                format!("{U}[http.requests.a]\nheaders = {{ X = \"{{sq}}\" }}\n"),
+                "http.requests.a.headers",
+                "{sq}",
+            ),
+            (
+                format!("{U}[http.requests.a]\nmethod = \"POST\"\nbody = \"{{seq}}\"\nheaders = {{ Content-Length = \"3\" }}\n"),
+                "http.requests.a.headers",
+                "length varies",
             ),
             (
                 format!("{U}version = \"2\"\n[http.requests.a]\npath = \"/{{seq}}\"\n"),
@@ -1240,6 +1289,8 @@ mod tests {
             assert!(message.contains(says), "{message}");
         }
         for (content, says) in [
+            ("POST /a\nTransfer-Encoding: chunked\n", "Transfer-Encoding"),
+            ("POST /a\nContent-Length: 5\n", "its body is 0 bytes"),
             (
                 "GET http://other:1/a\n",
                 "line 1 asks http://other:1/a, and the run's server is http://h:1",

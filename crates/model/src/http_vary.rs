@@ -8,7 +8,7 @@
 //! fresh random 64-bit number), `{intended_ns}` (the request's intended send time, Unix ns:
 //! what a server compares its arrival with, coordinated omission included). Any other brace is
 //! text (a JSON body keeps its `{"a": 1}`), except `{word}` of letters and `_`, which is
-//! refused as a misspelt field.
+//! refused as a misspelt field, and `{{`, a `{` of the text (`{{id}` sends `{id}`).
 use crate::check::{Invalid, ScenarioError};
 use crate::url::parse_url;
 use base64::Engine as _;
@@ -19,6 +19,9 @@ use std::collections::BTreeMap;
 pub const MAX_FILE_BYTES: u64 = 256 << 20;
 /// Most requests a request file may hold.
 pub const MAX_FILE_REQUESTS: usize = 10_000_000;
+/// Most bytes a request file's requests may take laid out (a body file named by many requests
+/// is copied into each).
+pub const MAX_LAID_OUT_BYTES: usize = 512 << 20;
 
 /// A per-request field of a template.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,8 +61,9 @@ pub struct Template {
 }
 
 impl Template {
-    /// Reads `text`: every `{field}` of [`FIELDS`] is a field, any other brace is text, and a
-    /// `{word}` of letters and `_` that names no field is refused (`Err` names it).
+    /// Reads `text`: every `{field}` of [`FIELDS`] is a field, `{{` is a `{`, any other brace
+    /// is text, and a `{word}` of letters and `_` that names no field is refused (`Err` names
+    /// it; `{{word}` sends it as text).
     pub fn parse(text: &[u8]) -> Result<Template, String> {
         let mut pieces = Vec::new();
         let mut literal = Vec::new();
@@ -67,6 +71,12 @@ impl Template {
         while let Some(open) = rest.iter().position(|&b| b == b'{') {
             literal.extend_from_slice(&rest[..open]);
             let after = &rest[open + 1..];
+            // `{{` is a `{` of the text: `{{id}` sends `{id}`.
+            if after.first() == Some(&b'{') {
+                literal.push(b'{');
+                rest = &after[1..];
+                continue;
+            }
             let word_end = after
                 .iter()
                 .position(|b| !(b.is_ascii_alphabetic() || *b == b'_'))
@@ -238,6 +248,10 @@ pub(crate) fn read_request_file(
         }
         write_request(&r, server.0, &mut file.bytes);
         file.ends.push(file.bytes.len());
+        if file.bytes.len() > MAX_LAID_OUT_BYTES {
+            let why = format!("takes it past {} MiB laid out, the most a file's requests may take (a body file named by many requests is copied into each)", MAX_LAID_OUT_BYTES >> 20);
+            return Err(at((line, why), "send fewer or smaller requests"));
+        }
     }
     Ok(file)
 }
@@ -264,6 +278,19 @@ fn read_bounded(path: &str) -> Result<String, String> {
         ));
     }
     Ok(text)
+}
+
+/// A body file, refused past [`MAX_FILE_BYTES`].
+fn read_body(path: &str) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot be read ({e})"))?;
+    let mut body = Vec::new();
+    (file.take(MAX_FILE_BYTES + 1).read_to_end(&mut body))
+        .map_err(|e| format!("cannot be read ({e})"))?;
+    if body.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!("is larger than {} MiB", MAX_FILE_BYTES >> 20));
+    }
+    Ok(body)
 }
 
 /// The target a request's URL (or path) asks for, refused when it names another server.
@@ -303,6 +330,18 @@ fn check_request(r: &FileRequest) -> Result<(), String> {
         if !token(k) || v.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
             return Err(format!("has the header {k:?}: {v:?}"));
         }
+        // The body goes whole, framed by its length: a chunked one or a wrong length would
+        // break every request pipelined after it.
+        if k.eq_ignore_ascii_case("transfer-encoding") {
+            return Err(format!("has {k}: {v}, and a file's bodies are sent whole with their Content-Length (leave it out)"));
+        }
+        let length = v.trim().parse::<usize>();
+        if k.eq_ignore_ascii_case("content-length") && length != Ok(r.body.len()) {
+            let size = r.body.len();
+            return Err(format!(
+                "has {k}: {v}, and its body is {size} bytes (leave it out: it is written for you)"
+            ));
+        }
     }
     Ok(())
 }
@@ -332,6 +371,7 @@ fn targets(text: &str) -> Result<Vec<(usize, FileRequest)>, (usize, String)> {
     let mut current: Option<(usize, FileRequest)> = None;
     for (n, line) in text.lines().enumerate() {
         let n = n + 1;
+        too_many(out.len(), n)?;
         let line = line.trim_end_matches('\r');
         if line.trim_start().starts_with('#') {
             continue;
@@ -358,8 +398,8 @@ fn targets(text: &str) -> Result<Vec<(usize, FileRequest)>, (usize, String)> {
         };
         match line.strip_prefix('@') {
             Some(body) => {
-                r.body = std::fs::read(body.trim())
-                    .map_err(|e| (n, format!("names the body file {body:?} ({e})")))?;
+                r.body = read_body(body.trim())
+                    .map_err(|e| (n, format!("names the body file {body:?}, which {e}")))?;
             }
             None => {
                 let (k, v) = line
@@ -368,15 +408,19 @@ fn targets(text: &str) -> Result<Vec<(usize, FileRequest)>, (usize, String)> {
                 r.headers.push((k.trim().to_string(), v.trim().to_string()));
             }
         }
-        if out.len() > MAX_FILE_REQUESTS {
-            return Err((
-                n,
-                format!("is past {MAX_FILE_REQUESTS} requests, the most a file may hold"),
-            ));
-        }
     }
     out.extend(current);
+    too_many(out.len(), text.lines().count())?;
     Ok(out)
+}
+
+/// A file of more than [`MAX_FILE_REQUESTS`] requests, refused at line `n`.
+fn too_many(requests: usize, n: usize) -> Result<(), (usize, String)> {
+    if requests > MAX_FILE_REQUESTS {
+        let why = format!("is past {MAX_FILE_REQUESTS} requests, the most a file may hold");
+        return Err((n, why));
+    }
+    Ok(())
 }
 
 /// `METHOD URL` (a method of capitals, a URL from `/` or `http[s]://`): a target's first line.
@@ -443,12 +487,7 @@ fn json_lines(text: &str) -> Result<Vec<(usize, FileRequest)>, (usize, String)> 
                 body,
             },
         ));
-        if out.len() > MAX_FILE_REQUESTS {
-            return Err((
-                n,
-                format!("is past {MAX_FILE_REQUESTS} requests, the most a file may hold"),
-            ));
-        }
+        too_many(out.len(), n)?;
     }
     Ok(out)
 }
@@ -474,6 +513,11 @@ mod tests {
         assert_eq!(
             Template::parse(b"/items/{sequence}"),
             Err("{sequence}".into())
+        );
+        let graphql = Template::parse(br#"{"query": "{me{{id}}"}"#).unwrap();
+        assert_eq!(
+            graphql.pieces,
+            vec![Piece::Text(br#"{"query": "{me{id}}"}"#.to_vec())]
         );
         assert!(!Template::parse(b"{} {{ }").unwrap().varies());
     }

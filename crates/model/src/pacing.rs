@@ -446,8 +446,8 @@ mod tests {
             (profile.stages()[2].from, profile.stages()[2].to),
             (300.0, 300.0)
         );
-        // Mean over the stages: (400 + 900 + 300) / 4 s.
-        assert!((p.pacing.target_per_sec().unwrap() - 400.0).abs() < 1e-6);
+        // Mean over the run: (400 + 900 + 300) in the stages' 4 s, 300/s held for 6 s.
+        assert!((p.pacing.target_per_sec().unwrap() - 340.0).abs() < 1e-6);
         assert!(
             p.pacing.to_string().contains("spike to 900/s for 1s"),
             "{}",

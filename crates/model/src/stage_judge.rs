@@ -54,14 +54,17 @@ pub fn judge_stages(stages: &mut [StageResult], intervals: &[IntervalSample], wi
             })
             .collect();
         let stage = &mut stages[k];
-        stage.p99_ns = median(whole.iter().map(|i| i.latency_p99_ns).collect());
+        // A second with nothing delivered has no p99 (its 0 is no latency): not in the median.
+        let answered = whole.iter().filter(|i| i.delivered > 0);
+        stage.p99_ns = median(answered.map(|i| i.latency_p99_ns).collect());
         stage.delivered_per_sec = (!whole.is_empty()).then(|| {
             let seconds: f64 = whole.iter().map(|i| i.length_s).sum();
             whole.iter().map(|i| i.delivered).sum::<u64>() as f64 / seconds
         });
         (stage.recovery_s, stage.not_recovered) = (None, false);
         let before = k.checked_sub(1).and_then(|b| stages[b].p99_ns);
-        let (Some(within), Some(base)) = (stages[k].recovered_within, before) else {
+        let (Some(within), Some(base)) = (stages[k].recovered_within, before.filter(|b| *b > 0))
+        else {
             continue;
         };
         let limit = (base as f64 * within) as u64;
@@ -69,7 +72,8 @@ pub fn judge_stages(stages: &mut [StageResult], intervals: &[IntervalSample], wi
             .iter()
             .filter(|i| i.start_s >= end - 1e-9)
             .collect();
-        let good = |i: &&IntervalSample| i.latency_p99_ns <= limit;
+        // A second that answered nothing (a server stalled, a rate of 0) has not recovered.
+        let good = |i: &&IntervalSample| i.delivered > 0 && i.latency_p99_ns <= limit;
         let back = (0..after.len()).find(|&j| good(&after[j]) && after.get(j + 1).is_none_or(good));
         let stage = &mut stages[k];
         match back {
@@ -140,5 +144,14 @@ mod tests {
         assert_eq!((r[1].recovery_s, r[1].not_recovered), (Some(4.0), false));
         let r = stage_results(&p, &intervals[..8], 9.0);
         assert_eq!((r[1].recovery_s, r[1].not_recovered), (None, true));
+        // Seconds that answered nothing (a stalled server: p99 0) are not a recovery, nor in
+        // a stage's median.
+        let mut stalled = intervals.clone();
+        for i in [1, 6, 7] {
+            (stalled[i].delivered, stalled[i].latency_p99_ns) = (0, 0);
+        }
+        let r = stage_results(&p, &stalled, 9.0);
+        assert_eq!(r[0].p99_ns, Some(11));
+        assert_eq!(r[1].recovery_s, Some(4.0), "{r:?}");
     }
 }

@@ -89,6 +89,8 @@ pub struct Profile {
     len: usize,
     /// The warm-up before the first stage, ns.
     pub warmup_ns: u64,
+    /// The measured window (`run.duration`), ns: the stages and the last rate held after them.
+    pub run_ns: u64,
     /// The rate of the warm-up and the first stage's "rate before", per second.
     pub start: f64,
     /// The arrival process within the stages.
@@ -111,10 +113,10 @@ impl Profile {
         self.stages().iter().map(|s| s.over_ns).sum()
     }
 
-    /// The mean rate over the stages, per second (what a run of their length is meant to
-    /// offer: the messages they call for over their length).
+    /// The mean rate over the measured window, per second: the messages the stages (and the
+    /// last rate held after them) call for over `run.duration`, what the run is judged by.
     pub fn mean_per_sec(&self) -> f64 {
-        let span = self.span_ns().max(1);
+        let span = self.run_ns.max(1);
         (self.count_at(self.warmup_ns + span) - self.count_at(self.warmup_ns)) * 1e9 / span as f64
     }
 
@@ -177,7 +179,13 @@ impl Profile {
                 } else {
                     // a·t + (b−a)·t²/(2·len) = left, in the form that is stable when a → 0.
                     let slope = (b - a) / len as f64;
-                    2.0 * left / (a + (a * a + 2.0 * slope * left).max(0.0).sqrt())
+                    let denominator = a + (a * a + 2.0 * slope * left).max(0.0).sqrt();
+                    // A ramp from 0: its first message is due at its start.
+                    if denominator > 0.0 {
+                        2.0 * left / denominator
+                    } else {
+                        0.0
+                    }
                 };
                 if !t.is_finite() {
                     return None;
@@ -251,7 +259,14 @@ pub(crate) fn profile(
         ));
     }
     let rate_ok = |r: f64| r.is_finite() && (0.0..=MAX_RATE_PER_SEC).contains(&r);
-    let start = start.or(specs[0].to).unwrap_or(0.0);
+    // As k6's ramping arrival rate: a first ramp climbs from 0; a first step or spike starts at
+    // its own rate (a hold first needs `start`).
+    let start = start
+        .or(match specs[0].shape {
+            Shape::Ramp => Some(0.0),
+            _ => specs[0].to,
+        })
+        .unwrap_or(0.0);
     if !rate_ok(start) {
         return Err(invalid(
             "pacing.start",
@@ -264,6 +279,7 @@ pub(crate) fn profile(
         stages,
         len: specs.len(),
         warmup_ns: warmup.as_nanos() as u64,
+        run_ns: duration.as_nanos() as u64,
         start,
         arrivals,
         part: (0, 1),
@@ -396,6 +412,30 @@ mod tests {
             &invalid,
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_first_ramp_climbs_from_0_and_its_first_message_is_due_at_its_start() {
+        let invalid = |f: &str, p: String, x: &str| ScenarioError::Invalid {
+            source_name: "t".into(),
+            field: f.into(),
+            problem: p,
+            fix: x.into(),
+        };
+        let run = (Duration::ZERO, Duration::from_secs(2));
+        let specs = [stage(Shape::Ramp, Some(1000.0), 1.0)];
+        let p = profile(&specs, (None, 2.0), Arrivals::Uniform, run, &invalid).unwrap();
+        assert_eq!((p.start, p.time_of(0.0)), (0.0, Some(0)));
+        assert!((p.count_at(1_000_000_000) - 500.0).abs() < 1e-6);
+        // Message 8 of a ramp of 1000/s² is due at √(2·8/1000) s.
+        let t = p.time_of(8.0).unwrap() as f64 / 1e9;
+        assert!((t - (16.0f64 / 1000.0).sqrt()).abs() < 1e-6, "{t}");
+        // The mean over the run (the stage, then 1000/s held for 1 s): 1500 in 2 s.
+        assert!(
+            (p.mean_per_sec() - 750.0).abs() < 1e-6,
+            "{}",
+            p.mean_per_sec()
+        );
     }
 
     #[test]

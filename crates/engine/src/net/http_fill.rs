@@ -16,16 +16,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct Counters {
     sent: Vec<CachePadded<AtomicU64>>,
     wall_minus_now_ns: i128,
+    /// The run's seed (`run.seed`, a replicate's own): `{random}` and `{key}` draw from it.
+    seed: u64,
 }
 
 impl Counters {
-    /// Counters for `classes` classes; `{intended_ns}` is the run's clock plus `wall_minus_now_ns`.
-    pub fn new(classes: usize, wall_minus_now_ns: i128) -> Counters {
+    /// Counters for `classes` classes; `{intended_ns}` is the run's clock plus
+    /// `wall_minus_now_ns`; `seed` is the run's.
+    pub fn new(classes: usize, wall_minus_now_ns: i128, seed: u64) -> Counters {
         Counters {
             sent: (0..classes)
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
             wall_minus_now_ns,
+            seed,
         }
     }
 
@@ -52,10 +56,14 @@ impl<'a> Filler<'a> {
         keys: (u64, msgbench_model::redis::KeyPattern, f64),
         index: usize,
     ) -> Filler<'a> {
-        let rng = SmallRng::seed_from_u64(0x4177_9e5d ^ ((index as u64) << 24));
+        // Each connection its own streams, from the run's seed: one for `{random}`, another
+        // for `{key}` (drawn from one stream, a key would follow the random number before it).
+        let stream = counters.seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let rng = SmallRng::seed_from_u64(stream ^ 0x4177_9e5d);
+        let key_rng = SmallRng::seed_from_u64(stream ^ 0x6b65_7973);
         Filler {
             counters,
-            keys: Keys::new(keys, rng.clone(), index),
+            keys: Keys::new(keys, key_rng, index),
             rng,
             body: Vec::new(),
         }
@@ -163,7 +171,7 @@ mod tests {
 
     #[test]
     fn fields_are_filled_and_the_length_is_the_filled_body() {
-        let counters = Counters::new(1, 1_000);
+        let counters = Counters::new(1, 1_000, 7);
         let mut filler = Filler::new(&counters, (10, KeyPattern::Sequential, 0.99), 0);
         let vary = template(
             "POST /i/{seq} HTTP/1.1\r\nX-T: {intended_ns}\r\n",
@@ -200,7 +208,7 @@ mod tests {
             ends: vec![1, 2],
             order: FileOrder::Cycle,
         });
-        let counters = Counters::new(1, 0);
+        let counters = Counters::new(1, 0, 7);
         let keys = (0, KeyPattern::Uniform, 0.99);
         let (mut a, mut b) = (
             Filler::new(&counters, keys, 0),

@@ -174,6 +174,7 @@ impl Target<'_> {
         let counters = Counters::new(
             self.config.requests.len(),
             crate::clock::wall_minus_now_ns(),
+            self.scenario.run.seed,
         );
         let plan = Plan {
             scenario: self.scenario,
