@@ -118,8 +118,10 @@ impl Observer for Terminal {
         }
         if self.view_wanted {
             let scenario = self.scenario_of(number);
+            // The panel counts its own seconds: no time left fixed at the run's start.
+            let head = format!("[{number}/{total}] {run_id}");
             *self.view.lock().unwrap() =
-                scenario.and_then(|s| crate::live_view::LiveView::start(label.clone(), &s));
+                scenario.and_then(|s| crate::live_view::LiveView::start(head, &s));
         }
         *self.current.lock().unwrap() = label;
     }

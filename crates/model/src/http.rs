@@ -876,6 +876,7 @@ impl HttpRequestSpec {
     ) -> Result<HttpRequest, ScenarioError> {
         self.check_method_path_headers(field, invalid)?;
         let body = self.body_bytes(field, invalid)?;
+        self.check_given_length(&body, field, invalid)?;
         let has = |h: &str| self.headers.keys().any(|k| k.eq_ignore_ascii_case(h));
         // A call is a POST unless a method was chosen.
         let method = if self.rpc_method.is_some() && self.method == "GET" {
@@ -1014,6 +1015,33 @@ impl HttpRequestSpec {
             bytes.extend_from_slice(b"Content-Type: application/json\r\n");
         }
         bytes
+    }
+
+    /// A `Content-Length` given in `headers` must be the body's: a wrong one leaves the server
+    /// waiting for bytes that never come, or reading the next request as this one's body.
+    /// (A body with fields is refused its given length in [`Self::varying`].)
+    fn check_given_length(
+        &self,
+        body: &[u8],
+        field: &dyn Fn(&str) -> String,
+        invalid: &Invalid,
+    ) -> Result<(), ScenarioError> {
+        let given = self
+            .headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("content-length"));
+        let Some((name, value)) = given else {
+            return Ok(());
+        };
+        let fields = Template::parse(body).is_ok_and(|t| t.varies());
+        if fields || value.trim().parse::<usize>() == Ok(body.len()) {
+            return Ok(());
+        }
+        Err(invalid(
+            &field("headers"),
+            format!("has {name}: {value}, and the body is {} bytes", body.len()),
+            "leave Content-Length out: it is written for you",
+        ))
     }
 
     /// Whether msgbench writes a `Content-Length` (a body, or a method that has one, and no
@@ -1290,6 +1318,7 @@ mod tests {
         }
         for (content, says) in [
             ("POST /a\nTransfer-Encoding: chunked\n", "Transfer-Encoding"),
+            ("POST /a\n@/nonexistent/body\n", "names the body file"),
             ("POST /a\nContent-Length: 5\n", "its body is 0 bytes"),
             (
                 "GET http://other:1/a\n",

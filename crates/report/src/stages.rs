@@ -91,7 +91,7 @@ pub fn line(r: &RunResult) -> Option<String> {
                 _ => String::new(),
             };
             format!(
-                "{} {} {delivered} p99 {p99}{back}",
+                "{} {}: delivered {delivered}, p99 {p99}{back}",
                 shape_name(s.shape),
                 rate(s)
             )

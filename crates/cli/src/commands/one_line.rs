@@ -23,12 +23,28 @@ struct System {
 }
 
 pub(super) fn http(args: HttpArgs) -> ExitCode {
-    let system = http_section(&args).map(|section| System {
-        name: "http",
-        system: "http",
-        section: ("http", section),
-    });
+    let system = file_and_path(&args)
+        .and_then(|()| http_section(&args))
+        .map(|section| System {
+            name: "http",
+            system: "http",
+            section: ("http", section),
+        });
     one_line(system, &args.load)
+}
+
+/// A request file gives every request's target: a URL with a path of its own beside it would
+/// be ignored, so it is refused.
+fn file_and_path(args: &HttpArgs) -> Result<(), String> {
+    let after_scheme = args.url.split_once("://").map_or("", |(_, rest)| rest);
+    let path = after_scheme.find('/').map_or("", |i| &after_scheme[i..]);
+    if args.requests_file.is_some() && !path.is_empty() && path != "/" {
+        return Err(format!(
+            "{}: its path {path} is not sent with --requests-file, whose lines give every request's target; give the server alone (e.g. http://host:port) and the paths in the file",
+            args.url
+        ));
+    }
+    Ok(())
 }
 
 pub(super) fn redis(args: RedisLineArgs) -> ExitCode {
