@@ -64,10 +64,15 @@ work = "sleep"
         "{:?}",
         class("slow").latency
     );
+    // Stuck behind a slow call (answered in order), a fast call would wait for its 2 ms timer:
+    // most would take 2 ms or more. Answered at once, they take microseconds — up to 1.5 ms
+    // seen on this 2-vCPU VM while the suite's other tests ran (the bound was 1 ms then).
     assert!(
-        class("fast").latency.p50_ns < 1_000_000,
-        "fast calls are not stuck behind slow ones: {:?}",
-        class("fast").latency
+        class("fast").latency.p50_ns < 2_000_000
+            && class("fast").latency.p50_ns < class("slow").latency.p50_ns,
+        "fast calls are not stuck behind slow ones: {:?} {:?}",
+        class("fast").latency,
+        class("slow").latency
     );
 }
 
