@@ -35,6 +35,9 @@ pub struct Pacer {
     poisson_offset_ns: f64,
     /// `stages`: the whole schedule's count (Λ) at which this sender's next message is due.
     stage_count: f64,
+    /// `stages`: the due time of the message at `stage_count`, once computed (Λ⁻¹ walks the
+    /// stages, and the driver asks for it several times per send).
+    stage_due_ns: Option<u64>,
     rng: SmallRng,
 }
 
@@ -48,6 +51,7 @@ impl Pacer {
         };
         Pacer {
             stage_count,
+            stage_due_ns: None,
             pacing,
             start_ns,
             sent: 0,
@@ -76,11 +80,7 @@ impl Pacer {
             Pacing::Rate { per_sec, arrivals } => {
                 Some(self.start_ns + self.rate_offset_ns(per_sec, arrivals) as u64)
             }
-            // A schedule whose rate fell to 0 for good has nothing more, ever.
-            Pacing::Stages(p) => Some(
-                p.time_of(self.stage_count)
-                    .map_or(u64::MAX, |t| self.start_ns.saturating_add(t)),
-            ),
+            Pacing::Stages(_) => Some(self.stage_due()),
         }
     }
 
@@ -122,9 +122,12 @@ impl Pacer {
                     actual_ns: actual,
                 }
             }
-            Pacing::Stages(p) => {
-                let scheduled = (p.time_of(self.stage_count))
-                    .map_or(u64::MAX, |t| self.start_ns.saturating_add(t));
+            Pacing::Stages(_) => {
+                let scheduled = self.stage_due();
+                self.stage_due_ns = None;
+                let Pacing::Stages(p) = &self.pacing else {
+                    unreachable!("a stages pacing")
+                };
                 self.stage_count += match p.arrivals {
                     Arrivals::Uniform => p.part.1 as f64,
                     // Its part of the arrivals: an `of`-th of the rate, so gaps `of` times
@@ -160,6 +163,21 @@ impl Pacer {
         };
         self.sent += 1;
         slot
+    }
+
+    /// `stages`: when the message at `stage_count` is due (`u64::MAX` once the rate has
+    /// fallen to 0 for good: nothing more, ever).
+    fn stage_due(&mut self) -> u64 {
+        if let Some(due) = self.stage_due_ns {
+            return due;
+        }
+        let Pacing::Stages(p) = &self.pacing else {
+            unreachable!("a stages pacing")
+        };
+        let due =
+            (p.time_of(self.stage_count)).map_or(u64::MAX, |t| self.start_ns.saturating_add(t));
+        self.stage_due_ns = Some(due);
+        due
     }
 
     fn rate_offset_ns(&mut self, per_sec: f64, arrivals: Arrivals) -> f64 {
