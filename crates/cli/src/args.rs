@@ -46,6 +46,8 @@ pub enum Command {
     /// Example: msgbench http 'http://127.0.0.1:8080/items/{key}?n={seq}' --keys 100000 --key-pattern zipf --rate 5000
     ///
     /// Example: msgbench http http://127.0.0.1:8080 --requests-file targets.txt --rate 50000
+    ///
+    /// Example: msgbench http http://localhost/ --unix-socket /run/nginx.sock --rate 20000
     Http(HttpArgs),
     /// Measure a Redis server in one line, as redis-benchmark or memtier would: one point, the
     /// same results and reports as `run`; --rate for an open-loop schedule, else closed loop.
@@ -53,6 +55,8 @@ pub enum Command {
     /// Example: msgbench redis 127.0.0.1:6379 --rate 20000 --connections 8
     ///
     /// Example: msgbench redis 127.0.0.1:6379 --command 'SET k:{key} {data}' --keys 100000 --key-pattern zipf --value-bytes 512 --rate 5000
+    ///
+    /// Example: msgbench redis unix:///run/redis/redis.sock --rate 20000
     Redis(RedisLineArgs),
     /// Measure a gRPC method in one line, as ghz would: unary or server-streaming calls, the
     /// message from --data (JSON), the method described by --proto or the server's reflection.
@@ -202,6 +206,10 @@ pub struct HttpArgs {
     /// each line's, -H headers are added to every one).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["method", "body"])]
     pub requests_file: Option<String>,
+    /// Connect to this Unix socket instead of the URL's host and port (as curl's and oha's
+    /// --unix-socket); the URL still gives the Host header and the path. HTTP/1.1 only.
+    #[arg(long, value_name = "PATH")]
+    pub unix_socket: Option<String>,
     /// The order of --requests-file: cycle (first to last, again) or random.
     #[arg(long, value_name = "ORDER", default_value = "cycle", value_parser = ["cycle", "random"], requires = "requests_file")]
     pub order: String,
@@ -219,8 +227,8 @@ pub struct HttpArgs {
 /// `msgbench redis`.
 #[derive(Debug, Args)]
 pub struct RedisLineArgs {
-    /// The server's `host:port`.
-    #[arg(value_name = "HOST:PORT")]
+    /// The server's `host:port`, or its Unix socket: unix:///run/redis/redis.sock.
+    #[arg(value_name = "HOST:PORT|unix:///PATH")]
     pub address: String,
     /// The command, its words as memtier's --command: `{key}` a key drawn from --keys,
     /// `{data}` a value of --value-bytes; `ping`, `get` and `set` alone are redis-benchmark's.
@@ -441,6 +449,8 @@ pub enum ServeCommand {
     /// thread for it, `sleep` requests are answered by a timer.
     ///
     /// Example: msgbench serve rpc --listen 127.0.0.1:7000 --threads 2 --for 60s
+    ///
+    /// Example: msgbench serve rpc --listen unix:///tmp/rpc.sock --for 60s
     Rpc(ServeRpcArgs),
     /// The tick server: broadcasts market ticks over WebSocket (ws://HOST:PORT/ticks) on a
     /// schedule to every client that connects, each tick with its own sequence number and
@@ -540,8 +550,13 @@ pub struct ServeGrpcArgs {
 /// `msgbench serve http`.
 #[derive(Debug, Args)]
 pub struct ServeHttpArgs {
-    /// Address to listen on (port 0: any free port; the chosen one is printed).
-    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8080")]
+    /// Address to listen on (port 0: any free port; the chosen one is printed), or a Unix
+    /// socket: unix:///tmp/http.sock (a stale socket there is replaced; removed on exit).
+    #[arg(
+        long,
+        value_name = "HOST:PORT|unix:///PATH",
+        default_value = "127.0.0.1:8080"
+    )]
     pub listen: String,
     #[command(flatten)]
     pub time: ServiceTimeArgs,
@@ -667,8 +682,13 @@ pub struct ServeTicksArgs {
 /// `msgbench serve rpc`.
 #[derive(Debug, Args)]
 pub struct ServeRpcArgs {
-    /// Address to listen on (port 0: any free port; the chosen one is printed).
-    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:7000")]
+    /// Address to listen on (port 0: any free port; the chosen one is printed), or a Unix
+    /// socket: unix:///tmp/rpc.sock (a stale socket there is replaced; removed on exit).
+    #[arg(
+        long,
+        value_name = "HOST:PORT|unix:///PATH",
+        default_value = "127.0.0.1:7000"
+    )]
     pub listen: String,
     #[command(flatten)]
     pub server: RequestServerArgs,

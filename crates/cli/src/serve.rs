@@ -8,6 +8,7 @@ use crate::args::{
 };
 use crate::setup::{fail, machine_limits, on_ctrl_c};
 use crate::{EXIT_BAD_INPUT, EXIT_INTERRUPTED};
+use msgbench_engine::net::endpoint::Endpoint;
 use msgbench_engine::net::tick::Schedule;
 use msgbench_engine::server::http::HttpServerOptions;
 use msgbench_engine::server::rpc::RpcServer;
@@ -192,6 +193,21 @@ fn listen_address(text: &str) -> Result<SocketAddr, String> {
         .ok()
         .and_then(|mut a| a.next())
         .ok_or_else(|| format!("--listen {text}: not a host:port address, e.g. 127.0.0.1:7000"))
+}
+
+/// `--listen` of a request server: `host:port` or `unix:///path`.
+fn listen_endpoint(text: &str) -> Result<Endpoint, String> {
+    if let Some(path) = text.strip_prefix(msgbench_engine::net::endpoint::UNIX_SCHEME) {
+        if !path.starts_with('/') {
+            return Err(format!(
+                "--listen {text}: a Unix socket's path is absolute, e.g. unix:///tmp/msgbench.sock"
+            ));
+        }
+        return Ok(Endpoint::Unix(path.into()));
+    }
+    listen_address(text).map(Endpoint::Tcp).map_err(|_| {
+        format!("--listen {text}: not a host:port address or unix:///path, e.g. 127.0.0.1:7000")
+    })
 }
 
 /// Turns a scenario field error (`ticks.server.queue`) into one about the flag (`--queue`).
@@ -389,13 +405,13 @@ fn serve_rpc(args: ServeRpcArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
-    let listen = match listen_address(&args.listen) {
+    let listen = match listen_endpoint(&args.listen) {
         Ok(a) => a,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
     let metrics = args.server.limits.metrics_listen.as_deref();
     run_request_server("rpc", listen, run_for, metrics, |listen| {
-        msgbench_engine::server::rpc::RpcServer::start(&config, listen)
+        msgbench_engine::server::rpc::RpcServer::start_on(&config, listen)
     })
 }
 
@@ -408,13 +424,13 @@ fn serve_http(args: ServeHttpArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
-    let listen = match listen_address(&args.listen) {
+    let listen = match listen_endpoint(&args.listen) {
         Ok(a) => a,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
     let metrics = args.server.limits.metrics_listen.as_deref();
     run_request_server("http", listen, run_for, metrics, |listen| {
-        msgbench_engine::server::http::start(&config, options, listen)
+        msgbench_engine::server::http::start_on(&config, options, listen)
     })
 }
 
@@ -460,22 +476,22 @@ fn service_time(args: &ServiceTimeArgs) -> Result<(Duration, bool, bool), String
 /// Starts a request server, serves until Ctrl-C or `run_for`, and prints what it counted.
 fn run_request_server(
     name: &str,
-    listen: SocketAddr,
+    listen: Endpoint,
     run_for: Option<Duration>,
     metrics: Option<&str>,
-    start: impl FnOnce(SocketAddr) -> std::io::Result<RpcServer>,
+    start: impl FnOnce(&Endpoint) -> std::io::Result<RpcServer>,
 ) -> ExitCode {
     let stop = Arc::new(AtomicBool::new(false));
     on_ctrl_c(
         stop.clone(),
         "the server closes its connections and prints what it counted",
     );
-    let server = match start(listen) {
+    let server = match start(&listen) {
         Ok(s) => s,
         Err(e) => {
             return fail(
                 1,
-                format!("cannot listen on {listen}: {e}; pick another port with --listen"),
+                format!("cannot listen on {listen}: {e}; pick another port or path with --listen"),
             )
         }
     };
@@ -489,7 +505,7 @@ fn run_request_server(
     }
     print_now(&format!(
         "msgbench {name} server listening on {}",
-        server.local_addr()
+        server.endpoint()
     ));
     let started = std::time::Instant::now();
     serve_until(&stop, run_for);

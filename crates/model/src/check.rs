@@ -142,6 +142,53 @@ pub(crate) fn check_address(
     }
 }
 
+/// The scheme of a Unix domain socket's address (`unix:///run/app.sock`).
+pub const UNIX_SCHEME: &str = "unix://";
+
+/// Longest path a Unix socket's address holds (`sun_path` is 108 bytes with its NUL).
+const MAX_UNIX_PATH: usize = 107;
+
+/// Checks `host:port` or `unix:///absolute/path` (a Unix domain socket).
+pub(crate) fn check_endpoint(
+    field: &str,
+    address: &str,
+    invalid: &Invalid,
+) -> Result<(), ScenarioError> {
+    match address.strip_prefix(UNIX_SCHEME) {
+        Some(path) => check_unix_path(field, path, invalid),
+        None => check_address(field, address, invalid).map_err(|_| {
+            invalid(
+                field,
+                format!("is \"{address}\", not host:port or unix:///path"),
+                "write it like \"127.0.0.1:6379\", \"[::1]:7000\" or \"unix:///run/redis.sock\"",
+            )
+        }),
+    }
+}
+
+/// Checks a Unix socket's path: absolute, and short enough for the kernel.
+pub(crate) fn check_unix_path(
+    field: &str,
+    path: &str,
+    invalid: &Invalid,
+) -> Result<(), ScenarioError> {
+    if !path.starts_with('/') {
+        return Err(invalid(
+            field,
+            format!("names the Unix socket \"{path}\", not an absolute path"),
+            "write it from the root, e.g. unix:///run/redis.sock (three slashes)",
+        ));
+    }
+    if path.len() > MAX_UNIX_PATH || path.contains('\0') {
+        return Err(invalid(
+            field,
+            format!("names a Unix socket path of {} bytes", path.len()),
+            &format!("a socket's path holds at most {MAX_UNIX_PATH} bytes: pick a shorter one"),
+        ));
+    }
+    Ok(())
+}
+
 /// Turns weights into shares; the map's order (by name) is the class order.
 pub(crate) fn shares<T>(
     field: &str,

@@ -55,6 +55,11 @@ pub struct HttpSpec {
     /// measured, and `compare` says when two sides differ.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client: Option<String>,
+    /// A Unix domain socket to connect to instead of the URL's host and port (curl's and
+    /// oha's `--unix-socket`): the URL still gives the `Host` header and the requests' targets.
+    /// HTTP/1.1 over `http://` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unix_socket: Option<String>,
     /// The key space of `{key}` in a request's path, headers or body: key numbers 0 …
     /// `keys`−1 (0: `{key}` is refused).
     pub keys: u64,
@@ -80,6 +85,7 @@ impl Default for HttpSpec {
             include: Vec::new(),
             reflection: false,
             client: None,
+            unix_socket: None,
             keys: 0,
             key_pattern: KeyPattern::Uniform,
             zipf_exponent: 0.99,
@@ -250,7 +256,7 @@ pub struct TlsConfig {
 /// Validated `[http]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HttpConfig {
-    /// `host:port` to connect to.
+    /// `host:port` to connect to, or `unix:///path` (`http.unix_socket`).
     pub address: String,
     /// HTTP/1.1 or HTTP/2.
     pub version: HttpVersion,
@@ -353,7 +359,9 @@ impl HttpSpec {
         let json_rpc = self.json_rpc || specs.values().any(|r| r.rpc_method.is_some());
         let client = self.checked_client(version, tls.is_some(), &requests, invalid)?;
         Ok(HttpConfig {
-            address: url.address,
+            address: self
+                .checked_unix_socket(version, tls.is_some(), invalid)?
+                .unwrap_or(url.address),
             version,
             client,
             authority: host,
@@ -421,6 +429,27 @@ impl HttpSpec {
 }
 
 impl HttpSpec {
+    /// `unix:///path` when the run goes to a Unix socket: HTTP/1.1 in clear.
+    fn checked_unix_socket(
+        &self,
+        version: HttpVersion,
+        tls: bool,
+        invalid: &Invalid,
+    ) -> Result<Option<String>, ScenarioError> {
+        let Some(path) = &self.unix_socket else {
+            return Ok(None);
+        };
+        crate::check::check_unix_path("http.unix_socket", path, invalid)?;
+        if tls || version == HttpVersion::Http2 {
+            return Err(invalid(
+                "http.unix_socket",
+                format!("is given for {}", if tls { "https" } else { "HTTP/2" }),
+                "a Unix socket carries HTTP/1.1 in clear here: give an http:// URL and leave version out, or leave unix_socket out",
+            ));
+        }
+        Ok(Some(format!("{}{path}", crate::check::UNIX_SCHEME)))
+    }
+
     /// The HTTP/2 client (`http.client`): msgbench's own for cleartext unary requests unless
     /// `"h2"` is asked; the `h2` crate's for https and streaming calls, where `"msgbench"` is
     /// refused rather than quietly measured with the other.
@@ -1353,6 +1382,25 @@ mod tests {
             refused("system = \"http\"\n[http]\nurl = \"http://x\"\n[http.requests.a]\nrpc_method = \"m\"\nbody = \"{}\"\n").0,
             "http.requests.a.rpc_method"
         );
+    }
+
+    #[test]
+    fn a_unix_socket_carries_http_1_1_in_clear_and_the_url_its_host_and_path() {
+        let d = valid("system = \"http\"\n[http]\nurl = \"http://localhost/api\"\nunix_socket = \"/run/app.sock\"\n");
+        assert_eq!(http(&d).address, "unix:///run/app.sock");
+        assert_eq!(http(&d).authority, "localhost");
+        for (text, why) in [
+            ("url = \"https://x\"\nunix_socket = \"/s\"", "https"),
+            (
+                "url = \"http://x\"\nversion = \"2\"\nunix_socket = \"/s\"",
+                "HTTP/2",
+            ),
+            ("url = \"http://x\"\nunix_socket = \"s.sock\"", "absolute"),
+        ] {
+            let (at, message) = refused(&format!("system = \"http\"\n[http]\n{text}\n"));
+            assert_eq!(at, "http.unix_socket", "{text}");
+            assert!(message.contains(why), "{message}");
+        }
     }
 
     #[test]

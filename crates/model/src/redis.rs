@@ -3,7 +3,7 @@
 //! arguments with placeholders, as memtier's `--command`: `["HSET", "user:{key}", "name",
 //! "{data}"]`, where `{key}` is a key number drawn from the key space and `{data}` a value of
 //! `value_bytes` bytes.
-use crate::check::{check_address, shares, Invalid, ScenarioError};
+use crate::check::{check_endpoint, shares, Invalid, ScenarioError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -229,7 +229,7 @@ fn check_args(field: &str, args: &[String], invalid: &Invalid) -> Result<(), Sce
 
 impl RedisSpec {
     pub(crate) fn validate(&self, invalid: &Invalid) -> Result<RedisConfig, ScenarioError> {
-        check_address("redis.address", &self.address, invalid)?;
+        check_endpoint("redis.address", &self.address, invalid)?;
         if self.value_bytes > 512 << 20 {
             return Err(invalid(
                 "redis.value_bytes",
@@ -306,6 +306,10 @@ mod tests {
             ("[redis]\nmax_reply = 100\n", "redis.max_reply"),
             ("[redis]\nmax_reply = 2000000000\n", "redis.max_reply"),
             ("[redis]\naddress = \"\"\n", "redis.address"),
+            (
+                "[redis]\naddress = \"unix://run/r.sock\"\n",
+                "redis.address",
+            ),
             ("[redis]\nvalue_bytes = 600000000\n", "redis.value_bytes"),
             ("[redis.ops.x]\nweight = 0\n", "redis.ops.x.weight"),
             ("[redis.ops.x]\ncommand = []\n", "redis.ops.x.command"),

@@ -1,7 +1,7 @@
 //! The `[rpc]` section: msgbench's framed request/response protocol over TCP, its operation
 //! mix and its built-in server ([`RpcSpec`] → [`RpcConfig`]), and what the `rpc` system checks
 //! across sections.
-use crate::check::{check_address, shares, Invalid, MachineLimits, ScenarioError, MAX_DURATION};
+use crate::check::{check_endpoint, shares, Invalid, MachineLimits, ScenarioError, MAX_DURATION};
 use crate::client::ClientConfig;
 use crate::duration::{serde_text, serde_text_opt};
 use crate::sut::SutConfig;
@@ -212,7 +212,7 @@ impl RpcSpec {
         invalid: &Invalid,
     ) -> Result<RpcConfig, ScenarioError> {
         if let Some(a) = &self.address {
-            check_address("rpc.address", a, invalid)?;
+            check_endpoint("rpc.address", a, invalid)?;
         }
         for (field, bytes) in [
             ("rpc.request_bytes", self.request_bytes),

@@ -1,6 +1,6 @@
 //! The `[sut]` section: an external server a run starts, waits for and stops
 //! ([`SutSpec`] → [`SutConfig`]).
-use crate::check::{check_address, Invalid, ScenarioError, MAX_DURATION};
+use crate::check::{check_endpoint, Invalid, ScenarioError, MAX_DURATION};
 use crate::duration::serde_text_opt;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -70,7 +70,7 @@ impl SutSpec {
                 ))
             }
         };
-        check_address("sut.ready", &ready, invalid)?;
+        check_endpoint("sut.ready", &ready, invalid)?;
         let ready_timeout = self.ready_timeout.unwrap_or(Duration::from_secs(10));
         if ready_timeout.is_zero() || ready_timeout > MAX_DURATION {
             return Err(invalid(

@@ -198,6 +198,9 @@ fn pacing(rate: Option<f64>) -> Result<Value, String> {
 fn http_section(args: &HttpArgs) -> Result<Value, String> {
     let mut http = Table::new();
     http.insert("url".into(), args.url.as_str().into());
+    if let Some(path) = &args.unix_socket {
+        http.insert("unix_socket".into(), path.as_str().into());
+    }
     if args.keys > 0 {
         http.insert("keys".into(), (args.keys as i64).into());
         http.insert("key_pattern".into(), args.key_pattern.as_str().into());

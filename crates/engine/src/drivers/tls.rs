@@ -8,12 +8,12 @@
 //! take; [`Transport::wants_write`] tells the driver to stay interested in writability until
 //! they are gone, so nothing waits in rustls for a write that never comes.
 use super::request_response::byte_stream::Transport;
+use crate::net::endpoint::Endpoint;
 use mio::net::TcpStream;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::ClientConnection;
 use std::io::{self, Read, Write};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -109,8 +109,15 @@ pub struct TlsStream {
 impl Transport for TlsStream {
     type Connector = TlsConnector;
 
-    fn connect(c: &TlsConnector, address: SocketAddr, timeout: Duration) -> io::Result<Self> {
-        let mut tcp = std::net::TcpStream::connect_timeout(&address, timeout)?;
+    fn connect(c: &TlsConnector, address: &Endpoint, timeout: Duration) -> io::Result<Self> {
+        // The model refuses https with a Unix socket.
+        let Endpoint::Tcp(address) = address else {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "TLS runs over TCP only",
+            ));
+        };
+        let mut tcp = std::net::TcpStream::connect_timeout(address, timeout)?;
         tcp.set_nodelay(true)?;
         tcp.set_read_timeout(Some(timeout))?;
         tcp.set_write_timeout(Some(timeout))?;

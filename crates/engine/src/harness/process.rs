@@ -5,7 +5,7 @@
 use crate::error::EngineError;
 use msgbench_model::sut::SutConfig;
 use std::io::{Read, Seek};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -194,8 +194,12 @@ fn tempfile_log() -> std::io::Result<std::fs::File> {
     Ok(file)
 }
 
-/// True when `address` accepts a TCP connection now.
+/// True when `address` (`host:port` or `unix:///path`) accepts a connection now.
 pub fn accepts(address: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    if address.starts_with(crate::net::endpoint::UNIX_SCHEME) {
+        return crate::net::endpoint::Endpoint::resolve(address).is_some_and(|e| e.accepts());
+    }
     address
         .to_socket_addrs()
         .map(|mut addrs| {

@@ -4,6 +4,7 @@
 //! just an address is not measured.
 use super::process::SutProcess;
 use crate::error::EngineError;
+use crate::net::endpoint::Endpoint;
 use msgbench_model::sut::SutConfig;
 use std::sync::atomic::AtomicBool;
 
@@ -12,7 +13,7 @@ pub trait BuiltinServer {
     /// CPU used so far by its threads, ns.
     fn cpu_ns(&self) -> u64;
     /// Where it listens.
-    fn local_addr(&self) -> std::net::SocketAddr;
+    fn endpoint(&self) -> Endpoint;
 }
 
 /// The server of systems that have no built-in one (Redis).
@@ -22,7 +23,7 @@ impl BuiltinServer for NoServer {
     fn cpu_ns(&self) -> u64 {
         match *self {}
     }
-    fn local_addr(&self) -> std::net::SocketAddr {
+    fn endpoint(&self) -> Endpoint {
         match *self {}
     }
 }
@@ -61,10 +62,10 @@ impl<S: BuiltinServer> SystemUnderTest<S> {
     pub fn address(
         &self,
         configured: Option<&str>,
-        url: impl FnOnce(std::net::SocketAddr) -> String,
+        url: impl FnOnce(Endpoint) -> String,
     ) -> String {
         match &self.builtin {
-            Some(s) => url(s.local_addr()),
+            Some(s) => url(s.endpoint()),
             None => configured
                 .expect("validated: an address when there is no built-in server")
                 .to_string(),
@@ -103,10 +104,12 @@ impl<S: BuiltinServer> SystemUnderTest<S> {
 
 /// Resolves `host:port` (the first address it names).
 pub fn resolve(address: &str) -> Result<std::net::SocketAddr, EngineError> {
-    use std::net::ToSocketAddrs;
-    address
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
+    resolve_endpoint(address)?
+        .tcp()
         .ok_or_else(|| EngineError::Resolve(address.to_string()))
+}
+
+/// Resolves `host:port` (the first address it names) or `unix:///path`.
+pub fn resolve_endpoint(address: &str) -> Result<Endpoint, EngineError> {
+    Endpoint::resolve(address).ok_or_else(|| EngineError::Resolve(address.to_string()))
 }

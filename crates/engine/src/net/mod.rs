@@ -1,4 +1,5 @@
 //! Wire formats shared by the built-in servers and the drivers.
+pub mod endpoint;
 pub mod feed;
 pub mod frame;
 pub mod grpc_frame;

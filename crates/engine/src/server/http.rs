@@ -14,7 +14,6 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
 use std::io::{self, Write};
-use std::net::SocketAddr;
 
 /// What every response is, unless its request's query says otherwise.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,7 +48,16 @@ impl Default for HttpServerOptions {
 pub fn start(
     limits: &RpcServerConfig,
     options: HttpServerOptions,
-    listen: SocketAddr,
+    listen: std::net::SocketAddr,
+) -> io::Result<RpcServer> {
+    start_on(limits, options, &listen.into())
+}
+
+/// [`start`] on a TCP address or a Unix socket.
+pub fn start_on(
+    limits: &RpcServerConfig,
+    options: HttpServerOptions,
+    listen: &crate::net::endpoint::Endpoint,
 ) -> io::Result<RpcServer> {
     let seed = std::sync::atomic::AtomicU64::new(0x5eed);
     RpcServer::start_serving(limits, listen, "http", move || HttpWire {

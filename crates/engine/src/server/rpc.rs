@@ -17,8 +17,8 @@
 use crate::clock::now_ns;
 use crate::cpu::ThreadCpuClock;
 use crate::harness::timer::Timer;
+use crate::net::endpoint::{Endpoint, Listener, Stream};
 use crate::net::frame::{self, FrameError, Header, FLAG_SLEEP, KIND_REQUEST, KIND_RESPONSE};
-use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use msgbench_model::rpc::RpcServerConfig;
 use std::cmp::Reverse;
@@ -167,7 +167,7 @@ pub struct ServerStats {
 
 /// A running server; stops when dropped.
 pub struct RpcServer {
-    addr: SocketAddr,
+    addr: Endpoint,
     shutdown: Arc<AtomicBool>,
     wakers: Vec<Arc<Waker>>,
     threads: Vec<JoinHandle<()>>,
@@ -179,6 +179,11 @@ pub struct RpcServer {
 impl RpcServer {
     /// Binds `listen` and starts serving msgbench's framed protocol.
     pub fn start(config: &RpcServerConfig, listen: SocketAddr) -> io::Result<RpcServer> {
+        RpcServer::start_on(config, &listen.into())
+    }
+
+    /// [`RpcServer::start`] on a TCP address or a Unix socket.
+    pub fn start_on(config: &RpcServerConfig, listen: &Endpoint) -> io::Result<RpcServer> {
         RpcServer::start_serving(config, listen, "rpc", || FrameWire)
     }
 
@@ -186,12 +191,12 @@ impl RpcServer {
     /// names the threads (`<name>-server-0`).
     pub fn start_serving<W: ServerWire>(
         config: &RpcServerConfig,
-        listen: SocketAddr,
+        listen: &Endpoint,
         name: &str,
         make_wire: impl Fn() -> W,
     ) -> io::Result<RpcServer> {
-        let mut listener = TcpListener::bind(listen)?;
-        let addr = listener.local_addr()?;
+        let mut listener = Listener::bind(listen)?;
+        let addr = listener.endpoint()?;
         let shutdown = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(ServerStats::default());
         let (clock_tx, clock_rx) = channel();
@@ -201,7 +206,7 @@ impl RpcServer {
         for i in 0..config.threads {
             let poll = Poll::new()?;
             let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
-            let (tx, rx) = channel::<(TcpStream, bool)>();
+            let (tx, rx) = channel::<(Stream, bool)>();
             let shared = (shutdown.clone(), stats.clone());
             let mut worker = Worker::new(make_wire(), poll, rx, config, shared);
             let pin = config.pin.get(i).copied();
@@ -249,9 +254,19 @@ impl RpcServer {
         })
     }
 
-    /// The address it listens on (with the real port when started on port 0).
+    /// The TCP address it listens on (with the real port when started on port 0).
+    ///
+    /// # Panics
+    /// On a server started on a Unix socket (a caller's mistake: see [`RpcServer::endpoint`]).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+            .tcp()
+            .expect("local_addr of a server on a Unix socket: use endpoint()")
+    }
+
+    /// Where it listens: a TCP address or a Unix socket.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.addr
     }
 
     /// CPU used by all server threads so far, ns.
@@ -282,11 +297,11 @@ impl Drop for RpcServer {
 }
 
 /// Where the acceptor hands a worker its connections: `(stream, the server was full)`.
-type Handoff = (Sender<(TcpStream, bool)>, Arc<Waker>);
+type Handoff = (Sender<(Stream, bool)>, Arc<Waker>);
 
 fn accept_loop(
     mut poll: Poll,
-    listener: TcpListener,
+    listener: Listener,
     workers: Vec<Handoff>,
     max_connections: usize,
     shutdown: Arc<AtomicBool>,
@@ -304,7 +319,7 @@ fn accept_loop(
         }
         loop {
             match listener.accept() {
-                Ok((stream, _)) => {
+                Ok(stream) => {
                     // Full: the worker lets it replace a connection idle for a second or more
                     // (a flood of idle connections must not lock real clients out), or
                     // refuses it.
@@ -314,7 +329,6 @@ fn accept_loop(
                     } else {
                         stats.open.fetch_add(1, Ordering::Relaxed);
                     }
-                    let _ = stream.set_nodelay(true);
                     let (tx, waker) = &workers[next % workers.len()];
                     next += 1;
                     if tx.send((stream, full)).is_ok() {
@@ -360,7 +374,7 @@ pub struct HeaderKey {
 }
 
 struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     generation: u64,
     rbuf: Vec<u8>,
     rstart: usize,
@@ -391,7 +405,7 @@ struct Worker<W> {
     wire: W,
     poll: Poll,
     /// New connections; `true`: the server was full when it came.
-    incoming: Receiver<(TcpStream, bool)>,
+    incoming: Receiver<(Stream, bool)>,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
     delayed: BinaryHeap<Reverse<Delayed>>,
@@ -461,7 +475,7 @@ impl<W: ServerWire> Worker<W> {
     fn new(
         wire: W,
         poll: Poll,
-        incoming: std::sync::mpsc::Receiver<(TcpStream, bool)>,
+        incoming: std::sync::mpsc::Receiver<(Stream, bool)>,
         config: &RpcServerConfig,
         (shutdown, stats): (Arc<AtomicBool>, Arc<ServerStats>),
     ) -> Worker<W> {

@@ -9,11 +9,11 @@ use crate::drivers::request_response::caller::{self, Callers};
 use crate::drivers::request_response::launcher::Launch;
 use crate::drivers::tls::{TlsConnector, TlsStream};
 use crate::error::EngineError;
-use crate::harness::sut::resolve;
+use crate::harness::sut::resolve_endpoint;
 use crate::harness::{DriverOutput, Measured, NoServer, RunContext, SystemUnderTest};
+use crate::net::endpoint::{Endpoint, Stream};
 use crate::net::http_fill::{Counters, Filler};
 use crate::net::{http, json_rpc};
-use mio::net::TcpStream;
 use msgbench_model::client::{ClientConfig, OnError};
 use msgbench_model::http::{HttpConfig, HttpVersion};
 use msgbench_model::pacing::Pacing;
@@ -45,7 +45,7 @@ pub fn run(
 ) -> Result<Measured, EngineError> {
     let process_before = CpuSnapshot::process();
     let mut server = SystemUnderTest::<NoServer>::external(sut, &ctx.stop)?;
-    let address = resolve(&config.address)?;
+    let address = resolve_endpoint(&config.address)?;
     let on = Target {
         scenario,
         client,
@@ -56,7 +56,7 @@ pub fn run(
     let mut h2_notes = Vec::new();
     let out = match &config.tls {
         _ if config.version == HttpVersion::Http2 => on.drive_h2(ctx, &cpu, &mut h2_notes)?,
-        None => on.drive::<TcpStream>((), ctx, &cpu)?,
+        None => on.drive::<Stream>((), ctx, &cpu)?,
         Some(tls) => {
             let connector =
                 TlsConnector::new(&tls.server_name, tls.ca_file.as_deref(), tls.insecure).map_err(
@@ -89,7 +89,7 @@ struct Target<'a> {
     scenario: &'a Scenario,
     client: &'a ClientConfig,
     config: &'a HttpConfig,
-    address: std::net::SocketAddr,
+    address: Endpoint,
 }
 
 impl Target<'_> {
@@ -123,8 +123,12 @@ impl Target<'_> {
                 Some((Arc::new(alpn), name))
             }
         };
+        // The model refuses HTTP/2 on a Unix socket.
+        let Some(address) = self.address.tcp() else {
+            return Err(problem("HTTP/2 runs over TCP only".into()));
+        };
         let of = PlanOf {
-            address: self.address,
+            address,
             tls,
             reconnect: self.client.on_error == OnError::Reconnect,
             hint: if config.requests.iter().any(|r| r.grpc) {
@@ -179,7 +183,7 @@ impl Target<'_> {
         let plan = Plan {
             scenario: self.scenario,
             client: self.client,
-            address: self.address,
+            address: self.address.clone(),
             shares: self.config.requests.iter().map(|r| r.share).collect(),
             make_wire: |index| HttpWire::new(self.config, &counters, index),
             hint: HINT,

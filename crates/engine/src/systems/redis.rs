@@ -7,10 +7,10 @@ use crate::drivers::request_response::byte_stream::{self, Plan, Response, Wire};
 use crate::drivers::request_response::keys::Keys;
 use crate::drivers::request_response::launcher::Launch;
 use crate::error::EngineError;
-use crate::harness::sut::resolve;
+use crate::harness::sut::resolve_endpoint;
 use crate::harness::{Measured, NoServer, RunContext, SystemUnderTest};
+use crate::net::endpoint::Stream;
 use crate::net::resp::{self, CommandTemplate, Reply};
-use mio::net::TcpStream;
 use msgbench_model::client::ClientConfig;
 use msgbench_model::result::ErrorCount;
 use msgbench_model::scenario::Scenario;
@@ -34,13 +34,13 @@ pub fn run(
     let plan = Plan {
         scenario,
         client,
-        address: resolve(&redis.address)?,
+        address: resolve_endpoint(&redis.address)?,
         shares: redis.ops.iter().map(|o| o.1).collect(),
         make_wire: |i| RedisWire::new(redis, scenario.run.seed, i),
         hint: HINT,
         connector: (),
     };
-    let out = byte_stream::drive::<_, TcpStream>(plan, ctx, &|| server.cpu_ns())?;
+    let out = byte_stream::drive::<_, Stream>(plan, ctx, &|| server.cpu_ns())?;
     let mut notes = server.process_notes();
     if out.faults.server_errors > 0 {
         notes.push(format!(

@@ -5,11 +5,11 @@ use crate::cpu::CpuSnapshot;
 use crate::drivers::request_response::byte_stream::{self, Plan, Response, Wire};
 use crate::drivers::request_response::launcher::Launch;
 use crate::error::EngineError;
-use crate::harness::sut::resolve;
+use crate::harness::sut::resolve_endpoint;
 use crate::harness::{BuiltinServer, Measured, RunContext, SystemUnderTest};
+use crate::net::endpoint::Stream;
 use crate::net::frame::{self, Header, FLAG_SLEEP, KIND_REQUEST, KIND_RESPONSE};
 use crate::server::rpc::RpcServer;
-use mio::net::TcpStream;
 use msgbench_model::client::ClientConfig;
 use msgbench_model::scenario::Scenario;
 use msgbench_model::{
@@ -27,8 +27,8 @@ impl BuiltinServer for RpcServer {
     fn cpu_ns(&self) -> u64 {
         RpcServer::cpu_ns(self)
     }
-    fn local_addr(&self) -> std::net::SocketAddr {
-        RpcServer::local_addr(self)
+    fn endpoint(&self) -> crate::net::endpoint::Endpoint {
+        RpcServer::endpoint(self).clone()
     }
 }
 
@@ -44,7 +44,7 @@ pub fn run(
     let mut server = SystemUnderTest::start(rpc.address.as_deref(), sut, &ctx.stop, || {
         RpcServer::start(&rpc.server, ([127, 0, 0, 1], 0).into())
     })?;
-    let address = resolve(&server.address(rpc.address.as_deref(), |a| a.to_string()))?;
+    let address = resolve_endpoint(&server.address(rpc.address.as_deref(), |a| a.to_string()))?;
     let plan = Plan {
         scenario,
         client,
@@ -54,7 +54,7 @@ pub fn run(
         hint: HINT,
         connector: (),
     };
-    let out = byte_stream::drive::<_, TcpStream>(plan, ctx, &|| server.cpu_ns())?;
+    let out = byte_stream::drive::<_, Stream>(plan, ctx, &|| server.cpu_ns())?;
     let mut notes = server.process_notes();
     if let Some(s) = &server.builtin {
         let bad = s.stats.protocol_errors.load(Ordering::Relaxed);

@@ -26,8 +26,8 @@ impl BuiltinServer for TickServer {
     fn cpu_ns(&self) -> u64 {
         TickServer::cpu_ns(self)
     }
-    fn local_addr(&self) -> std::net::SocketAddr {
-        TickServer::local_addr(self)
+    fn endpoint(&self) -> crate::net::endpoint::Endpoint {
+        TickServer::local_addr(self).into()
     }
 }
 

@@ -20,8 +20,8 @@ impl BuiltinServer for WsRpcServer {
     fn cpu_ns(&self) -> u64 {
         WsRpcServer::cpu_ns(self)
     }
-    fn local_addr(&self) -> std::net::SocketAddr {
-        WsRpcServer::local_addr(self)
+    fn endpoint(&self) -> crate::net::endpoint::Endpoint {
+        WsRpcServer::local_addr(self).into()
     }
 }
 

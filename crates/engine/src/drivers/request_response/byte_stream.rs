@@ -23,14 +23,13 @@ use crate::harness::threads::{run_threads, NoReceivers};
 use crate::harness::timer::Timer;
 use crate::harness::STOP_CHECK_NS;
 use crate::harness::{gather, worker, DriverOutput, RunContext, RunStop, Timeline};
+use crate::net::endpoint::{Endpoint, Stream};
 use crate::recorder::Recorder;
-use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use msgbench_model::client::{ClientConfig, OnError};
 use msgbench_model::result::{CpuTimes, ErrorCount, Faults, ThreadCpu};
 use msgbench_model::scenario::Scenario;
 use std::io::{self, Read, Write};
-use std::net::SocketAddr;
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
@@ -81,7 +80,7 @@ pub trait Transport: Read + Write + mio::event::Source + Send + Sized {
     /// `InvalidData` is a handshake that failed (its text says why), not a refused address.
     fn connect(
         connector: &Self::Connector,
-        address: SocketAddr,
+        address: &Endpoint,
         timeout: Duration,
     ) -> io::Result<Self>;
     /// A read that filled less than the buffer emptied the socket (true for TCP: epoll raises
@@ -99,15 +98,13 @@ pub trait Transport: Read + Write + mio::event::Source + Send + Sized {
     }
 }
 
-impl Transport for TcpStream {
+impl Transport for Stream {
     type Connector = ();
+    /// Both TCP and Unix stream sockets raise a new edge for data that arrives after a read.
     const SHORT_READ_DRAINS: bool = true;
 
-    fn connect(_: &(), address: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
-        let s = std::net::TcpStream::connect_timeout(&address, timeout)?;
-        s.set_nodelay(true)?;
-        s.set_nonblocking(true)?;
-        Ok(TcpStream::from_std(s))
+    fn connect(_: &(), address: &Endpoint, timeout: Duration) -> io::Result<Stream> {
+        Stream::connect(address, timeout)
     }
 }
 
@@ -118,7 +115,7 @@ pub struct Plan<'a, F, C = ()> {
     /// Threads, connections, window, policies.
     pub client: &'a ClientConfig,
     /// The server.
-    pub address: SocketAddr,
+    pub address: Endpoint,
     /// Share of each operation class in the mix (its length is the number of classes).
     pub shares: Vec<f64>,
     /// Builds the protocol state of connection `index`.
@@ -134,7 +131,7 @@ struct Shared<'a, C> {
     connector: C,
     scenario: &'a Scenario,
     client: &'a ClientConfig,
-    address: SocketAddr,
+    address: Endpoint,
     shares: Vec<f64>,
     timeline: Timeline,
     stop: RunStop<'a>,
@@ -234,7 +231,7 @@ fn connect_all<T: Transport>(
 ) -> Result<Vec<T>, EngineError> {
     (0..plan.client.local_connections())
         .map(|_| {
-            T::connect(&plan.connector, plan.address, CONNECT_TIMEOUT).map_err(|source| {
+            T::connect(&plan.connector, &plan.address, CONNECT_TIMEOUT).map_err(|source| {
                 if source.kind() == io::ErrorKind::InvalidData {
                     EngineError::Tls {
                         address: plan.address.to_string(),
@@ -586,7 +583,7 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
         }
         let connected = T::connect(
             &self.shared.connector,
-            self.shared.address,
+            &self.shared.address,
             RECONNECT_TIMEOUT,
         )
         .and_then(|mut s| {
