@@ -35,7 +35,9 @@ command -v slurmctld >/dev/null || [ -x /usr/sbin/slurmctld ] || need+=(slurmctl
 # (scripts/setup-kafka.sh, after the packages).
 command -v java >/dev/null || need+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || need+=(maven)
-# scripts/check-manifest.sh makes a virtualenv for kubernetes-validate (PyPI).
+# scripts/check-manifest.sh makes a virtualenv for kubernetes-validate (PyPI); the described
+# wire's tests (crates/engine/tests/own_wire_runs.rs) run servers written in Python.
+command -v python3 >/dev/null || need+=(python3)
 python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 # The Node.js feed of the feed tests (feeds/node): the `ws` package from the npm registry, into
 # that folder's node_modules (nothing global), at the version package-lock.json pins.

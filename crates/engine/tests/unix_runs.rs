@@ -119,7 +119,10 @@ fn a_unix_socket_nothing_listens_on_is_one_clear_error() {
         unix(&path)
     );
     let (outcome, _dir) = try_run(&toml, &[]);
-    let e = outcome.err().expect("no server").to_string();
+    let Err(e) = outcome else {
+        panic!("a run with no server succeeded")
+    };
+    let e = e.to_string();
     assert!(
         e.contains(&format!("cannot connect to {}", unix(&path))),
         "{e}"

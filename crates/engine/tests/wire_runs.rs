@@ -86,7 +86,7 @@ fn a_new_protocol_needs_only_its_wire_format() {
     let plan = Plan {
         scenario,
         client,
-        address: line_server(),
+        address: line_server().into(),
         shares: vec![1.0],
         make_wire: |_| LineWire,
         hint: "(the test's line server)",
@@ -96,7 +96,7 @@ fn a_new_protocol_needs_only_its_wire_format() {
         stop: Arc::new(AtomicBool::new(false)),
         live: None,
     };
-    let out = drive::<_, mio::net::TcpStream>(plan, &ctx, &|| None).unwrap();
+    let out = drive::<_, msgbench_engine::net::endpoint::Stream>(plan, &ctx, &|| None).unwrap();
     let c = out.recording.counters;
     c.check().unwrap();
     assert_eq!(c.attempted, 1200, "4000/s for 300 ms: {c:?}");

@@ -25,6 +25,9 @@ pub enum SystemKind {
     Http,
     /// Publish/subscribe through a message broker (NATS, Redis Pub/Sub).
     Pubsub,
+    /// A request/response protocol described in the scenario (`[wire]`): framing, requests,
+    /// matching.
+    Wire,
 }
 
 impl SystemKind {
@@ -39,6 +42,7 @@ impl SystemKind {
             SystemKind::WsRpc => "ws-rpc",
             SystemKind::Http => "http",
             SystemKind::Pubsub => "pubsub",
+            SystemKind::Wire => "wire",
         }
     }
 
@@ -53,6 +57,7 @@ impl SystemKind {
             SystemKind::WsRpc => &["client", "ws_rpc", "sut"],
             SystemKind::Http => &["client", "http", "sut"],
             SystemKind::Pubsub => &["pubsub", "sut"],
+            SystemKind::Wire => &["client", "wire", "sut"],
         }
     }
 
@@ -67,8 +72,8 @@ impl SystemKind {
 }
 
 /// Sections some systems read and others do not (see [`SystemKind::sections`]).
-pub const SYSTEM_SECTIONS: [&str; 9] = [
-    "queue", "client", "rpc", "redis", "ticks", "ws_rpc", "http", "pubsub", "sut",
+pub const SYSTEM_SECTIONS: [&str; 10] = [
+    "queue", "client", "rpc", "redis", "ticks", "ws_rpc", "http", "pubsub", "sut", "wire",
 ];
 
 impl std::fmt::Display for SystemKind {

@@ -44,6 +44,8 @@ pub mod url;
 pub mod verdict;
 pub mod warning;
 pub mod when_full;
+pub mod wire;
+pub mod wire_template;
 pub mod ws_rpc;
 
 pub use check::ScenarioError;

@@ -242,6 +242,10 @@ pub struct Faults {
     pub protocol_errors: u64,
     /// Error replies from the server (e.g. Redis `-ERR`).
     pub server_errors: u64,
+    /// Replies whose id matched no request in flight (a described wire's server answering
+    /// twice, or late after a timeout): skipped, the connection kept. Not in `failed`: the
+    /// request they name was already counted.
+    pub unmatched_replies: u64,
     /// Peers that answered a WebSocket upgrade with something else (not a WebSocket server,
     /// a refused upgrade).
     pub handshake_failures: u64,
@@ -418,6 +422,7 @@ impl AddAssign for Faults {
         self.connect_failures += o.connect_failures;
         self.protocol_errors += o.protocol_errors;
         self.server_errors += o.server_errors;
+        self.unmatched_replies += o.unmatched_replies;
         self.handshake_failures += o.handshake_failures;
         self.connections += o.connections;
         for e in o.errors {
@@ -435,6 +440,7 @@ impl Faults {
             + self.connect_failures
             + self.protocol_errors
             + self.server_errors
+            + self.unmatched_replies
             + self.handshake_failures
     }
 }
@@ -896,6 +902,7 @@ impl RunResult {
             ("connect_failures", f.connect_failures),
             ("protocol_errors", f.protocol_errors),
             ("server_errors", f.server_errors),
+            ("unmatched_replies", f.unmatched_replies),
             ("handshake_failures", f.handshake_failures),
         ];
         let errors = f.errors.iter().map(|e| ("errors", e.count));

@@ -46,6 +46,8 @@ pub struct ScenarioSpec {
     pub http: crate::http::HttpSpec,
     /// Settings of the `pubsub` system (publish/subscribe through a broker).
     pub pubsub: crate::pubsub::PubsubSpec,
+    /// Settings of the `wire` system (a request/response protocol described here).
+    pub wire: crate::wire::WireSpec,
     /// An external server process to start for each run (`rpc`, `redis`, `ticks`, `ws-rpc`).
     pub sut: crate::sut::SutSpec,
     /// How reports judge the results.
@@ -70,6 +72,7 @@ impl Default for ScenarioSpec {
             ws_rpc: Default::default(),
             http: Default::default(),
             pubsub: Default::default(),
+            wire: Default::default(),
             sut: Default::default(),
             report: Default::default(),
             sweep: toml::Table::new(),
@@ -255,6 +258,15 @@ pub enum System {
         /// External server to start, if any.
         sut: Option<crate::sut::SutConfig>,
     },
+    /// A request/response protocol described in the scenario.
+    Wire {
+        /// Connections and window.
+        client: crate::client::ClientConfig,
+        /// Address, framing, requests, matching.
+        wire: crate::wire::WireConfig,
+        /// External server to start, if any.
+        sut: Option<crate::sut::SutConfig>,
+    },
     /// Publish/subscribe through a broker.
     Pubsub {
         /// Broker, topics, publishers and subscriptions.
@@ -276,6 +288,7 @@ impl System {
             System::WsRpc { ws_rpc, .. } => ws_rpc.methods.iter().map(|m| m.name.clone()).collect(),
             System::Http { http, .. } => http.requests.iter().map(|r| r.name.clone()).collect(),
             System::Pubsub { pubsub, .. } => pubsub.class_names(),
+            System::Wire { wire, .. } => wire.requests.iter().map(|r| r.name.clone()).collect(),
         }
     }
 
@@ -286,7 +299,8 @@ impl System {
             System::Rpc { client, .. }
             | System::Redis { client, .. }
             | System::WsRpc { client, .. }
-            | System::Http { client, .. } => Some(client),
+            | System::Http { client, .. }
+            | System::Wire { client, .. } => Some(client),
             System::Queue(_) | System::Ticks { .. } | System::Pubsub { .. } => None,
         }
     }
@@ -301,6 +315,7 @@ impl System {
             System::WsRpc { ws_rpc, .. } => ws_rpc.address.as_deref(),
             System::Http { http, .. } => Some(&http.address),
             System::Pubsub { pubsub, .. } => Some(&pubsub.address),
+            System::Wire { wire, .. } => Some(&wire.address),
         }
     }
 
@@ -356,7 +371,8 @@ impl System {
             | System::Ticks { sut: Some(_), .. }
             | System::Redis { sut: Some(_), .. }
             | System::WsRpc { sut: Some(_), .. }
-            | System::Http { sut: Some(_), .. } => Some(
+            | System::Http { sut: Some(_), .. }
+            | System::Wire { sut: Some(_), .. } => Some(
                 "[sut] starts the server in every shard; start it once where the shards can \
                  reach it, remove [sut] and give its address"
                     .to_string(),
@@ -370,7 +386,8 @@ impl System {
             System::Rpc { client, .. }
             | System::Redis { client, .. }
             | System::WsRpc { client, .. }
-            | System::Http { client, .. } => {
+            | System::Http { client, .. }
+            | System::Wire { client, .. } => {
                 client.shard = shard;
                 let what = "connections (client.threads × client.connections)";
                 (client.total_connections(), client.local_connections(), what)
@@ -403,6 +420,7 @@ impl System {
             System::WsRpc { .. } => SystemKind::WsRpc,
             System::Http { .. } => SystemKind::Http,
             System::Pubsub { .. } => SystemKind::Pubsub,
+            System::Wire { .. } => SystemKind::Wire,
         }
     }
 
@@ -416,6 +434,7 @@ impl System {
             System::WsRpc { client, ws_rpc, .. } => ws_rpc.describe(client),
             System::Http { client, http, .. } => describe_http(client, http),
             System::Pubsub { pubsub, .. } => pubsub.describe(),
+            System::Wire { client, wire, .. } => wire.describe(client),
         };
         let sut = match self {
             System::Queue(_) => None,
@@ -424,6 +443,7 @@ impl System {
             | System::Ticks { sut, .. }
             | System::WsRpc { sut, .. }
             | System::Http { sut, .. }
+            | System::Wire { sut, .. }
             | System::Pubsub { sut, .. } => sut.as_ref(),
         };
         match sut {
@@ -630,13 +650,17 @@ impl ScenarioSpec {
     fn check_stages_system(&self, pacing: &Pacing, invalid: &Invalid) -> Result<(), ScenarioError> {
         let request_response = matches!(
             self.system,
-            SystemKind::Rpc | SystemKind::Redis | SystemKind::Http | SystemKind::WsRpc
+            SystemKind::Rpc
+                | SystemKind::Redis
+                | SystemKind::Http
+                | SystemKind::WsRpc
+                | SystemKind::Wire
         );
         if matches!(pacing, Pacing::Stages(_)) && !request_response {
             return Err(invalid(
                 "pacing.mode",
                 format!("is stages, and the system is {}", serde_json::to_value(self.system).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()),
-                "stages pace request/response systems (rpc, redis, http, ws-rpc) for now: give rate here, and sweep pacing.per_sec for steps between runs",
+                "stages pace request/response systems (rpc, redis, http, ws-rpc, wire) for now: give rate here, and sweep pacing.per_sec for steps between runs",
             ));
         }
         Ok(())
@@ -720,6 +744,13 @@ impl ScenarioSpec {
                 let pubsub = self.pubsub.validate(pacing_spec, invalid)?;
                 let sut = self.sut.validate(Some(&pubsub.address), invalid)?;
                 System::Pubsub { pubsub, sut }
+            }
+            SystemKind::Wire => {
+                let client = self.client.validate(pacing_spec, limits, invalid)?;
+                let wire = self.wire.validate(invalid)?;
+                wire.check_with(&client, invalid)?;
+                let sut = self.sut.validate(Some(&wire.address), invalid)?;
+                System::Wire { client, wire, sut }
             }
         })
     }

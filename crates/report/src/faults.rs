@@ -173,6 +173,11 @@ fn causes(f: &Faults) -> Vec<String> {
         (f.connect_failures, "connect failure", "connect failures"),
         (f.protocol_errors, "protocol error", "protocol errors"),
         (
+            f.unmatched_replies,
+            "reply to no request",
+            "replies to no request",
+        ),
+        (
             f.handshake_failures,
             "handshake failure",
             "handshake failures",

@@ -2,15 +2,11 @@
 //! timestamp found at the `[ticks.feed]` paths (JSON) or offsets (binary), the timestamp moved
 //! onto this host's monotonic clock, messages outside the filter skipped.
 //!
-//! JSON is walked once per message by a serde visitor that descends only into the members on
-//! a configured path and skips the rest (`IgnoredAny`): no `Value` tree, no allocation for
-//! plain keys and values, whatever the message's size.
+//! JSON is walked once per message ([`super::json_path`]).
+use super::json_path::Found;
 use super::proto_wire::{self, Value};
 use super::tick::Tick;
 use msgbench_model::feed::{BinaryField, BinaryType, FeedClock, FeedConfig, FieldAt};
-use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
-use std::borrow::Cow;
-use std::fmt;
 
 /// Why a message could not be read as the feed says.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -44,17 +40,6 @@ pub struct FeedDecoder {
 const TIMESTAMP: usize = 0;
 const SEQUENCE: usize = 1;
 const FILTER: usize = 2;
-
-/// A value found at a path.
-#[derive(Debug, Clone, PartialEq, Default)]
-enum Found<'de> {
-    #[default]
-    Missing,
-    Int(u64),
-    Float(f64),
-    Text(Cow<'de, str>),
-    Other,
-}
 
 impl FeedDecoder {
     /// A decoder for `config`, its clock offset read now.
@@ -191,16 +176,7 @@ impl FeedDecoder {
         if let Some((p, _)) = &self.config.filter {
             paths[FILTER] = p;
         }
-        let mut found: [Found<'de>; 3] = Default::default();
-        let mut de = serde_json::Deserializer::from_slice(payload);
-        Walk {
-            paths: &paths,
-            active: 0b111,
-            depth: 0,
-            found: &mut found,
-        }
-        .deserialize(&mut de)
-        .map_err(|_| FeedError::Json)?;
+        let found = super::json_path::find(payload, &paths).map_err(|_| FeedError::Json)?;
         if let Some((_, equals)) = &self.config.filter {
             let holds = match &found[FILTER] {
                 Found::Text(t) => t == equals,
@@ -270,7 +246,9 @@ fn place(at: &FieldAt) -> String {
 /// What a message holds, in a few words: a JSON object's field names, the start of a text, a
 /// binary message's length.
 fn holds(payload: &[u8]) -> String {
-    match serde_json::from_slice::<std::collections::BTreeMap<String, IgnoredAny>>(payload) {
+    match serde_json::from_slice::<std::collections::BTreeMap<String, serde::de::IgnoredAny>>(
+        payload,
+    ) {
         Ok(fields) => format!(
             "a JSON object with the fields {}",
             fields
@@ -298,146 +276,6 @@ fn read_binary(payload: &[u8], at: BinaryField) -> Result<u64, FeedError> {
         BinaryType::U64le => u64::from_le_bytes(bytes.try_into().expect("8")),
         BinaryType::U64be => u64::from_be_bytes(bytes.try_into().expect("8")),
     })
-}
-
-/// One level of the walk: the paths still followed (`active`, a bit per path) at `depth`.
-struct Walk<'a, 'de> {
-    paths: &'a [&'a [String]; 3],
-    active: u8,
-    depth: usize,
-    found: &'a mut [Found<'de>; 3],
-}
-
-impl<'de> DeserializeSeed<'de> for Walk<'_, 'de> {
-    type Value = ();
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Walk<'_, 'de> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let Walk {
-            paths,
-            active,
-            depth,
-            found,
-        } = self;
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            let mut here = 0u8; // paths that end at this member
-            let mut deeper = 0u8; // paths that go on inside it
-            for (i, path) in paths.iter().enumerate() {
-                if active & (1 << i) != 0 && path.get(depth).is_some_and(|p| *p == *key) {
-                    if path.len() == depth + 1 {
-                        here |= 1 << i;
-                    } else {
-                        deeper |= 1 << i;
-                    }
-                }
-            }
-            if here != 0 {
-                let value = map.next_value::<Scalar<'de>>()?.0;
-                for (i, slot) in found.iter_mut().enumerate() {
-                    if here & (1 << i) != 0 {
-                        *slot = value.clone();
-                    }
-                }
-            } else if deeper != 0 {
-                map.next_value_seed(Walk {
-                    paths,
-                    active: deeper,
-                    depth: depth + 1,
-                    found: &mut *found,
-                })?;
-            } else {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-        Ok(())
-    }
-
-    // Anything else holds none of the paths: skipped.
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(())
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-}
-
-/// The value at the end of a path.
-struct Scalar<'de>(Found<'de>);
-
-impl<'de> serde::Deserialize<'de> for Scalar<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ScalarVisitor)
-    }
-}
-
-struct ScalarVisitor;
-
-impl<'de> Visitor<'de> for ScalarVisitor {
-    type Value = Scalar<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a number or a string")
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Scalar<'de>, E> {
-        Ok(Scalar(Found::Int(v)))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Scalar<'de>, E> {
-        Ok(Scalar(if v >= 0 {
-            Found::Int(v as u64)
-        } else {
-            Found::Other
-        }))
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<Scalar<'de>, E> {
-        Ok(Scalar(Found::Float(v)))
-    }
-    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Scalar<'de>, E> {
-        Ok(Scalar(Found::Text(Cow::Borrowed(v))))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Scalar<'de>, E> {
-        Ok(Scalar(Found::Text(Cow::Owned(v.to_string()))))
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Scalar<'de>, E> {
-        Ok(Scalar(Found::Other))
-    }
-    fn visit_unit<E>(self) -> Result<Scalar<'de>, E> {
-        Ok(Scalar(Found::Other))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar<'de>, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Scalar(Found::Other))
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Scalar<'de>, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Scalar(Found::Other))
-    }
 }
 
 #[cfg(test)]

@@ -35,8 +35,24 @@ impl Counters {
 
     /// The next number of class `class`, over every connection.
     #[inline]
-    fn next(&self, class: usize) -> u64 {
+    pub(crate) fn next(&self, class: usize) -> u64 {
         self.sent[class].fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// `intended_ns` (the run's clock) as Unix ns.
+    #[inline]
+    pub(crate) fn unix_ns(&self, intended_ns: u64) -> u64 {
+        (intended_ns as i128 + self.wall_minus_now_ns).max(0) as u64
+    }
+
+    /// Connection `index`'s random streams from the run's seed: one for `{random}`, another
+    /// for `{key}` (drawn from one stream, a key would follow the random number before it).
+    pub(crate) fn streams(&self, index: usize) -> (SmallRng, SmallRng) {
+        let stream = self.seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (
+            SmallRng::seed_from_u64(stream ^ 0x4177_9e5d),
+            SmallRng::seed_from_u64(stream ^ 0x6b65_7973),
+        )
     }
 }
 
@@ -56,11 +72,7 @@ impl<'a> Filler<'a> {
         keys: (u64, msgbench_model::redis::KeyPattern, f64),
         index: usize,
     ) -> Filler<'a> {
-        // Each connection its own streams, from the run's seed: one for `{random}`, another
-        // for `{key}` (drawn from one stream, a key would follow the random number before it).
-        let stream = counters.seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let rng = SmallRng::seed_from_u64(stream ^ 0x4177_9e5d);
-        let key_rng = SmallRng::seed_from_u64(stream ^ 0x6b65_7973);
+        let (rng, key_rng) = counters.streams(index);
         Filler {
             counters,
             keys: Keys::new(keys, key_rng, index),
@@ -104,7 +116,7 @@ impl<'a> Filler<'a> {
             } else {
                 0
             },
-            intended_ns: (intended_ns as i128 + self.counters.wall_minus_now_ns).max(0) as u64,
+            intended_ns: self.counters.unix_ns(intended_ns),
         };
         values.write(&t.head, out);
         if t.length {
@@ -147,7 +159,7 @@ impl Values {
 
 /// `n` as 16 lowercase hex digits.
 #[inline]
-fn push_hex16(n: u64, out: &mut Vec<u8>) {
+pub(crate) fn push_hex16(n: u64, out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut digits = [0u8; 16];
     for (i, d) in digits.iter_mut().enumerate() {

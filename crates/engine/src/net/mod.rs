@@ -6,6 +6,7 @@ pub mod grpc_frame;
 pub mod grpc_reflection;
 pub mod http;
 pub mod http_fill;
+pub mod json_path;
 pub mod json_rpc;
 pub mod proto_wire;
 pub mod resp;

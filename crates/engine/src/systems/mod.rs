@@ -11,6 +11,7 @@ pub mod queue;
 pub mod redis;
 pub mod rpc;
 pub mod ticks;
+pub mod wire;
 pub mod ws_rpc;
 
 /// Runs one scenario on its system under test.
@@ -29,5 +30,6 @@ pub fn run(scenario: &Scenario, ctx: &RunContext) -> Result<Measured, EngineErro
         } => ws_rpc::run(scenario, client, ws_rpc, sut.as_ref(), ctx),
         System::Http { client, http, sut } => http::run(scenario, client, http, sut.as_ref(), ctx),
         System::Pubsub { pubsub, sut } => pubsub::run(scenario, pubsub, sut.as_ref(), ctx),
+        System::Wire { client, wire, sut } => wire::run(scenario, client, wire, sut.as_ref(), ctx),
     }
 }

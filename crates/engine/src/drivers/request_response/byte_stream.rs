@@ -58,6 +58,11 @@ pub struct Response {
 
 /// A protocol, as the driver needs it.
 pub trait Wire: Send {
+    /// A reply with an id of no request in flight fails the connection as a protocol error
+    /// (a built-in protocol: a server that does it is broken). False for a described wire,
+    /// whose server may answer twice or late: the reply is counted
+    /// (`faults.unmatched_replies`) and skipped.
+    const STRAY_REPLIES_FAIL: bool = true;
     /// Appends the request `launch` (its class, id, send and intended send times).
     fn encode(&mut self, launch: &Launch, out: &mut Vec<u8>);
     /// Decodes the response at the start of `buf` (`Ok(None)`: incomplete).
@@ -707,6 +712,10 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
                     None => c.in_flight.complete_oldest(),
                 };
                 let Some(f) = flight else {
+                    if response.id.is_some() && !W::STRAY_REPLIES_FAIL {
+                        self.faults.unmatched_replies += 1;
+                        continue;
+                    }
                     let what = if response.id.is_some() {
                         "a response to no request in flight"
                     } else {
