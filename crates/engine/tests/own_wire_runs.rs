@@ -375,3 +375,24 @@ fn stopped_by_protocol_error(r: &msgbench_model::RunResult, why: &str) {
         r.warnings
     );
 }
+
+#[test]
+fn the_example_s_key_value_server_is_measured_with_narrow_ids_from_its_scenario_alone() {
+    // examples/own-protocol.toml as written (its server started by its [sut]), on a free
+    // port: 4-byte ids, 16 deep on 4 connections — every request answered and matched.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let port = common::free_port().to_string();
+    let toml = std::fs::read_to_string(root.join("examples/own-protocol.toml"))
+        .unwrap()
+        .replace("9102", &port)
+        .replace(
+            "examples/own-protocol/kvd.py",
+            root.join("examples/own-protocol/kvd.py").to_str().unwrap(),
+        );
+    let r = &run(&toml, &["run.duration=\"1s\"", "run.warmup=\"200ms\""])[0];
+    assert_accounted(r);
+    assert!(r.counters.delivered > 1500, "{:?}", r.counters);
+    assert_eq!(r.counters.delivered, r.counters.sent, "{:?}", r.faults);
+    assert_eq!(r.faults.total(), 0, "{:?}", r.faults);
+    assert_eq!(r.classes.len(), 2);
+}

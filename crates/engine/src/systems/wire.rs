@@ -51,7 +51,7 @@ pub fn run(
         client,
         address: resolve_endpoint(&wire.address)?,
         shares: wire.requests.iter().map(|r| r.share).collect(),
-        make_wire: |i| DescribedWire::new(wire, &counters, i),
+        make_wire: |i| DescribedWire::new(wire, &counters, i, client.window),
         hint: HINT,
         connector: (),
     };
@@ -115,9 +115,10 @@ pub struct DescribedWire<'a> {
     needs: Vec<Needs>,
     keys: Keys,
     rng: SmallRng,
-    /// The newest request id sent: a narrow id in a reply is read as the newest id with its
-    /// low bits.
-    last_id: u64,
+    /// Narrow ids (a binary `{id}` under 8 bytes): the id last sent from each slot of the
+    /// connection's window, and how many low bits name the slot.
+    by_slot: Vec<u64>,
+    slot_bits: u32,
     /// Delimiter framing: bytes of the reply being read already searched (nothing is
     /// searched twice).
     scanned: usize,
@@ -127,8 +128,13 @@ pub struct DescribedWire<'a> {
 }
 
 impl<'a> DescribedWire<'a> {
-    /// The wire of connection `index`.
-    pub fn new(config: &'a WireConfig, counters: &'a Counters, index: usize) -> Self {
+    /// The wire of connection `index`, whose window holds `window` requests.
+    pub fn new(
+        config: &'a WireConfig,
+        counters: &'a Counters,
+        index: usize,
+        window: usize,
+    ) -> Self {
         let (rng, key_rng) = counters.streams(index);
         let needs = config
             .requests
@@ -145,7 +151,8 @@ impl<'a> DescribedWire<'a> {
             needs,
             keys: Keys::new(config.keys, key_rng, index),
             rng,
-            last_id: 0,
+            by_slot: vec![u64::MAX; window.max(1)],
+            slot_bits: usize::BITS - (window.max(1) - 1).leading_zeros(),
             scanned: 0,
             errors: Vec::new(),
             scratch: String::new(),
@@ -327,15 +334,30 @@ impl<'a> DescribedWire<'a> {
         false
     }
 
-    /// The full id of a reply whose id holds the low `bytes` bytes of it: the newest request's
-    /// with those bits (those in flight differ in them: the window is below 2^bits).
-    fn widen(&self, low: u64, bytes: u8) -> u64 {
+    /// Request `id` (its window slot in the low 32 bits, a generation above) in `bytes` bytes:
+    /// the slot in the low `slot_bits`, as much of the generation as fits above it (the model
+    /// keeps the window below 2^(8 × bytes), so every request in flight has its own).
+    #[inline]
+    fn narrow(&self, id: u64, bytes: u8) -> u64 {
         if bytes >= 8 {
-            return low;
+            return id;
         }
-        let mask = (1u64 << (8 * bytes as u32)) - 1;
-        self.last_id
-            .wrapping_sub(self.last_id.wrapping_sub(low) & mask)
+        let slot = id & 0xFFFF_FFFF;
+        ((id >> 32) << self.slot_bits | slot) & ((1u64 << (8 * u32::from(bytes))) - 1)
+    }
+
+    /// The request id a reply's narrow id stands for: the one last sent from its slot, when
+    /// the generation bits agree (else an id of no request: a stale or foreign reply).
+    #[inline]
+    fn widen(&self, narrow: u64, bytes: u8) -> u64 {
+        if bytes >= 8 {
+            return narrow;
+        }
+        let slot = (narrow & ((1u64 << self.slot_bits) - 1)) as usize;
+        match self.by_slot.get(slot) {
+            Some(&id) if id != u64::MAX && self.narrow(id, bytes) == narrow => id,
+            _ => u64::MAX,
+        }
     }
 }
 
@@ -373,7 +395,11 @@ impl Wire for DescribedWire<'_> {
 
     #[inline]
     fn encode(&mut self, launch: &Launch, out: &mut Vec<u8>) {
-        self.last_id = launch.id;
+        let slot = (launch.id & 0xFFFF_FFFF) as usize;
+        if slot >= self.by_slot.len() {
+            self.by_slot.resize(slot + 1, u64::MAX);
+        }
+        self.by_slot[slot] = launch.id;
         let v = self.values(launch);
         let config = self.config;
         match &config.requests[launch.class].layout {
@@ -382,7 +408,11 @@ impl Wire for DescribedWire<'_> {
                 out.extend_from_slice(&b.bytes);
                 let frame = &mut out[start..];
                 for (at, field, int) in &b.fields {
-                    int.put(v.get(*field), &mut frame[*at..]);
+                    let value = match field {
+                        WireField::Id => self.narrow(v.id, int.bytes),
+                        _ => v.get(*field),
+                    };
+                    int.put(value, &mut frame[*at..]);
                 }
                 if let (Some((at, int)), Framing::Length(l)) = (b.len_at, &config.framing) {
                     int.put(l.value_for(frame.len()), &mut frame[at..]);
@@ -412,5 +442,41 @@ impl Wire for DescribedWire<'_> {
 
     fn take_errors(&mut self) -> Vec<ErrorCount> {
         std::mem::take(&mut self.errors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn narrow_ids_name_their_slot_and_refuse_a_stale_generation() {
+        let wire = WireConfig {
+            address: "127.0.0.1:1".into(),
+            framing: Framing::Fixed(8),
+            requests: Vec::new(),
+            matching: Matching::Order,
+            status: None,
+            keys: (0, msgbench_model::redis::KeyPattern::Uniform, 1.0),
+            max_reply: 64,
+        };
+        let counters = Counters::new(1, 0, 1);
+        let mut w = DescribedWire::new(&wire, &counters, 0, 16);
+        assert_eq!(w.slot_bits, 4);
+        for generation in [1u64, 2, 300, 70_000] {
+            for slot in [0u64, 5, 15] {
+                let id = generation << 32 | slot;
+                w.by_slot[slot as usize] = id;
+                for bytes in [1u8, 2, 4] {
+                    let narrow = w.narrow(id, bytes);
+                    assert!(narrow < 1 << (8 * bytes as u32));
+                    assert_eq!(w.widen(narrow, bytes), id, "{bytes} bytes, {id:#x}");
+                }
+                // The slot's previous request (a reply after its timeout) matches nothing.
+                let stale = (generation - 1) << 32 | slot;
+                assert_eq!(w.widen(w.narrow(stale, 2), 2), u64::MAX);
+                assert_eq!(w.narrow(id, 8), id);
+            }
+        }
     }
 }
