@@ -33,7 +33,7 @@ scenario redis-tcp redis "127.0.0.1:$REDIS_PORT"; scenario redis-unix redis "uni
 closed() { # NAME -> requests/s, one at a time
   "$MSGBENCH" run --quiet --json --out "$WORK/out" "$WORK/$1.toml" --set pacing.mode=closed-loop \
     --set client.connections=1 --set client.window=1 |
-    python3 -c "import json,sys; r=json.load(sys.stdin)['runs'][0]; c=r['counters']; assert c['failed']==0, c; print(r['throughput']['delivered_per_sec'])"
+    python3 -c "import json,sys; r=json.load(sys.stdin)['runs'][0]; c=r['counters']; assert c['failed']==0, c; print(c['delivered']/r['duration_s'])"
 }
 paced() { # NAME -> "p50_us p99_us driver_ns_per_request"
   "$MSGBENCH" run --quiet --json --out "$WORK/out" "$WORK/$1.toml" --set pacing.mode=rate \

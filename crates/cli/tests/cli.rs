@@ -1028,6 +1028,56 @@ fn serve_rpc_serves_other_runs_and_stops_by_itself() {
     assert!(rest.contains("served") && rest.contains("CPU-s"), "{rest}");
 }
 
+#[test]
+fn serve_http_on_a_unix_socket_is_measured_through_it_and_removes_it() {
+    let _turn = turn();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("http.sock");
+    let listen = format!("unix://{}", socket.display());
+    let (mut server, _stdout, line) = serve(&["http", "--listen", &listen, "--for", "3s"]);
+    assert!(line.contains(&format!("listening on {listen}")), "{line}");
+    let o = msgbench(&[
+        "http",
+        "http://localhost/?bytes=32",
+        "--unix-socket",
+        socket.to_str().unwrap(),
+        "--rate",
+        "2000",
+        "--duration",
+        "500ms",
+        "--warmup",
+        "0",
+        "--quiet",
+        "--out",
+        dir.path().join("out").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = single_run(&dir.path().join("out"));
+    r.counters.check().unwrap();
+    assert!(r.counters.delivered > 800, "{:?}", r.counters);
+    assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
+    assert!(server.wait().unwrap().success());
+    assert!(
+        !socket.exists(),
+        "the server removes its socket when it stops"
+    );
+    // A relative path is refused with the form to write.
+    let o = msgbench(&[
+        "serve",
+        "rpc",
+        "--listen",
+        "unix://tmp/x.sock",
+        "--for",
+        "1s",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("unix:///tmp/msgbench.sock"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 fn sut_scenario(dir: &Path, port: u16) -> String {
     write(
         dir,

@@ -243,8 +243,9 @@ pub struct Faults {
     /// Error replies from the server (e.g. Redis `-ERR`).
     pub server_errors: u64,
     /// Replies whose id matched no request in flight (a described wire's server answering
-    /// twice, or late after a timeout): skipped, the connection kept. Not in `failed`: the
-    /// request they name was already counted.
+    /// twice, or with an id it made up; a timeout closes its connection, so a late answer
+    /// never comes): skipped, the connection kept. No request failed by them: not in
+    /// `failed`, nor in [`Faults::total`].
     pub unmatched_replies: u64,
     /// Peers that answered a WebSocket upgrade with something else (not a WebSocket server,
     /// a refused upgrade).
@@ -440,7 +441,6 @@ impl Faults {
             + self.connect_failures
             + self.protocol_errors
             + self.server_errors
-            + self.unmatched_replies
             + self.handshake_failures
     }
 }

@@ -361,6 +361,9 @@ impl FramingSpec {
                         "give \"after\" (the bytes after the field), \"itself\" (the field and after) or \"frame\" (the whole frame)",
                     )),
                 };
+                if self.adjust.unsigned_abs() > 1 << 30 {
+                    return Err(invalid("wire.framing.adjust", format!("is {}", self.adjust), "give at most ±1 GiB"));
+                }
                 Ok(Framing::Length(LengthField { offset, int, add: base as i64 + self.adjust }))
             }
             "delimiter" => self.delimiter(invalid).map(Framing::Delimiter),
@@ -415,6 +418,11 @@ impl MatchSpec {
     fn validate(&self, framing: &Framing, invalid: &Invalid) -> Result<Matching, ScenarioError> {
         match self.by.as_str() {
             "order" => Ok(Matching::Order),
+            "id" if matches!(framing, Framing::Delimiter(_)) => Err(invalid(
+                "wire.match.by",
+                "is \"id\" (a binary id), and replies are delimited: the id's bytes may be the delimiter's".into(),
+                "match a delimited reply by \"json\" (path) or \"order\", or frame the wire by length",
+            )),
             "id" => Ok(Matching::Id {
                 offset: self.offset as usize,
                 int: int("wire.match", self.bytes, &self.endian, invalid)?,
@@ -450,6 +458,11 @@ fn require_lines(field: &str, framing: &Framing, invalid: &Invalid) -> Result<()
 impl StatusSpec {
     fn validate(&self, framing: &Framing, invalid: &Invalid) -> Result<Status, ScenarioError> {
         match (self.offset, &self.path) {
+            (Some(_), None) if matches!(framing, Framing::Delimiter(_)) => Err(invalid(
+                "wire.status.offset",
+                "is given, and replies are delimited: a binary status may be the delimiter's byte".into(),
+                "give a JSON status (path) for delimited replies, or frame the wire by length",
+            )),
             (Some(offset), None) => {
                 let ok = self.ok.iter().map(|v| match v {
                     StatusValue::Int(n) => Ok(*n),
@@ -564,6 +577,12 @@ impl WireSpec {
             let field = format!("wire.requests.{name}");
             let bad = |why: String, fix: &str| invalid(&field, why, fix);
             let size = spec.size.map(|s| s as usize);
+            if size.is_some_and(|s| s > MAX_REQUEST) {
+                return Err(bad(
+                    format!("has size {}", size.unwrap_or(0)),
+                    "give at most 1 MiB (1048576 bytes)",
+                ));
+            }
             let layout = match (&spec.text, &spec.hex) {
                 (Some(t), None) => RequestLayout::Text(
                     parse_text(t, size)
@@ -647,8 +666,9 @@ impl WireConfig {
     }
 }
 
-/// A request fits the wire: its length field where the framing says, its delimiter at its end,
-/// its id when replies are matched by id, its size bounded.
+/// A request fits the wire: its length field where the framing says and able to hold its
+/// length, its delimiter at its end and no binary field a delimiter could hide in, its id as
+/// wide as the reply's when replies are matched by id, its size bounded.
 fn check_request(
     layout: &RequestLayout,
     framing: &Framing,
@@ -674,30 +694,110 @@ fn check_request(
                 "end it with the delimiter (e.g. \\n): the server reads up to it",
             ))
         }
+        (Framing::Delimiter(_), RequestLayout::Binary(b)) if !b.fields.is_empty() => {
+            return Err(bad(
+                "has binary fields, and the wire is delimited: a field's bytes may be the delimiter's".into(),
+                "write it as text (fields in decimal), or frame the wire by length",
+            ))
+        }
         _ => {}
     }
+    check_id(layout, matching, bad)?;
+    let len = request_len(layout);
+    if len.1 > MAX_REQUEST {
+        return Err(bad(
+            format!("is up to {} bytes", len.1),
+            "give at most 1 MiB",
+        ));
+    }
+    if let Framing::Length(l) = framing {
+        let prefix = match layout {
+            RequestLayout::Text(_) => l.int.bytes as usize,
+            RequestLayout::Binary(_) => 0,
+        };
+        let fits = |n: usize| {
+            let v = n as i64 - l.add;
+            v >= 0 && (l.int.bytes == 8 || (v as u64) < 1u64 << (8 * u32::from(l.int.bytes)))
+        };
+        if !fits(len.0 + prefix) || !fits(len.1 + prefix) {
+            return Err(bad(
+                format!("is {}..={} bytes, a length the framing's {}-byte field (with its counts and adjust) cannot hold", len.0 + prefix, len.1 + prefix, l.int.bytes),
+                "give a wider length field, or check counts and adjust",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The request's `{id}` is what the reply can echo: as wide as a binary match's, the whole
+/// number for a JSON match.
+fn check_id(
+    layout: &RequestLayout,
+    matching: &Matching,
+    bad: &dyn Fn(String, &str) -> ScenarioError,
+) -> Result<(), ScenarioError> {
     if !matches!(matching, Matching::Order) && !layout.uses(WireField::Id) {
         return Err(bad(
             "has no {id}, and replies are matched by id".into(),
             "put {id} where the request's id goes (the server echoes it in its reply)",
         ));
     }
-    let len = match layout {
-        RequestLayout::Binary(b) => b.bytes.len(),
-        RequestLayout::Text(t) => t.size.unwrap_or(0).max(
-            t.pieces
-                .iter()
-                .map(|p| match p {
-                    crate::wire_template::TextPiece::Text(b) => b.len(),
-                    _ => 20,
-                })
-                .sum(),
-        ),
+    let id_widths = match layout {
+        RequestLayout::Binary(b) => b
+            .fields
+            .iter()
+            .filter(|f| f.1 == WireField::Id)
+            .map(|f| f.2.bytes)
+            .collect(),
+        RequestLayout::Text(_) => vec![8],
     };
-    if len > MAX_REQUEST {
-        return Err(bad(format!("is {len} bytes"), "give at most 1 MiB"));
+    let wanted = match matching {
+        Matching::Order => return Ok(()),
+        Matching::Id { int, .. } => int.bytes,
+        Matching::Json(_) => 8,
+    };
+    match id_widths.iter().find(|w| **w != wanted) {
+        None => Ok(()),
+        Some(8) => Err(bad(
+            format!(
+                "writes its {{id}} in decimal (all 64 bits), and replies carry a {wanted}-byte id"
+            ),
+            "write the request in hex, {id} there takes [wire.match]'s width",
+        )),
+        Some(w) => Err(bad(
+            format!(
+                "has a {w}-byte {{id}}, and replies carry {}",
+                if wanted == 8 {
+                    "the whole id".to_string()
+                } else {
+                    format!("a {wanted}-byte one")
+                }
+            ),
+            "write {id} alone (it takes [wire.match]'s width), or give both the same width",
+        )),
     }
-    Ok(())
+}
+
+/// A request's smallest and largest length, bytes (a text field in decimal takes 1 to 20).
+fn request_len(layout: &RequestLayout) -> (usize, usize) {
+    match layout {
+        RequestLayout::Binary(b) => (b.bytes.len(), b.bytes.len()),
+        RequestLayout::Text(t) => {
+            let (mut least, mut most) = (0, 0);
+            for p in &t.pieces {
+                let (a, b) = match p {
+                    crate::wire_template::TextPiece::Text(bytes) => (bytes.len(), bytes.len()),
+                    crate::wire_template::TextPiece::Field(WireField::Random) => (16, 16),
+                    crate::wire_template::TextPiece::Field(_) => (1, 20),
+                    crate::wire_template::TextPiece::Pad => (0, 0),
+                };
+                least += a;
+                most += b;
+            }
+            let size = t.size.unwrap_or(0);
+            (least.max(size), most.max(size))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -753,14 +853,22 @@ path = "error"
             (format!("{len}offset = 2\n[wire.requests.a]\ntext = \"x\"\n"), "wire.requests.a"),
             (len.clone(), "wire.requests"),
             (format!("{LINES}[wire.requests.a]\ntext = \"no newline\"\n"), "wire.requests.a"),
-            (format!("{LINES}[wire.match]\nby = \"id\"\n[wire.requests.a]\ntext = \"x\\n\"\n"), "wire.requests.a"),
+            (format!("{len}[wire.match]\nby = \"id\"\n[wire.requests.a]\nhex = \"{{len}} 00\"\n"), "wire.requests.a"),
             (format!("{LINES}[wire.match]\nby = \"json\"\n[wire.requests.a]\ntext = \"{{id}}\\n\"\n"), "wire.match.path"),
             (format!("{len}[wire.match]\nby = \"json\"\npath = \"id\"\n[wire.requests.a]\nhex = \"{{len}}\"\n"), "wire.match"),
             (format!("{LINES}[wire.requests.a]\ntext = \"{{key}}\\n\"\n"), "wire.keys"),
             (format!("{LINES}[wire.status]\n[wire.requests.a]\ntext = \"x\\n\"\n"), "wire.status"),
-            (format!("{LINES}[wire.status]\noffset = 0\n[wire.requests.a]\ntext = \"x\\n\"\n"), "wire.status.ok"),
+            (format!("{len}[wire.status]\noffset = 0\n[wire.requests.a]\nhex = \"{{len}}\"\n"), "wire.status.ok"),
             (format!("{LINES}[wire.requests.a]\ntext = \"{{idd}}\\n\"\n"), "wire.requests.a"),
             (format!("{base}max_reply = 4\n[wire.framing]\nkind = \"fixed\"\nsize = 8\n[wire.requests.a]\nhex = \"00\"\n"), "wire.max_reply"),
+            (format!("{len}[wire.match]\nby = \"id\"\nbytes = 4\n[wire.requests.a]\nhex = \"{{len}} {{id:u64be}}\"\n"), "wire.requests.a"),
+            (format!("{len}[wire.match]\nby = \"id\"\nbytes = 4\n[wire.requests.a]\ntext = \"{{id}}\"\n"), "wire.requests.a"),
+            (format!("{LINES}[wire.match]\nby = \"id\"\n[wire.requests.a]\ntext = \"{{id}}\\n\"\n"), "wire.match.by"),
+            (format!("{LINES}[wire.status]\noffset = 0\nok = [0]\n[wire.requests.a]\ntext = \"x\\n\"\n"), "wire.status.offset"),
+            (format!("{LINES}[wire.requests.a]\nhex = \"{{seq:u8}} 0a\"\n"), "wire.requests.a"),
+            (format!("{len}bytes = 1\n[wire.requests.a]\nhex = \"{{len}}\"\nsize = 300\n"), "wire.requests.a"),
+            (format!("{len}[wire.requests.a]\nhex = \"{{len}}\"\nsize = 4000000000\n"), "wire.requests.a"),
+            (format!("{len}adjust = -9000000000\n[wire.requests.a]\nhex = \"{{len}}\"\n"), "wire.framing.adjust"),
         ] {
             let (at, message) = refused(&format!("system = \"wire\"\n{text}"));
             assert_eq!(at, field, "{text}\n{message}");

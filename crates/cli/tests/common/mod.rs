@@ -35,7 +35,7 @@ pub fn serve(args: &[&str]) -> (Child, std::io::BufReader<ChildStdout>, String) 
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
     assert!(
-        line.contains("127.0.0.1:"),
+        line.contains("127.0.0.1:") || line.contains("unix://"),
         "serve {args:?} printed no address: {line}"
     );
     (server, stdout, line)

@@ -81,8 +81,9 @@ pub enum Stream {
 }
 
 impl Stream {
-    /// Connects within `timeout` (a Unix socket whose listener's backlog is full waits too),
-    /// ready for non-blocking use.
+    /// Connects within `timeout`, ready for non-blocking use. A Unix socket is connected
+    /// blocking with a send timeout: a listener whose backlog is full makes a non-blocking
+    /// connect fail at once (`EAGAIN`), where a blocking one waits for room, as TCP's does.
     pub fn connect(to: &Endpoint, timeout: Duration) -> io::Result<Stream> {
         match to {
             Endpoint::Tcp(a) => {
@@ -94,7 +95,9 @@ impl Stream {
             Endpoint::Unix(path) => {
                 let address = socket2::SockAddr::unix(path)?;
                 let s = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None)?;
-                s.connect_timeout(&address, timeout)?;
+                s.set_write_timeout(Some(timeout))?;
+                s.connect(&address)?;
+                s.set_write_timeout(None)?;
                 s.set_nonblocking(true)?;
                 let s: std::os::unix::net::UnixStream = s.into();
                 Ok(Stream::Unix(UnixStream::from_std(s)))
@@ -147,13 +150,14 @@ impl Source for Stream {
 }
 
 /// A listening socket over TCP or at a Unix socket's path. The path's socket file is removed
-/// when it is dropped (only a socket: never another kind of file).
+/// when it is dropped — only the one it bound (same device and inode), never another server's
+/// socket that took the path since, nor another kind of file.
 #[derive(Debug)]
 pub enum Listener {
     /// On TCP.
     Tcp(TcpListener),
-    /// On a Unix socket, and its path.
-    Unix(UnixListener, PathBuf),
+    /// On a Unix socket: its path and the socket file's identity.
+    Unix(UnixListener, PathBuf, (u64, u64)),
 }
 
 impl Listener {
@@ -165,7 +169,11 @@ impl Listener {
             Endpoint::Tcp(a) => Ok(Listener::Tcp(TcpListener::bind(*a)?)),
             Endpoint::Unix(path) => {
                 remove_stale_socket(path)?;
-                Ok(Listener::Unix(UnixListener::bind(path)?, path.clone()))
+                let listener = UnixListener::bind(path)?;
+                let identity = file_identity(path).ok_or_else(|| {
+                    io::Error::other(format!("{} vanished once bound", path.display()))
+                })?;
+                Ok(Listener::Unix(listener, path.clone(), identity))
             }
         }
     }
@@ -174,7 +182,7 @@ impl Listener {
     pub fn endpoint(&self) -> io::Result<Endpoint> {
         match self {
             Listener::Tcp(l) => Ok(Endpoint::Tcp(l.local_addr()?)),
-            Listener::Unix(_, path) => Ok(Endpoint::Unix(path.clone())),
+            Listener::Unix(_, path, _) => Ok(Endpoint::Unix(path.clone())),
         }
     }
 
@@ -186,7 +194,7 @@ impl Listener {
                 let _ = s.set_nodelay(true);
                 Ok(Stream::Tcp(s))
             }
-            Listener::Unix(l, _) => Ok(Stream::Unix(l.accept()?.0)),
+            Listener::Unix(l, ..) => Ok(Stream::Unix(l.accept()?.0)),
         }
     }
 }
@@ -195,36 +203,38 @@ impl Source for Listener {
     fn register(&mut self, r: &Registry, t: Token, i: Interest) -> io::Result<()> {
         match self {
             Listener::Tcp(l) => l.register(r, t, i),
-            Listener::Unix(l, _) => l.register(r, t, i),
+            Listener::Unix(l, ..) => l.register(r, t, i),
         }
     }
     fn reregister(&mut self, r: &Registry, t: Token, i: Interest) -> io::Result<()> {
         match self {
             Listener::Tcp(l) => l.reregister(r, t, i),
-            Listener::Unix(l, _) => l.reregister(r, t, i),
+            Listener::Unix(l, ..) => l.reregister(r, t, i),
         }
     }
     fn deregister(&mut self, r: &Registry) -> io::Result<()> {
         match self {
             Listener::Tcp(l) => l.deregister(r),
-            Listener::Unix(l, _) => l.deregister(r),
+            Listener::Unix(l, ..) => l.deregister(r),
         }
     }
 }
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        if let Listener::Unix(_, path) = self {
-            if is_socket(path) {
+        if let Listener::Unix(_, path, identity) = self {
+            if file_identity(path) == Some(*identity) {
                 let _ = std::fs::remove_file(path);
             }
         }
     }
 }
 
-fn is_socket(path: &Path) -> bool {
-    use std::os::unix::fs::FileTypeExt;
-    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket())
+/// A socket file's (device, inode); `None` for anything else.
+fn file_identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let m = std::fs::symlink_metadata(path).ok()?;
+    m.file_type().is_socket().then(|| (m.dev(), m.ino()))
 }
 
 /// Makes room for a new socket at `path`: nothing there, or a dead server's socket (removed).
@@ -242,16 +252,25 @@ fn remove_stale_socket(path: &Path) -> io::Result<()> {
             ),
         ));
     }
-    if Endpoint::Unix(path.to_path_buf()).accepts() {
-        return Err(io::Error::new(
+    // Only a refusal says nobody listens: a full backlog, a socket of another user's
+    // (permission denied) or a slow server is someone's, and left alone.
+    match std::os::unix::net::UnixStream::connect(path) {
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => std::fs::remove_file(path),
+        Ok(_) => Err(io::Error::new(
             io::ErrorKind::AddrInUse,
             format!(
                 "a server already accepts connections on {}; stop it or pick another path",
                 path.display()
             ),
-        ));
+        )),
+        Err(e) => Err(io::Error::new(
+            e.kind(),
+            format!(
+                "{} is a socket that may be in use ({e}); left alone: remove it or pick another path",
+                path.display()
+            ),
+        )),
     }
-    std::fs::remove_file(path)
 }
 
 #[cfg(test)]
@@ -282,7 +301,14 @@ mod tests {
         let mut client = Stream::connect(&at, Duration::from_secs(1)).unwrap();
         assert!(matches!(client, Stream::Unix(_)));
         client.write_all(b"x").unwrap();
+        // Another server's socket at the path (the first's file removed by hand, a new one
+        // bound): the first listener's drop leaves it.
+        std::fs::remove_file(&path).unwrap();
+        let other = std::os::unix::net::UnixListener::bind(&path).unwrap();
         drop(second);
+        assert!(path.exists(), "another server's socket is not removed");
+        drop(other);
+        std::fs::remove_file(&path).unwrap();
         // Never a file that is not a socket.
         std::fs::write(&path, b"data").unwrap();
         let refused = Listener::bind(&at).unwrap_err();

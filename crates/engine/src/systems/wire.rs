@@ -5,8 +5,8 @@
 //! Requests are laid out when the scenario is checked; here each is a copy of its bytes with
 //! its fields written in (no allocation per request). Replies are cut by the framing, bounded
 //! by `wire.max_reply` (a length past it, or no delimiter within it, ends the connection as a
-//! protocol error, never memory), and matched in order, by a binary id or by a JSON id. A
-//! reply whose id matches no request in flight is counted and skipped, the connection kept.
+//! protocol error), and matched in order, by a binary id or by a JSON id. A reply whose id
+//! matches no request in flight is counted and skipped, the connection kept.
 use crate::cpu::CpuSnapshot;
 use crate::drivers::request_response::byte_stream::{self, Plan, Response, Wire};
 use crate::drivers::request_response::keys::Keys;
@@ -115,9 +115,9 @@ pub struct DescribedWire<'a> {
     needs: Vec<Needs>,
     keys: Keys,
     rng: SmallRng,
-    /// Narrow ids (a binary `{id}` under 8 bytes): the id last sent from each slot of the
-    /// connection's window, and how many low bits name the slot.
-    by_slot: Vec<u64>,
+    /// Narrow ids (a binary `{id}` under 8 bytes): each slot of the connection's window, the
+    /// id last sent from it and how many times it was used; how many low bits name the slot.
+    by_slot: Vec<(u64, u64)>,
     slot_bits: u32,
     /// Delimiter framing: bytes of the reply being read already searched (nothing is
     /// searched twice).
@@ -151,7 +151,7 @@ impl<'a> DescribedWire<'a> {
             needs,
             keys: Keys::new(config.keys, key_rng, index),
             rng,
-            by_slot: vec![u64::MAX; window.max(1)],
+            by_slot: vec![(u64::MAX, 0); window.max(1)],
             slot_bits: usize::BITS - (window.max(1) - 1).leading_zeros(),
             scanned: 0,
             errors: Vec::new(),
@@ -334,20 +334,21 @@ impl<'a> DescribedWire<'a> {
         false
     }
 
-    /// Request `id` (its window slot in the low 32 bits, a generation above) in `bytes` bytes:
-    /// the slot in the low `slot_bits`, as much of the generation as fits above it (the model
-    /// keeps the window below 2^(8 × bytes), so every request in flight has its own).
+    /// The id of the request last sent from window slot `slot` in `bytes` bytes: the slot in
+    /// the low `slot_bits`, as much of the slot's use count as fits above it (the model keeps
+    /// the window below 2^(8 × bytes), so every request in flight has its own, and a slot's
+    /// previous request differs from its current one).
     #[inline]
-    fn narrow(&self, id: u64, bytes: u8) -> u64 {
+    fn narrow(&self, slot: usize, bytes: u8) -> u64 {
+        let (id, uses) = self.by_slot[slot];
         if bytes >= 8 {
             return id;
         }
-        let slot = id & 0xFFFF_FFFF;
-        ((id >> 32) << self.slot_bits | slot) & ((1u64 << (8 * u32::from(bytes))) - 1)
+        (uses << self.slot_bits | slot as u64) & ((1u64 << (8 * u32::from(bytes))) - 1)
     }
 
     /// The request id a reply's narrow id stands for: the one last sent from its slot, when
-    /// the generation bits agree (else an id of no request: a stale or foreign reply).
+    /// the use count's bits agree (else an id of no request: a stale or foreign reply).
     #[inline]
     fn widen(&self, narrow: u64, bytes: u8) -> u64 {
         if bytes >= 8 {
@@ -355,7 +356,7 @@ impl<'a> DescribedWire<'a> {
         }
         let slot = (narrow & ((1u64 << self.slot_bits) - 1)) as usize;
         match self.by_slot.get(slot) {
-            Some(&id) if id != u64::MAX && self.narrow(id, bytes) == narrow => id,
+            Some(&(id, _)) if id != u64::MAX && self.narrow(slot, bytes) == narrow => id,
             _ => u64::MAX,
         }
     }
@@ -397,9 +398,10 @@ impl Wire for DescribedWire<'_> {
     fn encode(&mut self, launch: &Launch, out: &mut Vec<u8>) {
         let slot = (launch.id & 0xFFFF_FFFF) as usize;
         if slot >= self.by_slot.len() {
-            self.by_slot.resize(slot + 1, u64::MAX);
+            self.by_slot.resize(slot + 1, (u64::MAX, 0));
         }
-        self.by_slot[slot] = launch.id;
+        let uses = self.by_slot[slot].1 + 1;
+        self.by_slot[slot] = (launch.id, uses);
         let v = self.values(launch);
         let config = self.config;
         match &config.requests[launch.class].layout {
@@ -409,7 +411,7 @@ impl Wire for DescribedWire<'_> {
                 let frame = &mut out[start..];
                 for (at, field, int) in &b.fields {
                     let value = match field {
-                        WireField::Id => self.narrow(v.id, int.bytes),
+                        WireField::Id => self.narrow(slot, int.bytes),
                         _ => v.get(*field),
                     };
                     int.put(value, &mut frame[*at..]);
@@ -450,7 +452,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn narrow_ids_name_their_slot_and_refuse_a_stale_generation() {
+    fn narrow_ids_name_their_slot_and_refuse_a_slot_s_previous_request() {
         let wire = WireConfig {
             address: "127.0.0.1:1".into(),
             framing: Framing::Fixed(8),
@@ -463,19 +465,23 @@ mod tests {
         let counters = Counters::new(1, 0, 1);
         let mut w = DescribedWire::new(&wire, &counters, 0, 16);
         assert_eq!(w.slot_bits, 4);
-        for generation in [1u64, 2, 300, 70_000] {
-            for slot in [0u64, 5, 15] {
-                let id = generation << 32 | slot;
-                w.by_slot[slot as usize] = id;
+        // A window that completes in order reuses slot s every 16 sends: the slot's own use
+        // count tells its requests apart even in 1 byte (4 bits of it).
+        for generation in 1..100u64 {
+            for slot in [0usize, 5, 15] {
+                let id = generation << 32 | slot as u64;
+                let before = w.narrow(slot, 1);
+                let uses = w.by_slot[slot].1 + 1;
+                w.by_slot[slot] = (id, uses);
                 for bytes in [1u8, 2, 4] {
-                    let narrow = w.narrow(id, bytes);
+                    let narrow = w.narrow(slot, bytes);
                     assert!(narrow < 1 << (8 * bytes as u32));
                     assert_eq!(w.widen(narrow, bytes), id, "{bytes} bytes, {id:#x}");
                 }
-                // The slot's previous request (a reply after its timeout) matches nothing.
-                let stale = (generation - 1) << 32 | slot;
-                assert_eq!(w.widen(w.narrow(stale, 2), 2), u64::MAX);
-                assert_eq!(w.narrow(id, 8), id);
+                if generation > 1 {
+                    assert_eq!(w.widen(before, 1), u64::MAX, "the slot's previous request");
+                }
+                assert_eq!(w.narrow(slot, 8), id);
             }
         }
     }

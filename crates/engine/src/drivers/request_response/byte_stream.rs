@@ -60,8 +60,8 @@ pub struct Response {
 pub trait Wire: Send {
     /// A reply with an id of no request in flight fails the connection as a protocol error
     /// (a built-in protocol: a server that does it is broken). False for a described wire,
-    /// whose server may answer twice or late: the reply is counted
-    /// (`faults.unmatched_replies`) and skipped.
+    /// whose server may answer twice: the reply is counted (`faults.unmatched_replies`) and
+    /// skipped.
     const STRAY_REPLIES_FAIL: bool = true;
     /// Appends the request `launch` (its class, id, send and intended send times).
     fn encode(&mut self, launch: &Launch, out: &mut Vec<u8>);
