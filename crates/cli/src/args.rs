@@ -444,7 +444,8 @@ pub struct KubeCollectArgs {
 /// Built-in servers.
 #[derive(Debug, Subcommand)]
 pub enum ServeCommand {
-    /// The RPC server: msgbench's framed request/response protocol over TCP (docs/protocol.md).
+    /// The RPC server: msgbench's framed request/response protocol over TCP or a Unix socket
+    /// (docs/protocol.md).
     /// Each request carries the service time to simulate; `busy` requests occupy a server
     /// thread for it, `sleep` requests are answered by a timer.
     ///

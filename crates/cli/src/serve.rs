@@ -491,7 +491,13 @@ fn run_request_server(
         Err(e) => {
             return fail(
                 1,
-                format!("cannot listen on {listen}: {e}; pick another port or path with --listen"),
+                if e.to_string().contains("pick another") {
+                    format!("cannot listen on {listen}: {e}")
+                } else {
+                    format!(
+                        "cannot listen on {listen}: {e}; pick another port or path with --listen"
+                    )
+                },
             )
         }
     };

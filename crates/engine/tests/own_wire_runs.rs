@@ -219,7 +219,7 @@ async def handle(reader, writer):
         out = json.dumps(reply).encode() + b"\n"
         n += 1
         if n % 50 == 0:
-            out += b'{"id": 987654321, "value": 0}\n'
+            out += b'{"id": 987654321, "error": {"code": 7}}\n'
             strays += 1
             open(report, "w").write(str(strays))
         if held is None and n % 2 == 1:
@@ -290,6 +290,9 @@ text = "{{\"id\": {{id}}, \"op\": \"fail\", \"key\": {{seq}}}}\n"
         r.faults
     );
     assert_eq!(r.faults.errors[0].message, "an error member");
+    // A stray's own error member is no request's failure.
+    let counted: u64 = r.faults.errors.iter().map(|e| e.count).sum();
+    assert_eq!(counted, r.faults.server_errors, "{:?}", r.faults);
     assert_eq!(
         r.faults.protocol_errors + r.faults.disconnects,
         0,
@@ -329,6 +332,34 @@ fn a_fixed_size_reply_in_order_with_text_requests_padded_to_their_size() {
     assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
 }
 
+/// A line protocol: `GET <n>\n` → `OK <n>\n`, or `ERR no such key\n` when n ends in 7.
+const LINES: &str = r#"
+async def handle(reader, writer):
+    while True:
+        line = await reader.readline()
+        if not line:
+            return
+        n = line.split()[1]
+        writer.write(b"ERR no such key\n" if n.endswith(b"7") else b"OK " + n + b"\n")
+serve(handle)
+"#;
+
+#[test]
+fn a_line_protocol_s_text_status_fails_the_replies_that_start_with_it() {
+    let server = PyServer::start(&format!("{SERVE}{LINES}"), &[]);
+    let toml = format!(
+        "system = \"wire\"\n[run]\nduration = \"1s\"\nwarmup = \"0s\"\n[pacing]\nmode = \"rate\"\nper_sec = 2000\n[client]\nconnections = 2\nwindow = 8\n[wire]\naddress = \"{}\"\n[wire.framing]\nkind = \"delimiter\"\ndelimiter = \"\\n\"\n[wire.status]\nfails_with = [\"ERR\"]\n[wire.requests.get]\ntext = \"GET {{seq}}\\n\"\n",
+        server.address()
+    );
+    let r = &run(&toml, &[])[0];
+    assert_accounted(r);
+    // {seq} counts over the whole run: every tenth ends in 7.
+    let failed = r.counters.failed as f64 / r.counters.sent as f64;
+    assert!((0.09..0.11).contains(&failed), "{:?}", r.counters);
+    assert_eq!(r.faults.errors[0].message, "ERR no such key");
+    assert_eq!(r.faults.errors[0].count, r.faults.server_errors);
+}
+
 /// Answers every read with `argv[1]` (hex) repeated `argv[2]` times, and nothing else.
 const GARBAGE: &str = r#"
 junk = bytes.fromhex(sys.argv[1]) * int(sys.argv[2])
@@ -352,6 +383,9 @@ fn garbage_replies_are_one_clear_error_per_connection_and_bounded() {
     assert_accounted(r);
     assert!(r.faults.protocol_errors >= 2, "{:?}", r.faults);
     assert_eq!(r.counters.delivered, 0);
+    // No stop message says why: the result does.
+    let first = r.faults.first_protocol_error.as_deref().unwrap_or_default();
+    assert!(first.contains("length field says 4294967295"), "{first}");
     // Stopped at the first: the message says what and how to fix it.
     let r = &run(&toml, &["client.on_error=\"stop\""])[0];
     stopped_by_protocol_error(r, "length field says 4294967295");

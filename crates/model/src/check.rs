@@ -176,7 +176,7 @@ pub(crate) fn check_unix_path(
         return Err(invalid(
             field,
             format!("names the Unix socket \"{path}\", not an absolute path"),
-            "write it from the root, e.g. unix:///run/redis.sock (three slashes)",
+            "write it from the root: unix:///run/app.sock as an address (three slashes), /run/app.sock as http.unix_socket",
         ));
     }
     if path.len() > MAX_UNIX_PATH || path.contains('\0') {

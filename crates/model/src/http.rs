@@ -439,6 +439,8 @@ impl HttpSpec {
         let Some(path) = &self.unix_socket else {
             return Ok(None);
         };
+        // The address form is taken too (`unix:///run/app.sock`), as a path is meant.
+        let path = path.strip_prefix(crate::check::UNIX_SCHEME).unwrap_or(path);
         crate::check::check_unix_path("http.unix_socket", path, invalid)?;
         if tls || version == HttpVersion::Http2 {
             return Err(invalid(
@@ -1388,6 +1390,8 @@ mod tests {
     fn a_unix_socket_carries_http_1_1_in_clear_and_the_url_its_host_and_path() {
         let d = valid("system = \"http\"\n[http]\nurl = \"http://localhost/api\"\nunix_socket = \"/run/app.sock\"\n");
         assert_eq!(http(&d).address, "unix:///run/app.sock");
+        let same = valid("system = \"http\"\n[http]\nurl = \"http://localhost/api\"\nunix_socket = \"unix:///run/app.sock\"\n");
+        assert_eq!(http(&same).address, "unix:///run/app.sock");
         assert_eq!(http(&d).authority, "localhost");
         for (text, why) in [
             ("url = \"https://x\"\nunix_socket = \"/s\"", "https"),

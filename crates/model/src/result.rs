@@ -255,6 +255,11 @@ pub struct Faults {
     /// the rest counted under [`ErrorCount::OTHER`]. Empty when the system has none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<ErrorCount>,
+    /// The words of the first protocol error (what the server sent that is not a valid
+    /// response, and why): under `client.on_error = "reconnect"` no stop message carries
+    /// them, so the result does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_protocol_error: Option<String>,
     /// How the connections were used: not faults, but carried with them because they are
     /// counted in the same place (a driver's connection loop) and merged the same way.
     #[serde(skip_serializing_if = "Connections::is_empty")]
@@ -426,6 +431,9 @@ impl AddAssign for Faults {
         self.unmatched_replies += o.unmatched_replies;
         self.handshake_failures += o.handshake_failures;
         self.connections += o.connections;
+        if self.first_protocol_error.is_none() {
+            self.first_protocol_error = o.first_protocol_error;
+        }
         for e in o.errors {
             ErrorCount::add(&mut self.errors, &e.message, e.count);
         }

@@ -174,6 +174,9 @@ pub struct StatusSpec {
     /// The values of a delivered reply (numbers, or JSON strings). JSON without `ok`: a
     /// reply fails when the member is there and not null (JSON-RPC's `error`).
     pub ok: Vec<StatusValue>,
+    /// text (delimited replies): a reply that starts with one of these failed (`["ERR",
+    /// "-"]`), counted by its first line.
+    pub fails_with: Vec<String>,
 }
 
 impl Default for StatusSpec {
@@ -184,6 +187,7 @@ impl Default for StatusSpec {
             endian: "big".into(),
             path: None,
             ok: Vec::new(),
+            fails_with: Vec::new(),
         }
     }
 }
@@ -271,6 +275,8 @@ pub enum Status {
         /// Values of delivered replies.
         ok: Vec<StatusValue>,
     },
+    /// A text reply failed when it starts with one of these.
+    Prefix(Vec<Vec<u8>>),
 }
 
 /// One request of the mix, laid out.
@@ -449,15 +455,28 @@ fn require_lines(field: &str, framing: &Framing, invalid: &Invalid) -> Result<()
         Framing::Delimiter(_) => Ok(()),
         _ => Err(invalid(
             field,
-            "reads JSON, and the replies are not delimited".into(),
-            "JSON replies are lines here: give [wire.framing] kind = \"delimiter\", delimiter = \"\\n\"",
+            "reads JSON or text, and the replies are not delimited".into(),
+            "JSON and text replies are lines here: give [wire.framing] kind = \"delimiter\", delimiter = \"\\n\"",
         )),
     }
 }
 
 impl StatusSpec {
     fn validate(&self, framing: &Framing, invalid: &Invalid) -> Result<Status, ScenarioError> {
+        let text = !self.fails_with.is_empty();
         match (self.offset, &self.path) {
+            (None, None) if text => {
+                require_lines("wire.status", framing, invalid)?;
+                if self.fails_with.iter().any(String::is_empty) {
+                    return Err(invalid("wire.status.fails_with", "has an empty prefix".into(), "give the start of a failed reply, e.g. fails_with = [\"ERR\"]"));
+                }
+                Ok(Status::Prefix(self.fails_with.iter().map(|p| p.as_bytes().to_vec()).collect()))
+            }
+            _ if text => Err(invalid(
+                "wire.status.fails_with",
+                "is given with offset or path".into(),
+                "give one kind of status: fails_with (text), offset (binary) or path (JSON)",
+            )),
             (Some(_), None) if matches!(framing, Framing::Delimiter(_)) => Err(invalid(
                 "wire.status.offset",
                 "is given, and replies are delimited: a binary status may be the delimiter's byte".into(),
@@ -483,7 +502,7 @@ impl StatusSpec {
             _ => Err(invalid(
                 "wire.status",
                 "has neither or both of offset and path".into(),
-                "give offset (a binary field: offset, bytes, endian, ok) or path (a JSON member: path, ok)",
+                "give offset (a binary field: offset, bytes, endian, ok), path (a JSON member: path, ok) or fails_with (the starts of a failed text reply)",
             )),
         }
     }
@@ -524,6 +543,7 @@ impl WireSpec {
             .transpose()?;
         let requests = self.requests(&framing, &matching, invalid)?;
         let uses = |f: WireField| requests.iter().any(|r| r.layout.uses(f));
+        check_key_width(&requests, self.keys, invalid)?;
         if uses(WireField::Key) && self.keys == 0 {
             return Err(invalid(
                 "wire.keys",
@@ -592,10 +612,13 @@ impl WireSpec {
                     parse_hex(h, size, id_int, len_int)
                         .map_err(|e| bad(e, "see docs/own-protocol.md for the fields"))?,
                 ),
-                _ => {
+                (Some(_), Some(_)) => {
+                    return Err(bad("has both text and hex".into(), "give one of them"))
+                }
+                (None, None) => {
                     return Err(bad(
-                        "has not one of text and hex".into(),
-                        "give text = \"…\" or hex = \"…\", one of them",
+                        "has neither text nor hex".into(),
+                        "give text = \"…\" (fields in decimal) or hex = \"…\" (binary fields)",
                     ))
                 }
             };
@@ -638,7 +661,7 @@ impl WireConfig {
     pub fn describe(&self, client: &crate::client::ClientConfig) -> String {
         let framing = match &self.framing {
             Framing::Length(l) => format!(
-                "length(offset={},bytes={},{},add={})",
+                "length(offset={},bytes={},{},frame=value+{})",
                 l.offset,
                 l.int.bytes,
                 if l.int.big { "big" } else { "little" },
@@ -678,7 +701,10 @@ fn check_request(
     match (framing, layout) {
         (Framing::Length(l), RequestLayout::Binary(b)) if b.len_at.map(|x| x.0) != Some(l.offset) => {
             return Err(bad(
-                format!("has no {{len}} at offset {} (the framing's)", l.offset),
+                match b.len_at {
+                    Some((at, _)) => format!("has {{len}} at offset {at}, and the framing's length field is at offset {}", l.offset),
+                    None => format!("has no {{len}}, and the framing's length field is at offset {}", l.offset),
+                },
                 "put {len} where the length field goes: after the header's bytes",
             ))
         }
@@ -690,8 +716,8 @@ fn check_request(
         }
         (Framing::Delimiter(d), _) if !layout.fixed_tail().ends_with(d) => {
             return Err(bad(
-                "does not end with the delimiter".into(),
-                "end it with the delimiter (e.g. \\n): the server reads up to it",
+                format!("does not end with the delimiter \"{}\"", d.escape_ascii()),
+                "end it with the delimiter: the server reads up to it",
             ))
         }
         (Framing::Delimiter(_), RequestLayout::Binary(b)) if !b.fields.is_empty() => {
@@ -723,6 +749,33 @@ fn check_request(
             return Err(bad(
                 format!("is {}..={} bytes, a length the framing's {}-byte field (with its counts and adjust) cannot hold", len.0 + prefix, len.1 + prefix, l.int.bytes),
                 "give a wider length field, or check counts and adjust",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A binary `{key}` holds every key of the key space.
+fn check_key_width(
+    requests: &[WireRequest],
+    keys: u64,
+    invalid: &Invalid,
+) -> Result<(), ScenarioError> {
+    for r in requests {
+        let RequestLayout::Binary(b) = &r.layout else {
+            continue;
+        };
+        let too_narrow = |f: &&(usize, WireField, Int)| {
+            f.1 == WireField::Key && f.2.bytes < 8 && keys > 1u64 << (8 * u32::from(f.2.bytes))
+        };
+        if let Some(f) = b.fields.iter().find(too_narrow) {
+            return Err(invalid(
+                &format!("wire.requests.{}", r.name),
+                format!(
+                    "has a {}-byte {{key}}, and wire.keys = {keys} does not fit in it",
+                    f.2.bytes
+                ),
+                "give a wider {key} (u32be, u64be) or fewer keys",
             ));
         }
     }
@@ -869,6 +922,11 @@ path = "error"
             (format!("{len}bytes = 1\n[wire.requests.a]\nhex = \"{{len}}\"\nsize = 300\n"), "wire.requests.a"),
             (format!("{len}[wire.requests.a]\nhex = \"{{len}}\"\nsize = 4000000000\n"), "wire.requests.a"),
             (format!("{len}adjust = -9000000000\n[wire.requests.a]\nhex = \"{{len}}\"\n"), "wire.framing.adjust"),
+            (format!("{len}keys = 70000\n[wire.requests.a]\nhex = \"{{len}} {{key:u16be}}\"\n").replacen("[wire.framing]\nkind = \"length\"\nkeys = 70000", "keys = 70000\n[wire.framing]\nkind = \"length\"", 1), "wire.requests.a"),
+            (format!("{len}[wire.requests.a]\nhex = \"{{len}}\"\ntext = \"x\"\n"), "wire.requests.a"),
+            (format!("{len}[wire.status]\nfails_with = [\"ERR\"]\n[wire.requests.a]\nhex = \"{{len}}\"\n"), "wire.status"),
+            (format!("{LINES}[wire.status]\nfails_with = [\"\"]\n[wire.requests.a]\ntext = \"x\\n\"\n"), "wire.status.fails_with"),
+            (format!("{LINES}[wire.status]\nfails_with = [\"E\"]\npath = \"e\"\n[wire.requests.a]\ntext = \"x\\n\"\n"), "wire.status.fails_with"),
         ] {
             let (at, message) = refused(&format!("system = \"wire\"\n{text}"));
             assert_eq!(at, field, "{text}\n{message}");

@@ -189,6 +189,9 @@ fn causes(f: &Faults) -> Vec<String> {
             .filter(|(n, ..)| *n > 0)
             .map(|(n, one, several)| format!("{n} {}", if *n == 1 { one } else { several })),
     );
+    if let Some(words) = &f.first_protocol_error {
+        parts.push(format!("the first protocol error: {words}"));
+    }
     parts
 }
 

@@ -34,14 +34,25 @@ impl Failure {
             }
             Failure::Protocol(what) => {
                 faults.protocol_errors += 1;
-                format!("the server sent {what}")
+                first_words(faults, format!("the server sent {what}"))
             }
             Failure::Malformed(why) => {
                 faults.protocol_errors += 1;
-                format!("the server sent bytes that are not a valid response ({why})")
+                first_words(
+                    faults,
+                    format!("the server sent bytes that are not a valid response ({why})"),
+                )
             }
         }
     }
+}
+
+/// `words`, kept as the run's first protocol error when it is one.
+fn first_words(faults: &mut Faults, words: String) -> String {
+    if faults.first_protocol_error.is_none() {
+        faults.first_protocol_error = Some(words.clone());
+    }
+    words
 }
 
 /// Why a run stopped under `client.on_error = "stop"`: what happened, on which connection,

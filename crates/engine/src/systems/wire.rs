@@ -123,8 +123,10 @@ pub struct DescribedWire<'a> {
     /// searched twice).
     scanned: usize,
     errors: Vec<ErrorCount>,
-    /// A failed reply's words (reused).
+    /// The last failed reply's words (reused), counted in `errors` once the reply is known to
+    /// answer a request (`pending`): a stray reply's status is no request's.
     scratch: String,
+    pending: bool,
 }
 
 impl<'a> DescribedWire<'a> {
@@ -156,6 +158,7 @@ impl<'a> DescribedWire<'a> {
             scanned: 0,
             errors: Vec::new(),
             scratch: String::new(),
+            pending: false,
         }
     }
 
@@ -268,6 +271,14 @@ impl<'a> DescribedWire<'a> {
                 ok.contains(&status) || self.failed(format_args!("status {status}"))
             }
             Some(Status::Json { .. }) => json_ok,
+            Some(Status::Prefix(fails)) => match fails.iter().find(|p| frame.starts_with(p)) {
+                None => true,
+                Some(_) => {
+                    let line = &frame[..frame.len().min(60)];
+                    let line = String::from_utf8_lossy(line);
+                    self.failed(format_args!("{}", line.trim_end()))
+                }
+            },
             None => true,
         };
         Ok((id, ok))
@@ -326,12 +337,19 @@ impl<'a> DescribedWire<'a> {
             }
     }
 
-    /// Counts a failed reply by `words`; always false (the reply is not delivered).
+    /// Keeps a failed reply's `words` to count; always false (the reply is not delivered).
     fn failed(&mut self, words: std::fmt::Arguments<'_>) -> bool {
         self.scratch.clear();
         let _ = self.scratch.write_fmt(words);
-        ErrorCount::add(&mut self.errors, &self.scratch, 1);
+        self.pending = true;
         false
+    }
+
+    /// Counts the last failed reply's words, now that it answered a request.
+    fn count_pending(&mut self) {
+        if std::mem::take(&mut self.pending) {
+            ErrorCount::add(&mut self.errors, &self.scratch, 1);
+        }
     }
 
     /// The id of the request last sent from window slot `slot` in `bytes` bytes: the slot in
@@ -426,6 +444,7 @@ impl Wire for DescribedWire<'_> {
 
     #[inline]
     fn decode(&mut self, buf: &[u8]) -> Result<Option<Response>, String> {
+        self.count_pending();
         let Some(size) = self.frame_len(buf)? else {
             return Ok(None);
         };
@@ -439,10 +458,16 @@ impl Wire for DescribedWire<'_> {
     }
 
     fn reset(&mut self) {
+        self.count_pending();
         self.scanned = 0;
     }
 
+    fn stray(&mut self) {
+        self.pending = false;
+    }
+
     fn take_errors(&mut self) -> Vec<ErrorCount> {
+        self.count_pending();
         std::mem::take(&mut self.errors)
     }
 }

@@ -74,6 +74,9 @@ pub trait Wire: Send {
     /// The connection failed: forget what was asked on it (a protocol that tracks its requests
     /// starts over on the next connection).
     fn reset(&mut self) {}
+    /// The reply just decoded answered no request in flight (only when `STRAY_REPLIES_FAIL` is
+    /// false): whatever it said is not a request's outcome.
+    fn stray(&mut self) {}
 }
 
 /// A connection's byte stream, as the driver needs it: non-blocking reads and writes, an event
@@ -713,6 +716,7 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
                 };
                 let Some(f) = flight else {
                     if response.id.is_some() && !W::STRAY_REPLIES_FAIL {
+                        c.wire.stray();
                         self.faults.unmatched_replies += 1;
                         continue;
                     }
