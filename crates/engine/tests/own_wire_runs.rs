@@ -6,7 +6,7 @@
 //! fixed-size one, and servers that send garbage (one clear error per connection, counted).
 mod common;
 
-use common::{assert_accounted, run};
+use common::{assert_accounted, run, stopped_by_protocol_error};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -397,17 +397,6 @@ fn garbage_replies_are_one_clear_error_per_connection_and_bounded() {
         endless.address()
     );
     stopped_by_protocol_error(&run(&toml, &[])[0], "no delimiter within 65536 bytes");
-}
-
-/// The run stopped on the server's protocol error, and its words say `why`.
-fn stopped_by_protocol_error(r: &msgbench_model::RunResult, why: &str) {
-    assert!(r.faults.protocol_errors >= 1, "{why}: {:?}", r.faults);
-    assert!(r.interrupted, "{why}");
-    assert!(
-        (r.warnings.iter()).any(|w| w.is_stopped_early() && w.to_string().contains(why)),
-        "{why}: {:?}",
-        r.warnings
-    );
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! histograms, coordinated-omission correction across server stalls, and every fault kind.
 mod common;
 
-use common::{assert_accounted, assert_served_in_turn, run, try_run};
+use common::{assert_accounted, assert_served_in_turn, run, stopped_by_protocol_error, try_run};
 use msgbench_engine::server::rpc::RpcServer;
 use msgbench_model::rpc::RpcServerConfig;
 use msgbench_model::RunResult;
@@ -469,17 +469,6 @@ fn endless_answer(first: &'static [u8], then: &'static [u8]) -> SocketAddr {
         }
     });
     addr
-}
-
-/// The run stopped on the server's protocol error, and its words say `why`.
-fn stopped_by_protocol_error(r: &RunResult, why: &str) {
-    assert!(r.faults.protocol_errors >= 1, "{why}: {:?}", r.faults);
-    assert!(r.interrupted, "{why}");
-    assert!(
-        (r.warnings.iter()).any(|w| w.is_stopped_early() && w.to_string().contains(why)),
-        "{why}: {:?}",
-        r.warnings
-    );
 }
 
 #[test]

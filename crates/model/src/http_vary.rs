@@ -67,36 +67,21 @@ impl Template {
     pub fn parse(text: &[u8]) -> Result<Template, String> {
         let mut pieces = Vec::new();
         let mut literal = Vec::new();
-        let mut rest = text;
-        while let Some(open) = rest.iter().position(|&b| b == b'{') {
-            literal.extend_from_slice(&rest[..open]);
-            let after = &rest[open + 1..];
-            // `{{` is a `{` of the text: `{{id}` sends `{id}`.
-            if after.first() == Some(&b'{') {
-                literal.push(b'{');
-                rest = &after[1..];
-                continue;
-            }
-            let word_end = after
-                .iter()
-                .position(|b| !(b.is_ascii_alphabetic() || *b == b'_'))
-                .unwrap_or(after.len());
-            if word_end > 0 && after.get(word_end) == Some(&b'}') {
-                let word = std::str::from_utf8(&after[..word_end]).unwrap_or_default();
-                let Some((_, field)) = FIELDS.iter().find(|(name, _)| *name == word) else {
-                    return Err(format!("{{{word}}}"));
-                };
-                if !literal.is_empty() {
-                    pieces.push(Piece::Text(std::mem::take(&mut literal)));
+        cut_fields(text, |piece| {
+            match piece {
+                Cut::Text(t) => literal.extend_from_slice(t),
+                Cut::Field(word) => {
+                    let Some((_, field)) = FIELDS.iter().find(|(name, _)| *name == word) else {
+                        return Err(format!("{{{word}}}"));
+                    };
+                    if !literal.is_empty() {
+                        pieces.push(Piece::Text(std::mem::take(&mut literal)));
+                    }
+                    pieces.push(Piece::Field(*field));
                 }
-                pieces.push(Piece::Field(*field));
-                rest = &after[word_end + 1..];
-            } else {
-                literal.push(b'{');
-                rest = after;
             }
-        }
-        literal.extend_from_slice(rest);
+            Ok(())
+        })?;
         if !literal.is_empty() {
             pieces.push(Piece::Text(literal));
         }
@@ -112,6 +97,47 @@ impl Template {
     pub fn uses(&self, field: Field) -> bool {
         self.pieces.contains(&Piece::Field(field))
     }
+}
+
+/// A piece of a text with `{field}`s in it.
+pub(crate) enum Cut<'a> {
+    /// Bytes of the text.
+    Text(&'a [u8]),
+    /// A `{word}`'s word.
+    Field(&'a str),
+}
+
+/// Cuts `text` at its `{word}`s (a word of letters and `_`): `{{` is a `{` of the text, and
+/// any other brace is text too (a JSON body keeps its `{"a": 1}`). Shared by HTTP's templates
+/// and a described wire's text requests; `each` says what a word means.
+pub(crate) fn cut_fields(
+    text: &[u8],
+    mut each: impl FnMut(Cut<'_>) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut rest = text;
+    while let Some(open) = rest.iter().position(|&b| b == b'{') {
+        each(Cut::Text(&rest[..open]))?;
+        let after = &rest[open + 1..];
+        if after.first() == Some(&b'{') {
+            each(Cut::Text(b"{"))?;
+            rest = &after[1..];
+            continue;
+        }
+        let end = after
+            .iter()
+            .position(|b| !(b.is_ascii_alphabetic() || *b == b'_'))
+            .unwrap_or(after.len());
+        if end > 0 && after.get(end) == Some(&b'}') {
+            each(Cut::Field(
+                std::str::from_utf8(&after[..end]).unwrap_or_default(),
+            ))?;
+            rest = &after[end + 1..];
+        } else {
+            each(Cut::Text(b"{"))?;
+            rest = after;
+        }
+    }
+    each(Cut::Text(rest))
 }
 
 /// A request rendered per send: `head`, then `Content-Length` of the body as filled in (when

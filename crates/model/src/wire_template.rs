@@ -10,6 +10,8 @@
 //!   `{random:u64le}`, `{len}` (the frame's length field, as `[wire.framing]` says), `{pad}`
 //!   (zero bytes to `size`). `{id}` alone takes the width and order of `[wire.match]`'s id.
 
+use crate::http_vary::{cut_fields, Cut};
+
 /// A per-request field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WireField {
@@ -163,37 +165,22 @@ impl RequestLayout {
 pub fn parse_text(text: &str, size: Option<usize>) -> Result<TextRequest, String> {
     let mut pieces = Vec::new();
     let mut literal = Vec::new();
-    let mut rest = text.as_bytes();
-    while let Some(open) = rest.iter().position(|&b| b == b'{') {
-        literal.extend_from_slice(&rest[..open]);
-        let after = &rest[open + 1..];
-        if after.first() == Some(&b'{') {
-            literal.push(b'{');
-            rest = &after[1..];
-            continue;
-        }
-        let end = after
-            .iter()
-            .position(|b| !(b.is_ascii_alphabetic() || *b == b'_'))
-            .unwrap_or(after.len());
-        if end == 0 || after.get(end) != Some(&b'}') {
-            literal.push(b'{');
-            rest = after;
-            continue;
-        }
-        let word = std::str::from_utf8(&after[..end]).unwrap_or_default();
-        let piece = match word {
-            "pad" => TextPiece::Pad,
-            "len" => return Err("has {len}, which only a hex request holds (a text request under length framing gets its length field before it)".into()),
-            _ => TextPiece::Field(field_named(word)?),
+    cut_fields(text.as_bytes(), |piece| {
+        let piece = match piece {
+            Cut::Text(t) => {
+                literal.extend_from_slice(t);
+                return Ok(());
+            }
+            Cut::Field("pad") => TextPiece::Pad,
+            Cut::Field("len") => return Err("has {len}, which only a hex request holds (a text request under length framing gets its length field before it)".into()),
+            Cut::Field(word) => TextPiece::Field(field_named(word)?),
         };
         if !literal.is_empty() {
             pieces.push(TextPiece::Text(std::mem::take(&mut literal)));
         }
         pieces.push(piece);
-        rest = &after[end + 1..];
-    }
-    literal.extend_from_slice(rest);
+        Ok(())
+    })?;
     if !literal.is_empty() {
         pieces.push(TextPiece::Text(literal));
     }

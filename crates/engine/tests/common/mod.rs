@@ -528,3 +528,14 @@ pub fn run_one(toml: &str, sets: &[&str]) -> RunResult {
     assert_eq!(results.len(), 1);
     results.remove(0)
 }
+
+/// The run stopped on the server's protocol error, and its words say `why`.
+pub fn stopped_by_protocol_error(r: &RunResult, why: &str) {
+    assert!(r.faults.protocol_errors >= 1, "{why}: {:?}", r.faults);
+    assert!(r.interrupted, "{why}");
+    assert!(
+        (r.warnings.iter()).any(|w| w.is_stopped_early() && w.to_string().contains(why)),
+        "{why}: {:?}",
+        r.warnings
+    );
+}
