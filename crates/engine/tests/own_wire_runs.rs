@@ -397,6 +397,21 @@ fn garbage_replies_are_one_clear_error_per_connection_and_bounded() {
         endless.address()
     );
     stopped_by_protocol_error(&run(&toml, &[])[0], "no delimiter within 65536 bytes");
+    // A length field that is wrong within max_reply (a little-endian server read big-endian):
+    // the reply never ends, and the timeout says what the connection holds.
+    let wrong = PyServer::start(&format!("{SERVE}{GARBAGE}"), &["0000100001", "1"]);
+    let toml = format!(
+        "system = \"wire\"\n[run]\nduration = \"1s\"\nwarmup = \"0s\"\n[pacing]\nmode = \"rate\"\nper_sec = 100\n[client]\ntimeout = \"200ms\"\n[wire]\naddress = \"{}\"\n[wire.framing]\nkind = \"length\"\n[wire.requests.a]\nhex = \"{{len}} 01\"\n",
+        wrong.address()
+    );
+    let r = &run(&toml, &[])[0];
+    assert!(r.faults.timeouts >= 1, "{:?}", r.faults);
+    let why = "while the connection held 5 bytes of a reply whose length field says 4096";
+    assert!(
+        (r.warnings.iter()).any(|w| w.is_stopped_early() && w.to_string().contains(why)),
+        "{:?}",
+        r.warnings
+    );
 }
 
 #[test]

@@ -7,8 +7,9 @@ use msgbench_model::result::Faults;
 /// Why a connection's requests failed.
 #[derive(Debug, Clone)]
 pub enum Failure {
-    /// The oldest request got no response within `client.timeout`.
-    Timeout,
+    /// The oldest request got no response within `client.timeout`; with what the connection
+    /// held of a reply not yet whole, in the wire's words, when it held some.
+    Timeout(Option<String>),
     /// The connection was closed or reset.
     Closed,
     /// The server sent this (not a valid response).
@@ -21,12 +22,16 @@ impl Failure {
     /// Counts the failure in `faults`; returns what happened, in words.
     pub fn count(self, faults: &mut Faults, timeout_ns: u64) -> String {
         match self {
-            Failure::Timeout => {
+            Failure::Timeout(held) => {
                 faults.timeouts += 1;
-                format!(
-                    "a request got no response within {}",
-                    msgbench_model::duration::format(std::time::Duration::from_nanos(timeout_ns))
-                )
+                let within =
+                    msgbench_model::duration::format(std::time::Duration::from_nanos(timeout_ns));
+                match held {
+                    None => format!("a request got no response within {within}"),
+                    Some(held) => format!(
+                        "a request got no response within {within} while the connection held {held}"
+                    ),
+                }
             }
             Failure::Closed => {
                 faults.disconnects += 1;

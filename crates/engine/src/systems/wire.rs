@@ -466,6 +466,23 @@ impl Wire for DescribedWire<'_> {
         self.pending = false;
     }
 
+    fn unfinished(&self, held: &[u8]) -> Option<String> {
+        let n = held.len();
+        Some(match &self.config.framing {
+            Framing::Length(l) if n >= l.offset + l.int.bytes as usize => {
+                let value = l.int.get(&held[l.offset..]);
+                let frame = l.frame_len(value).unwrap_or(usize::MAX);
+                format!("{n} bytes of a reply whose length field says {value}, a frame of {frame} bytes: is [wire.framing] right (endian, counts, offset)?")
+            }
+            Framing::Length(_) => format!("{n} bytes of a reply, short of its length field"),
+            Framing::Delimiter(d) => format!(
+                "{n} bytes of a reply without the delimiter \"{}\": is [wire.framing] right?",
+                d.escape_ascii()
+            ),
+            Framing::Fixed(size) => format!("{n} of a reply's {size} bytes"),
+        })
+    }
+
     fn take_errors(&mut self) -> Vec<ErrorCount> {
         self.count_pending();
         std::mem::take(&mut self.errors)

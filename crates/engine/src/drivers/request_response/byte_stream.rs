@@ -74,6 +74,12 @@ pub trait Wire: Send {
     /// The connection failed: forget what was asked on it (a protocol that tracks its requests
     /// starts over on the next connection).
     fn reset(&mut self) {}
+    /// What the connection holds of a reply not yet whole (`held`, never empty), in words that
+    /// say why it may never end — for the timeout that gives up on it; `None` by default.
+    fn unfinished(&self, held: &[u8]) -> Option<String> {
+        let _ = held;
+        None
+    }
     /// The reply just decoded answered no request in flight (only when `STRAY_REPLIES_FAIL` is
     /// false): whatever it said is not a request's outcome.
     fn stray(&mut self) {}
@@ -776,7 +782,12 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
         let timeout = self.shared.client.timeout_ns;
         for i in 0..self.conns.len() {
             if self.conns[i].in_flight.timed_out(timeout, now) {
-                self.fail(i, Failure::Timeout, poll);
+                let c = &self.conns[i];
+                let held = &c.rbuf[c.rstart..c.rend];
+                let words = (!held.is_empty())
+                    .then(|| c.wire.unfinished(held))
+                    .flatten();
+                self.fail(i, Failure::Timeout(words), poll);
             }
         }
     }

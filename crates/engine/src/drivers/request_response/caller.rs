@@ -840,7 +840,7 @@ impl<'a> Caller<'a> {
         let timeout = self.shared.client.timeout_ns;
         for i in 0..self.conns.len() {
             if self.conns[i].in_flight.timed_out(timeout, now) {
-                self.fail(i, Failure::Timeout);
+                self.fail(i, Failure::Timeout(None));
                 self.reset(i);
             }
         }
