@@ -114,8 +114,8 @@ const UNANSWERED: &str = "before it was given up (timed out, its connection fail
 const STREAM_TARGET: &str = "generated for all clients (the target is the rate × clients: a client that left early was fed less)";
 const STREAM_LAG: &str = "the tick server's generator could not keep its schedule (a busy CPU)";
 const PACER_LAG: &str = "msgbench's pacer woke or ran late: the host's lateness, not the system's — a busy host or a driver thread short of CPU; see cpu_wait_ms, and run where nothing else takes its CPUs";
-const HELD_LAG: &str = "sends waited for room in a full window, queue or socket: the system pushed back, it is slower than this schedule — lower the rate, or give it more connections or a deeper pipeline";
-const BOTH_LAG: &str = "msgbench's pacer ran late and sends waited for room in a full window, queue or socket: the host's lateness and the system's both — see send_lag_split";
+const HELD_LAG: &str = "sends waited for room in a full window, queue or socket, or for their connection to reopen: the system pushed back, it is slower than this schedule (or failing) — lower the rate, or give it more connections or a deeper pipeline";
+const BOTH_LAG: &str = "msgbench's pacer ran late and sends waited for room in a full window, queue or socket, or for their connection: the host's lateness and the system's both — see send_lag_split";
 /// Files written before the send lag was split.
 const EITHER_LAG: &str =
     "the driver could not keep its schedule, or the system pushed back under `block`";

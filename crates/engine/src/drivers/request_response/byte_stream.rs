@@ -610,6 +610,7 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
                 count_handshake(&mut s, &mut self.faults);
                 self.conns[i].stream = Some(s);
                 self.conns[i].reopen = false;
+                self.conns[i].launcher.reconnected(now);
                 let since = std::mem::take(&mut self.conns[i].down_since);
                 self.faults.connections.add_down(since, now);
             }

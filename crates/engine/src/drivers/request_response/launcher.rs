@@ -372,6 +372,13 @@ impl Launcher {
     }
 
     /// Sends what is due at `now`: each request is opened in `in_flight` and handed to `send`.
+    /// The connection is up again at `now`: what fell due while it was down and goes now
+    /// waited for the system (its connection), not for the pacer — its send lag is the
+    /// system's, as a full window's is.
+    pub fn reconnected(&mut self, now: u64) {
+        self.held_until_ns = Some(now);
+    }
+
     /// `connected == false` skips what is due (a connection being re-established).
     pub fn send_due<C: Clock, T: Tally>(
         &mut self,
