@@ -253,8 +253,9 @@ fn remove_stale_socket(path: &Path) -> io::Result<()> {
         ));
     }
     // Only a refusal says nobody listens: a full backlog, a socket of another user's
-    // (permission denied) or a slow server is someone's, and left alone.
-    match std::os::unix::net::UnixStream::connect(path) {
+    // (permission denied) or a slow server is someone's, and left alone. Connected as a
+    // client is (with its timeout): a plain blocking connect to a full backlog never returns.
+    match Stream::connect(&Endpoint::Unix(path.to_path_buf()), Duration::from_millis(200)) {
         Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => std::fs::remove_file(path),
         Ok(_) => Err(io::Error::new(
             io::ErrorKind::AddrInUse,
