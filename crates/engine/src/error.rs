@@ -58,6 +58,15 @@ pub enum EngineError {
         /// What went wrong.
         problem: String,
     },
+    /// The peer accepted TCP but answered an event stream's request with no event stream (or
+    /// its TLS handshake failed).
+    #[error("cannot open an event stream (Server-Sent Events) at {address}: {problem}")]
+    EventStream {
+        /// The URL.
+        address: String,
+        /// What went wrong.
+        problem: String,
+    },
     /// The peer accepted TCP but does not speak HTTP/2 (or refused it in ALPN, or the TLS
     /// handshake failed).
     #[error("cannot open an HTTP/2 connection to {address}: {problem}")]

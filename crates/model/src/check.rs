@@ -279,7 +279,14 @@ pub fn check_ws_address(
         invalid(
             field,
             format!("is \"{address}\", not a ws:// or wss:// address with a port"),
-            &format!("write it like \"{example}\" (or wss://host:443/path over TLS)"),
+            &format!(
+                "write it like \"{example}\" (or wss://host:443/path over TLS){}",
+                if field.starts_with("ticks") {
+                    "; an event stream or a gRPC stream is http:// or https://"
+                } else {
+                    ""
+                }
+            ),
         )
     };
     if !address.starts_with("ws://") && !address.starts_with("wss://") {
@@ -377,9 +384,13 @@ mod tests {
     fn addresses_are_host_and_port() {
         let (field, _) = refused("system = \"redis\"\n[redis]\naddress = \"localhost\"\n");
         assert_eq!(field, "redis.address");
-        let (field, _) =
-            refused("system = \"ticks\"\n[ticks]\naddress = \"http://127.0.0.1:1/\"\n");
+        let (field, _) = refused("system = \"ticks\"\n[ticks]\naddress = \"tcp://127.0.0.1:1/\"\n");
         assert_eq!(field, "ticks.address");
+        // http:// is an event stream's: it needs the feed's schema.
+        let (field, msg) =
+            refused("system = \"ticks\"\n[ticks]\naddress = \"http://127.0.0.1:1/\"\n");
+        assert_eq!(field, "ticks.feed");
+        assert!(msg.contains("event stream"), "{msg}");
     }
 
     #[test]

@@ -13,8 +13,9 @@ pub struct FeedSpec {
     pub format: FeedFormat,
     /// Text messages sent, in order, right after the handshake (a subscription).
     pub subscribe: Vec<String>,
-    /// JSON: the dotted path of the sequence number (`"t"`, `"data.u"`); binary: see
-    /// `sequence_at`. Omitted: gaps are not checked, and the report says so.
+    /// JSON: the dotted path of the sequence number (`"t"`, `"data.u"`), or `"@id"` for a
+    /// Server-Sent Event's `id:`; binary: see `sequence_at`. Omitted: gaps are not checked,
+    /// and the report says so.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sequence: Option<String>,
     /// JSON: the dotted path of the timestamp latency counts from (`"E"`, `"data.T"`).
@@ -185,7 +186,12 @@ pub enum FieldAt {
     Binary(BinaryField),
     /// A field of a protobuf message.
     Proto(crate::grpc::ProtoField),
+    /// A Server-Sent Event's `id:` (`sequence = "@id"`).
+    EventId,
 }
+
+/// How `[ticks.feed] sequence` names a Server-Sent Event's id.
+pub const EVENT_ID: &str = "@id";
 
 /// Validated `[ticks.feed]`.
 #[derive(Debug, Clone, PartialEq)]
@@ -215,11 +221,27 @@ fn path(text: &str) -> Option<Vec<String>> {
 impl FeedSpec {
     /// The validated feed; `streamed` is the message a gRPC stream carries (`[ticks.grpc]`),
     /// whose fields a `protobuf` feed's paths name.
+    /// `sse`: the feed is an event stream (whose `id:` may be the sequence).
     pub(crate) fn validate(
         &self,
         streamed: Option<&prost_reflect::MessageDescriptor>,
+        sse: bool,
         invalid: &Invalid,
     ) -> Result<FeedConfig, ScenarioError> {
+        if sse && self.format != FeedFormat::Json {
+            return Err(invalid(
+                "ticks.feed.format",
+                format!("is {:?} for an event stream", self.format.name()),
+                "Server-Sent Events carry text: format = \"json\", with the fields' paths in each event's data",
+            ));
+        }
+        if sse && !self.subscribe.is_empty() {
+            return Err(invalid(
+                "ticks.feed.subscribe",
+                "is given for an event stream".into(),
+                "an event stream takes no messages: put what selects the feed in the URL or in [ticks.sse] headers",
+            ));
+        }
         match (self.format, streamed) {
             (FeedFormat::Protobuf, None) => {
                 return Err(invalid(
@@ -239,7 +261,7 @@ impl FeedSpec {
         }
         let (sequence, timestamp) = match (self.format, streamed) {
             (FeedFormat::Protobuf, Some(message)) => self.proto_fields(message, invalid)?,
-            (FeedFormat::Json, _) => self.json_fields(invalid)?,
+            (FeedFormat::Json, _) => self.json_fields(sse, invalid)?,
             _ => self.binary_fields(invalid)?,
         };
         let filter = match &self.filter {
@@ -313,7 +335,11 @@ impl FeedSpec {
     }
 
     /// A JSON feed's sequence and timestamp: dotted paths.
-    fn json_fields(&self, invalid: &Invalid) -> Result<(Option<FieldAt>, FieldAt), ScenarioError> {
+    fn json_fields(
+        &self,
+        sse: bool,
+        invalid: &Invalid,
+    ) -> Result<(Option<FieldAt>, FieldAt), ScenarioError> {
         if self.sequence_at.is_some() || self.timestamp_at.is_some() {
             return Err(invalid(
                 "ticks.feed.timestamp_at",
@@ -322,6 +348,14 @@ impl FeedSpec {
             ));
         }
         let sequence = match &self.sequence {
+            Some(s) if s == EVENT_ID && sse => Some(FieldAt::EventId),
+            Some(s) if s == EVENT_ID => {
+                return Err(invalid(
+                    "ticks.feed.sequence",
+                    format!("is {EVENT_ID:?} for a feed that is no event stream"),
+                    "\"@id\" is a Server-Sent Event's id: name the sequence's path in the message, e.g. sequence = \"t\"",
+                ))
+            }
             Some(s) => Some(FieldAt::Json(json_path("ticks.feed.sequence", s, invalid)?)),
             None => None,
         };
@@ -372,6 +406,7 @@ impl FeedConfig {
         match at {
             FieldAt::Json(path) => path.join("."),
             FieldAt::Proto(field) => field.path.clone(),
+            FieldAt::EventId => EVENT_ID.into(),
             FieldAt::Binary(b) => format!(
                 "@{}:{}",
                 b.offset,

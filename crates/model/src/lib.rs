@@ -33,6 +33,7 @@ pub mod scenario;
 pub mod search;
 pub mod shard;
 pub mod slo;
+pub mod sse;
 pub mod stage_judge;
 pub mod stages;
 pub mod stats;

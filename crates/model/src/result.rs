@@ -158,6 +158,10 @@ pub struct StreamClient {
     pub faults: Faults,
     /// Why and when (seconds into the measured window) the connection ended early, if it did.
     pub closed: Option<String>,
+    /// Times it connected again after the server closed it (`ticks.on_close = "reconnect"`);
+    /// an event stream that resumes sends its last event id (`Last-Event-ID`) each time.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reconnects: u64,
     /// Browser clients: the page's clock as measured at its start.
     pub page_clock: Option<PageClock>,
     /// How far behind the stream it was at the window's end, ns: the newest stamp any client

@@ -60,6 +60,10 @@ pub struct TicksSpec {
     /// each connection makes this call and reads its messages as `[ticks.feed]` says.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grpc: Option<crate::grpc::GrpcStreamSpec>,
+    /// A Server-Sent Events feed at `address` (`http://` or `https://` without `[ticks.grpc]`):
+    /// the request and which events count (`[ticks.feed]` reads each event's data).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sse: Option<crate::sse::SseSpec>,
     /// `wss://`: a PEM file of CA certificates the server's may chain to, besides the Mozilla
     /// roots compiled in.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -91,6 +95,7 @@ impl Default for TicksSpec {
             clients: BTreeMap::new(),
             feed: None,
             grpc: None,
+            sse: None,
             ca_file: None,
             insecure: false,
             behind_limit: BEHIND_LIMIT,
@@ -321,6 +326,8 @@ pub struct TicksConfig {
     pub feed: Option<crate::feed::FeedConfig>,
     /// A gRPC server stream instead of a WebSocket (then `feed` reads its messages).
     pub grpc: Option<Box<crate::grpc::GrpcStream>>,
+    /// A Server-Sent Events feed instead of a WebSocket (then `feed` reads its events' data).
+    pub sse: Option<crate::sse::SseStream>,
     /// `wss://`: extra CA certificates.
     pub ca_file: Option<String>,
     /// `wss://`: no verification.
@@ -500,7 +507,8 @@ impl TicksSpec {
             ));
         }
         let grpc = self.grpc_stream(limits, invalid)?;
-        if let (Some(a), None) = (&self.address, &grpc) {
+        let sse = self.event_stream(grpc.is_some(), invalid)?;
+        if let (Some(a), None, None) = (&self.address, &grpc, &sse) {
             check_ws_address("ticks.address", a, invalid)?;
         }
         if self.symbols == 0 {
@@ -525,7 +533,7 @@ impl TicksSpec {
             ));
         }
         let server = self.server.validate(limits, invalid)?;
-        let feed = self.checked_feed(grpc.as_ref().map(|(_, m)| m), invalid)?;
+        let feed = self.checked_feed(grpc.as_ref().map(|(_, m)| m), sse.is_some(), invalid)?;
         let groups = self.checked_groups(&server, limits, invalid)?;
         let wss = self
             .address
@@ -540,6 +548,7 @@ impl TicksSpec {
         Ok(TicksConfig {
             feed,
             grpc: grpc.map(|(g, _)| Box::new(g)),
+            sse,
             ca_file: self.ca_file.clone(),
             insecure: self.insecure,
             address: self.address.clone(),
@@ -557,11 +566,43 @@ impl TicksSpec {
         })
     }
 
+    /// `[ticks.sse]`: the event stream at an `http[s]://` address without `[ticks.grpc]`.
+    fn event_stream(
+        &self,
+        grpc: bool,
+        invalid: &Invalid,
+    ) -> Result<Option<crate::sse::SseStream>, ScenarioError> {
+        let http = self
+            .address
+            .as_deref()
+            .filter(|a| a.starts_with("http://") || a.starts_with("https://"));
+        match (http, &self.sse) {
+            (Some(_), Some(_)) if grpc => Err(invalid(
+                "ticks.sse",
+                "is given with [ticks.grpc]".into(),
+                "a stream is a gRPC call or an event stream: keep one of the sections",
+            )),
+            (Some(_), None) if grpc => Ok(None),
+            (Some(address), spec) => spec
+                .clone()
+                .unwrap_or_default()
+                .validate(address, invalid)
+                .map(Some),
+            (None, Some(_)) => Err(invalid(
+                "ticks.sse",
+                "is given without an http:// or https:// ticks.address".into(),
+                "name the event stream's URL, e.g. address = \"http://127.0.0.1:8080/events\"",
+            )),
+            (None, None) => Ok(None),
+        }
+    }
+
     /// The feed of someone else's server (a gRPC stream must say where its fields are);
     /// `streamed` is the message a gRPC stream carries.
     fn checked_feed(
         &self,
         streamed: Option<&prost_reflect::MessageDescriptor>,
+        sse: bool,
         invalid: &Invalid,
     ) -> Result<Option<crate::feed::FeedConfig>, ScenarioError> {
         Ok(match &self.feed {
@@ -572,7 +613,14 @@ impl TicksSpec {
                     "a feed is someone else's server: give its URL, e.g. address = \"ws://127.0.0.1:9443/ws\"",
                 ))
             }
-            Some(f) => Some(f.validate(streamed, invalid)?),
+            Some(f) => Some(f.validate(streamed, sse, invalid)?),
+            None if sse => {
+                return Err(invalid(
+                    "ticks.feed",
+                    "is missing for an event stream".into(),
+                    "say where each event's fields are: [ticks.feed] sequence = \"@id\" (or a path in the data), timestamp = \"ts\", clock = \"unix-ms\"",
+                ))
+            }
             None if streamed.is_some() => {
                 return Err(invalid(
                     "ticks.feed",

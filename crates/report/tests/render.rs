@@ -263,6 +263,7 @@ fn stream_run() -> RunResult {
             latency_histogram: encode(&h),
             faults: Faults::default(),
             closed: None,
+            reconnects: 0,
             page_clock: None,
             behind_ns: None,
             intervals: (0..4)

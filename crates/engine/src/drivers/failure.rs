@@ -105,6 +105,8 @@ pub enum OpenError {
     Connect(std::io::Error),
     /// The peer is not a WebSocket server, or refused the upgrade.
     Handshake(String),
+    /// The peer answered an event stream's request with no event stream (or its TLS failed).
+    Stream(String),
 }
 
 impl OpenError {
@@ -122,6 +124,10 @@ impl OpenError {
                 problem,
             },
             OpenError::Handshake(problem) => EngineError::Handshake {
+                address: url.to_string(),
+                problem,
+            },
+            OpenError::Stream(problem) => EngineError::EventStream {
                 address: url.to_string(),
                 problem,
             },

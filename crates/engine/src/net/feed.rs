@@ -161,6 +161,26 @@ impl FeedDecoder {
         }))
     }
 
+    /// The tick in a Server-Sent Event's data, its sequence number the event's `id` when the
+    /// feed says `sequence = "@id"`.
+    pub fn decode_event(
+        &self,
+        data: &[u8],
+        id: Option<&[u8]>,
+        counter: &mut u64,
+    ) -> Result<Option<Tick>, FeedError> {
+        let Some(mut tick) = self.decode(data, true, counter)? else {
+            return Ok(None);
+        };
+        if self.config.sequence == Some(FieldAt::EventId) {
+            tick.seq = id
+                .and_then(|id| std::str::from_utf8(id).ok())
+                .and_then(|id| id.trim().parse().ok())
+                .ok_or(FeedError::NoSequence)?;
+        }
+        Ok(Some(tick))
+    }
+
     /// Timestamp and sequence number of a JSON message; `None` when the filter skips it.
     fn decode_json<'de>(
         &self,
@@ -189,7 +209,7 @@ impl FeedDecoder {
         }
         let [stamp, seq, _] = found;
         let seq = match (&self.config.sequence, seq) {
-            (None, _) => None,
+            (None | Some(FieldAt::EventId), _) => None,
             (Some(_), Found::Int(n)) => Some(n),
             (Some(_), Found::Text(t)) => Some(t.parse().map_err(|_| FeedError::NoSequence)?),
             (Some(_), _) => return Err(FeedError::NoSequence),
@@ -240,6 +260,7 @@ fn place(at: &FieldAt) -> String {
         FieldAt::Json(path) => format!("`{}`", path.join(".")),
         FieldAt::Binary(b) => format!("byte offset {}", b.offset),
         FieldAt::Proto(p) => format!("protobuf field {p:?}"),
+        FieldAt::EventId => "the event's id".into(),
     }
 }
 

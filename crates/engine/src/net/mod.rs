@@ -10,6 +10,7 @@ pub mod json_path;
 pub mod json_rpc;
 pub mod proto_wire;
 pub mod resp;
+pub mod sse;
 pub mod tick;
 pub mod ws_client;
 

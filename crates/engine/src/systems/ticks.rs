@@ -1,12 +1,14 @@
 //! The `ticks` system: a WebSocket server broadcasts market ticks on a schedule to groups of
 //! clients — msgbench's native clients and headless browsers — and every client measures every
 //! tick it processes. This file starts the tick server (built in, through `[sut]`, or at
-//! `ticks.address`) and says how clients reach it (TLS, a feed's decoder, a gRPC stream); the
+//! `ticks.address`) and says how clients reach it (TLS, a feed's decoder, a gRPC stream, an
+//! event stream); the
 //! run is the stream family's ([`crate::drivers::streams::run`]).
 use crate::cpu::CpuSnapshot;
 use crate::drivers::streams;
 use crate::drivers::streams::grpc_feed::GrpcPlan;
 use crate::drivers::streams::run::StreamRun;
+use crate::drivers::streams::sse_feed::SsePlan;
 use crate::drivers::streams::tick_client::Shared;
 use crate::error::EngineError;
 use crate::harness::{BuiltinServer, Measured, RunContext, SystemUnderTest};
@@ -19,6 +21,8 @@ use std::sync::Arc;
 
 /// Where to start msgbench's gRPC stream server, for error messages.
 const GRPC_HINT: &str = "(start msgbench's own with `msgbench serve grpc --listen HOST:PORT`: its msgbench.Feed/Ticks streams ticks, or let `[sut] command` start one)";
+/// What to check when an event stream cannot be reached, for error messages.
+const SSE_HINT: &str = "(is the event stream's server running, and is ticks.address its URL?)";
 /// Where to start msgbench's own server, for error messages.
 const HINT: &str = "(start msgbench's own with `msgbench serve ticks --listen HOST:PORT`, let `[sut] command` start one, or omit `ticks.address` to run the built-in server in-process)";
 
@@ -69,10 +73,15 @@ pub fn run(
             .map_err(|e| e.into_engine(&base, GRPC_HINT))?;
         shared.grpc = Some(Arc::new(plan));
     }
-    let hint = if shared.grpc.is_some() {
-        GRPC_HINT
-    } else {
-        HINT
+    if let Some(stream) = &ticks.sse {
+        let plan = SsePlan::new(stream.clone(), shared.tls.clone())
+            .map_err(|e| e.into_engine(&base, SSE_HINT))?;
+        shared.sse = Some(Arc::new(plan));
+    }
+    let hint = match (&shared.grpc, &shared.sse) {
+        (Some(_), _) => GRPC_HINT,
+        (_, Some(_)) => SSE_HINT,
+        _ => HINT,
     };
     streams::run::drive(StreamRun {
         scenario,

@@ -54,6 +54,22 @@ pub enum Failure {
     Problem(String),
 }
 
+/// How long a closing connection may take to say goodbye.
+const CLOSE_GRACE: Duration = Duration::from_millis(200);
+
+/// Lets a connection whose streams are all dropped close cleanly (with no stream and no
+/// handle left, `h2` sends GOAWAY), given a moment; a server that does not let go is dropped.
+/// Must run inside a `LocalSet`.
+pub fn close_gracefully(open: Open) {
+    let Open { send, driver, .. } = open;
+    drop(send);
+    let abort = driver.abort_handle();
+    tokio::task::spawn_local(async move {
+        let _ = tokio::time::timeout(CLOSE_GRACE, driver).await;
+        abort.abort();
+    });
+}
+
 /// Opens one connection (within [`OPEN_TIMEOUT`]); must run inside a `LocalSet`.
 pub async fn open(target: &Target) -> Result<Open, Failure> {
     let opening = async {
@@ -72,6 +88,14 @@ pub async fn open(target: &Target) -> Result<Open, Failure> {
                     if text.contains("InvalidContentType") || text.contains("corrupt message") {
                         return Failure::Problem(format!(
                             "the server does not speak TLS there ({text}); for a cleartext port, use http://"
+                        ));
+                    }
+                    // The alert a server sends when it offers none of the client's ALPN
+                    // protocols: it takes TLS, but not HTTP/2.
+                    if text.contains("NoApplicationProtocol") {
+                        return Failure::Problem(format!(
+                            "the server refused HTTP/2 in the TLS handshake ({text}); {}, or enable HTTP/2 on the server",
+                            target.not_h2
                         ));
                     }
                     Failure::Problem(format!(

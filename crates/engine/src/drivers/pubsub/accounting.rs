@@ -117,6 +117,7 @@ pub fn stream_of(
             .closed
             .as_ref()
             .map(|(why, at)| closed_when(why, *at, window)),
+        reconnects: u64::from(s.stats.reconnects),
         page_clock: None,
         behind_ns: None,
         intervals,

@@ -10,6 +10,7 @@
 //!
 //! The stream ends with the server's trailers: `grpc-status` 0 ends it for this client like
 //! msgbench's `end` message; any other status ends it as a fault named by its status.
+use super::source::{FeedMessage, FeedSource, StreamEnd};
 use crate::drivers::failure::OpenError;
 use crate::drivers::http2::connect::{self, Failure, Open, Target};
 use crate::net::grpc_frame::Frames;
@@ -19,8 +20,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-/// How long a closing connection may take to say goodbye.
-const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
 /// Each stream's receive window: what the server may send ahead of the reader.
 const STREAM_WINDOW: u32 = 16 << 20;
 
@@ -88,17 +87,21 @@ pub struct GrpcFeed {
     connection: Open,
     body: h2::RecvStream,
     frames: Frames,
+    /// The message handed out last.
+    current: Bytes,
 }
 
-/// Why a stream ended.
-#[derive(Debug)]
-pub enum StreamEnd {
-    /// The server ended it with `grpc-status` 0.
-    Finished,
-    /// The connection went, or the server ended the stream with an error: why.
-    Lost(String),
-    /// The server broke gRPC's framing: why.
-    Protocol(String),
+impl FeedSource for GrpcFeed {
+    fn poll_message(&mut self, cx: &mut Context<'_>) -> Poll<Result<FeedMessage<'_>, StreamEnd>> {
+        match GrpcFeed::poll_message(self, cx) {
+            Poll::Ready(Ok(message)) => {
+                self.current = message;
+                Poll::Ready(Ok(FeedMessage::Protobuf(&self.current)))
+            }
+            Poll::Ready(Err(end)) => Poll::Ready(Err(end)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
 }
 
 impl GrpcFeed {
@@ -123,6 +126,7 @@ impl GrpcFeed {
                 connection,
                 body,
                 frames: Frames::default(),
+                current: Bytes::new(),
             }),
             Ok(Err(problem)) => {
                 connection.driver.abort();
@@ -162,13 +166,7 @@ impl GrpcFeed {
     /// is dropped.
     pub fn close(self) {
         drop(self.body);
-        let Open { send, driver, .. } = self.connection;
-        drop(send);
-        let abort = driver.abort_handle();
-        tokio::task::spawn_local(async move {
-            let _ = tokio::time::timeout(CLOSE_GRACE, driver).await;
-            abort.abort();
-        });
+        connect::close_gracefully(self.connection);
     }
 
     /// The body is over: the trailers say how the stream ended.

@@ -158,6 +158,12 @@ impl StreamStats {
         self.reconnects += 1;
     }
 
+    /// A new connection that resumes the stream where the last one left it (an event stream's
+    /// `Last-Event-ID`): its sequence goes on, and what the server did not replay is a gap.
+    pub fn resumed(&mut self) {
+        self.reconnects += 1;
+    }
+
     /// Counts one tick processed at `completed_ns` and records its latency when it belongs to
     /// the measured window.
     #[inline]
@@ -498,6 +504,7 @@ impl StreamStats {
                 .closed
                 .as_ref()
                 .map(|(why, at)| closed_when(why, *at, &join.schedule)),
+            reconnects: u64::from(self.reconnects),
             page_clock: self.page_clock,
             behind_ns: None,
             intervals: self.intervals(join),

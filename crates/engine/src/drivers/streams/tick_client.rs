@@ -8,7 +8,9 @@
 //! A connection ends when the server says the stream is over (`end`), when a tick due after the
 //! window arrives (a server that sends no `end`), at the drain deadline, or when the server
 //! closes it; then `ticks.on_close` decides: go on without it, reconnect, or stop the run.
-use super::grpc_feed::{GrpcFeed, GrpcPlan, StreamEnd};
+use super::grpc_feed::{GrpcFeed, GrpcPlan};
+use super::source::{FeedMessage, FeedSource, StreamEnd};
+use super::sse_feed::{SseFeed, SsePlan};
 use super::stream_stats::StreamStats;
 use crate::clock::now_ns;
 use crate::cpu::CpuSnapshot;
@@ -111,6 +113,9 @@ pub struct Shared {
     /// A gRPC server stream instead of a WebSocket (`[ticks.grpc]`): its messages are the
     /// feed's.
     pub grpc: Option<Arc<GrpcPlan>>,
+    /// A Server-Sent Events feed instead of a WebSocket (`[ticks.sse]`): its events' data
+    /// are the feed's messages.
+    pub sse: Option<Arc<SsePlan>>,
 }
 
 impl Shared {
@@ -128,6 +133,7 @@ impl Shared {
             feed: None,
             tls: None,
             grpc: None,
+            sse: None,
         }
     }
 
@@ -303,7 +309,7 @@ fn run_thread(
             if shared.abort.load(Ordering::Relaxed) {
                 return None; // another client could not connect: the run is called off
             }
-            match open_subscribed(&c.url, &c.name, &shared).await {
+            match open_subscribed(&c.url, &c.name, &shared, None).await {
                 Ok(ws) => sockets.push(ws),
                 Err(e) => {
                     let _ = ready.send(Err(e.into_engine(&c.url, hint)));
@@ -399,7 +405,20 @@ pub enum Socket {
     Ws(TickWs),
     /// A gRPC server stream.
     Grpc(GrpcFeed),
+    /// A Server-Sent Events stream.
+    Sse(SseFeed),
 }
+
+/// Where a reconnection picks a stream up: the last event id read (an event stream's), and
+/// how long the server asked clients to wait before reconnecting.
+#[derive(Default)]
+struct Resume {
+    last_id: Option<Vec<u8>>,
+    retry_ms: Option<u64>,
+}
+
+/// Longest wait before a reconnection a server's `retry:` may ask for.
+const MAX_RETRY: Duration = Duration::from_secs(5);
 
 /// Reads one connection (and its reconnections) until the stream ends for it.
 async fn connection(
@@ -411,10 +430,12 @@ async fn connection(
     let mut stats = StreamStats::new(plan.name.clone(), plan.group, "native");
     let mut reader = Reader::new(&plan, shared.clone());
     let mut socket = Some(socket);
+    let mut resume = Resume::default();
     while let Some(open) = socket.as_mut() {
         let ended = std::future::poll_fn(|cx| match &mut *open {
             Socket::Ws(ws) => reader.poll(cx, ws, &mut stats, &recorder),
-            Socket::Grpc(feed) => reader.poll_grpc(cx, feed, &mut stats, &recorder),
+            Socket::Grpc(feed) => reader.poll_feed(cx, feed, &mut stats, &recorder),
+            Socket::Sse(feed) => reader.poll_feed(cx, feed, &mut stats, &recorder),
         })
         .await;
         let (fault, why) = match ended {
@@ -427,9 +448,8 @@ async fn connection(
             }
             Ended::Broken(fault, why) => (fault, why),
         };
-        if let Some(Socket::Grpc(feed)) = socket.take() {
-            // Its connection may outlive the stream: end it before another opens.
-            feed.close();
+        if let Some(old) = socket.take() {
+            resume = let_go(old);
         }
         match fault {
             Fault::Disconnect => stats.faults.disconnects += 1,
@@ -439,50 +459,82 @@ async fn connection(
         if shared.over(now) || stats.end_seen {
             break;
         }
-        match shared.on_close {
-            OnClose::Continue => {
-                stats.closed = Some((why, now));
-                break;
+        if shared.on_close == OnClose::Reconnect {
+            socket = reopen(&plan, &shared, &mut stats, &resume).await;
+            match &socket {
+                Some(_) => reader.reconnected(stats.processed),
+                // Still reconnecting when the run ended: it did not end early.
+                None if shared.over(now_ns()) => {}
+                None => stats.closed = Some((why, now_ns())),
             }
-            OnClose::Stop => {
-                let when = match shared.schedule.get() {
-                    Some(s) if now >= s.measure_start_ns => format!(
-                        "{:.2} s into the measured window",
-                        (now - s.measure_start_ns) as f64 / 1e9
-                    ),
-                    _ => "during the warm-up".into(),
-                };
-                let _ = shared.stopped_by.set(format!(
-                    "{why} (client {}, {when}); the run stopped (set `ticks.on_close = \"continue\"` or \"reconnect\" to go on)",
-                    plan.name
-                ));
-                stats.closed = Some((why, now));
-                break;
-            }
-            OnClose::Reconnect => match reconnect(&plan, &shared, &mut stats).await {
-                Some(new) => {
-                    socket = Some(new);
-                    stats.reconnected();
-                    reader.reconnected(stats.processed);
-                }
-                None => {
-                    // Still reconnecting when the run ended: it did not end early.
-                    let now = now_ns();
-                    if !shared.over(now) {
-                        stats.closed = Some((why, now));
-                    }
-                    break;
-                }
-            },
+            continue;
         }
+        if shared.on_close == OnClose::Stop {
+            let when = match shared.schedule.get() {
+                Some(s) if now >= s.measure_start_ns => format!(
+                    "{:.2} s into the measured window",
+                    (now - s.measure_start_ns) as f64 / 1e9
+                ),
+                _ => "during the warm-up".into(),
+            };
+            let _ = shared.stopped_by.set(format!(
+                "{why} (client {}, {when}); the run stopped (set `ticks.on_close = \"continue\"` or \"reconnect\" to go on)",
+                plan.name
+            ));
+        }
+        stats.closed = Some((why, now));
+        break;
     }
     stats.finish();
     stats
 }
 
-/// Connects again every 100 ms until it works or the run is over; the new connection is named
-/// `<name>.<n>` so the server keeps its counts apart.
-async fn reconnect(plan: &ConnPlan, shared: &Shared, stats: &mut StreamStats) -> Option<Socket> {
+/// Ends a broken connection (its connection may outlive the stream: it ends before another
+/// opens); an event stream's says where a reconnection resumes.
+fn let_go(socket: Socket) -> Resume {
+    match socket {
+        Socket::Grpc(feed) => feed.close(),
+        Socket::Sse(feed) => {
+            let resume = Resume {
+                last_id: feed.last_id(),
+                retry_ms: feed.retry_ms(),
+            };
+            feed.close();
+            return resume;
+        }
+        Socket::Ws(_) => {}
+    }
+    Resume::default()
+}
+
+/// A new connection in place of a broken one, counted: an event stream that resumes goes on
+/// with its sequence (what the server does not replay shows as a gap); any other starts anew.
+async fn reopen(
+    plan: &ConnPlan,
+    shared: &Shared,
+    stats: &mut StreamStats,
+    resume: &Resume,
+) -> Option<Socket> {
+    let new = reconnect(plan, shared, stats, resume).await?;
+    match &shared.sse {
+        Some(sse) if sse.stream.resume => stats.resumed(),
+        _ => stats.reconnected(),
+    }
+    Some(new)
+}
+
+/// Connects again every 100 ms (or after what an event stream's `retry:` asked, up to
+/// [`MAX_RETRY`]) until it works or the run is over; the new connection is named `<name>.<n>`
+/// so the server keeps its counts apart.
+async fn reconnect(
+    plan: &ConnPlan,
+    shared: &Shared,
+    stats: &mut StreamStats,
+    resume: &Resume,
+) -> Option<Socket> {
+    let wait = resume.retry_ms.map_or(RECONNECT_EVERY, |ms| {
+        Duration::from_millis(ms).min(MAX_RETRY)
+    });
     let name = format!("{}.{}", plan.name, stats.reconnects + 1);
     let url = plan.url.replacen(
         &format!("client={}", plan.name),
@@ -490,23 +542,43 @@ async fn reconnect(plan: &ConnPlan, shared: &Shared, stats: &mut StreamStats) ->
         1,
     );
     loop {
-        tokio::time::sleep(RECONNECT_EVERY).await;
+        sleep_unless_over(wait, shared).await;
         if shared.over(now_ns()) {
             return None;
         }
-        match open_subscribed(&url, &name, shared).await {
+        match open_subscribed(&url, &name, shared, resume.last_id.as_deref()).await {
             Ok(socket) => return Some(socket),
             Err(OpenError::Connect(_)) => stats.faults.connect_failures += 1,
-            Err(OpenError::Handshake(_)) => stats.faults.handshake_failures += 1,
+            Err(OpenError::Handshake(_) | OpenError::Stream(_)) => {
+                stats.faults.handshake_failures += 1
+            }
         }
     }
 }
 
-/// Opens a connection: a gRPC call for a gRPC stream; else a WebSocket and, to a feed, its
-/// subscribe messages.
-async fn open_subscribed(url: &str, name: &str, shared: &Shared) -> Result<Socket, OpenError> {
+/// Sleeps `wait`, looking at the run's end every [`CHECK_EVERY`].
+async fn sleep_unless_over(wait: Duration, shared: &Shared) {
+    let until = tokio::time::Instant::now() + wait;
+    while tokio::time::Instant::now() < until && !shared.over(now_ns()) {
+        tokio::time::sleep_until(until.min(tokio::time::Instant::now() + CHECK_EVERY)).await;
+    }
+}
+
+/// Opens a connection: a gRPC call for a gRPC stream, a request for an event stream (resuming
+/// after `last_id`); else a WebSocket and, to a feed, its subscribe messages.
+async fn open_subscribed(
+    url: &str,
+    name: &str,
+    shared: &Shared,
+    last_id: Option<&[u8]>,
+) -> Result<Socket, OpenError> {
     if let Some(plan) = &shared.grpc {
         return GrpcFeed::open(plan, name).await.map(Socket::Grpc);
+    }
+    if let Some(plan) = &shared.sse {
+        return SseFeed::open(plan, name, last_id, shared.receive_buffer)
+            .await
+            .map(Socket::Sse);
     }
     let mut ws = open_tick_ws(url, shared.receive_buffer, &shared.tls).await?;
     if let Some(feed) = &shared.feed {
@@ -525,6 +597,7 @@ async fn goodbye(socket: Socket, processed: u64, ack: bool) {
     let mut ws = match socket {
         Socket::Ws(ws) => ws,
         Socket::Grpc(feed) => return feed.close(),
+        Socket::Sse(feed) => return feed.close(),
     };
     let last_ack = ack.then(|| ack_text(processed));
     let bye = ws.close(last_ack.as_deref());
@@ -687,18 +760,19 @@ impl Reader {
         Ok(())
     }
 
-    /// Reads a gRPC stream's messages, like [`Reader::poll`] a WebSocket's.
-    fn poll_grpc(
+    /// Reads a feed source's messages (a gRPC stream's, an event stream's), like
+    /// [`Reader::poll`] a WebSocket's.
+    fn poll_feed(
         &mut self,
         cx: &mut Context<'_>,
-        feed: &mut GrpcFeed,
+        feed: &mut impl FeedSource,
         stats: &mut StreamStats,
         recorder: &RefCell<Recorder>,
     ) -> Poll<Ended> {
         for _ in 0..MESSAGES_PER_POLL {
             match feed.poll_message(cx) {
                 Poll::Ready(Ok(message)) => {
-                    if let Some(ended) = self.on_payload(&message, false, stats, recorder) {
+                    if let Some(ended) = self.on_feed_message(message, stats, recorder) {
                         return Poll::Ready(ended);
                     }
                 }
@@ -767,6 +841,24 @@ impl Reader {
         }
     }
 
+    /// Measures one message of a feed source.
+    #[inline]
+    fn on_feed_message(
+        &mut self,
+        message: FeedMessage<'_>,
+        stats: &mut StreamStats,
+        recorder: &RefCell<Recorder>,
+    ) -> Option<Ended> {
+        let feed = self.shared.feed.as_ref()?;
+        let (payload, text, decoded) = match message {
+            FeedMessage::Protobuf(p) => (p, false, feed.decode(p, false, &mut self.counter)),
+            FeedMessage::Event { data, id } => {
+                (data, true, feed.decode_event(data, id, &mut self.counter))
+            }
+        };
+        self.on_decoded(decoded, payload, text, stats, recorder)
+    }
+
     /// Measures one data message (a tick, or a feed's message): decode, check its place in
     /// the sequence, spend the simulated cost, record its latency.
     #[inline]
@@ -783,6 +875,20 @@ impl Reader {
                 .map(Some)
                 .map_err(|_| crate::net::feed::FeedError::Shape),
         };
+        self.on_decoded(decoded, payload, text, stats, recorder)
+    }
+
+    /// Checks a decoded message's place in the sequence, spends the simulated cost, records its
+    /// latency.
+    #[inline]
+    fn on_decoded(
+        &mut self,
+        decoded: Result<Option<Tick>, crate::net::feed::FeedError>,
+        payload: &[u8],
+        text: bool,
+        stats: &mut StreamStats,
+        recorder: &RefCell<Recorder>,
+    ) -> Option<Ended> {
         let tick = match decoded {
             Ok(Some(t)) => t,
             Ok(None) => return None, // a feed's message outside the filter
