@@ -676,6 +676,28 @@ pub struct ServeTicksArgs {
     /// ("0": never).
     #[arg(long, value_name = "DURATION", default_value = "60s")]
     pub idle_timeout: String,
+    /// Send the ticks over UDP instead, one 36-byte binary tick per datagram, to each of these
+    /// addresses (comma-separated: a unicast feed's clients, `ticks.address = "udp://HOST:PORT"`
+    /// receiving on PORT, PORT+1, …) or to one multicast group; nothing is listened on.
+    #[arg(long, value_name = "HOST:PORT,…", value_delimiter = ',')]
+    pub udp_to: Vec<String>,
+    /// UDP: never send a tick whose number is a multiple of N (a lossy feed, on known numbers).
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "udp_to")]
+    pub skip_every: u64,
+    /// UDP: send one tick of every N twice.
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "udp_to")]
+    pub duplicate_every: u64,
+    /// UDP: send one tick of every N after the next one.
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "udp_to")]
+    pub reorder_every: u64,
+    /// UDP multicast: the address of the interface to send the group's datagrams out of.
+    #[arg(
+        long,
+        value_name = "IPV4",
+        default_value = "0.0.0.0",
+        requires = "udp_to"
+    )]
+    pub multicast_interface: String,
     #[command(flatten)]
     pub server: ServerLimits,
 }

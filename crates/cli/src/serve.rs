@@ -536,6 +536,9 @@ fn run_request_server(
 }
 
 fn serve_ticks(args: ServeTicksArgs) -> ExitCode {
+    if !args.udp_to.is_empty() {
+        return serve_udp_ticks(&args);
+    }
     match ticks_options(&args) {
         Ok((options, listen, run_for)) => run_tick_server(
             options,
@@ -545,6 +548,81 @@ fn serve_ticks(args: ServeTicksArgs) -> ExitCode {
         ),
         Err(e) => fail(EXIT_BAD_INPUT, e),
     }
+}
+
+/// `serve ticks --udp-to …`: ticks over UDP until `--for` or Ctrl-C, then what was sent.
+fn serve_udp_ticks(args: &ServeTicksArgs) -> ExitCode {
+    let options = match udp_tick_options(args) {
+        Ok(o) => o,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    let run_for = match serve_for(&args.server) {
+        Ok(d) => d,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    on_ctrl_c(stop.clone(), "the sender stops and prints what it sent");
+    msgbench_engine::clock::calibrate();
+    let to: Vec<String> = options.to.iter().map(ToString::to_string).collect();
+    let sender = match msgbench_engine::server::udp_ticks::UdpTickSender::start(options) {
+        Ok(s) => s,
+        Err(e) => return fail(1, format!("cannot send UDP: {e}")),
+    };
+    print_now(&format!(
+        "msgbench tick sender: {} ticks/s over UDP to {} (Ctrl-C to stop)",
+        args.rate,
+        to.join(", ")
+    ));
+    serve_until(&stop, run_for);
+    let c = sender.counts();
+    let (made, sent, refused) = (
+        c.made.load(Ordering::Relaxed),
+        c.sent.load(Ordering::Relaxed),
+        c.refused.load(Ordering::Relaxed),
+    );
+    drop(sender);
+    print_now(&format!(
+        "ticks made {made}, datagrams sent {sent}, refused by the kernel {refused}"
+    ));
+    exit_code(&stop)
+}
+
+fn udp_tick_options(
+    args: &ServeTicksArgs,
+) -> Result<msgbench_engine::server::udp_ticks::UdpTickOptions, String> {
+    if args.immediate || args.every.is_some() || args.arrivals != "uniform" {
+        return Err(
+            "--udp-to sends on a uniform --rate schedule: leave out --immediate, --every and --arrivals".into(),
+        );
+    }
+    let mut to = Vec::new();
+    for a in &args.udp_to {
+        to.push(a.parse::<SocketAddr>().map_err(|_| {
+            format!("--udp-to {a}: not an IP address and port; write it like 127.0.0.1:9500 or 239.1.1.1:9500")
+        })?);
+    }
+    let multicast = to.iter().any(|a| a.ip().is_multicast());
+    let interface = args.multicast_interface.parse().map_err(|_| {
+        format!(
+            "--multicast-interface {}: not an IPv4 address, e.g. 127.0.0.1",
+            args.multicast_interface
+        )
+    })?;
+    if !(args.rate > 0.0 && args.rate <= 1e7) {
+        return Err(format!(
+            "--rate {}: give 1 to 10 000 000 per second",
+            args.rate
+        ));
+    }
+    Ok(msgbench_engine::server::udp_ticks::UdpTickOptions {
+        to,
+        rate: args.rate,
+        symbols: args.symbols.max(1),
+        skip_every: args.skip_every,
+        duplicate_every: args.duplicate_every,
+        reorder_every: args.reorder_every,
+        multicast_interface: multicast.then_some(interface),
+    })
 }
 
 fn ticks_options(

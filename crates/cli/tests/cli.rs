@@ -2668,3 +2668,49 @@ fn the_live_view_is_drawn_on_a_terminal_and_never_into_a_pipe() {
     let all = format!("{}{}", stderr(&o), String::from_utf8_lossy(&o.stdout));
     assert!(!all.contains('\x1b') && !all.contains("(last "), "{all}");
 }
+
+#[test]
+fn a_multicast_feed_reaches_every_client_in_a_network_namespace_of_its_own() {
+    let _turn = turn();
+    // Multicast needs a route the host's loopback does not have: the test makes a network
+    // namespace (root, `unshare`), with loopback up and multicast on it. A host that allows
+    // no namespace cannot run it: said, not failed.
+    let probe = Command::new("unshare").args(["--net", "true"]).output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: this host allows no network namespace (unshare --net)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = write(
+        dir.path(),
+        "udp.toml",
+        "system = \"ticks\"\n[run]\nduration = \"1s\"\nwarmup = \"300ms\"\n[pacing]\nmode = \"rate\"\nper_sec = 10000\n[ticks]\naddress = \"udp://239.7.7.7:9700\"\ngaps = \"drops\"\n[ticks.udp]\ninterface = \"127.0.0.1\"\n[ticks.clients.fast]\nconnections = 3\n",
+    );
+    let bin = env!("CARGO_BIN_EXE_msgbench");
+    let out = dir.path().join("out");
+    let script = format!(
+        "ip link set lo up && ip link set lo multicast on && ip route add 224.0.0.0/4 dev lo && \
+         {{ '{bin}' serve ticks --udp-to 239.7.7.7:9700 --multicast-interface 127.0.0.1 --rate 10000 --skip-every 1000 --for 4s > /dev/null & }} && \
+         sleep 0.3 && '{bin}' run '{scenario}' --quiet --out '{}'",
+        out.display()
+    );
+    let o = Command::new("unshare")
+        .args(["--net", "bash", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = single_run(&out);
+    r.counters.check().unwrap();
+    assert_eq!(r.streams.len(), 3);
+    // One datagram per tick, every client a copy; every 1000th never sent.
+    for c in &r.streams {
+        assert!(c.counters.delivered > 9_000, "{}: {:?}", c.name, c.counters);
+        let expected = c.counters.delivered as f64 / 999.0;
+        assert!(
+            (c.counters.dropped as f64 - expected).abs() <= 2.0,
+            "{}: {:?}",
+            c.name,
+            c.counters
+        );
+    }
+}

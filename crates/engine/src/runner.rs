@@ -294,6 +294,10 @@ fn broken_sequence_hint(
     use msgbench_model::scenario::System;
     match &scenario.system {
         // A feed may skip ids on purpose (conflation, a filter): that is no broken FIFO.
+        System::Ticks { ticks, .. } if ticks.udp.is_some() => {
+            "; UDP may lose, duplicate and reorder datagrams: ticks.gaps = \"drops\" declares \
+             the feed lossy, counting them without failing the run"
+        }
         System::Ticks { .. } if s.gaps > 0 => {
             "; a feed that skips sequence numbers on purpose (a conflated or filtered feed) is \
              measured with ticks.gaps = \"drops\", which counts them as dropped"

@@ -41,6 +41,7 @@ pub mod sut;
 pub mod sweep;
 pub mod threshold;
 pub mod ticks;
+pub mod udp;
 pub mod url;
 pub mod verdict;
 pub mod warning;

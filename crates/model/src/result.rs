@@ -150,6 +150,13 @@ pub struct StreamClient {
     pub sequence: SequenceErrors,
     /// Every gap in its sequence numbers, explained (server drops) or not.
     pub gaps_seen: u64,
+    /// Every number it read twice, explained or not (a lossy UDP feed's are explained: the
+    /// network duplicates datagrams).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub duplicates_seen: u64,
+    /// Every number it read after a later one, explained or not.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reordered_seen: u64,
     /// Latency of its measured ticks (completion − intended send).
     pub latency: Percentiles,
     /// Encoded latency histogram.
@@ -254,6 +261,11 @@ pub struct Faults {
     /// Peers that answered a WebSocket upgrade with something else (not a WebSocket server,
     /// a refused upgrade).
     pub handshake_failures: u64,
+    /// UDP feeds: datagrams the kernel dropped for this client's socket because its receive
+    /// buffer was full (`/proc/net/udp`'s `drops`, warm-up included): the client did not read
+    /// fast enough. They show as gaps too. Not in [`Faults::total`].
+    #[serde(skip_serializing_if = "is_zero")]
+    pub receive_buffer_drops: u64,
     /// The server's error replies by message (`ERR unknown command 'FOO'`, `JSON-RPC error
     /// -32601 "method not found"`), most frequent first; at most [`ErrorCount::KINDS`] messages,
     /// the rest counted under [`ErrorCount::OTHER`]. Empty when the system has none.
@@ -434,6 +446,7 @@ impl AddAssign for Faults {
         self.server_errors += o.server_errors;
         self.unmatched_replies += o.unmatched_replies;
         self.handshake_failures += o.handshake_failures;
+        self.receive_buffer_drops += o.receive_buffer_drops;
         self.connections += o.connections;
         if self.first_protocol_error.is_none() {
             self.first_protocol_error = o.first_protocol_error;
@@ -916,6 +929,7 @@ impl RunResult {
             ("server_errors", f.server_errors),
             ("unmatched_replies", f.unmatched_replies),
             ("handshake_failures", f.handshake_failures),
+            ("receive_buffer_drops", f.receive_buffer_drops),
         ];
         let errors = f.errors.iter().map(|e| ("errors", e.count));
         if let Some((name, n)) = counts

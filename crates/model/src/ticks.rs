@@ -64,6 +64,9 @@ pub struct TicksSpec {
     /// the request and which events count (`[ticks.feed]` reads each event's data).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sse: Option<crate::sse::SseSpec>,
+    /// A UDP feed at `address` (`udp://HOST:PORT`): where a multicast group is joined.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub udp: Option<crate::udp::UdpSpec>,
     /// `wss://`: a PEM file of CA certificates the server's may chain to, besides the Mozilla
     /// roots compiled in.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -96,6 +99,7 @@ impl Default for TicksSpec {
             feed: None,
             grpc: None,
             sse: None,
+            udp: None,
             ca_file: None,
             insecure: false,
             behind_limit: BEHIND_LIMIT,
@@ -328,6 +332,8 @@ pub struct TicksConfig {
     pub grpc: Option<Box<crate::grpc::GrpcStream>>,
     /// A Server-Sent Events feed instead of a WebSocket (then `feed` reads its events' data).
     pub sse: Option<crate::sse::SseStream>,
+    /// A UDP feed instead of a WebSocket (msgbench's binary ticks, or what `feed` says).
+    pub udp: Option<crate::udp::UdpFeed>,
     /// `wss://`: extra CA certificates.
     pub ca_file: Option<String>,
     /// `wss://`: no verification.
@@ -462,6 +468,26 @@ impl TicksConfig {
     }
 }
 
+/// A broadcast stream's schedule is absolute: it cannot wait for replies.
+fn broadcast_pacing(pacing: &PacingSpec, invalid: &Invalid) -> Result<(), ScenarioError> {
+    use crate::pacing::PacingMode;
+    if matches!(pacing.mode, PacingMode::ClosedLoop | PacingMode::Relative) {
+        return Err(invalid(
+            "pacing.mode",
+            format!(
+                "is `{}`, which a broadcast stream cannot use",
+                if pacing.mode == PacingMode::Relative {
+                    "relative"
+                } else {
+                    "closed-loop"
+                }
+            ),
+            "use `rate` or `interval` (an absolute schedule), or `immediate` (as fast as the slowest client takes them)",
+        ));
+    }
+    Ok(())
+}
+
 impl TicksSpec {
     /// `[ticks.grpc]`: the call, and the message its stream carries.
     fn grpc_stream(
@@ -491,24 +517,11 @@ impl TicksSpec {
         limits: &MachineLimits,
         invalid: &Invalid,
     ) -> Result<TicksConfig, ScenarioError> {
-        use crate::pacing::PacingMode;
-        if matches!(pacing.mode, PacingMode::ClosedLoop | PacingMode::Relative) {
-            return Err(invalid(
-                "pacing.mode",
-                format!(
-                    "is `{}`, which a broadcast stream cannot use",
-                    if pacing.mode == PacingMode::Relative {
-                        "relative"
-                    } else {
-                        "closed-loop"
-                    }
-                ),
-                "use `rate` or `interval` (an absolute schedule), or `immediate` (as fast as the slowest client takes them)",
-            ));
-        }
+        broadcast_pacing(pacing, invalid)?;
         let grpc = self.grpc_stream(limits, invalid)?;
         let sse = self.event_stream(grpc.is_some(), invalid)?;
-        if let (Some(a), None, None) = (&self.address, &grpc, &sse) {
+        let udp = self.udp_feed(invalid)?;
+        if let (Some(a), None, None, None) = (&self.address, &grpc, &sse, &udp) {
             check_ws_address("ticks.address", a, invalid)?;
         }
         if self.symbols == 0 {
@@ -549,6 +562,7 @@ impl TicksSpec {
             feed,
             grpc: grpc.map(|(g, _)| Box::new(g)),
             sse,
+            udp,
             ca_file: self.ca_file.clone(),
             insecure: self.insecure,
             address: self.address.clone(),
@@ -564,6 +578,51 @@ impl TicksSpec {
             shard: crate::shard::Shard::WHOLE,
             behind_limit_ns: self.behind_limit.as_nanos() as u64,
         })
+    }
+
+    /// `[ticks.udp]`: the UDP feed at a `udp://` address.
+    fn udp_feed(&self, invalid: &Invalid) -> Result<Option<crate::udp::UdpFeed>, ScenarioError> {
+        let udp = self
+            .address
+            .as_deref()
+            .filter(|a| a.starts_with(crate::udp::UDP_SCHEME));
+        let Some(address) = udp else {
+            if self.udp.is_some() {
+                return Err(invalid(
+                    "ticks.udp",
+                    "is given without a udp:// ticks.address".into(),
+                    "name the feed's address, e.g. address = \"udp://239.1.1.1:9500\"",
+                ));
+            }
+            return Ok(None);
+        };
+        if self.grpc.is_some() || self.sse.is_some() {
+            return Err(invalid(
+                "ticks.address",
+                "is a udp:// address with [ticks.grpc] or [ticks.sse]".into(),
+                "a UDP feed is datagrams: drop the other section",
+            ));
+        }
+        if let Some(f) = &self.feed {
+            if !f.subscribe.is_empty() || f.format == crate::feed::FeedFormat::Protobuf {
+                return Err(invalid(
+                    "ticks.feed",
+                    "has subscribe messages or format = \"protobuf\" for a UDP feed".into(),
+                    "a UDP feed takes no messages; its datagrams are JSON or binary (fields at offsets)",
+                ));
+            }
+        }
+        let clients: usize = self
+            .clients
+            .values()
+            .map(|c| c.connections as usize)
+            .sum::<usize>()
+            .max(1);
+        self.udp
+            .clone()
+            .unwrap_or_default()
+            .validate(address, clients, invalid)
+            .map(Some)
     }
 
     /// `[ticks.sse]`: the event stream at an `http[s]://` address without `[ticks.grpc]`.

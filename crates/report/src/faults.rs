@@ -182,6 +182,11 @@ fn causes(f: &Faults) -> Vec<String> {
             "handshake failure",
             "handshake failures",
         ),
+        (
+            f.receive_buffer_drops,
+            "datagram dropped by the kernel (receive buffer full)",
+            "datagrams dropped by the kernel (receive buffer full)",
+        ),
     ];
     parts.extend(
         kinds

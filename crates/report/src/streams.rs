@@ -85,7 +85,7 @@ const EXPLANATION: &str = "Per client, over the measured window: `generated/s` t
 `dropped`: shed by the server's slow-client policy; `undelivered`: still queued when the run ended, or lost when \
 the connection closed. `backlog peak`: most ticks generated for it but not yet processed or dropped, at a second's end. \
 `behind`: at the window's end, how much older the newest tick it had processed was than the newest any client had (ticks.behind_limit names those too far behind). \
-Someone else's feed (`[ticks.feed]`, a gRPC stream, a server at `ticks.address`) reports none of the server's side: `generated/s` is what the client that read most of the window saw of the feed's sequence numbers, `undelivered` what this client never read of it, `dropped` the gaps in its own (`ticks.gaps = \"drops\"`), and `written/s` and `acked/s` are not known. \
+Someone else's feed (`[ticks.feed]`: a WebSocket feed, a gRPC stream or an event stream at `ticks.address`) reports none of the server's side: `generated/s` is what the client that read most of the window saw of the feed's sequence numbers, `undelivered` what this client never read of it, `dropped` the gaps in its own (`ticks.gaps = \"drops\"`), and `written/s` and `acked/s` are not known. \
 A publish/subscribe run has one row per subscription (its `kind` is the broker): `generated/s` is what the publishers of its topic published, `dropped` the messages the broker lost (missing before a later one from the same publisher), `backlog peak` the most published but not yet received.";
 
 /// The terminal's table (the columns that fit a line): header first.

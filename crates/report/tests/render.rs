@@ -259,6 +259,8 @@ fn stream_run() -> RunResult {
             },
             sequence: SequenceErrors::default(),
             gaps_seen: 0,
+            duplicates_seen: 0,
+            reordered_seen: 0,
             latency: Percentiles::of(&h),
             latency_histogram: encode(&h),
             faults: Faults::default(),

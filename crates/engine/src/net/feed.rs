@@ -95,6 +95,11 @@ impl FeedDecoder {
         })
     }
 
+    /// Its messages' format.
+    pub fn format(&self) -> msgbench_model::feed::FeedFormat {
+        self.config.format
+    }
+
     /// Its timestamps' clock.
     pub fn clock(&self) -> FeedClock {
         self.config.clock

@@ -6,6 +6,7 @@ pub mod grpc_stream;
 pub mod http;
 pub mod rpc;
 pub mod ticks;
+pub mod udp_ticks;
 pub mod ws;
 pub mod ws_rpc;
 

@@ -23,6 +23,9 @@ use std::sync::Arc;
 const GRPC_HINT: &str = "(start msgbench's own with `msgbench serve grpc --listen HOST:PORT`: its msgbench.Feed/Ticks streams ticks, or let `[sut] command` start one)";
 /// What to check when an event stream cannot be reached, for error messages.
 const SSE_HINT: &str = "(is the event stream's server running, and is ticks.address its URL?)";
+/// Why a UDP feed's socket may not bind, for error messages.
+const UDP_HINT: &str =
+    "(is another program receiving on that port? a unicast feed's client k takes port + k)";
 /// Where to start msgbench's own server, for error messages.
 const HINT: &str = "(start msgbench's own with `msgbench serve ticks --listen HOST:PORT`, let `[sut] command` start one, or omit `ticks.address` to run the built-in server in-process)";
 
@@ -73,14 +76,16 @@ pub fn run(
             .map_err(|e| e.into_engine(&base, GRPC_HINT))?;
         shared.grpc = Some(Arc::new(plan));
     }
+    shared.udp = ticks.udp.clone();
     if let Some(stream) = &ticks.sse {
         let plan = SsePlan::new(stream.clone(), shared.tls.clone())
             .map_err(|e| e.into_engine(&base, SSE_HINT))?;
         shared.sse = Some(Arc::new(plan));
     }
-    let hint = match (&shared.grpc, &shared.sse) {
-        (Some(_), _) => GRPC_HINT,
-        (_, Some(_)) => SSE_HINT,
+    let hint = match (&shared.grpc, &shared.sse, &shared.udp) {
+        (Some(_), ..) => GRPC_HINT,
+        (_, Some(_), _) => SSE_HINT,
+        (.., Some(_)) => UDP_HINT,
         _ => HINT,
     };
     streams::run::drive(StreamRun {

@@ -109,6 +109,8 @@ pub fn stream_of(
         counters,
         sequence,
         gaps_seen: seen.gaps,
+        duplicates_seen: seen.duplicates,
+        reordered_seen: seen.reordered,
         latency: Percentiles::of(&s.stats.total),
         latency_histogram: encode(&s.stats.total),
         faults,

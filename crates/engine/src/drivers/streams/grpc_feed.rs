@@ -96,7 +96,10 @@ impl FeedSource for GrpcFeed {
         match GrpcFeed::poll_message(self, cx) {
             Poll::Ready(Ok(message)) => {
                 self.current = message;
-                Poll::Ready(Ok(FeedMessage::Protobuf(&self.current)))
+                Poll::Ready(Ok(FeedMessage::Bytes {
+                    payload: &self.current,
+                    text: false,
+                }))
             }
             Poll::Ready(Err(end)) => Poll::Ready(Err(end)),
             Poll::Pending => Poll::Pending,

@@ -84,6 +84,16 @@ pub fn plans(ticks: &TicksConfig, base: &str) -> (Vec<ThreadPlan>, Vec<(String, 
     // A shard's clients of a group are every Nth: deal them over the threads by their place
     // among this process's clients of the group, or they would pile onto a few threads.
     let mut dealt = vec![0usize; ticks.groups.len()];
+    // Where each group's clients start among the run's (a unicast UDP feed's ports).
+    let firsts: Vec<usize> = ticks
+        .groups
+        .iter()
+        .scan(0, |first, g| {
+            let here = *first;
+            *first += g.connections;
+            Some(here)
+        })
+        .collect();
     for (gi, i) in ticks.local_clients() {
         let g = &ticks.groups[gi];
         let ordinal = dealt[gi];
@@ -104,6 +114,7 @@ pub fn plans(ticks: &TicksConfig, base: &str) -> (Vec<ThreadPlan>, Vec<(String, 
                     url,
                     name,
                     group: gi,
+                    ordinal: firsts[gi] + i,
                     cost_ns: g.cost_ns,
                     work: g.work,
                 });
@@ -208,6 +219,12 @@ pub fn join_streams(
             };
             let mut result = c.to_result(&ticks.groups[c.group].name, &join);
             result.behind_ns = feed.behind_ns(c, &schedule);
+            if lossy_datagrams(ticks) {
+                // The network duplicates and reorders datagrams as it loses them: counted
+                // (`*_seen`), not the feed's errors.
+                result.sequence.duplicates = 0;
+                result.sequence.reordered = 0;
+            }
             // A browser's connection is the server's to watch: its page clock, and why it
             // ended early if it did.
             if c.kind == "browser" {
@@ -225,6 +242,29 @@ pub fn join_streams(
             result
         })
         .collect()
+}
+
+/// A UDP feed declared lossy (`ticks.gaps = "drops"`).
+fn lossy_datagrams(ticks: &TicksConfig) -> bool {
+    ticks.udp.is_some() && ticks.gaps == msgbench_model::ticks::GapPolicy::Drops
+}
+
+/// What a lossy UDP feed's clients saw of the network's duplicates and reordering, and what the
+/// kernel dropped for them, in a line (none when nothing was seen).
+pub fn datagram_note(ticks: &TicksConfig, streams: &[StreamClient]) -> Option<String> {
+    ticks.udp.as_ref()?;
+    let sum = |f: fn(&StreamClient) -> u64| streams.iter().map(f).sum::<u64>();
+    let (dup, late, kernel) = (
+        sum(|s| s.duplicates_seen),
+        sum(|s| s.reordered_seen),
+        sum(|s| s.faults.receive_buffer_drops),
+    );
+    (dup + late + kernel > 0).then(|| {
+        format!(
+            "UDP, over all clients and the whole run (warm-up included): {dup} datagrams read twice, {late} read after a later one{}, {kernel} dropped by the kernel because a client's receive buffer was full (they are gaps too; a larger ticks.receive_buffer or a faster client keeps them)",
+            if lossy_datagrams(ticks) { " (counted, not errors: ticks.gaps = \"drops\")" } else { "" }
+        )
+    })
 }
 
 /// A client further behind the feed than `limit_ns` by the window's end, whatever the run's

@@ -161,6 +161,8 @@ impl StreamRun<'_> {
         // Known from the built-in server, or from a feed's sequence numbers (see FeedSide).
         let generated_known = !streams.is_empty();
         stats::patch_run_intervals(&mut recording.intervals, &streams, generated_known);
+        let mut info = outcome::info(self.ticks);
+        info.extend(outcome::datagram_note(self.ticks, &streams));
         let stopped_by = (self.shared.stopped_by.get().cloned())
             .or_else(|| outcome::every_client_gone(&clients, &streams, m.schedule));
         Ok(Measured {
@@ -179,7 +181,7 @@ impl StreamRun<'_> {
             stopped_by,
             notes,
             streams,
-            info: outcome::info(self.ticks),
+            info,
             publish_latency: None,
         })
     }

@@ -1,14 +1,19 @@
 //! The seam of the stream family's feeds that are not WebSockets: a [`FeedSource`] hands the
 //! tick client's reader one message at a time, and says how its stream ended. A new kind of
 //! stream is one file implementing it ([`super::grpc_feed`], [`super::sse_feed`]) and one
-//! variant of the client's `Socket`.
+//! variant of the client's `Socket` (and [`super::udp_feed`], datagrams).
 use std::task::{Context, Poll};
 
 /// One message of a feed, borrowed from its source until the next poll.
 #[derive(Debug, Clone, Copy)]
 pub enum FeedMessage<'a> {
-    /// A protobuf message (a gRPC stream's).
-    Protobuf(&'a [u8]),
+    /// A message read whole: a gRPC stream's protobuf message, a UDP datagram.
+    Bytes {
+        /// The message.
+        payload: &'a [u8],
+        /// It is text (JSON), not binary.
+        text: bool,
+    },
     /// A Server-Sent Event: its data, and the stream's last event id at it.
     Event {
         /// The data lines, joined.

@@ -497,6 +497,8 @@ impl StreamStats {
             counters,
             sequence,
             gaps_seen: self.sequence().gaps,
+            duplicates_seen: self.sequence().duplicates,
+            reordered_seen: self.sequence().reordered,
             latency: Percentiles::of(&self.total),
             latency_histogram: encode(&self.total),
             faults: self.faults.clone(),

@@ -12,6 +12,7 @@ use super::grpc_feed::{GrpcFeed, GrpcPlan};
 use super::source::{FeedMessage, FeedSource, StreamEnd};
 use super::sse_feed::{SseFeed, SsePlan};
 use super::stream_stats::StreamStats;
+use super::udp_feed::UdpFeed;
 use crate::clock::now_ns;
 use crate::cpu::CpuSnapshot;
 use crate::drivers::failure::OpenError;
@@ -69,6 +70,8 @@ pub struct ConnPlan {
     pub url: String,
     /// Group index.
     pub group: usize,
+    /// Its place among the run's clients (a unicast UDP feed's port offset).
+    pub ordinal: usize,
     /// Simulated cost per message, ns.
     pub cost_ns: u64,
     /// How the cost is spent.
@@ -116,6 +119,8 @@ pub struct Shared {
     /// A Server-Sent Events feed instead of a WebSocket (`[ticks.sse]`): its events' data
     /// are the feed's messages.
     pub sse: Option<Arc<SsePlan>>,
+    /// A UDP feed instead of a WebSocket (`udp://`): each datagram a message.
+    pub udp: Option<msgbench_model::udp::UdpFeed>,
 }
 
 impl Shared {
@@ -134,6 +139,7 @@ impl Shared {
             tls: None,
             grpc: None,
             sse: None,
+            udp: None,
         }
     }
 
@@ -309,7 +315,7 @@ fn run_thread(
             if shared.abort.load(Ordering::Relaxed) {
                 return None; // another client could not connect: the run is called off
             }
-            match open_subscribed(&c.url, &c.name, &shared, None).await {
+            match open_subscribed(&c.url, &c.name, c.ordinal, &shared, None).await {
                 Ok(ws) => sockets.push(ws),
                 Err(e) => {
                     let _ = ready.send(Err(e.into_engine(&c.url, hint)));
@@ -407,6 +413,8 @@ pub enum Socket {
     Grpc(GrpcFeed),
     /// A Server-Sent Events stream.
     Sse(SseFeed),
+    /// A UDP socket.
+    Udp(UdpFeed),
 }
 
 /// Where a reconnection picks a stream up: the last event id read (an event stream's), and
@@ -436,12 +444,16 @@ async fn connection(
             Socket::Ws(ws) => reader.poll(cx, ws, &mut stats, &recorder),
             Socket::Grpc(feed) => reader.poll_feed(cx, feed, &mut stats, &recorder),
             Socket::Sse(feed) => reader.poll_feed(cx, feed, &mut stats, &recorder),
+            Socket::Udp(feed) => reader.poll_feed(cx, feed, &mut stats, &recorder),
         })
         .await;
         let (fault, why) = match ended {
             Ended::Done => {
                 let ack = shared.feed.is_none();
                 if let Some(open) = socket.take() {
+                    if let Socket::Udp(feed) = &open {
+                        count_udp_faults(feed, &mut stats);
+                    }
                     goodbye(open, reader.on_this_connection(stats.processed), ack).await;
                 }
                 break;
@@ -489,6 +501,15 @@ async fn connection(
     stats
 }
 
+/// What a UDP socket lost and skipped: datagrams the kernel dropped, others' datagrams.
+fn count_udp_faults(feed: &UdpFeed, stats: &mut StreamStats) {
+    stats.faults.receive_buffer_drops += feed.receive_buffer_drops();
+    stats.faults.protocol_errors += feed.strays;
+    if stats.first_protocol_error.is_none() {
+        stats.first_protocol_error = feed.first_stray.clone();
+    }
+}
+
 /// Ends a broken connection (its connection may outlive the stream: it ends before another
 /// opens); an event stream's says where a reconnection resumes.
 fn let_go(socket: Socket) -> Resume {
@@ -502,7 +523,7 @@ fn let_go(socket: Socket) -> Resume {
             feed.close();
             return resume;
         }
-        Socket::Ws(_) => {}
+        Socket::Ws(_) | Socket::Udp(_) => {}
     }
     Resume::default()
 }
@@ -546,7 +567,7 @@ async fn reconnect(
         if shared.over(now_ns()) {
             return None;
         }
-        match open_subscribed(&url, &name, shared, resume.last_id.as_deref()).await {
+        match open_subscribed(&url, &name, plan.ordinal, shared, resume.last_id.as_deref()).await {
             Ok(socket) => return Some(socket),
             Err(OpenError::Connect(_)) => stats.faults.connect_failures += 1,
             Err(OpenError::Handshake(_) | OpenError::Stream(_)) => {
@@ -569,9 +590,17 @@ async fn sleep_unless_over(wait: Duration, shared: &Shared) {
 async fn open_subscribed(
     url: &str,
     name: &str,
+    ordinal: usize,
     shared: &Shared,
     last_id: Option<&[u8]>,
 ) -> Result<Socket, OpenError> {
+    if let Some(udp) = &shared.udp {
+        let text = shared
+            .feed
+            .as_ref()
+            .is_some_and(|f| f.format() == msgbench_model::feed::FeedFormat::Json);
+        return UdpFeed::open(udp, ordinal, shared.receive_buffer, text).map(Socket::Udp);
+    }
     if let Some(plan) = &shared.grpc {
         return GrpcFeed::open(plan, name).await.map(Socket::Grpc);
     }
@@ -598,6 +627,7 @@ async fn goodbye(socket: Socket, processed: u64, ack: bool) {
         Socket::Ws(ws) => ws,
         Socket::Grpc(feed) => return feed.close(),
         Socket::Sse(feed) => return feed.close(),
+        Socket::Udp(_) => return,
     };
     let last_ack = ack.then(|| ack_text(processed));
     let bye = ws.close(last_ack.as_deref());
@@ -849,14 +879,14 @@ impl Reader {
         stats: &mut StreamStats,
         recorder: &RefCell<Recorder>,
     ) -> Option<Ended> {
-        let feed = self.shared.feed.as_ref()?;
-        let (payload, text, decoded) = match message {
-            FeedMessage::Protobuf(p) => (p, false, feed.decode(p, false, &mut self.counter)),
+        match message {
+            FeedMessage::Bytes { payload, text } => self.on_payload(payload, text, stats, recorder),
             FeedMessage::Event { data, id } => {
-                (data, true, feed.decode_event(data, id, &mut self.counter))
+                let feed = self.shared.feed.as_ref()?;
+                let decoded = feed.decode_event(data, id, &mut self.counter);
+                self.on_decoded(decoded, data, true, stats, recorder)
             }
-        };
-        self.on_decoded(decoded, payload, text, stats, recorder)
+        }
     }
 
     /// Measures one data message (a tick, or a feed's message): decode, check its place in
