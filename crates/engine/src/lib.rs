@@ -38,6 +38,7 @@ pub mod runner;
 pub mod search;
 pub mod server;
 pub mod store;
+pub mod streamed;
 pub mod systems;
 pub mod wait;
 

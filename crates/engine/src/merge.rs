@@ -539,6 +539,7 @@ fn merge_histograms(m: &mut RunResult, parts: &[&RunResult]) -> Result<(), Strin
     m.histograms.service = encode(&service);
     m.histograms.send_lag = encode(&send_lag);
     m.histograms.unanswered = encode(&unanswered);
+    m.streamed = crate::streamed::sum(parts.iter().filter_map(|r| r.streamed.as_ref()))?;
     Ok(())
 }
 

@@ -8,6 +8,7 @@
 //! channel; merging, percentiles and encoding happen there, off the hot path.
 use crate::connection_tally::ConnectionTally;
 use crate::hot_histogram::HotHistogram;
+use crate::streamed::{StreamFigures, StreamedTally, StreamedTotals};
 use hdrhistogram::Histogram;
 use msgbench_model::fairness::ConnectionResult;
 use msgbench_model::histogram::{new_latency_histogram, Percentiles};
@@ -68,6 +69,7 @@ enum Report {
         unanswered: HotHistogram,
         held_lag: HotHistogram,
         connections: Vec<ConnectionResult>,
+        streamed: Option<Box<StreamedTally>>,
     },
 }
 
@@ -179,6 +181,8 @@ pub struct Recorder {
     connections: Vec<ConnectionTally>,
     /// The run-wide index of `connections[0]`.
     first_connection: usize,
+    /// Streamed responses of the measured window (made at the first one).
+    streamed: Option<Box<StreamedTally>>,
 }
 
 impl Recorder {
@@ -240,6 +244,21 @@ impl Recorder {
     #[inline]
     pub fn unanswered(&mut self, intended_ns: u64, now_ns: u64) {
         self.unanswered.record(now_ns.saturating_sub(intended_ns));
+    }
+
+    /// Records a measured streamed response that completed (its request meant to go at
+    /// `intended_ns`): time to its first message, its gaps, its time per message.
+    pub fn streamed(&mut self, intended_ns: u64, stream: &StreamFigures) {
+        self.streamed
+            .get_or_insert_with(Default::default)
+            .completed(intended_ns, stream);
+    }
+
+    /// Counts a measured streamed response cut short after `messages` messages.
+    pub fn stream_cut(&mut self, messages: u64) {
+        self.streamed
+            .get_or_insert_with(Default::default)
+            .cut(messages);
     }
 
     /// Counts messages found in flight when the run ended.
@@ -380,6 +399,7 @@ impl Recorder {
             unanswered: self.unanswered,
             held_lag: self.held_lag,
             connections,
+            streamed: self.streamed.take(),
         });
     }
 }
@@ -427,6 +447,8 @@ pub struct Recording {
     pub raw_latencies: Vec<u64>,
     /// Per connection of a request/response run, by index (empty for other systems).
     pub connections: Vec<ConnectionResult>,
+    /// Streamed responses, when a request's response was a stream.
+    pub streamed: Option<StreamedTotals>,
 }
 
 impl Recording {
@@ -562,6 +584,7 @@ impl Collector {
             last_lag: 0,
             connections: Vec::new(),
             first_connection: 0,
+            streamed: None,
         }
     }
 
@@ -626,7 +649,11 @@ impl Collector {
                     unanswered,
                     held_lag,
                     connections,
+                    streamed,
                 } => {
+                    if let Some(t) = streamed {
+                        merge.streamed.get_or_insert_with(Default::default).add(&t);
+                    }
                     unanswered.add_to(&mut merge.totals.unanswered);
                     held_lag.add_to(&mut merge.totals.held_lag);
                     merge.early += early;
@@ -679,6 +706,8 @@ struct Merge {
     last_send_lag_p99_ns: u64,
     /// Each class's figures as of the last closed interval (for the live view only).
     live_classes: Vec<ClassLive>,
+    /// Streamed responses, when there were any.
+    streamed: Option<StreamedTotals>,
 }
 
 struct OpenInterval {
@@ -712,6 +741,7 @@ impl Merge {
             running: Counters::default(),
             last_send_lag_p99_ns: 0,
             live_classes: vec![ClassLive::default(); classes],
+            streamed: None,
         }
     }
 
@@ -844,6 +874,7 @@ impl Merge {
             interval_latency,
             raw_latencies: self.raw_latencies,
             connections: self.connections,
+            streamed: self.streamed,
         }
     }
 }

@@ -418,6 +418,21 @@ fn cpu_usage(m: &Measured) -> CpuUsage {
 }
 
 /// Turns what a system measured into the result record, with its warnings.
+/// The run's full histograms, encoded.
+fn histograms(
+    rec: &crate::recorder::Recording,
+    latency_all: &hdrhistogram::Histogram<u64>,
+    service_all: &hdrhistogram::Histogram<u64>,
+) -> Histograms {
+    Histograms {
+        latency: encode(latency_all),
+        service: encode(service_all),
+        send_lag: encode(&rec.send_lag),
+        send_lag_held: encode(&rec.send_lag_held),
+        unanswered: encode(&rec.unanswered),
+    }
+}
+
 fn assemble(
     experiment: &Experiment,
     point: &SweepPoint,
@@ -463,6 +478,7 @@ fn assemble(
         send_lag_split: msgbench_model::result::SendLagSplit::of(&rec.send_lag, &rec.send_lag_held),
         unanswered: Percentiles::of(&rec.unanswered),
         publish_latency: m.publish_latency.clone(),
+        streamed: rec.streamed.as_ref().map(|s| s.to_result()),
         classes: class_results(m),
         cpu: cpu_usage(m),
         intervals: rec.intervals.clone(),
@@ -474,13 +490,7 @@ fn assemble(
             ),
             _ => Vec::new(),
         },
-        histograms: Histograms {
-            latency: encode(&latency_all),
-            service: encode(&service_all),
-            send_lag: encode(&rec.send_lag),
-            send_lag_held: encode(&rec.send_lag_held),
-            unanswered: encode(&rec.unanswered),
-        },
+        histograms: histograms(rec, &latency_all, &service_all),
         warnings: Vec::new(),
         streams: m.streams.clone(),
         connections: rec.connections.clone(),

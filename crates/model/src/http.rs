@@ -151,6 +151,30 @@ pub struct HttpRequestSpec {
     /// The order of `file`'s requests: `cycle` (first to last, again, over every connection
     /// together) or `random`.
     pub order: FileOrder,
+    /// The response is a stream of messages: `"sse"` (Server-Sent Events, as an LLM's
+    /// `"stream": true` completion answers). Besides the request's latency (to the stream's
+    /// end), each stream's time to its first message, the gaps between its messages and its
+    /// time per message are measured. HTTP/1.1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<ResponseStream>,
+    /// A stream's event whose data is exactly this ends it without being counted as a message
+    /// (OpenAI's `[DONE]`).
+    pub stream_done: String,
+}
+
+/// What a streamed response is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ResponseStream {
+    /// Server-Sent Events (`text/event-stream`): each event with data is a message.
+    Sse,
+}
+
+/// A validated streamed response: what ends it besides its body's end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamedResponse {
+    /// The data of the event that ends the stream uncounted (`[DONE]`; empty: none).
+    pub done: Vec<u8>,
 }
 
 impl Default for HttpRequestSpec {
@@ -172,6 +196,8 @@ impl Default for HttpRequestSpec {
             paced: false,
             file: None,
             order: FileOrder::Cycle,
+            stream: None,
+            stream_done: "[DONE]".into(),
         }
     }
 }
@@ -197,6 +223,8 @@ pub struct HttpRequest {
     pub parts: RequestParts,
     /// A gRPC call: its response is judged by `grpc-status`.
     pub grpc: bool,
+    /// The response is a stream of messages (`stream = "sse"`).
+    pub stream: Option<StreamedResponse>,
     /// A bidirectional gRPC call: requests are messages on one stream per connection (their
     /// bodies unframed in `parts.body`), paired with replies by this field.
     pub bidi: Option<crate::grpc::BidiMatch>,
@@ -530,6 +558,8 @@ fn requests_of(
             None if r.file.is_some() => r.file_request(server, (name, share), &field, invalid)?,
             None => (r.aimed(url_target)).render((host, version), name, share, &field, invalid)?,
         };
+        let mut request = request;
+        request.stream = r.response_stream(&request, version, &field, invalid)?;
         if version == HttpVersion::Http2 {
             check_h2_headers(&request.parts, &field, invalid)?;
             if request.vary.is_some() {
@@ -714,9 +744,46 @@ impl HttpRequestSpec {
             parts: RequestParts::default(),
             grpc: false,
             bidi: None,
+            stream: None,
             paced: None,
             vary: Some(Arc::new(Vary::File(file))),
         })
+    }
+
+    /// `stream`: a response that is a stream of messages, for a plain HTTP/1.1 request.
+    fn response_stream(
+        &self,
+        request: &HttpRequest,
+        version: HttpVersion,
+        field: &dyn Fn(&str) -> String,
+        invalid: &Invalid,
+    ) -> Result<Option<StreamedResponse>, ScenarioError> {
+        let Some(ResponseStream::Sse) = self.stream else {
+            return Ok(None);
+        };
+        let refused = |problem: &str| {
+            Err(invalid(
+                &field("stream"),
+                problem.into(),
+                "a streamed response (Server-Sent Events) is measured on a plain HTTP/1.1 request: http.version = \"1.1\", no grpc, not HEAD",
+            ))
+        };
+        if version != HttpVersion::Http1 {
+            return refused("is given, and the run is HTTP/2");
+        }
+        if request.grpc || request.head {
+            return refused("is given for a gRPC call or a HEAD request");
+        }
+        if self.stream_done.contains(['\r', '\n']) {
+            return Err(invalid(
+                &field("stream_done"),
+                format!("is {:?}", self.stream_done),
+                "an event's data on one line, e.g. \"[DONE]\" (or \"\" for none)",
+            ));
+        }
+        Ok(Some(StreamedResponse {
+            done: self.stream_done.clone().into_bytes(),
+        }))
     }
 
     /// A gRPC unary call: POST to `/package.Service/Method`, `content-type: application/grpc`,
@@ -777,6 +844,7 @@ impl HttpRequestSpec {
             },
             grpc: true,
             bidi,
+            stream: None,
             paced: self.messages.filter(|_| self.paced),
             vary: None,
         })
@@ -952,6 +1020,7 @@ impl HttpRequestSpec {
             parts,
             grpc: false,
             bidi: None,
+            stream: None,
             paced: None,
             vary: vary.map(|v| Arc::new(Vary::Template(v))),
         })

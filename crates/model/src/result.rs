@@ -90,6 +90,10 @@ pub struct RunResult {
     /// for other systems and brokers that answer no publish.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub publish_latency: Option<Percentiles>,
+    /// Responses that were streams of messages (`[http.requests.NAME] stream = "sse"`): time to
+    /// the first message, gaps between messages, time per message. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streamed: Option<StreamedResponses>,
     /// Per operation class.
     pub classes: Vec<ClassResult>,
     /// CPU used by the driver (and the system under test, when in-process).
@@ -750,6 +754,44 @@ impl SendLagSplit {
             held: Percentiles::of(held),
         }
     }
+}
+
+/// Responses that were streams of messages (`[http.requests.NAME] stream = "sse"`), over the
+/// measured window's requests: per stream, how long its first message took from the request's
+/// *intended* send (as latency: a server that stalls makes the streams behind it wait, and that
+/// wait counts), every gap between two of its messages as they arrived, and its time per message
+/// (from its first message to its last, over the messages after the first). The request's own
+/// latency (`latency`) runs to the stream's end. A message's arrival is the read that brought
+/// it: messages in one read share a time.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct StreamedResponses {
+    /// Streams completed (their requests delivered).
+    pub streams: u64,
+    /// Messages they carried (events with data; the end sentinel, `[DONE]`, not counted).
+    pub messages: u64,
+    /// Bytes of those messages' data.
+    pub bytes: u64,
+    /// Completed streams without a message.
+    pub empty: u64,
+    /// Streams cut short: their connection failed or timed out before the stream ended (the
+    /// request failed).
+    pub cut: u64,
+    /// Messages those had delivered before they were cut.
+    pub cut_messages: u64,
+    /// Time to the first message, from the request's intended send.
+    pub first_message: Percentiles,
+    /// Every gap between two consecutive messages of a stream.
+    pub gap: Percentiles,
+    /// Per stream of two or more messages: (last − first message) / (messages − 1). Its
+    /// inverse is the stream's messages (tokens) per second.
+    pub per_message: Percentiles,
+    /// `first_message`'s histogram, encoded as the run's (for `merge`).
+    pub first_message_histogram: String,
+    /// `gap`'s histogram, encoded.
+    pub gap_histogram: String,
+    /// `per_message`'s histogram, encoded.
+    pub per_message_histogram: String,
 }
 
 /// Full histograms of the run, encoded.

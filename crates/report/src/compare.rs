@@ -324,6 +324,7 @@ mod tests {
             send_lag_split: Default::default(),
             unanswered: Percentiles::default(),
             publish_latency: None,
+            streamed: None,
             classes: vec![],
             cpu: CpuUsage {
                 driver_cpu_s: 1.0,

@@ -63,6 +63,7 @@ pub fn render(
     }
     out.push_str(&crate::fairness::html(runs, escape));
     out.push_str(&crate::stages::html(runs, escape));
+    out.push_str(&crate::streamed::html(runs, escape));
     out.push_str(&crate::lateness::html(runs, escape));
     out.push_str(&crate::shards::html(runs, escape));
     out.push_str(&advice_list(advice));

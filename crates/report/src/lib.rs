@@ -18,6 +18,7 @@ pub mod publish;
 pub mod search;
 pub mod shards;
 pub mod stages;
+pub mod streamed;
 pub mod streams;
 pub mod summary;
 pub mod svg;

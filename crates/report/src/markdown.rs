@@ -53,6 +53,7 @@ pub fn render(
     }
     out.push_str(&crate::fairness::markdown(runs));
     out.push_str(&crate::stages::markdown(runs));
+    out.push_str(&crate::streamed::markdown(runs));
     out.push_str(&crate::lateness::markdown(runs));
     out.push_str(&crate::shards::markdown(runs));
     out.push_str(&fault_sections(runs));

@@ -110,6 +110,11 @@ fn appendix(out: &mut String, results: &[RunResult], width: Option<usize>) {
         });
         out.push_str(&render_fit(&crate::streams::text_rows(results), width));
     }
+    let streamed = crate::streamed::text_rows(results);
+    if !streamed.is_empty() {
+        out.push_str("\nstreamed responses (first message from the intended send; per message = a stream's time per message after its first; msgs/s = its inverse):\n");
+        out.push_str(&render_fit(&streamed, width));
+    }
     per_run_lines(out, "failures", results, crate::faults::line);
     per_run_lines(
         out,

@@ -63,6 +63,7 @@ fn run(point: usize, window: u32, replicate: u32, rate: f64, base_ns: u64) -> Ru
         send_lag_split: SendLagSplit::default(),
         unanswered: Percentiles::default(),
         publish_latency: None,
+        streamed: None,
         classes: vec![ClassResult {
             name: "call".into(),
             latency: Percentiles::of(&h),

@@ -11,6 +11,7 @@ pub mod json_rpc;
 pub mod proto_wire;
 pub mod resp;
 pub mod sse;
+pub mod sse_response;
 pub mod tick;
 pub mod ws_client;
 

@@ -67,6 +67,13 @@ pub struct EventParser {
     ended: bool,
     /// The event found, until the next call.
     ready: Option<Ready>,
+    /// The `id:` of the event being read (its length in `pending`), the stream's last event
+    /// id once a blank line ends the event.
+    pending: Vec<u8>,
+    pending_id: Option<usize>,
+    /// The last line ended with a `\r` at the end of the bytes: a `\n` first in the next ones
+    /// belongs to it.
+    skip_lf: bool,
 }
 
 /// Where a complete event's fields are in the buffer (absolute).
@@ -86,6 +93,27 @@ impl EventParser {
             p.has_id = true;
         }
         p
+    }
+
+    /// Ready for a new stream (no last id), its buffers kept: nothing is allocated again.
+    pub fn clear(&mut self) {
+        let (mut buf, mut joined, mut id, mut pending) = (
+            std::mem::take(&mut self.buf),
+            std::mem::take(&mut self.joined),
+            std::mem::take(&mut self.id),
+            std::mem::take(&mut self.pending),
+        );
+        buf.clear();
+        joined.clear();
+        id.clear();
+        pending.clear();
+        *self = EventParser {
+            buf,
+            joined,
+            id,
+            pending,
+            ..EventParser::default()
+        };
     }
 
     /// Adds body bytes (the events handed out before are gone).
@@ -172,10 +200,28 @@ impl EventParser {
             }
             self.begun = true;
         }
-        while let Some((line, next)) = self.line() {
+        loop {
+            if self.skip_lf {
+                match self.buf.get(self.start + self.scanned) {
+                    None => break,
+                    Some(b'\n') => self.scanned += 1,
+                    Some(_) => {}
+                }
+                self.skip_lf = false;
+            }
+            let Some((line, next)) = self.line() else {
+                break;
+            };
             let line = (self.scanned, self.scanned + line);
+            // A `\r` that ended the bytes so far ends its line now (an event is not held back
+            // for the next read); a `\n` that follows it then is the same line end.
+            self.skip_lf =
+                next == self.buf.len() - self.start && self.buf[self.start + next - 1] == b'\r';
             self.scanned = next;
             if line.0 == line.1 {
+                // The id read so far is the stream's last event id from here on, whether or not
+                // the event had data (the standard's "dispatch", step 1).
+                self.commit_id();
                 if self.first_data.is_some() {
                     self.dispatch();
                     return Ok(true);
@@ -196,15 +242,18 @@ impl EventParser {
     fn line(&self) -> Option<(usize, usize)> {
         let rest = &self.buf[self.start + self.scanned..];
         let at = rest.iter().position(|&b| b == b'\n' || b == b'\r')?;
-        if rest[at] == b'\n' {
-            return Some((at, self.scanned + at + 1));
+        if rest[at] == b'\r' && rest.get(at + 1) == Some(&b'\n') {
+            return Some((at, self.scanned + at + 2));
         }
-        match rest.get(at + 1) {
-            Some(b'\n') => Some((at, self.scanned + at + 2)),
-            Some(_) => Some((at, self.scanned + at + 1)),
-            // A `\r` at the end: a `\n` may follow in the next read.
-            None if self.ended => Some((at, self.scanned + at + 1)),
-            None => None,
+        Some((at, self.scanned + at + 1))
+    }
+
+    /// The id the event read so far gave becomes the stream's last event id.
+    fn commit_id(&mut self) {
+        if let Some(id) = self.pending_id.take() {
+            self.id.clear();
+            self.id.extend_from_slice(&self.pending[..id]);
+            self.has_id = true;
         }
     }
 
@@ -223,19 +272,22 @@ impl EventParser {
         };
         match name {
             b"data" => self.data(value),
-            b"event" => self.kind = Some(value),
+            // An empty type is the default one, `message`.
+            b"event" => self.kind = (value.0 < value.1).then_some(value),
             b"id" => {
                 let id = &self.buf[self.start + value.0..self.start + value.1];
                 if !id.contains(&0) && id.len() <= MAX_ID {
-                    self.id.clear();
-                    self.id.extend_from_slice(id);
-                    self.has_id = true;
+                    self.pending.clear();
+                    self.pending.extend_from_slice(id);
+                    self.pending_id = Some(id.len());
                 }
             }
             b"retry" => {
                 let v = &self.buf[self.start + value.0..self.start + value.1];
                 if !v.is_empty() && v.iter().all(u8::is_ascii_digit) {
-                    self.retry_ms = std::str::from_utf8(v).ok().and_then(|s| s.parse().ok());
+                    if let Some(ms) = std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()) {
+                        self.retry_ms = Some(ms);
+                    }
                 }
             }
             _ => {} // unknown fields are ignored
@@ -459,6 +511,25 @@ mod tests {
         p.extend(b"data: 5\n\n");
         assert!(p.advance(Some(b"message")).unwrap());
         assert_eq!(p.event().data, b"5");
+    }
+
+    #[test]
+    fn an_id_counts_once_its_event_ends_and_a_lone_cr_ends_a_line_at_once() {
+        let mut p = EventParser::default();
+        p.extend(b"id: 1\rdata: a\r\rid: 2\rdata: b\r");
+        // The first event is whole; the second's id is not the stream's yet.
+        assert!(p.advance(None).unwrap());
+        assert_eq!((p.event().data, p.event().id), (&b"a"[..], Some(&b"1"[..])));
+        assert!(!p.advance(None).unwrap());
+        assert_eq!(p.last_id(), Some(&b"1"[..]));
+        // The blank line ends it at once; a `\n` after the last `\r` is the same line end.
+        p.extend(b"\r");
+        assert!(p.advance(None).unwrap());
+        assert_eq!(p.event().id, Some(&b"2"[..]));
+        p.extend(b"\nevent:\ndata: c\n\nretry: 99999999999999999999999\n\n");
+        assert!(p.advance(Some(b"message")).unwrap());
+        assert_eq!(p.event().data, b"c");
+        assert_eq!(p.retry_ms(), None);
     }
 
     #[test]

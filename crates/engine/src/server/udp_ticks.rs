@@ -63,13 +63,30 @@ impl UdpTickSender {
                 "give at least one destination and a rate between 1 and 10 M per second",
             ));
         }
-        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)?;
+        let v6 = options.to[0].is_ipv6();
+        if options.to.iter().any(|a| a.is_ipv6() != v6) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "give destinations of one family: all IPv4 or all IPv6",
+            ));
+        }
+        let domain = if v6 {
+            socket2::Domain::IPV6
+        } else {
+            socket2::Domain::IPV4
+        };
+        let socket = socket2::Socket::new(domain, socket2::Type::DGRAM, None)?;
         if let Some(interface) = options.multicast_interface {
             socket.set_multicast_if_v4(&interface)?;
             socket.set_multicast_loop_v4(true)?;
             socket.set_multicast_ttl_v4(1)?;
         }
-        socket.bind(&SocketAddr::from(([0, 0, 0, 0], 0)).into())?;
+        let any: SocketAddr = if v6 {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        } else {
+            ([0, 0, 0, 0], 0).into()
+        };
+        socket.bind(&any.into())?;
         let socket: UdpSocket = socket.into();
         let stop = Arc::new(AtomicBool::new(false));
         let counts = Arc::new(UdpTickCounts::default());

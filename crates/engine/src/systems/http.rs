@@ -13,7 +13,9 @@ use crate::harness::sut::resolve_endpoint;
 use crate::harness::{DriverOutput, Measured, NoServer, RunContext, SystemUnderTest};
 use crate::net::endpoint::{Endpoint, Stream};
 use crate::net::http_fill::{Counters, Filler};
+use crate::net::sse_response::SseResponse;
 use crate::net::{http, json_rpc};
+use crate::streamed::StreamFigures;
 use msgbench_model::client::{ClientConfig, OnError};
 use msgbench_model::http::{HttpConfig, HttpVersion};
 use msgbench_model::pacing::Pacing;
@@ -208,6 +210,12 @@ pub struct HttpWire<'a> {
     resume: http::Resume,
     /// Writes the requests that vary.
     filler: Filler<'a>,
+    /// The streamed response being read (`stream = "sse"`).
+    sse: SseResponse,
+    /// The last response decoded was streamed: `sse` holds its figures until the next.
+    streamed_done: bool,
+    /// When the bytes being decoded arrived.
+    now: u64,
 }
 
 impl<'a> HttpWire<'a> {
@@ -221,6 +229,9 @@ impl<'a> HttpWire<'a> {
             body: Vec::new(),
             resume: http::Resume::default(),
             filler: Filler::new(counters, config.keys, index),
+            sse: SseResponse::default(),
+            streamed_done: false,
+            now: 0,
         }
     }
 
@@ -287,12 +298,21 @@ impl Wire for HttpWire<'_> {
         // say "a reply with no request in flight".
         let class = self.pending.front().map(|&c| c as usize);
         let head = class.is_some_and(|c| self.config.requests[c].head);
+        if std::mem::take(&mut self.streamed_done) {
+            self.sse.start();
+        }
+        let config = self.config;
+        let streamed = class.and_then(|c| config.requests[c].stream.as_ref());
+        if let Some(s) = streamed {
+            self.sse.advance(buf, self.now, &s.done)?;
+        }
         let found = match http::decode_from(buf, head, self.config.max_response, &mut self.resume) {
             Ok(Some(f)) => f,
             Ok(None) => return Ok(None),
             Err(e) => return Err(e.to_string()),
         };
         self.pending.pop_front();
+        self.streamed_done = streamed.is_some();
         let ok = class.is_some_and(|c| self.judge(buf, &found, c));
         Ok(Some(Response {
             id: None,
@@ -305,6 +325,20 @@ impl Wire for HttpWire<'_> {
     fn reset(&mut self) {
         self.pending.clear();
         self.resume = http::Resume::default();
+        self.sse.start();
+        self.streamed_done = false;
+    }
+
+    fn arrived(&mut self, now: u64) {
+        self.now = now;
+    }
+
+    fn streamed(&self) -> Option<&StreamFigures> {
+        self.streamed_done.then_some(&self.sse.figures)
+    }
+
+    fn cut_short(&self) -> Option<u64> {
+        (!self.streamed_done && self.sse.in_progress()).then_some(self.sse.figures.messages)
     }
 
     fn take_errors(&mut self) -> Vec<ErrorCount> {

@@ -25,6 +25,7 @@ use crate::harness::STOP_CHECK_NS;
 use crate::harness::{gather, worker, DriverOutput, RunContext, RunStop, Timeline};
 use crate::net::endpoint::{Endpoint, Stream};
 use crate::recorder::Recorder;
+use crate::streamed::StreamFigures;
 use mio::{Events, Interest, Poll, Token};
 use msgbench_model::client::{ClientConfig, OnError};
 use msgbench_model::result::{CpuTimes, ErrorCount, Faults, ThreadCpu};
@@ -83,6 +84,20 @@ pub trait Wire: Send {
     /// The reply just decoded answered no request in flight (only when `STRAY_REPLIES_FAIL` is
     /// false): whatever it said is not a request's outcome.
     fn stray(&mut self) {}
+    /// Bytes read at `now` are about to be decoded: a streamed response times its messages by
+    /// it.
+    fn arrived(&mut self, now: u64) {
+        let _ = now;
+    }
+    /// The response just decoded was a stream of messages: what it showed (`None` otherwise).
+    fn streamed(&self) -> Option<&StreamFigures> {
+        None
+    }
+    /// A streamed response is being read: the messages it has shown so far (the connection
+    /// fails, and it is cut short).
+    fn cut_short(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A connection's byte stream, as the driver needs it: non-blocking reads and writes, an event
@@ -709,6 +724,7 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
             // One timestamp per read: every response in it arrived by now.
             let now = crate::clock::now_ns();
             c.rend += n;
+            c.wire.arrived(now);
             loop {
                 let c = &mut self.conns[i];
                 let response = match c.wire.decode(&c.rbuf[c.rstart..c.rend]) {
@@ -735,6 +751,11 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
                     return self.fail(i, Failure::Protocol(what), poll);
                 };
                 record_response(&mut self.rec, &mut self.faults, i, &f, response.ok, now);
+                if let Some(s) = self.conns[i].wire.streamed() {
+                    if f.measured && response.ok {
+                        self.rec.streamed(f.intended_ns, s);
+                    }
+                }
                 if response.closes {
                     return self.close_as_announced(i, poll);
                 }
@@ -798,6 +819,11 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
     fn fail(&mut self, i: usize, why: Failure, poll: &Poll) {
         let now = crate::clock::now_ns();
         let c = &mut self.conns[i];
+        if let Some(messages) = c.wire.cut_short() {
+            if c.in_flight.oldest().is_some_and(|f| f.measured) {
+                self.rec.stream_cut(messages);
+            }
+        }
         fail_all_counted(&mut c.in_flight, &mut self.rec, i, now);
         c.wire.reset();
         c.wbuf.clear();

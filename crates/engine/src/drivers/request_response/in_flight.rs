@@ -132,6 +132,18 @@ impl InFlight {
         *f
     }
 
+    /// The oldest request in flight.
+    pub fn oldest(&mut self) -> Option<Flight> {
+        while let Some(&(slot, id)) = self.order.front() {
+            let f = &self.flights[slot as usize];
+            if f.active && f.id == id {
+                return Some(*f);
+            }
+            self.order.pop_front();
+        }
+        None
+    }
+
     /// When the oldest request in flight times out.
     pub fn oldest_deadline(&mut self, timeout_ns: u64) -> Option<u64> {
         while let Some(&(slot, id)) = self.order.front() {

@@ -175,21 +175,24 @@ impl SseFeed {
         receive_buffer: u32,
     ) -> Result<SseFeed, OpenError> {
         let mut parser = EventParser::resuming(last_id);
-        let body = match plan.stream.version {
+        let (body, ended) = match plan.stream.version {
             SseVersion::Http1 => {
                 let opening = open_http1(plan, client, last_id, receive_buffer, &mut parser);
                 match tokio::time::timeout(OPEN_TIMEOUT, opening).await {
-                    Ok(body) => body?,
+                    Ok(opened) => opened?,
                     Err(_) => return Err(no_answer()),
                 }
             }
-            SseVersion::Http2 => open_http2(plan, client, last_id).await?,
+            SseVersion::Http2 => (open_http2(plan, client, last_id).await?, None),
         };
+        if ended.is_some() {
+            parser.end();
+        }
         Ok(SseFeed {
             body,
             parser,
             plan: plan.clone(),
-            ended: None,
+            ended,
         })
     }
 
@@ -321,7 +324,8 @@ fn request_head(s: &SseStream, client: &str, last_id: Option<&[u8]>) -> Vec<u8> 
     for (k, v) in &s.headers {
         head.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
     }
-    if let Some(id) = last_id.filter(|_| s.resume) {
+    // An empty id is sent as none (the standard's rule).
+    if let Some(id) = last_id.filter(|id| s.resume && !id.is_empty()) {
         head.extend_from_slice(b"Last-Event-ID: ");
         head.extend_from_slice(id);
         head.extend_from_slice(b"\r\n");
@@ -331,14 +335,14 @@ fn request_head(s: &SseStream, client: &str, last_id: Option<&[u8]>) -> Vec<u8> 
 }
 
 /// Opens an HTTP/1.1 stream: its connection, the request, the response's head; what of the
-/// body came with the head goes to `parser`.
+/// body came with the head goes to `parser` (and if that was all of it, why it ended).
 async fn open_http1(
     plan: &SsePlan,
     client: &str,
     last_id: Option<&[u8]>,
     receive_buffer: u32,
     parser: &mut EventParser,
-) -> Result<Body, OpenError> {
+) -> Result<(Body, Option<String>), OpenError> {
     let tcp = TcpStream::connect(plan.address)
         .await
         .map_err(OpenError::Connect)?;
@@ -388,12 +392,13 @@ async fn open_http1(
     let mut framing = framing;
     let taken = take_body(&mut framing, &raw[size..filled], parser).map_err(OpenError::Stream)?;
     raw.copy_within(filled - taken.held..filled, 0);
-    Ok(Body::Http1 {
+    let body = Body::Http1 {
         io,
         raw,
         held: taken.held,
         framing,
-    })
+    };
+    Ok((body, taken.ended))
 }
 
 /// The response head at the start of `bytes` (`None`: not all there yet): its size and the
@@ -545,7 +550,7 @@ async fn ask_http2(
     for (k, v) in &s.headers {
         head = head.header(k.as_str(), v.as_str());
     }
-    if let Some(id) = last_id.filter(|_| s.resume) {
+    if let Some(id) = last_id.filter(|id| s.resume && !id.is_empty()) {
         head = head.header("last-event-id", id);
     }
     let failed = |e: String| OpenError::Stream(format!("the request failed ({e})"));

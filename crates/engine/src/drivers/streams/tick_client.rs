@@ -427,6 +427,8 @@ struct Resume {
 
 /// Longest wait before a reconnection a server's `retry:` may ask for.
 const MAX_RETRY: Duration = Duration::from_secs(5);
+/// Shortest.
+const MIN_RETRY: Duration = Duration::from_millis(10);
 
 /// Reads one connection (and its reconnections) until the stream ends for it.
 async fn connection(
@@ -461,7 +463,12 @@ async fn connection(
             Ended::Broken(fault, why) => (fault, why),
         };
         if let Some(old) = socket.take() {
-            resume = let_go(old);
+            let gone = let_go(old, &mut stats);
+            // A stream that gave no id (or no `retry:`) this time resumes as the last did.
+            resume = Resume {
+                last_id: gone.last_id.or(resume.last_id.take()),
+                retry_ms: gone.retry_ms.or(resume.retry_ms),
+            };
         }
         match fault {
             Fault::Disconnect => stats.faults.disconnects += 1,
@@ -511,10 +518,11 @@ fn count_udp_faults(feed: &UdpFeed, stats: &mut StreamStats) {
 }
 
 /// Ends a broken connection (its connection may outlive the stream: it ends before another
-/// opens); an event stream's says where a reconnection resumes.
-fn let_go(socket: Socket) -> Resume {
+/// opens); an event stream's says where a reconnection resumes, a UDP socket what it lost.
+fn let_go(socket: Socket, stats: &mut StreamStats) -> Resume {
     match socket {
         Socket::Grpc(feed) => feed.close(),
+        Socket::Udp(feed) => count_udp_faults(&feed, stats),
         Socket::Sse(feed) => {
             let resume = Resume {
                 last_id: feed.last_id(),
@@ -523,7 +531,7 @@ fn let_go(socket: Socket) -> Resume {
             feed.close();
             return resume;
         }
-        Socket::Ws(_) | Socket::Udp(_) => {}
+        Socket::Ws(_) => {}
     }
     Resume::default()
 }
@@ -537,8 +545,9 @@ async fn reopen(
     resume: &Resume,
 ) -> Option<Socket> {
     let new = reconnect(plan, shared, stats, resume).await?;
+    // Without an id to resume after, the server starts the stream afresh.
     match &shared.sse {
-        Some(sse) if sse.stream.resume => stats.resumed(),
+        Some(sse) if sse.stream.resume && resume.last_id.is_some() => stats.resumed(),
         _ => stats.reconnected(),
     }
     Some(new)
@@ -553,8 +562,9 @@ async fn reconnect(
     stats: &mut StreamStats,
     resume: &Resume,
 ) -> Option<Socket> {
+    // A `retry: 0` would reconnect in a loop that never lets the thread's other clients run.
     let wait = resume.retry_ms.map_or(RECONNECT_EVERY, |ms| {
-        Duration::from_millis(ms).min(MAX_RETRY)
+        Duration::from_millis(ms).clamp(MIN_RETRY, MAX_RETRY)
     });
     let name = format!("{}.{}", plan.name, stats.reconnects + 1);
     let url = plan.url.replacen(
