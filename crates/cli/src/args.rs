@@ -468,6 +468,17 @@ pub enum ServeCommand {
     ///
     /// Example: msgbench serve ws-rpc --listen 127.0.0.1:8546 --method eth_chainId --result '"0x1"'
     WsRpc(ServeWsRpcArgs),
+    /// Server-Sent Events with known timing (HTTP/1.1): `GET /events` is a feed (event n due at
+    /// the start + n/--rate, `id:` its number, its data's `ts` its due time on CLOCK_MONOTONIC,
+    /// `Last-Event-ID` replayed); any other request gets a stream of --messages, the first
+    /// --first after it, then one every --every, then `data: [DONE]` — an LLM completion's
+    /// shape, for truth runs of `stream = "sse"`. --stall-every/--stall-for (or --stall-at)
+    /// hold every message due in a stall until it ends.
+    ///
+    /// Example: msgbench serve sse --listen 127.0.0.1:8090 --first 50ms --every 10ms --messages 20
+    ///
+    /// Example: msgbench serve sse --listen 127.0.0.1:8090 --rate 5000 --stall-every 2s --stall-for 500ms --for 60s
+    Sse(ServeSseArgs),
     /// An HTTP/1.1 server whose latency is known: every request (keep-alive, pipelined in
     /// order) gets `200 OK` and --body-bytes after --service, computed (--work busy: a thread
     /// then serves 1/service requests a second) or waited (--work sleep), fixed or exponential.
@@ -700,6 +711,38 @@ pub struct ServeTicksArgs {
     pub multicast_interface: String,
     #[command(flatten)]
     pub server: ServerLimits,
+}
+
+/// `msgbench serve sse`.
+#[derive(Debug, Args)]
+pub struct ServeSseArgs {
+    /// Address to listen on (port 0: any free port; the chosen one is printed).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8090")]
+    pub listen: String,
+    /// Feed events per second (`GET /events`; `?rate=N` per client).
+    #[arg(long, value_name = "PER_SEC", default_value_t = 1000.0)]
+    pub rate: f64,
+    /// Messages of a streamed response (`?messages=N`).
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub messages: u32,
+    /// A streamed response's first message, after the request (`?first_us=U`).
+    #[arg(long, value_name = "DURATION", default_value = "50ms")]
+    pub first: String,
+    /// Between a streamed response's messages (`?every_us=U`).
+    #[arg(long, value_name = "DURATION", default_value = "10ms")]
+    pub every: String,
+    /// A stall every this long from the start ("0": none).
+    #[arg(long, value_name = "DURATION", default_value = "0")]
+    pub stall_every: String,
+    /// How long each stall lasts.
+    #[arg(long, value_name = "DURATION", default_value = "500ms")]
+    pub stall_for: String,
+    /// Instead of --stall-every: one stall this long after the first request.
+    #[arg(long, value_name = "DURATION", conflicts_with = "stall_every")]
+    pub stall_at: Option<String>,
+    /// Stop by itself after this long (e.g. 30s); without it, serve until Ctrl-C.
+    #[arg(long = "for", value_name = "DURATION")]
+    pub run_for: Option<String>,
 }
 
 /// `msgbench serve rpc`.

@@ -2,8 +2,8 @@
 //! another msgbench) can be measured against them. Each runs until Ctrl-C or `--for`, then prints
 //! what it counted.
 use crate::args::{
-    RequestServerArgs, ServeCommand, ServeGrpcArgs, ServeHttpArgs, ServeRpcArgs, ServeTicksArgs,
-    ServeWsRpcArgs, ServerLimits, ServiceTimeArgs, REQUEST_SERVER_CONNECTIONS,
+    RequestServerArgs, ServeCommand, ServeGrpcArgs, ServeHttpArgs, ServeRpcArgs, ServeSseArgs,
+    ServeTicksArgs, ServeWsRpcArgs, ServerLimits, ServiceTimeArgs, REQUEST_SERVER_CONNECTIONS,
     WS_SERVER_CONNECTIONS,
 };
 use crate::setup::{fail, machine_limits, on_ctrl_c};
@@ -34,7 +34,81 @@ pub fn serve(command: ServeCommand) -> ExitCode {
         ServeCommand::WsRpc(args) => serve_ws_rpc(args),
         ServeCommand::Http(args) => serve_http(args),
         ServeCommand::Grpc(args) => serve_grpc(args),
+        ServeCommand::Sse(args) => serve_sse(args),
     }
+}
+
+fn serve_sse(args: ServeSseArgs) -> ExitCode {
+    let (options, listen, run_for) = match sse_options(&args) {
+        Ok(o) => o,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    on_ctrl_c(
+        stop.clone(),
+        "the server ends its streams and prints what it sent",
+    );
+    msgbench_engine::clock::calibrate();
+    let server = match msgbench_engine::server::sse::SseServer::start(options, listen) {
+        Ok(s) => s,
+        Err(e) => {
+            return fail(
+                1,
+                format!("cannot listen on {listen}: {e}; pick another port with --listen"),
+            )
+        }
+    };
+    let addr = server.local_addr();
+    print_now(&format!(
+        "msgbench event-stream server: a feed at http://{addr}/events, a stream per request at any other path (Ctrl-C to stop)"
+    ));
+    serve_until(&stop, run_for);
+    let c = &server.counts;
+    let line = format!(
+        "streamed responses {}, messages {}, feed connections {}, connections refused {}",
+        c.streams.load(Ordering::Relaxed),
+        c.messages.load(Ordering::Relaxed),
+        c.feeds.load(Ordering::Relaxed),
+        c.refused.load(Ordering::Relaxed)
+    );
+    server.stop();
+    print_now(&line);
+    exit_code(&stop)
+}
+
+/// `serve sse`'s model, address and how long to serve, from its flags.
+fn sse_options(
+    args: &ServeSseArgs,
+) -> Result<
+    (
+        msgbench_engine::server::sse::SseOptions,
+        SocketAddr,
+        Option<Duration>,
+    ),
+    String,
+> {
+    let ns = |flag: &str, text: &str| parse_duration(flag, text).map(|d| d.as_nanos() as u64);
+    if !(args.rate > 0.0 && args.rate <= 1e7) || args.messages == 0 {
+        return Err("--rate: 1 to 10 000 000 per second; --messages: at least 1".into());
+    }
+    let options = msgbench_engine::server::sse::SseOptions {
+        rate: args.rate,
+        messages: args.messages,
+        first_ns: ns("first", &args.first)?,
+        every_ns: ns("every", &args.every)?,
+        stall_every_ns: ns("stall-every", &args.stall_every)?,
+        stall_for_ns: ns("stall-for", &args.stall_for)?,
+        stall_at_ns: args
+            .stall_at
+            .as_deref()
+            .map(|t| ns("stall-at", t))
+            .transpose()?
+            .unwrap_or(0),
+    };
+    let run_for = (args.run_for.as_deref())
+        .map(|t| parse_duration("for", t))
+        .transpose()?;
+    Ok((options, listen_address(&args.listen)?, run_for))
 }
 
 fn serve_grpc(args: ServeGrpcArgs) -> ExitCode {

@@ -274,3 +274,39 @@ fn what_an_event_stream_cannot_take_is_refused_with_the_fix() {
     );
     assert!(e.contains("takes no messages"), "{e}");
 }
+
+#[test]
+fn msgbench_s_own_event_stream_is_read_with_its_true_latency() {
+    // `serve sse`'s feed, in-process: stamps on this host's monotonic clock, due times on an
+    // absolute schedule, so a client's latency is the server's wake-up and the loopback.
+    let server = msgbench_engine::server::sse::SseServer::start(
+        msgbench_engine::server::sse::SseOptions {
+            rate: 5000.0,
+            messages: 1,
+            first_ns: 0,
+            every_ns: 0,
+            stall_every_ns: 0,
+            stall_for_ns: 0,
+            stall_at_ns: 0,
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .unwrap();
+    let address = format!("ticks.address=\"http://{}/events\"", server.local_addr());
+    let r = &run(
+        FEED,
+        &[
+            &address,
+            "ticks.feed.clock=\"monotonic-ns\"",
+            "ticks.gaps=\"error\"",
+            "run.duration=\"1s\"",
+        ],
+    )[0];
+    assert_clean(r);
+    assert_eq!(r.sequence.total(), 0, "{:?}", r.sequence);
+    for c in &r.streams {
+        assert_eq!(c.counters.delivered, c.counters.sent, "{:?}", c.counters);
+        assert!(c.counters.delivered > 4_500, "{:?}", c.counters);
+        assert!(c.latency.p50_ns < 2_000_000, "{:?}", c.latency);
+    }
+}

@@ -129,3 +129,71 @@ fn a_stall_delays_the_first_token_of_the_streams_behind_it_and_cut_streams_are_f
     assert_eq!(s.cut_messages, 10 * s.cut, "{s:?}");
     assert!(r.counters.failed >= s.cut, "{:?}", r.counters);
 }
+
+/// msgbench's own event-stream server (`serve sse`), in-process: 20 messages, the first 50 ms
+/// after the request, then one every 10 ms (a stream ends 240 ms after its request).
+fn model_server(stall_at: Option<Duration>) -> msgbench_engine::server::sse::SseServer {
+    msgbench_engine::server::sse::SseServer::start(
+        msgbench_engine::server::sse::SseOptions {
+            rate: 1000.0,
+            messages: 20,
+            first_ns: 50_000_000,
+            every_ns: 10_000_000,
+            stall_every_ns: 0,
+            stall_for_ns: 500_000_000,
+            stall_at_ns: stall_at.map_or(0, |d| d.as_nanos() as u64),
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn against_the_model_server_every_figure_is_within_five_percent_at_p50_and_p99() {
+    let server = model_server(None);
+    let r = &run(&chat(server.local_addr().port(), 20, "3s"), &[])[0];
+    common::assert_accounted(r);
+    let s = r.streamed.as_ref().expect("streamed figures");
+    assert_eq!(s.messages, 20 * s.streams);
+    for (what, p, model) in [
+        ("first message", &s.first_message, 50e6),
+        ("gap", &s.gap, 10e6),
+        ("per message", &s.per_message, 10e6),
+        ("stream", &r.latency, 240e6),
+    ] {
+        assert!(near(p.p50_ns, model, 0.05), "{what} p50: {p:?}");
+        assert!(near(p.p99_ns, model, 0.05), "{what} p99: {p:?}");
+    }
+}
+
+#[test]
+fn a_500_ms_stall_shows_in_the_first_message_of_every_stream_meant_to_start_in_it() {
+    // The stall: 1.5 s after the first request (1 s into the window), 500 ms long. At 20
+    // streams/s the 10 whose first message fell due in it wait for its end: their first
+    // message comes 50 to 550 ms after their intended send; every other stream's at 50 ms.
+    let server = model_server(Some(Duration::from_millis(1500)));
+    let r = &run(&chat(server.local_addr().port(), 20, "3s"), &[])[0];
+    r.counters.check().unwrap();
+    let s = r.streamed.as_ref().expect("streamed figures");
+    let ttft = msgbench_model::histogram::decode(&s.first_message_histogram).unwrap();
+    let waited = ttft.count_between(60_000_000, u64::MAX);
+    assert!(
+        (9..=11).contains(&waited),
+        "{waited} streams waited: {:?}",
+        s.first_message
+    );
+    // The latest of them was meant to start at most one interval (50 ms) before the stall:
+    // it waited 500 to 550 ms for its first message.
+    assert!(
+        (495_000_000..=560_000_000).contains(&s.first_message.max_ns),
+        "{:?}",
+        s.first_message
+    );
+    assert!(
+        near(s.first_message.p50_ns, 50e6, 0.05),
+        "{:?}",
+        s.first_message
+    );
+    // The streams in progress when it began each saw one gap of up to 500 ms.
+    assert!(s.gap.max_ns > 400_000_000, "{:?}", s.gap);
+}

@@ -5,6 +5,7 @@ pub mod grpc_reflection;
 pub mod grpc_stream;
 pub mod http;
 pub mod rpc;
+pub mod sse;
 pub mod ticks;
 pub mod udp_ticks;
 pub mod ws;
