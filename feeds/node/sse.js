@@ -2,13 +2,14 @@
 // modules, for msgbench's event-stream tests and examples (a server msgbench did not write).
 //
 //   node feeds/node/sse.js --port 9445 --rate 2000 [--skip-every N] [--for SECONDS]
-//                          [--replay yes] [--cut CLIENT:N] [--retry MS] [--http2 yes]
+//                          [--replay yes] [--cut CLIENT:N] [--retry MS] [--http2 yes] [--text yes]
 //                          [--cert cert.pem --key key.pem]   (https://)
 //
 // One feed for every client: event n is due at start + n/rate (an absolute schedule) and says
 //   id: n
 //   event: tick
 //   data: {"seq":n,"ts":<unix µs of its due time>,"sym":"BTCUSDT","px":97012.5}
+// (with --text yes the data is only the stamp: `data: <unix µs>`)
 // and every 100th event is followed by an `event: status` one a filter must skip; a comment
 // line (": hb") goes out every second. A client starts at the event due when it connects. With
 // --replay yes, a request with Last-Event-ID: k starts at k + 1 instead (what it missed is sent
@@ -22,8 +23,8 @@
 const http = require('http');
 const fs = require('fs');
 
-const USAGE = 'usage: node sse.js --port N --rate PER_SEC [--skip-every N] [--for S] [--replay yes] [--cut CLIENT:N] [--retry MS] [--http2 yes] [--cert cert.pem --key key.pem]';
-const KNOWN = ['port', 'rate', 'skip-every', 'for', 'replay', 'cut', 'retry', 'http2', 'cert', 'key'];
+const USAGE = 'usage: node sse.js --port N --rate PER_SEC [--skip-every N] [--for S] [--replay yes] [--cut CLIENT:N] [--retry MS] [--http2 yes] [--text yes] [--cert cert.pem --key key.pem]';
+const KNOWN = ['port', 'rate', 'skip-every', 'for', 'replay', 'cut', 'retry', 'http2', 'cert', 'key', 'text'];
 if (process.argv.includes('--help') || process.argv.includes('-h')) {
   console.log(USAGE);
   process.exit(0);
@@ -47,6 +48,7 @@ const replay = arg('replay', 'no') === 'yes';
 const retry = Number(arg('retry', 100));
 const [cutClient, cutAfter] = (arg('cut', ':0')).split(':');
 const useHttp2 = arg('http2', 'no') === 'yes';
+const textData = arg('text', 'no') === 'yes';
 const cert = arg('cert', '');
 const key = arg('key', '');
 if (!(rate > 0 && rate <= 1e6) || !(port >= 0) || !(retry >= 0)) {
@@ -61,7 +63,8 @@ let cutDone = false;
 const clients = new Set();
 
 function event(n) {
-  let text = `id: ${n}\nevent: tick\ndata: {"seq":${n},"ts":${dueUs(n)},"sym":"BTCUSDT","px":97012.5}\n\n`;
+  const data = textData ? `${dueUs(n)}` : `{"seq":${n},"ts":${dueUs(n)},"sym":"BTCUSDT","px":97012.5}`;
+  let text = `id: ${n}\nevent: tick\ndata: ${data}\n\n`;
   if (n % 100 === 99) text += `event: status\ndata: {"ok":true,"at":${n}}\n\n`;
   return text;
 }

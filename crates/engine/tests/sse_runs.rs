@@ -310,3 +310,22 @@ fn msgbench_s_own_event_stream_is_read_with_its_true_latency() {
         assert!(c.latency.p50_ns < 2_000_000, "{:?}", c.latency);
     }
 }
+
+#[test]
+fn an_event_stream_whose_data_is_its_stamp_is_read_as_text() {
+    let feed = SseFeed::start(&["--rate", "2000", "--text", "yes", "--skip-every", "1000"]);
+    let text = FEED.replace("timestamp = \"ts\"\n", "format = \"text\"\n");
+    let r = &run(&text, &[&feed.address("http"), "run.duration=\"1s\""])[0];
+    assert_clean(r);
+    for c in &r.streams {
+        assert!(c.counters.delivered > 1_800, "{:?}", c.counters);
+        let expected = c.counters.delivered as f64 / 999.0;
+        assert!(
+            (c.counters.dropped as f64 - expected).abs() <= 2.0,
+            "{}: {:?}",
+            c.name,
+            c.counters
+        );
+        assert!(c.latency.p50_ns < 5_000_000, "{:?}", c.latency);
+    }
+}

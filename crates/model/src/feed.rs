@@ -65,6 +65,10 @@ pub enum FeedFormat {
     /// Protobuf messages of a gRPC server stream (`[ticks.grpc]`): fields by their names in
     /// the `.proto` (`"seq"`, `"header.sent_at"`).
     Protobuf,
+    /// The message is its timestamp, as text (a number in `clock`'s unit): an event stream's
+    /// data (`data: 1733570000123`, its sequence number its `id:` with `sequence = "@id"`) or a
+    /// UDP datagram.
+    Text,
 }
 
 impl FeedFormat {
@@ -74,6 +78,7 @@ impl FeedFormat {
             FeedFormat::Json => "json",
             FeedFormat::Binary => "binary",
             FeedFormat::Protobuf => "protobuf",
+            FeedFormat::Text => "text",
         }
     }
 }
@@ -188,6 +193,8 @@ pub enum FieldAt {
     Proto(crate::grpc::ProtoField),
     /// A Server-Sent Event's `id:` (`sequence = "@id"`).
     EventId,
+    /// The whole message (a `text` feed's timestamp).
+    Whole,
 }
 
 /// How `[ticks.feed] sequence` names a Server-Sent Event's id.
@@ -228,11 +235,11 @@ impl FeedSpec {
         sse: bool,
         invalid: &Invalid,
     ) -> Result<FeedConfig, ScenarioError> {
-        if sse && self.format != FeedFormat::Json {
+        if sse && !matches!(self.format, FeedFormat::Json | FeedFormat::Text) {
             return Err(invalid(
                 "ticks.feed.format",
                 format!("is {:?} for an event stream", self.format.name()),
-                "Server-Sent Events carry text: format = \"json\", with the fields' paths in each event's data",
+                "Server-Sent Events carry text: format = \"json\", with the fields' paths in each event's data (or \"text\": the data is the timestamp)",
             ));
         }
         if sse && !self.subscribe.is_empty() {
@@ -250,7 +257,7 @@ impl FeedSpec {
                     "protobuf feeds are gRPC server streams: add [ticks.grpc] with proto and call",
                 ))
             }
-            (FeedFormat::Json | FeedFormat::Binary, Some(_)) => {
+            (FeedFormat::Json | FeedFormat::Binary | FeedFormat::Text, Some(_)) => {
                 return Err(invalid(
                     "ticks.feed.format",
                     format!("is {:?} for a gRPC stream", self.format.name()),
@@ -262,6 +269,7 @@ impl FeedSpec {
         let (sequence, timestamp) = match (self.format, streamed) {
             (FeedFormat::Protobuf, Some(message)) => self.proto_fields(message, invalid)?,
             (FeedFormat::Json, _) => self.json_fields(sse, invalid)?,
+            (FeedFormat::Text, _) => self.text_fields(sse, invalid)?,
             _ => self.binary_fields(invalid)?,
         };
         let filter = match &self.filter {
@@ -363,6 +371,37 @@ impl FeedSpec {
         Ok((sequence, timestamp))
     }
 
+    /// A text feed's: the message is the timestamp; the sequence, an event's id or none.
+    fn text_fields(
+        &self,
+        sse: bool,
+        invalid: &Invalid,
+    ) -> Result<(Option<FieldAt>, FieldAt), ScenarioError> {
+        let given = !self.timestamp.is_empty()
+            || self.sequence_at.is_some()
+            || self.timestamp_at.is_some()
+            || self.filter.is_some();
+        if given {
+            return Err(invalid(
+                "ticks.feed.timestamp",
+                "(or a field's place, or a filter) is given for a text feed".into(),
+                "a text feed's message is its timestamp: leave timestamp, *_at and filter out",
+            ));
+        }
+        let sequence = match self.sequence.as_deref() {
+            None => None,
+            Some(EVENT_ID) if sse => Some(FieldAt::EventId),
+            Some(other) => {
+                return Err(invalid(
+                    "ticks.feed.sequence",
+                    format!("is {other:?} for a text feed"),
+                    "a text feed's sequence can only be an event stream's id: sequence = \"@id\" (or none)",
+                ))
+            }
+        };
+        Ok((sequence, FieldAt::Whole))
+    }
+
     /// A binary feed's sequence and timestamp: offsets and types.
     fn binary_fields(
         &self,
@@ -407,6 +446,7 @@ impl FeedConfig {
             FieldAt::Json(path) => path.join("."),
             FieldAt::Proto(field) => field.path.clone(),
             FieldAt::EventId => EVENT_ID.into(),
+            FieldAt::Whole => "(the message)".into(),
             FieldAt::Binary(b) => format!(
                 "@{}:{}",
                 b.offset,

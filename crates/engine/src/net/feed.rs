@@ -128,6 +128,14 @@ impl FeedDecoder {
                 Some(found) => found,
                 None => return Ok(None),
             },
+            (FieldAt::Whole, true) => (
+                Found::Text(std::borrow::Cow::Borrowed(
+                    std::str::from_utf8(payload)
+                        .map_err(|_| FeedError::NoTimestamp)?
+                        .trim(),
+                )),
+                None,
+            ),
             (FieldAt::Proto(at), false) => (
                 match proto_wire::read(payload, at).map_err(|_| FeedError::Protobuf)? {
                     Some(Value::Int(n)) => Found::Int(n),
@@ -266,6 +274,7 @@ fn place(at: &FieldAt) -> String {
         FieldAt::Binary(b) => format!("byte offset {}", b.offset),
         FieldAt::Proto(p) => format!("protobuf field {p:?}"),
         FieldAt::EventId => "the event's id".into(),
+        FieldAt::Whole => "the whole message".into(),
     }
 }
 

@@ -608,7 +608,7 @@ async fn open_subscribed(
         let text = shared
             .feed
             .as_ref()
-            .is_some_and(|f| f.format() == msgbench_model::feed::FeedFormat::Json);
+            .is_some_and(|f| f.format() != msgbench_model::feed::FeedFormat::Binary);
         return UdpFeed::open(udp, ordinal, shared.receive_buffer, text).map(Socket::Udp);
     }
     if let Some(plan) = &shared.grpc {
