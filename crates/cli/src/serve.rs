@@ -88,8 +88,14 @@ fn sse_options(
     String,
 > {
     let ns = |flag: &str, text: &str| parse_duration(flag, text).map(|d| d.as_nanos() as u64);
-    if !(args.rate > 0.0 && args.rate <= 1e7) || args.messages == 0 {
-        return Err("--rate: 1 to 10 000 000 per second; --messages: at least 1".into());
+    if !(args.rate > 0.0 && args.rate <= 1e7) {
+        return Err(format!(
+            "--rate {}: give 1 to 10 000 000 per second",
+            args.rate
+        ));
+    }
+    if args.messages == 0 {
+        return Err("--messages 0: a stream has at least 1 message".into());
     }
     let options = msgbench_engine::server::sse::SseOptions {
         rate: args.rate,
@@ -105,6 +111,12 @@ fn sse_options(
             .transpose()?
             .unwrap_or(0),
     };
+    if options.stall_every_ns > 0 && options.stall_for_ns >= options.stall_every_ns {
+        return Err(format!(
+            "--stall-for {} is not shorter than --stall-every {}: the server would never send; make stalls shorter than their period",
+            args.stall_for, args.stall_every
+        ));
+    }
     let run_for = (args.run_for.as_deref())
         .map(|t| parse_duration("for", t))
         .transpose()?;
@@ -669,6 +681,15 @@ fn udp_tick_options(
             "--udp-to sends on a uniform --rate schedule: leave out --immediate, --every and --arrivals".into(),
         );
     }
+    if args.format != "binary" {
+        return Err(format!(
+            "--format {}: over UDP every tick is the 36-byte binary form; leave --format out",
+            args.format
+        ));
+    }
+    if args.skip_every == 1 {
+        return Err("--skip-every 1 would send nothing: give 2 or more (or 0: none)".into());
+    }
     let mut to = Vec::new();
     for a in &args.udp_to {
         to.push(a.parse::<SocketAddr>().map_err(|_| {
@@ -676,6 +697,9 @@ fn udp_tick_options(
         })?);
     }
     let multicast = to.iter().any(|a| a.ip().is_multicast());
+    if multicast && to.len() > 1 {
+        return Err("--udp-to: a multicast group is the one destination; its subscribers each get a copy (give it alone)".into());
+    }
     let interface = args.multicast_interface.parse().map_err(|_| {
         format!(
             "--multicast-interface {}: not an IPv4 address, e.g. 127.0.0.1",

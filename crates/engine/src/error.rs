@@ -58,6 +58,14 @@ pub enum EngineError {
         /// What went wrong.
         problem: String,
     },
+    /// A local socket could not be bound (a UDP feed's port).
+    #[error("{problem} {hint}")]
+    Bind {
+        /// Where and why.
+        problem: String,
+        /// What to check.
+        hint: String,
+    },
     /// The peer accepted TCP but answered an event stream's request with no event stream (or
     /// its TLS handshake failed).
     #[error("cannot open an event stream (Server-Sent Events) at {address}: {problem}")]

@@ -322,6 +322,19 @@ fn measured_nothing(results: &[msgbench_model::RunResult], strict: bool) -> Opti
             r.run_id, c.attempted, c.sent, c.failed
         ));
     }
+    // A feed's client counts nothing as attempted until it reads: one that read nothing of
+    // the window measured nothing.
+    let silent = (results.iter()).find(|r| {
+        r.system == msgbench_model::scenario::SystemKind::Ticks
+            && r.counters.delivered == 0
+            && !r.interrupted
+    });
+    if let Some(r) = silent {
+        return Some(format!(
+            "run {} received nothing: no client read a message of the measured window (is the feed sending, and do [ticks.feed] and its filters match what it sends?)",
+            r.run_id
+        ));
+    }
     let verdicts: Vec<_> = (results.iter())
         .map(|r| (r, msgbench_model::verdict::judge(r)))
         .collect();

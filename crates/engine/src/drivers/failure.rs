@@ -107,6 +107,8 @@ pub enum OpenError {
     Handshake(String),
     /// The peer answered an event stream's request with no event stream (or its TLS failed).
     Stream(String),
+    /// A local socket could not be bound (a UDP feed's port taken): where, and why.
+    Bind(String),
 }
 
 impl OpenError {
@@ -130,6 +132,10 @@ impl OpenError {
             OpenError::Stream(problem) => EngineError::EventStream {
                 address: url.to_string(),
                 problem,
+            },
+            OpenError::Bind(problem) => EngineError::Bind {
+                problem,
+                hint: hint.to_string(),
             },
         }
     }

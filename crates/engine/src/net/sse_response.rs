@@ -26,6 +26,8 @@ pub struct SseResponse {
     body: Option<Body>,
     /// Body bytes (as sent) taken so far.
     taken: usize,
+    /// A success whose content-type is not `text/event-stream`: that type.
+    not_a_stream: Option<String>,
     parser: EventParser,
     /// What it showed so far.
     pub figures: StreamFigures,
@@ -37,8 +39,14 @@ impl SseResponse {
         self.head = None;
         self.body = None;
         self.taken = 0;
+        self.not_a_stream = None;
         self.parser.clear();
         self.figures.clear();
+    }
+
+    /// A success that is no event stream: its content-type (the request fails).
+    pub fn not_a_stream(&self) -> Option<&str> {
+        self.not_a_stream.as_deref()
     }
 
     /// A stream is being read (a success's head, at least, has come).
@@ -112,7 +120,12 @@ impl SseResponse {
                 },
             );
             // Only a success with a body holds events (a 204 has none).
-            self.head = Some((at, (200..300).contains(&status) && status != 204));
+            let success = (200..300).contains(&status) && status != 204;
+            let kind = header("content-type").unwrap_or_default();
+            if success && !kind.trim_start().starts_with("text/event-stream") {
+                self.not_a_stream = Some(if kind.is_empty() { "none".into() } else { kind });
+            }
+            self.head = Some((at, success && self.not_a_stream.is_none()));
             return self.head;
         }
     }
@@ -167,8 +180,15 @@ mod tests {
     #[test]
     fn a_length_bounded_body_stops_at_its_length() {
         let mut r = SseResponse::default();
-        let both = b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\ndata: a\n\ndata: b\n\n";
+        let both = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 9\r\n\r\ndata: a\n\ndata: b\n\n";
         r.advance(both, 7, b"").unwrap();
         assert_eq!(r.figures.messages, 1);
+        // A success that is no event stream holds no messages, and says what it was.
+        r.start();
+        r.advance(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 9\r\n\r\ndata: a\n\n", 7, b"")
+            .unwrap();
+        assert_eq!(r.figures.messages, 0);
+        assert_eq!(r.not_a_stream(), Some("application/json"));
+        assert!(!r.in_progress());
     }
 }

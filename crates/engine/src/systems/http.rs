@@ -313,7 +313,18 @@ impl Wire for HttpWire<'_> {
         };
         self.pending.pop_front();
         self.streamed_done = streamed.is_some();
-        let ok = class.is_some_and(|c| self.judge(buf, &found, c));
+        let mut ok = class.is_some_and(|c| self.judge(buf, &found, c));
+        if let (true, Some(kind)) = (ok && streamed.is_some(), self.sse.not_a_stream()) {
+            // A success that is no stream (a request without `"stream": true`, say) measures
+            // nothing of what was asked: it fails, said once per kind.
+            self.scratch.clear();
+            self.scratch.push_str("not an event stream (content-type ");
+            self.scratch.push_str(&kind[..kind.len().min(60)]);
+            self.scratch
+                .push_str("): does the request ask for a stream?");
+            ErrorCount::add(&mut self.errors, &self.scratch, 1);
+            ok = false;
+        }
         Ok(Some(Response {
             id: None,
             size: found.size,

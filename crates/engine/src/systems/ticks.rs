@@ -22,10 +22,9 @@ use std::sync::Arc;
 /// Where to start msgbench's gRPC stream server, for error messages.
 const GRPC_HINT: &str = "(start msgbench's own with `msgbench serve grpc --listen HOST:PORT`: its msgbench.Feed/Ticks streams ticks, or let `[sut] command` start one)";
 /// What to check when an event stream cannot be reached, for error messages.
-const SSE_HINT: &str = "(is the event stream's server running, and is ticks.address its URL?)";
+const SSE_HINT: &str = "(ticks.address is the event stream's URL; `msgbench serve sse` serves one at /events for a trial)";
 /// Why a UDP feed's socket may not bind, for error messages.
-const UDP_HINT: &str =
-    "(is another program receiving on that port? a unicast feed's client k takes port + k)";
+const UDP_HINT: &str = "(another program receives on that port: pick another in ticks.address; a unicast feed's client k takes port + k)";
 /// Where to start msgbench's own server, for error messages.
 const HINT: &str = "(start msgbench's own with `msgbench serve ticks --listen HOST:PORT`, let `[sut] command` start one, or omit `ticks.address` to run the built-in server in-process)";
 

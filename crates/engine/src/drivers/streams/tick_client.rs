@@ -580,7 +580,7 @@ async fn reconnect(
         match open_subscribed(&url, &name, plan.ordinal, shared, resume.last_id.as_deref()).await {
             Ok(socket) => return Some(socket),
             Err(OpenError::Connect(_)) => stats.faults.connect_failures += 1,
-            Err(OpenError::Handshake(_) | OpenError::Stream(_)) => {
+            Err(OpenError::Handshake(_) | OpenError::Stream(_) | OpenError::Bind(_)) => {
                 stats.faults.handshake_failures += 1
             }
         }

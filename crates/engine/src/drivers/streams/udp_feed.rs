@@ -78,12 +78,8 @@ impl UdpFeed {
         text: bool,
     ) -> Result<UdpFeed, OpenError> {
         let at = feed.bind_for(ordinal);
-        let failed = |e: std::io::Error| {
-            OpenError::Connect(std::io::Error::new(
-                e.kind(),
-                format!("cannot receive on udp://{at}: {e}"),
-            ))
-        };
+        let failed =
+            |e: std::io::Error| OpenError::Bind(format!("cannot receive on udp://{at}: {e}"));
         let socket =
             socket2::Socket::new(socket2::Domain::for_address(at), socket2::Type::DGRAM, None)
                 .map_err(failed)?;
