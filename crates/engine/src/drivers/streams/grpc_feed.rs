@@ -10,6 +10,7 @@
 //!
 //! The stream ends with the server's trailers: `grpc-status` 0 ends it for this client like
 //! msgbench's `end` message; any other status ends it as a fault named by its status.
+use super::source::{resolve, tls_target, TlsTarget};
 use super::source::{FeedMessage, FeedSource, StreamEnd};
 use crate::drivers::failure::OpenError;
 use crate::drivers::http2::connect::{self, Failure, Open, Target};
@@ -31,10 +32,7 @@ pub struct GrpcPlan {
     /// The server's address, resolved once.
     pub address: SocketAddr,
     /// `Some` for https: the rustls configuration (ALPN `h2`) and the name to verify.
-    pub tls: Option<(
-        Arc<rustls::ClientConfig>,
-        rustls_pki_types::ServerName<'static>,
-    )>,
+    pub tls: Option<TlsTarget>,
 }
 
 impl GrpcPlan {
@@ -43,37 +41,8 @@ impl GrpcPlan {
         stream: GrpcStream,
         tls: Option<Arc<rustls::ClientConfig>>,
     ) -> Result<GrpcPlan, OpenError> {
-        use std::net::ToSocketAddrs;
-        let address = stream
-            .address
-            .to_socket_addrs()
-            .map_err(OpenError::Connect)?
-            .next()
-            .ok_or_else(|| {
-                OpenError::Connect(std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    format!("`{}` does not resolve", stream.address),
-                ))
-            })?;
-        let tls = match &stream.server_name {
-            None => None,
-            Some(host) => {
-                let base = match tls {
-                    Some(c) => c,
-                    None => {
-                        crate::drivers::tls::client_config(None, false)
-                            .map_err(OpenError::Handshake)?
-                            .0
-                    }
-                };
-                let mut config = (*base).clone();
-                config.alpn_protocols = vec![b"h2".to_vec()];
-                let name = rustls_pki_types::ServerName::try_from(host.clone()).map_err(|e| {
-                    OpenError::Handshake(format!("`{host}` is not a name TLS can verify ({e})"))
-                })?;
-                Some((Arc::new(config), name))
-            }
-        };
+        let address = resolve(&stream.address)?;
+        let tls = tls_target(stream.server_name.as_deref(), tls, b"h2")?;
         Ok(GrpcPlan {
             stream,
             address,

@@ -2,6 +2,7 @@
 //! tick client's reader one message at a time, and says how its stream ended. A new kind of
 //! stream is one file implementing it ([`super::grpc_feed`], [`super::sse_feed`]) and one
 //! variant of the client's `Socket` (and [`super::udp_feed`], datagrams).
+use crate::drivers::failure::OpenError;
 use std::task::{Context, Poll};
 
 /// One message of a feed, borrowed from its source until the next poll.
@@ -38,4 +39,51 @@ pub enum StreamEnd {
 pub trait FeedSource {
     /// The next message, or how the stream ended.
     fn poll_message(&mut self, cx: &mut Context<'_>) -> Poll<Result<FeedMessage<'_>, StreamEnd>>;
+}
+
+/// Where a feed's server is: a TLS client's configuration and the name its server's certificate must carry.
+pub type TlsTarget = (
+    std::sync::Arc<rustls::ClientConfig>,
+    rustls_pki_types::ServerName<'static>,
+);
+
+/// The first address `address` (`host:port`) resolves to.
+pub fn resolve(address: &str) -> Result<std::net::SocketAddr, OpenError> {
+    use std::net::ToSocketAddrs;
+    address
+        .to_socket_addrs()
+        .map_err(OpenError::Connect)?
+        .next()
+        .ok_or_else(|| {
+            OpenError::Connect(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("`{address}` does not resolve"),
+            ))
+        })
+}
+
+/// For a TLS server (`host` set): the run's configuration (`base`; the Mozilla roots without
+/// one) offering `alpn`, and `host` as the name to verify.
+pub fn tls_target(
+    host: Option<&str>,
+    base: Option<std::sync::Arc<rustls::ClientConfig>>,
+    alpn: &[u8],
+) -> Result<Option<TlsTarget>, OpenError> {
+    let Some(host) = host else {
+        return Ok(None);
+    };
+    let base = match base {
+        Some(c) => c,
+        None => {
+            crate::drivers::tls::client_config(None, false)
+                .map_err(OpenError::Handshake)?
+                .0
+        }
+    };
+    let mut config = (*base).clone();
+    config.alpn_protocols = vec![alpn.to_vec()];
+    let name = rustls_pki_types::ServerName::try_from(host.to_string()).map_err(|e| {
+        OpenError::Handshake(format!("`{host}` is not a name TLS can verify ({e})"))
+    })?;
+    Ok(Some((std::sync::Arc::new(config), name)))
 }

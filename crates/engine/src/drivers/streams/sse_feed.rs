@@ -13,6 +13,7 @@
 //! An event stream has no end that means "done": a body that ends (the last chunk, the length
 //! reached, the connection closed, HTTP/2's END_STREAM) ends the stream as lost, and the run's
 //! `ticks.on_close` decides (browsers' EventSource reconnects).
+use super::source::{resolve, tls_target, TlsTarget};
 use super::source::{FeedMessage, FeedSource, StreamEnd};
 use crate::drivers::failure::OpenError;
 use crate::drivers::http2::connect::{self, Failure, Open, Target};
@@ -43,10 +44,7 @@ pub struct SsePlan {
     pub address: SocketAddr,
     /// `Some` for https: the rustls configuration (ALPN as the version says) and the name to
     /// verify.
-    pub tls: Option<(
-        Arc<rustls::ClientConfig>,
-        rustls_pki_types::ServerName<'static>,
-    )>,
+    pub tls: Option<TlsTarget>,
     /// The event type that counts.
     kind: Option<Vec<u8>>,
 }
@@ -57,40 +55,12 @@ impl SsePlan {
         stream: SseStream,
         tls: Option<Arc<rustls::ClientConfig>>,
     ) -> Result<SsePlan, OpenError> {
-        use std::net::ToSocketAddrs;
-        let address = stream
-            .address
-            .to_socket_addrs()
-            .map_err(OpenError::Connect)?
-            .next()
-            .ok_or_else(|| {
-                OpenError::Connect(std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    format!("`{}` does not resolve", stream.address),
-                ))
-            })?;
-        let tls = match &stream.server_name {
-            None => None,
-            Some(host) => {
-                let base = match tls {
-                    Some(c) => c,
-                    None => {
-                        crate::drivers::tls::client_config(None, false)
-                            .map_err(OpenError::Handshake)?
-                            .0
-                    }
-                };
-                let mut config = (*base).clone();
-                config.alpn_protocols = vec![match stream.version {
-                    SseVersion::Http1 => b"http/1.1".to_vec(),
-                    SseVersion::Http2 => b"h2".to_vec(),
-                }];
-                let name = rustls_pki_types::ServerName::try_from(host.clone()).map_err(|e| {
-                    OpenError::Handshake(format!("`{host}` is not a name TLS can verify ({e})"))
-                })?;
-                Some((Arc::new(config), name))
-            }
+        let address = resolve(&stream.address)?;
+        let alpn: &[u8] = match stream.version {
+            SseVersion::Http1 => b"http/1.1",
+            SseVersion::Http2 => b"h2",
         };
+        let tls = tls_target(stream.server_name.as_deref(), tls, alpn)?;
         Ok(SsePlan {
             kind: stream.event.as_ref().map(|e| e.as_bytes().to_vec()),
             stream,
