@@ -6,7 +6,16 @@ mod common;
 use common::run;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
+
+/// The tests of this file run one at a time: each times a server's schedule to the
+/// millisecond, and on a shared 2-core host two of them side by side would measure each other's
+/// wake-ups (a truth test's p99 gap read 11.1 ms for the model's 10 ms that way, in CI).
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static ONE: Mutex<()> = Mutex::new(());
+    ONE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// The mock on a free loopback port; stopped (by PID) when dropped.
 struct Mock {
@@ -75,6 +84,7 @@ fn near(got: u64, want: f64, share: f64) -> bool {
 
 #[test]
 fn first_token_gaps_and_time_per_token_follow_the_servers_timing() {
+    let _quiet = one_at_a_time();
     let mock = Mock::start(&[]);
     let r = &run(&chat(mock.port, 20, "3s"), &[])[0];
     common::assert_accounted(r);
@@ -97,6 +107,7 @@ fn first_token_gaps_and_time_per_token_follow_the_servers_timing() {
 
 #[test]
 fn a_stall_delays_the_first_token_of_the_streams_behind_it_and_cut_streams_are_failed() {
+    let _quiet = one_at_a_time();
     // 500 ms without a byte, 1.5 s after the first request (1 s into the window); every 10th
     // stream cut after 10 tokens.
     let mock = Mock::start(&[
@@ -130,15 +141,20 @@ fn a_stall_delays_the_first_token_of_the_streams_behind_it_and_cut_streams_are_f
     assert!(r.counters.failed >= s.cut, "{:?}", r.counters);
 }
 
-/// msgbench's own event-stream server (`serve sse`), in-process: 20 messages, the first 50 ms
-/// after the request, then one every 10 ms (a stream ends 240 ms after its request).
-fn model_server(stall_at: Option<Duration>) -> msgbench_engine::server::sse::SseServer {
+/// msgbench's own event-stream server (`serve sse`), in-process: 20 messages, the first
+/// `first` after the request, then one every `every` (a stream ends first + 19 × every after
+/// its request).
+fn model_server(
+    first: Duration,
+    every: Duration,
+    stall_at: Option<Duration>,
+) -> msgbench_engine::server::sse::SseServer {
     msgbench_engine::server::sse::SseServer::start(
         msgbench_engine::server::sse::SseOptions {
             rate: 1000.0,
             messages: 20,
-            first_ns: 50_000_000,
-            every_ns: 10_000_000,
+            first_ns: first.as_nanos() as u64,
+            every_ns: every.as_nanos() as u64,
             stall_every_ns: 0,
             stall_for_ns: 500_000_000,
             stall_at_ns: stall_at.map_or(0, |d| d.as_nanos() as u64),
@@ -150,21 +166,77 @@ fn model_server(stall_at: Option<Duration>) -> msgbench_engine::server::sse::Sse
 
 #[test]
 fn against_the_model_server_every_figure_is_within_five_percent_at_p50_and_p99() {
-    let server = model_server(None);
-    let r = &run(&chat(server.local_addr().port(), 20, "3s"), &[])[0];
+    let _quiet = one_at_a_time();
+    // First message at 100 ms, then one every 25 ms: a stream of 575 ms. The model's times are
+    // long enough that 5 % (1.25 ms of a gap) is wider than a shared host's wake-up jitter,
+    // which a gap, the difference of two arrivals, carries twice. 15 streams a second keep
+    // about 9 of the 16 connections busy.
+    let (first, every) = (Duration::from_millis(100), Duration::from_millis(25));
+    let server = model_server(first, every, None);
+    let probe = WakeProbe::start();
+    let r = &run(&chat(server.local_addr().port(), 15, "3s"), &[])[0];
+    let host_late = probe.most_late_ns() as f64;
+    eprintln!("the host's wake-ups were late by up to {host_late} ns");
     common::assert_accounted(r);
     let s = r.streamed.as_ref().expect("streamed figures");
     assert_eq!(s.messages, 20 * s.streams);
+    let (first, every) = (first.as_nanos() as f64, every.as_nanos() as f64);
     for (what, p, model) in [
-        ("first message", &s.first_message, 50e6),
-        ("gap", &s.gap, 10e6),
-        ("per message", &s.per_message, 10e6),
-        ("stream", &r.latency, 240e6),
+        ("first message", &s.first_message, first),
+        ("gap", &s.gap, every),
+        ("per message", &s.per_message, every),
+        ("stream", &r.latency, first + 19.0 * every),
     ] {
         assert!(near(p.p50_ns, model, 0.05), "{what} p50: {p:?}");
-        // A p99 on a shared 2-core host carries its wake-up jitter (a gap is the difference of
-        // two arrivals, each late by up to ~1 ms when the suite's other tests run beside it).
-        assert!(near(p.p99_ns, model, 0.10), "{what} p99: {p:?}");
+        // A figure is the difference of two wake-ups (the server's send, msgbench's read; or
+        // two reads): each may be late by what the host's scheduler adds in the same seconds,
+        // which the probe measured (its latest wake-up: a thread that works, as these do, is
+        // preempted more than one that only sleeps). On a quiet host that is a fraction of a
+        // millisecond; beside a CPU hog, milliseconds.
+        let within = model * 0.05 + 2.0 * host_late;
+        assert!(
+            (p.p99_ns as f64 - model).abs() <= within,
+            "{what} p99: {p:?}; the host's wake-ups were late by up to {host_late} ns"
+        );
+    }
+}
+
+/// How late a thread of this host wakes from a sleep, measured beside a run: a sleep to an
+/// absolute time every 5 ms, its lateness kept, until dropped.
+struct WakeProbe {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Vec<u64>>>,
+}
+
+impl WakeProbe {
+    fn start() -> WakeProbe {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut late = Vec::new();
+            let start = std::time::Instant::now();
+            let mut due = Duration::ZERO;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                due += Duration::from_millis(5);
+                let now = start.elapsed();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+                late.push(start.elapsed().saturating_sub(due).as_nanos() as u64);
+            }
+            late
+        });
+        WakeProbe {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops the probe: its latest wake-up's lateness.
+    fn most_late_ns(mut self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let late = self.thread.take().unwrap().join().unwrap();
+        late.into_iter().max().unwrap_or(0)
     }
 }
 
@@ -173,7 +245,12 @@ fn a_500_ms_stall_shows_in_the_first_message_of_every_stream_meant_to_start_in_i
     // The stall: 1.5 s after the first request (1 s into the window), 500 ms long. At 20
     // streams/s the 10 whose first message fell due in it wait for its end: their first
     // message comes 50 to 550 ms after their intended send; every other stream's at 50 ms.
-    let server = model_server(Some(Duration::from_millis(1500)));
+    let _quiet = one_at_a_time();
+    let server = model_server(
+        Duration::from_millis(50),
+        Duration::from_millis(10),
+        Some(Duration::from_millis(1500)),
+    );
     let r = &run(&chat(server.local_addr().port(), 20, "3s"), &[])[0];
     r.counters.check().unwrap();
     let s = r.streamed.as_ref().expect("streamed figures");
