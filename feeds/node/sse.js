@@ -18,6 +18,10 @@
 // With --cut CLIENT:N, the first connection whose msgbench-client header is CLIENT is ended after
 // N events (the chunked body's last chunk: a clean end). A client that does not read holds at
 // most 8 MiB in the server; then its events wait (it falls behind, nothing is skipped).
+// A request for /stream?messages=N&first_ms=F&every_ms=E (any method; its body is not read) is
+// answered by a stream of its own, as an LLM's completion is: message k (k = 0 … N-1) due F + k·E
+// ms after the request came (`data: {"k":k}`), then `data: [DONE]` and the body's end (defaults
+// N = 20, F = 50, E = 10; at most 10000 messages, at most 60 s apart).
 // stdout: one line per request, "request <client> last-event-id=<id or ->".
 'use strict';
 const http = require('http');
@@ -69,7 +73,41 @@ function event(n) {
   return text;
 }
 
+function onStream(req, res) {
+  const q = new URL(req.url, 'http://x').searchParams;
+  const num = (name, fallback, max) => {
+    const v = Number(q.get(name) ?? fallback);
+    return Number.isFinite(v) && v >= 0 && v <= max ? v : fallback;
+  };
+  const messages = num('messages', 20, 10000);
+  const firstMs = num('first_ms', 50, 60000);
+  const everyMs = num('every_ms', 10, 60000);
+  const t0 = performance.now();
+  req.resume();
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  let k = 0;
+  let timer = null;
+  const next = () => {
+    if (res.destroyed) return;
+    while (k < messages && performance.now() - t0 >= firstMs + k * everyMs) {
+      res.write(`data: {"k":${k}}\n\n`);
+      k++;
+    }
+    if (k >= messages) {
+      res.end('data: [DONE]\n\n');
+      return;
+    }
+    timer = setTimeout(next, Math.max(0, t0 + firstMs + k * everyMs - performance.now()));
+  };
+  timer = setTimeout(next, firstMs);
+  res.on('close', () => clearTimeout(timer));
+}
+
 function onRequest(req, res) {
+  if (req.url.startsWith('/stream')) {
+    onStream(req, res);
+    return;
+  }
   const client = String(req.headers['msgbench-client'] || '-');
   const last = req.headers['last-event-id'];
   console.log(`request ${client} last-event-id=${last ?? '-'}`);

@@ -464,9 +464,13 @@ pub enum ServeCommand {
     Ticks(ServeTicksArgs),
     /// A JSON-RPC 2.0 server over WebSocket (ws://HOST:PORT/, any path): answers one method
     /// (default `eth_chainId` with "0x1") after a simulated service time; other methods get
-    /// JSON-RPC's "Method not found". Prints how many calls it answered when it stops.
+    /// JSON-RPC's "Method not found". With --stream N each call is answered by N results
+    /// carrying its id, then one whose result is --done (a streamed answer). Prints how many
+    /// calls it answered when it stops.
     ///
     /// Example: msgbench serve ws-rpc --listen 127.0.0.1:8546 --method eth_chainId --result '"0x1"'
+    ///
+    /// Example: msgbench serve ws-rpc --method generate --result '"tok"' --stream 20 --every 10ms --service 50ms
     WsRpc(ServeWsRpcArgs),
     /// Server-Sent Events with known timing (HTTP/1.1): `GET /events` is a feed (event n due at
     /// the start + n/--rate, `id:` its number, its data's `ts` its due time on CLOCK_MONOTONIC,
@@ -602,6 +606,16 @@ pub struct ServeWsRpcArgs {
     /// timer answers; a slow call is overtaken).
     #[arg(long, value_name = "WORK", default_value = "busy")]
     pub work: String,
+    /// Answer each call with a stream: this many responses carrying its id (the first after
+    /// --service, then one every --every), then one whose result is --done. 0: one response.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub stream: u32,
+    /// Time between a stream's messages.
+    #[arg(long, value_name = "DURATION", default_value = "10ms")]
+    pub every: String,
+    /// The result that ends a stream, as JSON.
+    #[arg(long, value_name = "JSON", default_value = "\"[DONE]\"")]
+    pub done: String,
     /// Close a connection that sends nothing (and waits for no answer), or reads none of its
     /// answers, for this long ("0": never).
     #[arg(long, value_name = "DURATION", default_value = "60s")]

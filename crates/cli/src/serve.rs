@@ -902,9 +902,44 @@ fn ws_rpc_settings(
         result_json: args.result.clone(),
         service_ns: parse_duration("service", &args.service)?.as_nanos() as u64,
         work: parse_choice("work", &args.work, "busy, sleep")?,
+        stream: stream_answer(args)?,
     };
     let run_for = serve_for(&args.server)?;
     Ok((config, answer, listen_address(&args.listen)?, run_for))
+}
+
+/// `--stream N`: each call answered by a stream of N messages, then `--done`.
+fn stream_answer(
+    args: &ServeWsRpcArgs,
+) -> Result<Option<msgbench_engine::server::ws_rpc::StreamAnswer>, String> {
+    use msgbench_model::ws_rpc::MAX_STREAM_MESSAGES;
+    if args.stream == 0 {
+        return Ok(None);
+    }
+    if args.stream > MAX_STREAM_MESSAGES {
+        return Err(format!(
+            "--stream {}: at most {MAX_STREAM_MESSAGES} messages a call",
+            args.stream
+        ));
+    }
+    let every = parse_duration("every", &args.every)?;
+    if every > std::time::Duration::from_secs(60) {
+        return Err(format!("--every {}: at most 60s", args.every));
+    }
+    if serde_json::from_str::<serde_json::Value>(&args.done).is_err() {
+        return Err(format!(
+            "--done {:?}: not JSON (a string needs its quotes: '\"[DONE]\"')",
+            args.done
+        ));
+    }
+    if args.done == args.result {
+        return Err("--done is --result too: every message would end its stream".into());
+    }
+    Ok(Some(msgbench_engine::server::ws_rpc::StreamAnswer {
+        messages: args.stream,
+        every_ns: every.as_nanos() as u64,
+        done_json: args.done.clone(),
+    }))
 }
 
 fn serve_ws_rpc(args: ServeWsRpcArgs) -> ExitCode {
@@ -919,7 +954,16 @@ fn serve_ws_rpc(args: ServeWsRpcArgs) -> ExitCode {
         "the server closes its connections and prints what it counted",
     );
     msgbench_engine::clock::calibrate();
-    let method = answer.method.clone();
+    let method = match &answer.stream {
+        Some(s) => format!(
+            "`{}` with a stream of {} messages {} ms apart, then {}",
+            answer.method,
+            s.messages,
+            s.every_ns as f64 / 1e6,
+            s.done_json
+        ),
+        None => format!("`{}`", answer.method),
+    };
     let server =
         match msgbench_engine::server::ws_rpc::WsRpcServer::start(&config, vec![answer], listen) {
             Ok(s) => s,
@@ -940,7 +984,7 @@ fn serve_ws_rpc(args: ServeWsRpcArgs) -> ExitCode {
         }
     }
     print_now(&format!(
-        "msgbench JSON-RPC server answering `{method}` on ws://{}/",
+        "msgbench JSON-RPC server answering {method} on ws://{}/",
         server.local_addr()
     ));
     let started = std::time::Instant::now();

@@ -375,6 +375,7 @@ fn ws_rpc_server(service_ns: u64, work: ServiceWork, idle_timeout_ns: u64) -> Ws
             result_json: "1".into(),
             service_ns,
             work,
+            stream: None,
         }],
         ([127, 0, 0, 1], 0).into(),
     )
@@ -451,6 +452,7 @@ fn ws_idle_connections_do_not_lock_real_clients_out() {
         result_json: "1".into(),
         service_ns: 0,
         work: ServiceWork::Busy,
+        stream: None,
     };
     let srv = WsRpcServer::start(&config, vec![answer], ([127, 0, 0, 1], 0).into()).unwrap();
     let addr = srv.local_addr();

@@ -276,3 +276,197 @@ fn a_500_ms_stall_shows_in_the_first_message_of_every_stream_meant_to_start_in_i
     // The streams in progress when it began each saw one gap of up to 500 ms.
     assert!(s.gap.max_ns > 400_000_000, "{:?}", s.gap);
 }
+
+/// A stream per request over HTTP/2 from a server msgbench did not write: Node's http2 module
+/// (`feeds/node/sse.js`, `/stream`), 20 events 10 ms apart after 50 ms, then `[DONE]`.
+#[test]
+fn event_streams_over_http2_are_measured_message_by_message() {
+    let _quiet = one_at_a_time();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../feeds/node/sse.js");
+    let (child, port) =
+        common::ports::start_listening("node sse.js", Duration::from_secs(20), |port| {
+            Command::new("node")
+                .arg(&script)
+                .args(["--port", &port.to_string(), "--for", "60", "--http2", "yes"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("node is not installed")
+        });
+    let _node = Mock { child, port };
+    let toml = chat(port, 20, "2s")
+        .replace("path = \"/v1/chat/completions\"", "path = \"/stream\"")
+        .replace("[http]\n", "[http]\nversion = \"2\"\n");
+    let r = &run(&toml, &[])[0];
+    common::assert_accounted(r);
+    assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
+    let s = r.streamed.as_ref().expect("streamed figures");
+    assert!(s.streams >= 30, "{s:?}");
+    assert_eq!(s.messages, 20 * s.streams, "{s:?}");
+    assert_eq!(s.cut + s.empty, 0, "{s:?}");
+    assert!(near(s.first_message.p50_ns, 50e6, 0.10), "{s:?}");
+    assert!(near(s.gap.p50_ns, 10e6, 0.10), "{s:?}");
+    assert_eq!(s.gap.count, 19 * s.streams);
+}
+
+/// gRPC server-streaming calls, each measured as a stream: `msgbench.Feed/Ticks` on the
+/// built-in server, 20 messages 25 ms apart (the first at once) per call; a stall of 300 ms
+/// every second shows as one long gap in the streams it falls in.
+#[test]
+fn grpc_server_streaming_calls_are_measured_as_streams() {
+    use msgbench_engine::server::grpc::{start, GrpcServerOptions};
+    let _quiet = one_at_a_time();
+    let options = GrpcServerOptions {
+        sleep: true,
+        stall_every: Some(Duration::from_secs(1)),
+        stall_for: Duration::from_millis(300),
+        ..GrpcServerOptions::default()
+    };
+    let server = start(options, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let proto = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../protos/msgbench.proto");
+    let toml = format!(
+        r#"system = "http"
+[run]
+duration = "3s"
+warmup = "500ms"
+[client]
+connections = 2
+window = 16
+timeout = "10s"
+[pacing]
+mode = "rate"
+per_sec = 20
+[http]
+url = "http://{}"
+version = "2"
+proto = "{}"
+[http.requests.ticks]
+grpc = "msgbench.Feed/Ticks"
+message = '{{"rate": "40", "seconds": 0.5}}'
+"#,
+        server.local_addr(),
+        proto.display()
+    );
+    let r = &run(&toml, &[])[0];
+    common::assert_accounted(r);
+    assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
+    let s = r.streamed.as_ref().expect("streamed figures");
+    assert!(s.streams >= 50, "{s:?}");
+    assert_eq!(s.messages, 20 * s.streams, "{s:?}");
+    assert_eq!(s.gap.count, 19 * s.streams, "{s:?}");
+    // Most gaps are the feed's 25 ms; the streams a stall fell in waited up to 300 ms.
+    assert!(near(s.gap.p50_ns, 25e6, 0.10), "{s:?}");
+    assert!(s.gap.max_ns > 200_000_000, "{s:?}");
+    // A call's first message goes at once, unless a stall holds it.
+    assert!(s.first_message.p50_ns < 5_000_000, "{s:?}");
+    // Each call's latency runs to its stream's end: 475 ms and more.
+    assert!(r.latency.p50_ns >= 470_000_000, "{:?}", r.latency);
+}
+
+/// A JSON-RPC call over WebSocket answered by a stream (`stream = true`): the built-in server
+/// sends 10 results carrying the call's id, the first 50 ms after the call, then one every
+/// 20 ms, then `"[DONE]"`.
+#[test]
+fn websocket_calls_answered_by_several_messages_are_measured_as_streams() {
+    let _quiet = one_at_a_time();
+    let toml = r#"system = "ws-rpc"
+[run]
+duration = "2s"
+warmup = "500ms"
+[client]
+connections = 4
+window = 8
+[pacing]
+mode = "rate"
+per_sec = 50
+[ws_rpc.methods.generate]
+method = "generate"
+result = "tok"
+stream = true
+messages = 10
+every = "20ms"
+service = "50ms"
+"#;
+    let r = &run(toml, &[])[0];
+    common::assert_accounted(r);
+    assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
+    let s = r.streamed.as_ref().expect("streamed figures");
+    assert_eq!(s.streams, r.counters.delivered);
+    assert!(s.streams >= 80, "{s:?}");
+    assert_eq!(s.messages, 10 * s.streams, "{s:?}");
+    assert_eq!(s.gap.count, 9 * s.streams, "{s:?}");
+    assert!(near(s.first_message.p50_ns, 50e6, 0.10), "{s:?}");
+    assert!(near(s.gap.p50_ns, 20e6, 0.10), "{s:?}");
+    // The call ends with its stream: 50 + 9 × 20 ms.
+    assert!(near(r.latency.p50_ns, 230e6, 0.10), "{:?}", r.latency);
+}
+
+/// Streamed `ws-rpc` answers from a server msgbench did not write (Node's `ws`,
+/// `feeds/node/rpc_stream.js`): 5 results 10 ms apart per call, every 10th call broken after 2
+/// messages — by a JSON-RPC error (the stream fails, cut with its 2 messages), or by closing
+/// the connection (every stream on it cut with what it had).
+#[test]
+fn a_streamed_websocket_answer_broken_midway_is_cut_with_what_it_delivered() {
+    let _quiet = one_at_a_time();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../feeds/node/rpc_stream.js");
+    for how in ["error", "close"] {
+        let (child, port) =
+            common::ports::start_listening("node rpc_stream.js", Duration::from_secs(20), |port| {
+                Command::new("node")
+                    .arg(&script)
+                    .args(["--port", &port.to_string(), "--break", how])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("node is not installed")
+            });
+        let _node = Mock { child, port };
+        let toml = format!(
+            r#"system = "ws-rpc"
+[run]
+duration = "2s"
+warmup = "300ms"
+[client]
+connections = 2
+window = 8
+timeout = "5s"
+on_error = "reconnect"
+[pacing]
+mode = "rate"
+per_sec = 50
+[ws_rpc]
+address = "ws://127.0.0.1:{port}/"
+[ws_rpc.methods.generate]
+method = "generate"
+stream = true
+"#
+        );
+        let r = &run(&toml, &[])[0];
+        r.counters.check().unwrap();
+        let s = r.streamed.as_ref().expect("streamed figures");
+        assert!(s.cut > 0, "{how}: {s:?}");
+        assert!(r.counters.failed >= s.cut, "{how}: {:?}", r.counters);
+        // Whole streams carried 5 messages each; cut ones what they had by the break.
+        assert_eq!(s.messages, 5 * s.streams, "{how}: {s:?}");
+        match how {
+            "error" => {
+                assert_eq!(s.cut_messages, 2 * s.cut, "{s:?}");
+                let error = r
+                    .faults
+                    .errors
+                    .iter()
+                    .find(|e| e.message.contains("overloaded"));
+                // (errors are counted from the warm-up on; cut streams in the window only)
+                let errors = error.map_or(0, |e| e.count);
+                assert!(errors >= s.cut, "{:?}", r.faults.errors);
+            }
+            _ => {
+                // Streams on a closed connection had 0 to 5 messages: those with any are cut
+                // (with them), the others fail with the connection.
+                assert!(s.cut_messages >= s.cut, "{s:?}");
+                assert!(s.cut_messages <= 5 * s.cut, "{s:?}");
+                assert!(r.faults.disconnects > 0, "{:?}", r.faults);
+            }
+        }
+    }
+}

@@ -124,3 +124,61 @@ fn a_client_too_slow_for_its_receive_buffer_shows_the_kernels_drops() {
         r.info
     );
 }
+
+/// Two senders to one client (two feed lines on one port, as an A/B pair or two publishers of
+/// a group): each is a sequence of its own, counted apart — the one that skips every 1000th
+/// number shows its gaps, the other none; neither's numbers are the other's errors.
+#[test]
+fn each_sender_is_a_sequence_of_its_own() {
+    let port = two_ports();
+    let one = |rate, skip_every| {
+        UdpTickSender::start(UdpTickOptions {
+            to: vec![format!("127.0.0.1:{port}").parse().unwrap()],
+            rate,
+            symbols: 100,
+            skip_every,
+            duplicate_every: 0,
+            reorder_every: 0,
+            multicast_interface: None,
+        })
+        .unwrap()
+    };
+    let (_clean, _skipping) = (one(10_000.0, 0), one(5_000.0, 1000));
+    let r = &run(
+        &format!("{}[ticks.clients.fast]\nconnections = 1\n", feed(port)),
+        &[],
+    )[0];
+    r.counters.check().unwrap();
+    assert_eq!(r.streams.len(), 2, "{:?}", r.streams);
+    assert_eq!(r.sequence.total(), 0, "{:?}", r.sequence);
+    let mut by_rate: Vec<&StreamClient> = r.streams.iter().collect();
+    by_rate.sort_by_key(|c| std::cmp::Reverse(c.counters.delivered));
+    let (clean, skipping) = (by_rate[0], by_rate[1]);
+    for c in [clean, skipping] {
+        assert_eq!(c.kind, "udp");
+        let source = c.source.as_deref().expect("a sender");
+        assert!(source.starts_with("127.0.0.1:"), "{source}");
+        assert_eq!(c.duplicates_seen + c.reordered_seen, 0, "{}", c.name);
+    }
+    assert_ne!(clean.source, skipping.source);
+    // The second heard is named after the client and its sender.
+    let second = r.streams.iter().find(|c| c.name != "fast-0").unwrap();
+    assert_eq!(
+        second.name,
+        format!("fast-0@{}", second.source.as_deref().unwrap())
+    );
+    // 2 s at 10k/s and 5k/s.
+    assert!(clean.counters.delivered > 15_000, "{:?}", clean.counters);
+    assert!(
+        skipping.counters.delivered > 7_500,
+        "{:?}",
+        skipping.counters
+    );
+    assert_eq!(clean.counters.dropped, 0, "{:?}", clean.counters);
+    let expected = skipping.counters.delivered as f64 / 999.0;
+    assert!(
+        (skipping.counters.dropped as f64 - expected).abs() <= 2.0,
+        "{:?}",
+        skipping.counters
+    );
+}

@@ -241,6 +241,7 @@ fn the_built_in_server_refuses_oversized_requests_and_answers_unknown_methods() 
             result_json: "\"0x1\"".into(),
             service_ns: 0,
             work: msgbench_model::rpc::ServiceWork::Busy,
+            stream: None,
         }],
         ([127, 0, 0, 1], 0).into(),
     )

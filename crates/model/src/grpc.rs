@@ -343,6 +343,25 @@ pub enum Shape {
     ClientStreaming,
 }
 
+/// The shape of the method `call` of `pool`, if it has it.
+pub fn shape_of(pool: &DescriptorPool, call: &str) -> Option<Shape> {
+    let (service, name) = call.split_once('/')?;
+    let m = pool
+        .get_service_by_name(service)?
+        .methods()
+        .find(|m| m.name() == name)?;
+    Some(shape_of_method(&m))
+}
+
+fn shape_of_method(m: &MethodDescriptor) -> Shape {
+    match (m.is_client_streaming(), m.is_server_streaming()) {
+        (false, false) => Shape::Unary,
+        (false, true) => Shape::ServerStreaming,
+        (true, true) => Shape::Bidi,
+        (true, false) => Shape::ClientStreaming,
+    }
+}
+
 /// The method `call` (`package.Service/Method`) of `pool`, of the `shape` the system measures;
 /// the error lists what exists, or says which system measures the method's shape.
 pub fn method(pool: &DescriptorPool, call: &str, shape: Shape) -> Result<MethodDescriptor, String> {
@@ -365,18 +384,13 @@ pub fn method(pool: &DescriptorPool, call: &str, shape: Shape) -> Result<MethodD
             list(&known)
         ));
     };
-    let found = match (m.is_client_streaming(), m.is_server_streaming()) {
-        (false, false) => Shape::Unary,
-        (false, true) => Shape::ServerStreaming,
-        (true, true) => Shape::Bidi,
-        (true, false) => Shape::ClientStreaming,
-    };
+    let found = shape_of_method(&m);
     if shape == found {
         return Ok(m);
     }
     Err(match found {
         Shape::ServerStreaming => format!(
-            "names {call}, a server-streaming method: measure its stream as a feed, with system = \"ticks\" and [ticks.grpc] (docs/http2-grpc.md)"
+            "names {call}, a server-streaming method: leave `match` and `messages` out (each call is then measured as a stream: its first message, its gaps), or read one long stream as a feed with system = \"ticks\" and [ticks.grpc] (docs/http2-grpc.md)"
         ),
         Shape::Unary if shape == Shape::Bidi => format!(
             "names {call}, a unary method, with `match`: leave `match` out (it pairs replies with requests on a bidirectional stream)"

@@ -154,7 +154,8 @@ pub struct HttpRequestSpec {
     /// The response is a stream of messages: `"sse"` (Server-Sent Events, as an LLM's
     /// `"stream": true` completion answers). Besides the request's latency (to the stream's
     /// end), each stream's time to its first message, the gaps between its messages and its
-    /// time per message are measured. HTTP/1.1.
+    /// time per message are measured. HTTP/1.1 or HTTP/2. (A gRPC server-streaming call is
+    /// measured so without it: its method says it streams.)
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stream: Option<ResponseStream>,
     /// A stream's event whose data is exactly this ends it without being counted as a message
@@ -170,11 +171,14 @@ pub enum ResponseStream {
     Sse,
 }
 
-/// A validated streamed response: what ends it besides its body's end.
+/// A validated streamed response: what its messages are, and what ends it besides its
+/// body's end.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamedResponse {
     /// The data of the event that ends the stream uncounted (`[DONE]`; empty: none).
     pub done: Vec<u8>,
+    /// The messages are a gRPC server stream's (length-prefixed), not Server-Sent Events.
+    pub grpc: bool,
 }
 
 impl Default for HttpRequestSpec {
@@ -223,7 +227,8 @@ pub struct HttpRequest {
     pub parts: RequestParts,
     /// A gRPC call: its response is judged by `grpc-status`.
     pub grpc: bool,
-    /// The response is a stream of messages (`stream = "sse"`).
+    /// The response is a stream of messages (`stream = "sse"`, or a gRPC server-streaming
+    /// call).
     pub stream: Option<StreamedResponse>,
     /// A bidirectional gRPC call: requests are messages on one stream per connection (their
     /// bodies unframed in `parts.body`), paired with replies by this field.
@@ -492,7 +497,7 @@ impl HttpSpec {
     ) -> Result<Http2Client, ScenarioError> {
         let streaming = requests
             .iter()
-            .any(|r| r.bidi.is_some() || r.paced.is_some());
+            .any(|r| r.bidi.is_some() || r.paced.is_some() || r.stream.is_some());
         let needs_h2 = if tls {
             Some("https")
         } else if streaming {
@@ -559,7 +564,9 @@ fn requests_of(
             None => (r.aimed(url_target)).render((host, version), name, share, &field, invalid)?,
         };
         let mut request = request;
-        request.stream = r.response_stream(&request, version, &field, invalid)?;
+        if let Some(stream) = r.response_stream(&request, &field, invalid)? {
+            request.stream = Some(stream);
+        }
         if version == HttpVersion::Http2 {
             check_h2_headers(&request.parts, &field, invalid)?;
             if request.vary.is_some() {
@@ -750,29 +757,22 @@ impl HttpRequestSpec {
         })
     }
 
-    /// `stream`: a response that is a stream of messages, for a plain HTTP/1.1 request.
+    /// `stream`: a response that is a stream of Server-Sent Events, for a plain request.
     fn response_stream(
         &self,
         request: &HttpRequest,
-        version: HttpVersion,
         field: &dyn Fn(&str) -> String,
         invalid: &Invalid,
     ) -> Result<Option<StreamedResponse>, ScenarioError> {
         let Some(ResponseStream::Sse) = self.stream else {
             return Ok(None);
         };
-        let refused = |problem: &str| {
-            Err(invalid(
-                &field("stream"),
-                problem.into(),
-                "a streamed response (Server-Sent Events) is measured on a plain HTTP/1.1 request: http.version = \"1.1\", no grpc, not HEAD",
-            ))
-        };
-        if version != HttpVersion::Http1 {
-            return refused("is given, and the run is HTTP/2");
-        }
         if request.grpc || request.head {
-            return refused("is given for a gRPC call or a HEAD request");
+            return Err(invalid(
+                &field("stream"),
+                "is given for a gRPC call or a HEAD request".into(),
+                "stream = \"sse\" is for a request whose response is Server-Sent Events; a gRPC server-streaming call is measured as a stream without it",
+            ));
         }
         if self.stream_done.contains(['\r', '\n']) {
             return Err(invalid(
@@ -783,6 +783,7 @@ impl HttpRequestSpec {
         }
         Ok(Some(StreamedResponse {
             done: self.stream_done.clone().into_bytes(),
+            grpc: false,
         }))
     }
 
@@ -813,7 +814,17 @@ impl HttpRequestSpec {
                 "a gRPC call is a POST to /package.Service/Method: leave method and path out",
             ));
         }
-        let shape = self.grpc_shape(field, invalid)?;
+        let shape = match self.grpc_shape(field, invalid)? {
+            // Neither `match` nor `messages`: a unary call, or a server-streaming one, whose
+            // every call is measured as a stream (its first message, its gaps).
+            crate::grpc::Shape::Unary
+                if crate::grpc::shape_of(pool, call)
+                    == Some(crate::grpc::Shape::ServerStreaming) =>
+            {
+                crate::grpc::Shape::ServerStreaming
+            }
+            shape => shape,
+        };
         let method =
             crate::grpc::method(pool, call, shape).map_err(|e| invalid(&field("grpc"), e, fix))?;
         let json = self.message.as_deref().unwrap_or("{}");
@@ -844,7 +855,10 @@ impl HttpRequestSpec {
             },
             grpc: true,
             bidi,
-            stream: None,
+            stream: (shape == crate::grpc::Shape::ServerStreaming).then(|| StreamedResponse {
+                done: Vec::new(),
+                grpc: true,
+            }),
             paced: self.messages.filter(|_| self.paced),
             vary: None,
         })

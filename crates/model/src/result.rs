@@ -143,8 +143,14 @@ pub struct StreamClient {
     pub name: String,
     /// Its group (also the operation class of its latencies).
     pub group: String,
-    /// `native` or `browser`; for a publish/subscribe subscription, its broker (`nats`, `redis`).
+    /// `native` (a WebSocket client), `browser`, or a feed's transport (`grpc`, `sse`, `udp`);
+    /// for a publish/subscribe subscription, its broker (`nats`, `redis`).
     pub kind: String,
+    /// The sender its messages came from, `host:port`: a UDP feed's. A client that hears
+    /// several senders has an entry per sender (named `<client>@<sender>` after the first),
+    /// each sender's sequence numbers its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     /// The server's counts for this client's measured ticks; null when the server is not
     /// msgbench's (then `counters` are inferred from the sequence numbers the client saw).
     pub server: Option<StreamServerCounts>,

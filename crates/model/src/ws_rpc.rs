@@ -60,6 +60,19 @@ pub struct WsRpcMethodSpec {
     /// `busy` (the server thread computes) or `sleep` (the answer waits on a timer; responses
     /// then come out of order when methods differ).
     pub work: ServiceWork,
+    /// The answer is a stream: several responses carrying the request's id, each `result` a
+    /// message, until the one whose `result` is `stream_done`. Besides the call's latency (to
+    /// that end), each stream's time to its first message and the gaps between its messages
+    /// are measured; an `error` response ends it failed.
+    pub stream: bool,
+    /// The `result` that ends a stream, uncounted (any TOML value, compared as JSON text).
+    pub stream_done: toml::Value,
+    /// The built-in server's messages per stream (the end's not among them).
+    pub messages: u32,
+    /// The built-in server's time between a stream's messages (`service` is its time to the
+    /// first).
+    #[serde(with = "serde_text")]
+    pub every: Duration,
 }
 
 impl Default for WsRpcMethodSpec {
@@ -71,6 +84,10 @@ impl Default for WsRpcMethodSpec {
             result: toml::Value::String("0x1".into()),
             service: Duration::ZERO,
             work: ServiceWork::Busy,
+            stream: false,
+            stream_done: toml::Value::String("[DONE]".into()),
+            messages: 20,
+            every: Duration::from_millis(10),
         }
     }
 }
@@ -123,6 +140,12 @@ pub struct WsRpcMethod {
     pub service_ns: u64,
     /// How it spends it.
     pub work: ServiceWork,
+    /// A streamed answer: the `result` that ends it, as JSON text.
+    pub stream_done: Option<String>,
+    /// The built-in server's messages per stream.
+    pub messages: u32,
+    /// The built-in server's time between a stream's messages, ns.
+    pub every_ns: u64,
 }
 
 /// Validated `[ws_rpc]`.
@@ -185,6 +208,47 @@ fn json_text(field: &str, value: &toml::Value, invalid: &Invalid) -> Result<Stri
     })
 }
 
+impl WsRpcMethodSpec {
+    /// A streamed method's end (`stream_done` as JSON), its built-in stream within bounds.
+    fn stream_of(
+        &self,
+        field: &dyn Fn(&str) -> String,
+        invalid: &Invalid,
+    ) -> Result<Option<String>, ScenarioError> {
+        if !self.stream {
+            return Ok(None);
+        }
+        if self.messages > MAX_STREAM_MESSAGES {
+            return Err(invalid(
+                &field("messages"),
+                format!("is {}", self.messages),
+                &format!(
+                    "the built-in server streams at most {MAX_STREAM_MESSAGES} messages a call"
+                ),
+            ));
+        }
+        if self.every > Duration::from_secs(60) {
+            return Err(invalid(
+                &field("every"),
+                format!("is {}", crate::duration::format(self.every)),
+                "space a stream's messages at most 60s apart",
+            ));
+        }
+        let done = json_text(&field("stream_done"), &self.stream_done, invalid)?;
+        if done == json_text(&field("result"), &self.result, invalid)? {
+            return Err(invalid(
+                &field("stream_done"),
+                format!("is {done}, the method's `result` too"),
+                "the built-in server's messages would each end the stream: give `result` and `stream_done` different values",
+            ));
+        }
+        Ok(Some(done))
+    }
+}
+
+/// Most messages a built-in server's stream carries.
+pub const MAX_STREAM_MESSAGES: u32 = 100_000;
+
 impl WsRpcSpec {
     pub(crate) fn validate(
         &self,
@@ -236,6 +300,9 @@ impl WsRpcSpec {
                 result_json: json_text(&field("result"), &m.result, invalid)?,
                 service_ns: m.service.as_nanos() as u64,
                 work: m.work,
+                stream_done: m.stream_of(&field, invalid)?,
+                messages: m.messages,
+                every_ns: m.every.as_nanos() as u64,
             });
         }
         let server = self.server.validate(limits, invalid)?;

@@ -243,6 +243,7 @@ fn stream_run() -> RunResult {
             name: name.into(),
             group: name.trim_end_matches("-0").into(),
             kind: "native".into(),
+            source: None,
             server: Some(StreamServerCounts {
                 generated: 40_000,
                 queued: 40_000,

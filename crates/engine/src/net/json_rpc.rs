@@ -3,6 +3,7 @@
 //! `http` with `json_rpc` (over HTTP).
 use serde::de::IgnoredAny;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
 /// The parts of a response the client reads. `result` and `error` are "present or not":
 /// `"result": null` is a valid result (a receipt not mined yet).
@@ -26,6 +27,34 @@ pub fn parse_reply(payload: &[u8]) -> Option<(u64, bool)> {
         }) if result != error => Some((id, result)),
         _ => None,
     }
+}
+
+/// A response with its `result`'s JSON text (a streamed answer's message, or its end).
+#[derive(Deserialize)]
+struct StreamReply<'a> {
+    id: Option<u64>,
+    #[serde(borrow, default, deserialize_with = "raw")]
+    result: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "present")]
+    error: bool,
+}
+
+/// A response's id and its `result` as JSON text (`None`: an `error`); `None` for anything
+/// else, as [`parse_reply`].
+pub fn parse_stream_reply(payload: &[u8]) -> Option<(u64, Option<&str>)> {
+    match serde_json::from_slice::<StreamReply>(payload) {
+        Ok(StreamReply {
+            id: Some(id),
+            result,
+            error,
+        }) if result.is_some() != error => Some((id, result.map(RawValue::get))),
+        _ => None,
+    }
+}
+
+/// `"result": null` is a result too (`Option<&RawValue>` alone would read it as absent).
+fn raw<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
 }
 
 /// An error reply's `error` member as one line: `JSON-RPC error -32601 "method not found"`
@@ -65,6 +94,27 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_streamed_reply_gives_its_result_as_json_text() {
+        let p = |t: &str| parse_stream_reply(t.as_bytes()).map(|(id, r)| (id, r.map(String::from)));
+        assert_eq!(
+            p(r#"{"jsonrpc":"2.0","id":3,"result":"tok"}"#),
+            Some((3, Some("\"tok\"".into())))
+        );
+        assert_eq!(
+            p(r#"{"id":3, "result" : null}"#),
+            Some((3, Some("null".into())))
+        );
+        assert_eq!(
+            p(r#"{"id":4,"result":{"a":[1, 2]}}"#),
+            Some((4, Some(r#"{"a":[1, 2]}"#.into())))
+        );
+        assert_eq!(p(r#"{"id":5,"error":{"code":1}}"#), Some((5, None)));
+        assert_eq!(p(r#"{"id":5,"error":{},"result":1}"#), None);
+        assert_eq!(p(r#"{"id":5}"#), None);
+        assert_eq!(p("not json"), None);
+    }
 
     #[test]
     fn replies_are_results_or_errors_with_an_id() {

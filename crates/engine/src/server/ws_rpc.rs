@@ -3,7 +3,10 @@
 //! with `"0x1"`) after each method's service time — `busy` spins the server thread (answers in
 //! order), `sleep` answers from a timer (a slow method is overtaken by fast ones: out-of-order
 //! responses, matched by id on the client). Unknown methods get JSON-RPC's "Method not found",
-//! malformed requests "Parse error"; a message over `max_frame` closes the connection.
+//! malformed requests "Parse error"; a message over `max_frame` closes the connection. A
+//! streamed method (`stream = true`) answers with `messages` responses carrying the request's
+//! id — the first after the service time, then one every `every`, on an absolute schedule —
+//! and then one whose `result` is `stream_done`.
 use super::ws::{
     ConnectionCounts, Counts, LocalFuture, Pool, ServerWs, Service, Settings, Upgrade,
 };
@@ -44,6 +47,19 @@ pub struct MethodAnswer {
     pub service_ns: u64,
     /// How it is spent.
     pub work: ServiceWork,
+    /// A streamed answer (`None`: one response).
+    pub stream: Option<StreamAnswer>,
+}
+
+/// A streamed answer: `messages` results, then the end.
+#[derive(Debug, Clone)]
+pub struct StreamAnswer {
+    /// Results before the end.
+    pub messages: u32,
+    /// Between two of them, ns (the first comes after the method's service time).
+    pub every_ns: u64,
+    /// The end's `result`, as JSON text.
+    pub done_json: String,
 }
 
 /// A running JSON-RPC server; stops when dropped.
@@ -172,8 +188,9 @@ struct Request<'a> {
     method: Option<std::borrow::Cow<'a, str>>,
 }
 
-/// An answer waiting for its timer: `(due, arrival order, id, method index)`.
-type Delayed = Reverse<(u64, u64, String, usize)>;
+/// An answer waiting for its timer: `(due, arrival order, id, method index, message of its
+/// stream)`.
+type Delayed = Reverse<(u64, u64, String, usize, u32)>;
 
 async fn serve(service: Arc<RpcService>, mut ws: ServerWs) {
     let Ok(timer) = AsyncTimer::new() else {
@@ -238,18 +255,11 @@ async fn serve(service: Arc<RpcService>, mut ws: ServerWs) {
         }
         let now = crate::clock::now_ns();
         while delayed.peek().is_some_and(|Reverse((due, ..))| *due <= now) {
-            let Reverse((_, _, id, m)) = delayed.pop().expect("peeked");
-            let answer = &service.methods[m];
-            respond(&mut arena, &id, Ok(&answer.result_json));
-            service.results.fetch_add(1, Ordering::Relaxed);
-            if ws
-                .feed(Message::text(arena.split().freeze()))
-                .await
-                .is_err()
-            {
-                return;
+            let Reverse(entry) = delayed.pop().expect("peeked");
+            match due_answer(&service, entry, &mut arena, &mut delayed, &mut ws).await {
+                Some(n) => answered += n,
+                None => return,
             }
-            answered += 1;
         }
         // Pings read are answered by pongs queued inside the stream: flush those too, or a
         // client that pings without reading grows the queue.
@@ -311,10 +321,16 @@ async fn handle(
     };
     let answer = &service.methods[m];
     match answer.work {
+        _ if answer.stream.is_some() => {
+            *arrivals += 1;
+            let due = crate::clock::now_ns().saturating_add(answer.service_ns);
+            delayed.push(Reverse((due, *arrivals, id.to_string(), m, 0)));
+            0
+        }
         ServiceWork::Sleep if answer.service_ns > 0 => {
             *arrivals += 1;
             let due = crate::clock::now_ns().saturating_add(answer.service_ns);
-            delayed.push(Reverse((due, *arrivals, id.to_string(), m)));
+            delayed.push(Reverse((due, *arrivals, id.to_string(), m, 0)));
             0
         }
         _ => {
@@ -330,6 +346,36 @@ async fn handle(
             feed(ws, arena).await
         }
     }
+}
+
+/// Sends an answer that fell due: a call's one response, or a stream's next message (and its
+/// end after the last; the message after it is scheduled). How many were fed; `None`: the
+/// connection is gone.
+async fn due_answer(
+    service: &RpcService,
+    (due, arrival, id, m, k): (u64, u64, String, usize, u32),
+    arena: &mut BytesMut,
+    delayed: &mut BinaryHeap<Delayed>,
+    ws: &mut ServerWs,
+) -> Option<usize> {
+    let answer = &service.methods[m];
+    let mut fed = 0;
+    if answer.stream.as_ref().is_none_or(|s| k < s.messages) {
+        respond(arena, &id, Ok(&answer.result_json));
+        service.results.fetch_add(1, Ordering::Relaxed);
+        ws.feed(Message::text(arena.split().freeze())).await.ok()?;
+        fed += 1;
+    }
+    if let Some(s) = &answer.stream {
+        if k + 1 < s.messages {
+            delayed.push(Reverse((due + s.every_ns, arrival, id, m, k + 1)));
+        } else {
+            respond(arena, &id, Ok(&s.done_json));
+            ws.feed(Message::text(arena.split().freeze())).await.ok()?;
+            fed += 1;
+        }
+    }
+    Some(fed)
 }
 
 async fn feed(ws: &mut ServerWs, arena: &mut BytesMut) -> usize {

@@ -319,7 +319,8 @@ impl Wire for HttpWire<'_> {
             // nothing of what was asked: it fails, said once per kind.
             self.scratch.clear();
             self.scratch.push_str("not an event stream (content-type ");
-            self.scratch.push_str(&kind[..kind.len().min(60)]);
+            // At most 60 characters of the server's text (a char boundary: it may be anything).
+            self.scratch.extend(kind.chars().take(60));
             self.scratch
                 .push_str("): does the request ask for a stream?");
             ErrorCount::add(&mut self.errors, &self.scratch, 1);

@@ -7,7 +7,7 @@ use crate::drivers::request_response::caller::{self, Callers};
 use crate::drivers::request_response::ws_socket::WsRpcSockets;
 use crate::error::EngineError;
 use crate::harness::{BuiltinServer, Measured, RunContext, SystemUnderTest};
-use crate::server::ws_rpc::{MethodAnswer, WsRpcServer};
+use crate::server::ws_rpc::{MethodAnswer, StreamAnswer, WsRpcServer};
 use msgbench_model::client::{ClientConfig, OnError};
 use msgbench_model::scenario::Scenario;
 use msgbench_model::sut::SutConfig;
@@ -50,6 +50,11 @@ pub fn run(
                 )
             })
             .collect(),
+        streams: ws_rpc
+            .methods
+            .iter()
+            .map(|m| m.stream_done.clone())
+            .collect(),
         reconnect: client.on_error == OnError::Reconnect,
         hint: HINT.to_string(),
         pins: ws_rpc.socket_pin.clone(),
@@ -85,6 +90,11 @@ fn answers(ws_rpc: &WsRpcConfig) -> Vec<MethodAnswer> {
             result_json: m.result_json.clone(),
             service_ns: m.service_ns,
             work: m.work,
+            stream: m.stream_done.as_ref().map(|done| StreamAnswer {
+                messages: m.messages,
+                every_ns: m.every_ns,
+                done_json: done.clone(),
+            }),
         })
         .collect()
 }

@@ -1,5 +1,5 @@
 //! The `h2` crate's HTTP/2 client: https, streaming calls (client, server and bidirectional
-//! gRPC), and any run with `http.client = "h2"`. Each request from the caller opens a stream
+//! gRPC), streamed responses ([`super::streamed`]), and any run with `http.client = "h2"`. Each request from the caller opens a stream
 //! on its connection; the caller's window is how many streams a connection carries at once.
 //! When the server allows fewer (`SETTINGS_MAX_CONCURRENT_STREAMS`), the rest wait here in
 //! order for a stream to free up — waiting that is latency, since the caller timed the request
@@ -415,8 +415,13 @@ impl Io {
                 let judge = self.judge.clone();
                 let generation = c.generation;
                 let conn = i as u32;
+                let streamed = judge.streams[class as usize].is_some();
                 self.streams.push(Box::pin(async move {
-                    let outcome = response(judge, class as usize, response_future).await;
+                    let outcome = if streamed {
+                        super::streamed::response(judge, class as usize, response_future).await
+                    } else {
+                        response(judge, class as usize, response_future).await
+                    };
                     (conn, generation, id, outcome)
                 }));
                 true

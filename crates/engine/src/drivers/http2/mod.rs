@@ -23,6 +23,7 @@ pub mod hpack;
 mod own;
 pub mod reflection;
 mod rules;
+mod streamed;
 pub mod wire;
 
 use crate::drivers::request_response::caller::{Ends, InlineSockets, SocketBody, Sockets, Turns};

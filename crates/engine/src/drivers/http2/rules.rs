@@ -7,7 +7,8 @@ use crate::drivers::request_response::caller::{Down, Ends, Event, Next, Turns};
 use crate::error::EngineError;
 use crate::harness::timer::AsyncTimer;
 use crate::net::json_rpc;
-use msgbench_model::http::HttpConfig;
+use crate::streamed::StreamFigures;
+use msgbench_model::http::{HttpConfig, StreamedResponse};
 use msgbench_model::result::ErrorCount;
 use std::collections::VecDeque;
 use std::future::Future;
@@ -30,6 +31,14 @@ pub(super) enum Outcome {
     Ok,
     /// Answered, and failed (the reason is counted).
     Failed(String),
+    /// A streamed response delivered: what its messages showed.
+    Streamed(Box<StreamFigures>),
+    /// A streamed response that failed after its success head (the reason is counted): what
+    /// it had delivered.
+    Cut {
+        why: String,
+        figures: Box<StreamFigures>,
+    },
 }
 
 /// Hands a stream's end to the caller: a failed one's reason counted in `errors`.
@@ -40,14 +49,22 @@ pub(super) fn answer(
     id: u64,
     outcome: Outcome,
 ) {
-    let ok = match outcome {
-        Outcome::Ok => true,
+    let (ok, figures) = match outcome {
+        Outcome::Ok => (true, None),
         Outcome::Failed(why) => {
             ErrorCount::add(errors, &why, 1);
-            false
+            (false, None)
+        }
+        Outcome::Streamed(figures) => (true, Some(figures)),
+        Outcome::Cut { why, figures } => {
+            ErrorCount::add(errors, &why, 1);
+            (false, Some(figures))
         }
     };
-    ends.push(Event::Reply { conn, id, ok });
+    match figures {
+        None => ends.push(Event::Reply { conn, id, ok }),
+        Some(figures) => ends.push_stream(conn, id, ok, figures),
+    }
 }
 
 /// One of a caller's connections as either client keeps it (`C`: the client's connection):
@@ -348,6 +365,8 @@ pub(super) struct Judge {
     names: Vec<String>,
     /// Per class: a gRPC call (judged by its `grpc-status`).
     pub grpc: Vec<bool>,
+    /// Per class: its response is a stream of messages, read as they come.
+    pub streams: Vec<Option<StreamedResponse>>,
     pub json_rpc: bool,
     pub max_response: usize,
 }
@@ -359,12 +378,13 @@ impl Judge {
             expect: config.requests.iter().map(|r| r.expect.clone()).collect(),
             names: config.requests.iter().map(|r| r.name.clone()).collect(),
             grpc: config.requests.iter().map(|r| r.grpc).collect(),
+            streams: config.requests.iter().map(|r| r.stream.clone()).collect(),
             json_rpc: config.json_rpc,
             max_response: config.max_response,
         }
     }
 
-    fn accepts(&self, status: u16) -> bool {
+    pub(super) fn accepts(&self, status: u16) -> bool {
         if self.accept.is_empty() {
             (200..300).contains(&status)
         } else {

@@ -105,6 +105,7 @@ pub fn stream_of(
         name: s.stats.name.clone(),
         group: classes[s.stats.group].clone(),
         kind: broker.into(),
+        source: None,
         server: None,
         counters,
         sequence,

@@ -20,6 +20,7 @@ use crate::harness::STOP_CHECK_NS;
 use crate::harness::{gather, worker, DriverOutput, RunContext, RunStop, Timeline};
 use crate::recorder::{Collector, Recorder};
 use crate::ring::{Consumer, Producer};
+use crate::streamed::StreamFigures;
 use crate::wait::{Sleeper, Waiter};
 use msgbench_model::client::{ClientConfig, OnError};
 use msgbench_model::queue::WaitStrategy;
@@ -75,6 +76,17 @@ pub enum Event {
         /// `result` rather than `error`.
         ok: bool,
     },
+    /// A streamed response's end: as [`Event::Reply`], with what its messages showed — all
+    /// of them, or (not `ok`) those it had delivered when it was cut — handed over beside the
+    /// ring ([`Ends::push_stream`]: the ring carries plain values only).
+    Stream {
+        /// Connection index.
+        conn: u32,
+        /// The id it answers.
+        id: u64,
+        /// Delivered whole.
+        ok: bool,
+    },
     /// The connection is down; requests in flight on it will not be answered.
     Down {
         /// Connection index.
@@ -118,6 +130,8 @@ pub struct Ends {
     pub requests: Consumer<Request>,
     /// Events to the caller.
     events: Producer<Event>,
+    /// Each [`Event::Stream`]'s figures, sent just before it (in the same order).
+    figures: std::sync::mpsc::Sender<Box<StreamFigures>>,
     /// Events the ring had no room for (it is sized so that this stays empty).
     pending: VecDeque<Event>,
     /// Events were handed over since the caller was last woken.
@@ -145,6 +159,13 @@ impl Ends {
             self.notified = Box::pin(self.notify.clone().notified_owned());
         }
         true
+    }
+
+    /// Hands a streamed response's end to the caller: its figures, then its event.
+    pub fn push_stream(&mut self, conn: u32, id: u64, ok: bool, figures: Box<StreamFigures>) {
+        // The caller lives until its sockets stop: a send cannot fail while one reads.
+        let _ = self.figures.send(figures);
+        self.push(Event::Stream { conn, id, ok });
     }
 
     /// Hands an event to the caller, in order behind any that did not fit yet.
@@ -326,7 +347,11 @@ struct Conn {
 type CallerResult = Result<Option<(Vec<ThreadCpu>, Faults)>, EngineError>;
 
 /// The caller's ends of the rings to its sockets.
-type Handover = (crate::ring::Producer<Request>, crate::ring::Consumer<Event>);
+type Handover = (
+    crate::ring::Producer<Request>,
+    crate::ring::Consumer<Event>,
+    std::sync::mpsc::Receiver<Box<StreamFigures>>,
+);
 
 /// The caller's signals to its sockets, and where a socket thread publishes its CPU clock.
 struct CallerEnds {
@@ -344,6 +369,7 @@ fn rings(shared: &Shared, t: usize, caller: Option<Arc<Sleeper>>) -> (Ends, Hand
     let capacity = (client.window + 3) * connections + 16;
     let (req_tx, req_rx) = crate::ring::channel::<Request>(capacity);
     let (ev_tx, ev_rx) = crate::ring::channel::<Event>(capacity);
+    let (figures_tx, figures_rx) = std::sync::mpsc::channel();
     let notify = Arc::new(tokio::sync::Notify::new());
     let stop = Arc::new(AtomicBool::new(false));
     let cpu = Arc::new(OnceLock::new());
@@ -351,6 +377,7 @@ fn rings(shared: &Shared, t: usize, caller: Option<Arc<Sleeper>>) -> (Ends, Hand
         cpu_clock: cpu.clone(),
         requests: req_rx,
         events: ev_tx,
+        figures: figures_tx,
         pending: VecDeque::new(),
         told: false,
         notified: Box::pin(notify.clone().notified_owned()),
@@ -359,7 +386,7 @@ fn rings(shared: &Shared, t: usize, caller: Option<Arc<Sleeper>>) -> (Ends, Hand
         stop: stop.clone(),
     };
     let mine = CallerEnds { notify, stop, cpu };
-    (ends, (req_tx, ev_rx), mine)
+    (ends, (req_tx, ev_rx, figures_rx), mine)
 }
 
 /// Tells a socket thread to close its connections and waits for it; returns the error replies
@@ -550,6 +577,8 @@ struct Caller<'a> {
     budget: Budget,
     requests: crate::ring::Producer<Request>,
     events: crate::ring::Consumer<Event>,
+    /// The figures of each [`Event::Stream`], in its order.
+    figures: std::sync::mpsc::Receiver<Box<StreamFigures>>,
     /// `Some` when the sockets run on another thread: raised after handing requests over.
     notify: Option<Arc<tokio::sync::Notify>>,
     waiter: Waiter,
@@ -572,7 +601,7 @@ impl<'a> Caller<'a> {
         shared: &'a Shared<'a>,
         t: usize,
         (timeline, rec): Start,
-        (requests, events): Handover,
+        (requests, events, figures): Handover,
         mine: &CallerEnds,
         waiter: Waiter,
         threaded: bool,
@@ -613,6 +642,7 @@ impl<'a> Caller<'a> {
             ),
             requests,
             events,
+            figures,
             notify: threaded.then(|| mine.notify.clone()),
             waiter,
             socket_cpu: mine.cpu.clone(),
@@ -777,6 +807,10 @@ impl<'a> Caller<'a> {
                     };
                     record_response(&mut self.rec, &mut self.faults, conn as usize, &f, ok, now);
                 }
+                Event::Stream { conn, id, ok } => {
+                    let figures = self.figures.try_recv().expect("sent before its event");
+                    self.stream_ended(conn as usize, id, ok, &figures);
+                }
                 Event::Down { conn, why } => {
                     let now = self.clock.now_ns();
                     let c = &mut self.conns[conn as usize];
@@ -818,6 +852,27 @@ impl<'a> Caller<'a> {
     /// A run ended by `run.operations` alone has no scheduled end: a connection that cannot
     /// be reopened would hold its share of the budget, and the run, forever. Past
     /// `client.timeout` down, the run stops (what was measured is written).
+    /// A streamed response ended on connection `i`: recorded as a reply, and its messages'
+    /// figures as the stream's (a cut one counted with what it had delivered).
+    fn stream_ended(&mut self, i: usize, id: u64, ok: bool, figures: &StreamFigures) {
+        let now = self.clock.now_ns();
+        let c = &mut self.conns[i];
+        if !c.up {
+            return;
+        }
+        let Some(f) = c.in_flight.complete(id) else {
+            self.fail(i, Failure::Protocol(NOT_A_RESPONSE));
+            self.reset(i);
+            return;
+        };
+        record_response(&mut self.rec, &mut self.faults, i, &f, ok, now);
+        match (f.measured, ok) {
+            (true, true) => self.rec.streamed(f.intended_ns, figures),
+            (true, false) => self.rec.stream_cut(figures.messages),
+            (false, _) => {}
+        }
+    }
+
     fn give_up_if_endless(&mut self) {
         let now = self.clock.now_ns();
         let timeout = self.shared.client.timeout_ns;

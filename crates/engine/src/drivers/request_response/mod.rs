@@ -11,3 +11,4 @@ pub mod in_flight;
 pub mod keys;
 pub mod launcher;
 pub mod ws_socket;
+pub mod ws_streams;

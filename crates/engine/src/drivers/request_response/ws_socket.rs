@@ -6,6 +6,7 @@
 //! through a second ring; the caller waits for them with its wait strategy, and this thread
 //! wakes it when that strategy may park.
 use super::caller::{Down, Ends, Event, SocketBody, Sockets, FLUSH, RESET};
+use super::ws_streams::{Read, WsStreams};
 use crate::drivers::failure::OpenError;
 use crate::drivers::streams::tick_client::{open, ClientWs};
 use crate::error::EngineError;
@@ -35,6 +36,8 @@ pub struct Plan {
     pub pin: Option<usize>,
     /// Per class: the request text before the id.
     pub prefixes: Vec<String>,
+    /// Per class: the `result` that ends its streamed answer (`None`: one response).
+    pub streams: Vec<Option<String>>,
     /// Reconnect after a failure (else connections stay down).
     pub reconnect: bool,
     /// Hint for a failed first connection.
@@ -47,6 +50,8 @@ pub struct WsRpcSockets {
     pub url: String,
     /// Per class: the request text before the id.
     pub prefixes: Vec<String>,
+    /// Per class: the `result` that ends its streamed answer (`None`: one response).
+    pub streams: Vec<Option<String>>,
     /// Reconnect after a failure.
     pub reconnect: bool,
     /// Hint for a failed first connection.
@@ -68,6 +73,7 @@ impl Sockets for WsRpcSockets {
             connections,
             pin: self.pins.get(t).copied(),
             prefixes: self.prefixes.clone(),
+            streams: self.streams.clone(),
             reconnect: self.reconnect,
             hint: self.hint.clone(),
         };
@@ -111,6 +117,7 @@ pub fn run(plan: Plan, ends: Ends, ready: Sender<Result<(), EngineError>>) -> Ve
             arena: BytesMut::with_capacity(64 << 10),
             errors: Vec::new(),
             scratch: String::with_capacity(256),
+            streams: WsStreams::new(plan.streams.clone(), plan.connections),
             plan,
             ends,
         };
@@ -138,6 +145,8 @@ struct Io {
     errors: Vec<ErrorCount>,
     /// Where an error reply's message is written (reused: no allocation per error reply).
     scratch: String,
+    /// Calls answered by streams, in flight.
+    streams: WsStreams,
 }
 
 impl Io {
@@ -184,6 +193,7 @@ impl Io {
                 self.down(i, Down::Closed);
                 continue;
             }
+            self.streams.sent(i, r.class as usize, r.id);
             self.dirty[i] = true;
         }
     }
@@ -211,6 +221,13 @@ impl Io {
             };
             match Pin::new(ws).poll_next(cx) {
                 Poll::Ready(Some(Ok(m))) if m.is_text() || m.is_binary() => {
+                    if self.streams.any() {
+                        let now = crate::clock::now_ns();
+                        let to = (&mut self.ends, &mut self.errors, &mut self.scratch);
+                        if let Read::Taken = self.streams.read(i, m.as_payload(), now, to) {
+                            continue;
+                        }
+                    }
                     match parse_reply(m.as_payload()) {
                         Some((id, ok)) => {
                             if !ok {
@@ -243,6 +260,7 @@ impl Io {
         }
         self.conns[i] = None;
         self.dirty[i] = false;
+        self.streams.lost(i, &mut self.ends, &mut self.errors);
         self.ends.push(Event::Down {
             conn: i as u32,
             why,

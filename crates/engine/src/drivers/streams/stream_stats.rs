@@ -42,8 +42,10 @@ pub struct StreamStats {
     pub name: String,
     /// Group index (the operation class).
     pub group: usize,
-    /// `native` or `browser`.
+    /// `native` (a WebSocket client), `browser`, `grpc`, `sse` or `udp`.
     pub kind: &'static str,
+    /// The sender its messages came from (a UDP feed's: each sender is a sequence of its own).
+    pub source: Option<std::net::SocketAddr>,
     sequence: Option<SequenceChecker>,
     /// Sequence errors of earlier connections (reconnections start a new sequence).
     earlier: SequenceErrors,
@@ -103,6 +105,7 @@ impl StreamStats {
             name,
             group,
             kind,
+            source: None,
             sequence: None,
             earlier: SequenceErrors::default(),
             gaps_measured: 0,
@@ -493,6 +496,7 @@ impl StreamStats {
             name: self.name.clone(),
             group: group.to_string(),
             kind: self.kind.to_string(),
+            source: self.source.map(|s| s.to_string()),
             server: join.server.map(|s| s.counts),
             counters,
             sequence,

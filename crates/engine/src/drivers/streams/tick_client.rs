@@ -342,7 +342,7 @@ fn run_thread(
         let mut stats = Vec::with_capacity(tasks.len());
         for t in tasks {
             match t.await {
-                Ok(s) => stats.push(s),
+                Ok(s) => stats.extend(s),
                 Err(e) => std::panic::resume_unwind(e.into_panic()),
             }
         }
@@ -417,6 +417,19 @@ pub enum Socket {
     Udp(UdpFeed),
 }
 
+impl Socket {
+    /// The client's kind in the result: `native` (a WebSocket client of its own), or the
+    /// feed's transport.
+    fn kind(&self) -> &'static str {
+        match self {
+            Socket::Ws(_) => "native",
+            Socket::Grpc(_) => "grpc",
+            Socket::Sse(_) => "sse",
+            Socket::Udp(_) => "udp",
+        }
+    }
+}
+
 /// Where a reconnection picks a stream up: the last event id read (an event stream's), and
 /// how long the server asked clients to wait before reconnecting.
 #[derive(Default)]
@@ -430,14 +443,16 @@ const MAX_RETRY: Duration = Duration::from_secs(5);
 /// Shortest.
 const MIN_RETRY: Duration = Duration::from_millis(10);
 
-/// Reads one connection (and its reconnections) until the stream ends for it.
+/// Reads one connection (and its reconnections) until the stream ends for it: what it
+/// measured (a UDP client's, one entry per sender it heard).
 async fn connection(
     plan: ConnPlan,
     socket: Socket,
     shared: Arc<Shared>,
     recorder: Rc<RefCell<Recorder>>,
-) -> StreamStats {
-    let mut stats = StreamStats::new(plan.name.clone(), plan.group, "native");
+) -> Vec<StreamStats> {
+    let mut stats = StreamStats::new(plan.name.clone(), plan.group, socket.kind());
+    let mut others = Vec::new();
     let mut reader = Reader::new(&plan, shared.clone());
     let mut socket = Some(socket);
     let mut resume = Resume::default();
@@ -446,7 +461,7 @@ async fn connection(
             Socket::Ws(ws) => reader.poll(cx, ws, &mut stats, &recorder),
             Socket::Grpc(feed) => reader.poll_feed(cx, feed, &mut stats, &recorder),
             Socket::Sse(feed) => reader.poll_feed(cx, feed, &mut stats, &recorder),
-            Socket::Udp(feed) => reader.poll_feed(cx, feed, &mut stats, &recorder),
+            Socket::Udp(feed) => reader.poll_udp(cx, feed, &mut stats, &mut others, &recorder),
         })
         .await;
         let (fault, why) = match ended {
@@ -504,8 +519,17 @@ async fn connection(
         stats.closed = Some((why, now));
         break;
     }
-    stats.finish();
-    stats
+    finished(stats, others)
+}
+
+/// A connection's statistics, finished: its own, then its other sources' (a UDP feed's).
+fn finished(stats: StreamStats, others: Vec<(StreamStats, u64)>) -> Vec<StreamStats> {
+    let mut all = vec![stats];
+    all.extend(others.into_iter().map(|(s, _)| s));
+    for s in &mut all {
+        s.finish();
+    }
+    all
 }
 
 /// What a UDP socket lost and skipped: datagrams the kernel dropped, others' datagrams.
@@ -816,24 +840,7 @@ impl Reader {
                         return Poll::Ready(ended);
                     }
                 }
-                Poll::Ready(Err(StreamEnd::Finished)) => {
-                    stats.end_seen = true;
-                    let (now, end) = (now_ns(), self.shared.end_ns.load(Ordering::Relaxed));
-                    if now < end {
-                        // Finished before the window did: what the window lacks is not lost,
-                        // but the run must say why it has less.
-                        let early = (end - now) as f64 / 1e9;
-                        let why = format!("the server finished the stream (gRPC OK) {early:.2} s before the measured window's end");
-                        stats.closed = Some((why, now));
-                    }
-                    return Poll::Ready(Ended::Done);
-                }
-                Poll::Ready(Err(StreamEnd::Lost(why))) => {
-                    return Poll::Ready(Ended::Broken(Fault::Disconnect, why))
-                }
-                Poll::Ready(Err(StreamEnd::Protocol(why))) => {
-                    return Poll::Ready(Ended::Broken(Fault::Protocol, why))
-                }
+                Poll::Ready(Err(end)) => return Poll::Ready(self.feed_ended(end, stats)),
                 Poll::Pending => return self.idle_check(cx),
             }
         }
@@ -842,6 +849,73 @@ impl Reader {
         }
         cx.waker().wake_by_ref();
         Poll::Pending
+    }
+
+    /// Reads a UDP feed's datagrams, each measured as its sender's: the first sender heard is
+    /// the client's own (`stats`); each later one gets statistics of its own (`others`, with
+    /// its numbering for a feed without sequence numbers), its sequence its own.
+    fn poll_udp(
+        &mut self,
+        cx: &mut Context<'_>,
+        feed: &mut UdpFeed,
+        stats: &mut StreamStats,
+        others: &mut Vec<(StreamStats, u64)>,
+        recorder: &RefCell<Recorder>,
+    ) -> Poll<Ended> {
+        for _ in 0..MESSAGES_PER_POLL {
+            let ended = match feed.poll_datagram(cx) {
+                Poll::Ready(Ok((from, message))) if *stats.source.get_or_insert(from) == from => {
+                    self.on_feed_message(message, stats, recorder)
+                }
+                Poll::Ready(Ok((from, message))) => {
+                    let k = match others.iter().position(|(o, _)| o.source == Some(from)) {
+                        Some(k) => k,
+                        None => {
+                            let name = format!("{}@{from}", stats.name);
+                            let mut o = StreamStats::new(name, stats.group, stats.kind);
+                            o.source = Some(from);
+                            others.push((o, 0));
+                            others.len() - 1
+                        }
+                    };
+                    let (o, counter) = &mut others[k];
+                    std::mem::swap(&mut self.counter, counter);
+                    let ended = self.on_feed_message(message, o, recorder);
+                    std::mem::swap(&mut self.counter, counter);
+                    ended
+                }
+                Poll::Ready(Err(end)) => return Poll::Ready(self.feed_ended(end, stats)),
+                Poll::Pending => return self.idle_check(cx),
+            };
+            if let Some(ended) = ended {
+                return Poll::Ready(ended);
+            }
+        }
+        if self.shared.over(now_ns()) {
+            return Poll::Ready(Ended::Done);
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    /// How a feed source's stream ended, for the connection.
+    fn feed_ended(&self, end: StreamEnd, stats: &mut StreamStats) -> Ended {
+        match end {
+            StreamEnd::Finished => {
+                stats.end_seen = true;
+                let (now, end) = (now_ns(), self.shared.end_ns.load(Ordering::Relaxed));
+                if now < end {
+                    // Finished before the window did: what the window lacks is not lost, but
+                    // the run must say why it has less.
+                    let early = (end - now) as f64 / 1e9;
+                    let why = format!("the server finished the stream (gRPC OK) {early:.2} s before the measured window's end");
+                    stats.closed = Some((why, now));
+                }
+                Ended::Done
+            }
+            StreamEnd::Lost(why) => Ended::Broken(Fault::Disconnect, why),
+            StreamEnd::Protocol(why) => Ended::Broken(Fault::Protocol, why),
+        }
     }
 
     /// Nothing to read on a stream that takes no acknowledgements: look at the flags now and

@@ -3,8 +3,10 @@
 //! group — each datagram handed to the reader as one message (msgbench's 36-byte binary tick,
 //! or what `[ticks.feed]` says).
 //!
-//! A client follows one source: the first sender it hears from. Datagrams from another are
-//! counted as protocol faults and skipped (two senders' sequence numbers are not one sequence).
+//! Each sender is a source with a sequence of its own (an A/B pair of feed lines, publishers
+//! sharing a group): [`UdpFeed::poll_datagram`] says which source sent each datagram, and the
+//! client counts gaps, duplicates and reordering per source. At most [`MAX_SOURCES`] are
+//! followed; datagrams from more are counted as protocol faults and skipped.
 //! What the kernel dropped because the socket's receive buffer was full is read from
 //! `/proc/net/udp` (and `udp6`) by the socket's inode when the client stops: UDP says nothing
 //! to the receiver of what it lost, but Linux counts it per socket.
@@ -19,6 +21,8 @@ use tokio::io::ReadBuf;
 
 /// Largest UDP payload (IPv4: 65 507 bytes).
 const MAX_DATAGRAM: usize = 64 * 1024;
+/// Senders a client follows, each its own sequence (more are counted and skipped).
+pub const MAX_SOURCES: usize = 64;
 
 /// One client's socket.
 pub struct UdpFeed {
@@ -26,17 +30,27 @@ pub struct UdpFeed {
     buf: Box<[u8]>,
     /// Datagrams are JSON text (else binary).
     text: bool,
-    /// The sender followed (the first heard).
-    source: Option<SocketAddr>,
-    /// Datagrams from another sender, and the first one's.
+    /// The senders heard from, in the order first heard (index: the source).
+    sources: Vec<SocketAddr>,
+    /// Datagrams from senders past [`MAX_SOURCES`].
     pub strays: u64,
-    /// The first datagram from another sender, in words.
+    /// The first of those, in words.
     pub first_stray: Option<String>,
     inode: u64,
 }
 
 impl FeedSource for UdpFeed {
     fn poll_message(&mut self, cx: &mut Context<'_>) -> Poll<Result<FeedMessage<'_>, StreamEnd>> {
+        self.poll_datagram(cx).map_ok(|(_, message)| message)
+    }
+}
+
+impl UdpFeed {
+    /// The next datagram, and its sender.
+    pub fn poll_datagram(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(SocketAddr, FeedMessage<'_>), StreamEnd>> {
         loop {
             let mut read = ReadBuf::new(&mut self.buf);
             let from = match self.socket.poll_recv_from(cx, &mut read) {
@@ -49,26 +63,37 @@ impl FeedSource for UdpFeed {
                 Poll::Ready(Ok(from)) => from,
             };
             let len = read.filled().len();
-            match self.source {
-                None => self.source = Some(from),
-                Some(s) if s != from => {
-                    self.strays += 1;
-                    self.first_stray.get_or_insert_with(|| {
-                        format!("a datagram from {from}, while the client follows {s} (one sender per client)")
-                    });
-                    continue;
-                }
-                Some(_) => {}
+            if !self.follows(from) {
+                continue;
             }
-            return Poll::Ready(Ok(FeedMessage::Bytes {
-                payload: &self.buf[..len],
-                text: self.text,
-            }));
+            return Poll::Ready(Ok((
+                from,
+                FeedMessage::Bytes {
+                    payload: &self.buf[..len],
+                    text: self.text,
+                },
+            )));
         }
     }
-}
 
-impl UdpFeed {
+    /// Whether sender `from` is followed (a new one is, up to [`MAX_SOURCES`]).
+    #[inline]
+    fn follows(&mut self, from: SocketAddr) -> bool {
+        // The common case, one sender, is the first compare.
+        if self.sources.contains(&from) {
+            return true;
+        }
+        if self.sources.len() < MAX_SOURCES {
+            self.sources.push(from);
+            return true;
+        }
+        self.strays += 1;
+        self.first_stray.get_or_insert_with(|| {
+            format!("a datagram from {from}, a sender past the {MAX_SOURCES} this client follows")
+        });
+        false
+    }
+
     /// Binds run-wide client `ordinal`'s socket (and joins the group of a multicast feed);
     /// `receive_buffer`: `SO_RCVBUF` (0: the OS default); `text`: datagrams are JSON.
     pub fn open(
@@ -106,7 +131,7 @@ impl UdpFeed {
             socket,
             buf: vec![0u8; MAX_DATAGRAM].into_boxed_slice(),
             text,
-            source: None,
+            sources: Vec::new(),
             strays: 0,
             first_stray: None,
             inode,
