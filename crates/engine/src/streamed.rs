@@ -21,9 +21,14 @@ pub struct StreamFigures {
     pub messages: u64,
     /// Bytes of their data.
     pub bytes: u64,
-    /// Every gap between two consecutive messages, ns (reused from stream to stream).
+    /// Every gap between two consecutive messages, ns (reused from stream to stream), the
+    /// first [`MAX_GAPS`] of a stream.
     pub gaps_ns: Vec<u64>,
 }
+
+/// Gaps kept per stream (8 bytes each: 512 KiB): a longer stream's later gaps are not in the
+/// gap histogram (its messages and time per message still count them).
+pub const MAX_GAPS: usize = 1 << 16;
 
 impl StreamFigures {
     /// A message arrived at `now` with `bytes` of data.
@@ -31,7 +36,7 @@ impl StreamFigures {
     pub fn message(&mut self, now: u64, bytes: usize) {
         if self.messages == 0 {
             self.first_ns = now;
-        } else {
+        } else if self.gaps_ns.len() < MAX_GAPS {
             self.gaps_ns.push(now.saturating_sub(self.last_ns));
         }
         self.last_ns = now;

@@ -175,6 +175,16 @@ fn each_sender_is_a_sequence_of_its_own() {
         skipping.counters
     );
     assert_eq!(clean.counters.dropped, 0, "{:?}", clean.counters);
+    // Each sender's span is its own: neither is charged with what the other sent.
+    for c in [clean, skipping] {
+        assert_eq!(c.counters.failed, 0, "{}: {:?}", c.name, c.counters);
+        assert!(
+            c.counters.in_flight_end <= 50,
+            "{}: {:?}",
+            c.name,
+            c.counters
+        );
+    }
     let expected = skipping.counters.delivered as f64 / 999.0;
     assert!(
         (skipping.counters.dropped as f64 - expected).abs() <= 2.0,

@@ -390,6 +390,13 @@ impl HttpSpec {
         let target = (host.as_str(), url.target.as_str(), url.tls);
         let requests = requests_of(specs, target, version, protos.as_ref(), invalid)?;
         let json_rpc = self.json_rpc || specs.values().any(|r| r.rpc_method.is_some());
+        if let Some(r) = requests.iter().find(|r| json_rpc && r.stream.is_some()) {
+            return Err(invalid(
+                &format!("http.requests.{}.stream", r.name),
+                "is given in a JSON-RPC run".into(),
+                "a streamed response is judged by its status and messages, not as one JSON-RPC reply: measure it in a run without json_rpc or rpc_method",
+            ));
+        }
         let client = self.checked_client(version, tls.is_some(), &requests, invalid)?;
         Ok(HttpConfig {
             address: self
@@ -566,6 +573,13 @@ fn requests_of(
         let mut request = request;
         if let Some(stream) = r.response_stream(&request, &field, invalid)? {
             request.stream = Some(stream);
+        }
+        if request.stream.is_some() && request.expect.is_some() && version == HttpVersion::Http2 {
+            return Err(invalid(
+                &field("expect"),
+                "is given for a streamed response over HTTP/2".into(),
+                "a stream's body is read message by message, not kept: leave expect out (an event stream over HTTP/1.1 keeps its body and checks it)",
+            ));
         }
         if version == HttpVersion::Http2 {
             check_h2_headers(&request.parts, &field, invalid)?;
@@ -1343,6 +1357,27 @@ mod tests {
         let p = valid("system = \"http\"\n[http]\nurl = \"https://[::1]:8443\"\ninsecure = true\n");
         assert_eq!(http(&p).address, "[::1]:8443");
         assert_eq!(http(&p).tls.as_ref().unwrap().server_name, "[::1]");
+    }
+
+    #[test]
+    fn streamed_responses_over_http2_and_their_refusals() {
+        const U: &str = "system = \"http\"\n[http]\nurl = \"http://h:1\"\n";
+        let s = valid(&format!(
+            "{U}version = \"2\"\n[http.requests.a]\nstream = \"sse\"\n"
+        ));
+        let stream = http(&s).requests[0].stream.as_ref().expect("streamed");
+        assert!(!stream.grpc);
+        assert_eq!(stream.done, b"[DONE]");
+        // Over HTTP/2 nothing of a stream's body is kept to check.
+        let (field, e) = refused(&format!(
+            "{U}version = \"2\"\n[http.requests.a]\nstream = \"sse\"\nexpect = \"x\"\n"
+        ));
+        assert_eq!(field, "http.requests.a.expect", "{e}");
+        // A stream is no JSON-RPC reply.
+        let (field, e) = refused(&format!(
+            "{U}json_rpc = true\n[http.requests.a]\nstream = \"sse\"\n"
+        ));
+        assert_eq!(field, "http.requests.a.stream", "{e}");
     }
 
     #[test]

@@ -35,6 +35,8 @@ const READS_PER_FLUSH: usize = 64;
 /// unread until some are due (backpressure: a flood of slow calls costs the server a bounded
 /// ~6 MiB per connection, not memory until it dies).
 pub const MAX_HELD: usize = 65_536;
+/// Answers that fell due sent in one turn of a connection, at most (then it yields).
+const DUE_PER_TURN: usize = 1024;
 
 /// What the server answers for one method.
 #[derive(Debug, Clone)]
@@ -73,7 +75,7 @@ pub struct WsRpcServer {
 /// What the server counted.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WsRpcReport {
-    /// Responses with a `result`.
+    /// Calls answered with a `result` (a streamed one once, at its first message).
     pub results: u64,
     /// Error responses (unknown method, parse error).
     pub errors: u64,
@@ -254,12 +256,12 @@ async fn serve(service: Arc<RpcService>, mut ws: ServerWs) {
             heard = tokio::time::Instant::now();
         }
         let now = crate::clock::now_ns();
-        while delayed.peek().is_some_and(|Reverse((due, ..))| *due <= now) {
-            let Reverse(entry) = delayed.pop().expect("peeked");
-            match due_answer(&service, entry, &mut arena, &mut delayed, &mut ws).await {
-                Some(n) => answered += n,
-                None => return,
+        match send_due(&service, now, &mut arena, &mut delayed, &mut ws).await {
+            Some((fed, more)) => {
+                answered += fed;
+                turn_used |= more;
             }
+            None => return,
         }
         // Pings read are answered by pongs queued inside the stream: flush those too, or a
         // client that pings without reading grows the queue.
@@ -348,6 +350,29 @@ async fn handle(
     }
 }
 
+/// Sends the answers that fell due by `now`, a turn's worth at most (a stream whose messages
+/// are all due at once — `every` 0, or the server behind — waits for the next turn, and the
+/// other connections get theirs): how many were fed, and whether more are due; `None`: the
+/// connection is gone.
+async fn send_due(
+    service: &RpcService,
+    now: u64,
+    arena: &mut BytesMut,
+    delayed: &mut BinaryHeap<Delayed>,
+    ws: &mut ServerWs,
+) -> Option<(usize, bool)> {
+    let is_due = |d: &BinaryHeap<Delayed>| d.peek().is_some_and(|Reverse((due, ..))| *due <= now);
+    let mut fed = 0;
+    for _ in 0..DUE_PER_TURN {
+        if !is_due(delayed) {
+            return Some((fed, false));
+        }
+        let Reverse(entry) = delayed.pop().expect("peeked");
+        fed += due_answer(service, entry, arena, delayed, ws).await?;
+    }
+    Some((fed, is_due(delayed)))
+}
+
 /// Sends an answer that fell due: a call's one response, or a stream's next message (and its
 /// end after the last; the message after it is scheduled). How many were fed; `None`: the
 /// connection is gone.
@@ -360,9 +385,12 @@ async fn due_answer(
 ) -> Option<usize> {
     let answer = &service.methods[m];
     let mut fed = 0;
+    if k == 0 {
+        // A call answered (a stream's first message counts it).
+        service.results.fetch_add(1, Ordering::Relaxed);
+    }
     if answer.stream.as_ref().is_none_or(|s| k < s.messages) {
         respond(arena, &id, Ok(&answer.result_json));
-        service.results.fetch_add(1, Ordering::Relaxed);
         ws.feed(Message::text(arena.split().freeze())).await.ok()?;
         fed += 1;
     }

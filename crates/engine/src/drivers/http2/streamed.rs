@@ -24,10 +24,11 @@ enum Cutter {
         left: u64,
     },
     /// Server-Sent Events: each event with data is a message; one whose data is `done` ends
-    /// the stream uncounted.
+    /// the stream uncounted (`ended`: what follows it is not counted).
     Sse {
         parser: Box<EventParser>,
         done: Vec<u8>,
+        ended: bool,
     },
 }
 
@@ -43,6 +44,7 @@ impl Cutter {
             Cutter::Sse {
                 parser: Box::default(),
                 done: done.to_vec(),
+                ended: false,
             }
         }
     }
@@ -82,11 +84,17 @@ impl Cutter {
                 }
                 Ok(())
             }
-            Cutter::Sse { parser, done } => {
+            Cutter::Sse {
+                parser,
+                done,
+                ended,
+            } => {
                 parser.extend(bytes);
                 while parser.advance(None).map_err(|e| e.to_string())? {
                     let data = parser.event().data;
-                    if done.is_empty() || data != done.as_slice() {
+                    if !done.is_empty() && data == done.as_slice() {
+                        *ended = true;
+                    } else if !*ended {
                         s.message(now, data.len());
                     }
                 }
@@ -182,7 +190,11 @@ fn not_a_stream(
     })
 }
 
-/// The stream failed after its success head: cut, with what it had delivered.
+/// The stream failed after its success head: cut, with what it had delivered — or, before
+/// its first message, a failed request like any other.
 fn cut(why: String, figures: Box<StreamFigures>) -> Outcome {
+    if figures.messages == 0 {
+        return Outcome::Failed(why);
+    }
     Outcome::Cut { why, figures }
 }

@@ -819,7 +819,8 @@ impl<W: Wire, T: Transport> ThreadLoop<'_, W, T> {
     fn fail(&mut self, i: usize, why: Failure, poll: &Poll) {
         let now = crate::clock::now_ns();
         let c = &mut self.conns[i];
-        if let Some(messages) = c.wire.cut_short() {
+        // Cut after its first message; before it, a failed request like any other.
+        if let Some(messages) = c.wire.cut_short().filter(|&m| m > 0) {
             if c.in_flight.oldest().is_some_and(|f| f.measured) {
                 self.rec.stream_cut(messages);
             }

@@ -260,7 +260,9 @@ impl Io {
         }
         self.conns[i] = None;
         self.dirty[i] = false;
-        self.streams.lost(i, &mut self.ends, &mut self.errors);
+        let reset = why == Down::Reset;
+        self.streams
+            .lost(i, reset, &mut self.ends, &mut self.errors);
         self.ends.push(Event::Down {
             conn: i as u32,
             why,

@@ -104,13 +104,20 @@ impl WsStreams {
     }
 
     /// Connection `conn` is lost: its streams that had delivered are cut (counted with what
-    /// they had); the others fail with the connection.
-    pub fn lost(&mut self, conn: usize, ends: &mut Ends, errors: &mut Vec<ErrorCount>) {
+    /// they had); the others fail with the connection. `reset`: the caller asked for it (a
+    /// call timed out): every call on it has already failed, counted as the caller counts.
+    pub fn lost(
+        &mut self,
+        conn: usize,
+        reset: bool,
+        ends: &mut Ends,
+        errors: &mut Vec<ErrorCount>,
+    ) {
         let Some(open) = self.open.get_mut(conn) else {
             return;
         };
         for (id, _, figures) in open.drain(..) {
-            if figures.messages > 0 {
+            if figures.messages > 0 && !reset {
                 ErrorCount::add(errors, CUT, 1);
                 ends.push_stream(conn as u32, id, false, figures);
             }

@@ -192,10 +192,14 @@ pub fn join_streams(
     schedule: Schedule,
     deadline_ns: u64,
 ) -> Vec<StreamClient> {
-    let feed = FeedSide::of(clients);
+    // Each UDP sender is a feed of its own; every other feed is one.
+    let feeds = FeedSide::by_source(clients);
     clients
         .iter()
         .map(|c| {
+            let feed = &(feeds.iter().find(|(s, _)| *s == c.source))
+                .expect("every client's source has its feed")
+                .1;
             let reports: Vec<&ConnReport> = server
                 .map(|r| {
                     r.connections
@@ -213,7 +217,7 @@ pub fn join_streams(
             let side = server.map(|_| ServerSide::of(&reports));
             let join = Join {
                 server: side.as_ref(),
-                feed: server.is_none().then_some(&feed),
+                feed: server.is_none().then_some(feed),
                 gaps: ticks.gaps,
                 schedule,
             };

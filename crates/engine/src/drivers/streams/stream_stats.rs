@@ -387,16 +387,33 @@ pub struct FeedSide {
 impl FeedSide {
     /// The feed as `clients` (every client of the run) saw it.
     pub fn of(clients: &[StreamStats]) -> FeedSide {
-        let newest_by_end_ns = clients
-            .iter()
+        FeedSide::of_some(clients.iter())
+    }
+
+    /// Each sender's feed as the clients that heard it saw it (one entry, `None`'s, for a feed
+    /// whose senders are not told apart: every one but UDP).
+    pub fn by_source(clients: &[StreamStats]) -> Vec<(Option<std::net::SocketAddr>, FeedSide)> {
+        let mut sources: Vec<Option<std::net::SocketAddr>> = Vec::new();
+        for c in clients {
+            if !sources.contains(&c.source) {
+                sources.push(c.source);
+            }
+        }
+        (sources.into_iter())
+            .map(|s| {
+                let heard = clients.iter().filter(|c| c.source == s);
+                (s, FeedSide::of_some(heard))
+            })
+            .collect()
+    }
+
+    fn of_some<'a>(clients: impl Iterator<Item = &'a StreamStats> + Clone) -> FeedSide {
+        let newest_by_end_ns = (clients.clone())
             .map(|c| c.newest_by_end_ns)
             .max()
             .unwrap_or(0);
         // The client that read most; one without reconnections, whose seconds are whole.
-        let Some(reference) = clients
-            .iter()
-            .max_by_key(|c| (c.window_span(), c.reconnects == 0))
-        else {
+        let Some(reference) = clients.max_by_key(|c| (c.window_span(), c.reconnects == 0)) else {
             return FeedSide::default();
         };
         let generated = reference.window_span();

@@ -522,14 +522,72 @@ async fn connection(
     finished(stats, others)
 }
 
-/// A connection's statistics, finished: its own, then its other sources' (a UDP feed's).
-fn finished(stats: StreamStats, others: Vec<(StreamStats, u64)>) -> Vec<StreamStats> {
+/// A connection's statistics, finished: its own, then its other senders' (a UDP feed's),
+/// which ended early with it if it did.
+fn finished(stats: StreamStats, others: Vec<OtherSender>) -> Vec<StreamStats> {
+    let closed = stats.closed.clone();
     let mut all = vec![stats];
-    all.extend(others.into_iter().map(|(s, _)| s));
+    all.extend(others.into_iter().map(|mut o| {
+        if o.stats.closed.is_none() && !o.over {
+            o.stats.closed = closed.clone();
+        }
+        o.stats
+    }));
     for s in &mut all {
         s.finish();
     }
     all
+}
+
+/// A UDP client's later sender (the first is the client's own): its statistics, its numbering
+/// (a feed without sequence numbers), and whether it is read no more.
+struct OtherSender {
+    stats: StreamStats,
+    counter: u64,
+    /// Its stream went past the window, or broke (a protocol fault of its own).
+    over: bool,
+}
+
+impl OtherSender {
+    /// Sender `from`'s entry among `others` (a new one, named after the client, if new).
+    fn of<'a>(
+        others: &'a mut Vec<OtherSender>,
+        client: &StreamStats,
+        from: std::net::SocketAddr,
+    ) -> &'a mut OtherSender {
+        let k = match others.iter().position(|o| o.stats.source == Some(from)) {
+            Some(k) => k,
+            None => {
+                let name = format!("{}@{from}", client.name);
+                let mut stats = StreamStats::new(name, client.group, client.kind);
+                stats.source = Some(from);
+                others.push(OtherSender {
+                    stats,
+                    counter: 0,
+                    over: false,
+                });
+                others.len() - 1
+            }
+        };
+        &mut others[k]
+    }
+
+    /// What its message said of its stream: past the window, or broken (then counted as its
+    /// fault, and its reading stops).
+    fn ended(&mut self, ended: Option<Ended>) {
+        match ended {
+            None => {}
+            Some(Ended::Done) => self.over = true,
+            Some(Ended::Broken(fault, why)) => {
+                match fault {
+                    Fault::Disconnect => self.stats.faults.disconnects += 1,
+                    Fault::Protocol => self.stats.faults.protocol_errors += 1,
+                }
+                self.stats.closed = Some((why, now_ns()));
+                self.over = true;
+            }
+        }
+    }
 }
 
 /// What a UDP socket lost and skipped: datagrams the kernel dropped, others' datagrams.
@@ -859,7 +917,7 @@ impl Reader {
         cx: &mut Context<'_>,
         feed: &mut UdpFeed,
         stats: &mut StreamStats,
-        others: &mut Vec<(StreamStats, u64)>,
+        others: &mut Vec<OtherSender>,
         recorder: &RefCell<Recorder>,
     ) -> Poll<Ended> {
         for _ in 0..MESSAGES_PER_POLL {
@@ -868,21 +926,15 @@ impl Reader {
                     self.on_feed_message(message, stats, recorder)
                 }
                 Poll::Ready(Ok((from, message))) => {
-                    let k = match others.iter().position(|(o, _)| o.source == Some(from)) {
-                        Some(k) => k,
-                        None => {
-                            let name = format!("{}@{from}", stats.name);
-                            let mut o = StreamStats::new(name, stats.group, stats.kind);
-                            o.source = Some(from);
-                            others.push((o, 0));
-                            others.len() - 1
-                        }
-                    };
-                    let (o, counter) = &mut others[k];
-                    std::mem::swap(&mut self.counter, counter);
-                    let ended = self.on_feed_message(message, o, recorder);
-                    std::mem::swap(&mut self.counter, counter);
-                    ended
+                    let o = OtherSender::of(others, stats, from);
+                    if !o.over {
+                        std::mem::swap(&mut self.counter, &mut o.counter);
+                        let ended = self.on_feed_message(message, &mut o.stats, recorder);
+                        std::mem::swap(&mut self.counter, &mut o.counter);
+                        o.ended(ended);
+                    }
+                    // Another sender's stream ends only its own reading, never the client's.
+                    None
                 }
                 Poll::Ready(Err(end)) => return Poll::Ready(self.feed_ended(end, stats)),
                 Poll::Pending => return self.idle_check(cx),
