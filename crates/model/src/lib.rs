@@ -8,6 +8,7 @@
 
 pub mod arrivals;
 pub mod broker;
+pub mod broker_auth;
 pub mod check;
 pub mod client;
 pub mod duration;

@@ -105,6 +105,11 @@ pub struct PubsubSpec {
     /// max_messages`.
     #[serde(skip_serializing_if = "is_default")]
     pub stream: StreamOptions,
+    /// Who msgbench is to a broker that asks: `[pubsub.auth] user`, and the password or token
+    /// from an environment variable or a file (`password_env`, `password_file`, `token_env`,
+    /// `token_file`), never from the scenario.
+    #[serde(skip_serializing_if = "is_default")]
+    pub auth: crate::broker_auth::AuthSpec,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
@@ -170,6 +175,7 @@ impl Default for PubsubSpec {
             kafka: KafkaOptions::default(),
             mqtt: MqttOptions::default(),
             stream: StreamOptions::default(),
+            auth: crate::broker_auth::AuthSpec::default(),
         }
     }
 }
@@ -297,6 +303,8 @@ pub struct PubsubConfig {
     pub receive_buffer: u32,
     /// Longest the opening may go without a new connection.
     pub open_timeout: Duration,
+    /// Credentials for a broker that asks (`None`: none sent).
+    pub auth: Option<crate::broker_auth::Credentials>,
     /// Each publisher's pacing (the scenario's, its rate split over the publishers).
     pub publisher_pacing: Pacing,
 }
@@ -507,6 +515,7 @@ impl PubsubSpec {
             max_unsent_bytes: self.max_unsent_bytes,
             receive_buffer: self.receive_buffer,
             open_timeout: self.open_timeout,
+            auth: self.auth.validate(self.broker, invalid)?,
             publisher_pacing,
         })
     }

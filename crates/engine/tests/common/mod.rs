@@ -396,14 +396,15 @@ impl BrokerProcess {
     /// `mosquitto` listening on loopback, anonymous clients allowed, `extra` lines added to its
     /// configuration.
     pub fn mosquitto(extra: &str) -> BrokerProcess {
+        BrokerProcess::mosquitto_with(&format!("allow_anonymous true\n{extra}"))
+    }
+
+    /// `mosquitto` listening on loopback, with `conf_lines` as the rest of its configuration.
+    pub fn mosquitto_with(conf_lines: &str) -> BrokerProcess {
         let dir = tempfile::tempdir().unwrap();
         let conf = dir.path().join("mosquitto.conf");
         let args = |port: u16| {
-            std::fs::write(
-                &conf,
-                format!("listener {port} 127.0.0.1\nallow_anonymous true\n{extra}\n"),
-            )
-            .unwrap();
+            std::fs::write(&conf, format!("listener {port} 127.0.0.1\n{conf_lines}\n")).unwrap();
             vec!["-c".to_string(), conf.display().to_string()]
         };
         let mut broker = BrokerProcess::spawn(&["/usr/sbin/mosquitto", "mosquitto"], &args);

@@ -81,7 +81,7 @@ pub fn open(
     };
     let mut stream = run.connect(receive_buffer)?;
     let mut out = Vec::new();
-    protocol.hello(name, &mut out);
+    protocol.hello(name, config.auth.as_ref(), &mut out);
     let mut expected = 1;
     if let Some((topic, group, sid)) = subscription {
         protocol.subscribe(topic, group, sid, config.qos, &mut out);

@@ -1,6 +1,7 @@
 //! What a broker connection says, whatever the broker: the seam the publisher and subscriber
 //! threads read and write through ([`BrokerProtocol`]), without I/O. Each broker implements it
 //! in its own file under [`super::brokers`]; the threads never name a broker.
+use msgbench_model::broker_auth::Credentials;
 
 /// How a delivered message is acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +44,8 @@ pub trait BrokerProtocol: Sync {
 
     /// What a connection sends first; the broker answers it with one [`Incoming::Reply`]
     /// (NATS: `CONNECT` + `PING` → `PONG`; Redis: `PING` → `+PONG`).
-    fn hello(&self, name: &str, out: &mut Vec<u8>);
+    /// `auth`: the scenario's credentials, sent as the broker takes them (`[pubsub.auth]`).
+    fn hello(&self, name: &str, auth: Option<&Credentials>, out: &mut Vec<u8>);
 
     /// What the broker sends before it is spoken to (NATS's `INFO`): the opening checks it
     /// came, to tell a broker of another kind at the address.

@@ -27,9 +27,14 @@ impl BrokerProtocol for Jetstream {
         "jetstream"
     }
 
-    fn hello(&self, name: &str, out: &mut Vec<u8>) {
+    fn hello(
+        &self,
+        name: &str,
+        auth: Option<&msgbench_model::broker_auth::Credentials>,
+        out: &mut Vec<u8>,
+    ) {
         // Headers on: JetStream's refusals of a publish nobody stores are 503 statuses.
-        nats_wire::connect(name, true, out);
+        nats_wire::connect(name, true, auth, out);
     }
 
     fn greeting(&self) -> Option<&'static [u8]> {

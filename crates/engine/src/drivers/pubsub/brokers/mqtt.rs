@@ -21,11 +21,20 @@ impl BrokerProtocol for Mqtt {
         }
     }
 
-    fn hello(&self, name: &str, out: &mut Vec<u8>) {
+    fn hello(
+        &self,
+        name: &str,
+        auth: Option<&msgbench_model::broker_auth::Credentials>,
+        out: &mut Vec<u8>,
+    ) {
         // Client ids are unique per broker: two runs (or two processes) must not take over
         // each other's connections.
         let id = format!("msgbench-{}-{name}", std::process::id());
-        mqtt::connect(&id, self.v5, out);
+        let login = auth.and_then(|a| {
+            let user = a.user.as_deref()?;
+            Some((user, a.password.as_ref().map(|p| p.expose())))
+        });
+        mqtt::connect(&id, self.v5, login, out);
     }
 
     fn subscribe(&self, topic: &str, group: Option<&str>, sid: u64, qos: u8, out: &mut Vec<u8>) {

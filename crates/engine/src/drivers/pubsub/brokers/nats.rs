@@ -3,6 +3,7 @@
 use crate::drivers::pubsub::client::BrokerClient;
 use crate::drivers::pubsub::protocol::{AckId, BrokerProtocol, Incoming, PublishFrame};
 use crate::drivers::pubsub::wire::nats;
+use msgbench_model::broker_auth::Credentials;
 use msgbench_model::pubsub::PubsubConfig;
 
 /// NATS core.
@@ -13,8 +14,8 @@ impl BrokerProtocol for Nats {
         "nats"
     }
 
-    fn hello(&self, name: &str, out: &mut Vec<u8>) {
-        nats::connect(name, false, out);
+    fn hello(&self, name: &str, auth: Option<&Credentials>, out: &mut Vec<u8>) {
+        nats::connect(name, false, auth, out);
     }
 
     fn greeting(&self) -> Option<&'static [u8]> {

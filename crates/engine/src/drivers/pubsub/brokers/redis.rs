@@ -4,6 +4,7 @@
 use crate::drivers::pubsub::client::BrokerClient;
 use crate::drivers::pubsub::protocol::{BrokerProtocol, Incoming, PublishFrame};
 use crate::net::resp;
+use msgbench_model::broker_auth::Credentials;
 use msgbench_model::pubsub::PubsubConfig;
 
 /// Redis Pub/Sub.
@@ -12,13 +13,38 @@ pub struct Redis;
 /// `PING`: what a Redis connection sends first (answered `+PONG`).
 pub const HELLO: &[u8] = b"*1\r\n$4\r\nPING\r\n";
 
+/// A Redis connection's opening: `AUTH [user] password` when the scenario gives one (its
+/// `+OK` read on the way; a refusal, `-WRONGPASS …`, fails the opening in Redis's words),
+/// then `PING`, answered by `+PONG`.
+pub fn hello(auth: Option<&Credentials>, out: &mut Vec<u8>) {
+    login(auth, out);
+    out.extend_from_slice(HELLO);
+}
+
+/// `AUTH [user] password`, when the scenario gives a password (answered `+OK`).
+pub fn login(auth: Option<&Credentials>, out: &mut Vec<u8>) {
+    if let Some(password) = auth.and_then(|a| a.password.as_ref()) {
+        let mut parts: Vec<&[u8]> = vec![b"AUTH"];
+        if let Some(user) = auth.and_then(|a| a.user.as_deref()) {
+            parts.push(user.as_bytes());
+        }
+        parts.push(password.expose().as_bytes());
+        out.extend_from_slice(format!("*{}\r\n", parts.len()).as_bytes());
+        for p in parts {
+            out.extend_from_slice(format!("${}\r\n", p.len()).as_bytes());
+            out.extend_from_slice(p);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+}
+
 impl BrokerProtocol for Redis {
     fn name(&self) -> &'static str {
         "redis"
     }
 
-    fn hello(&self, _name: &str, out: &mut Vec<u8>) {
-        out.extend_from_slice(HELLO);
+    fn hello(&self, _name: &str, auth: Option<&Credentials>, out: &mut Vec<u8>) {
+        hello(auth, out);
     }
 
     fn subscribe(&self, topic: &str, _group: Option<&str>, _sid: u64, _qos: u8, out: &mut Vec<u8>) {

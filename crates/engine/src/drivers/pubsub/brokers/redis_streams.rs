@@ -3,7 +3,7 @@
 //! acknowledged with `XACK` ([`wire::redis_streams`]); shared subscriptions are consumers of
 //! one group. Before the run, each group is set at its stream's end, and a stream that is not
 //! msgbench's is refused rather than trimmed.
-use super::redis::HELLO;
+use super::redis::hello;
 use crate::drivers::pubsub::client::{consumer_name, BrokerClient};
 use crate::drivers::pubsub::consumer::{turn_bytes, Consumer, Pull};
 use crate::drivers::pubsub::opening::{broker_error, open, read_more, Opening};
@@ -11,6 +11,7 @@ use crate::drivers::pubsub::protocol::{BrokerProtocol, Incoming, PublishFrame};
 use crate::drivers::pubsub::wire::redis_streams;
 use crate::error::EngineError;
 use crate::net::resp;
+use msgbench_model::broker_auth::Credentials;
 use msgbench_model::pubsub::{PubsubConfig, Subscription};
 use std::io::Write;
 use std::net::TcpStream;
@@ -23,8 +24,8 @@ impl BrokerProtocol for RedisStreams {
         "redis-streams"
     }
 
-    fn hello(&self, _name: &str, out: &mut Vec<u8>) {
-        out.extend_from_slice(HELLO);
+    fn hello(&self, _name: &str, auth: Option<&Credentials>, out: &mut Vec<u8>) {
+        hello(auth, out);
     }
 
     /// A publisher's answers: XADD's id (a bulk string). A consumer's replies are read whole
@@ -135,6 +136,7 @@ fn reset_groups(run: &Opening<'_>, groups: &[(String, String)]) -> Result<(), En
     let config = run.config;
     let fail = |problem: String| broker_error(config, problem);
     let mut stream = run.connect(0)?;
+    log_in(config, &mut stream)?;
     refuse_streams_of_others(config, &mut stream, groups)?;
     let mut out = Vec::new();
     for (topic, group) in groups {
@@ -167,6 +169,29 @@ fn reset_groups(run: &Opening<'_>, groups: &[(String, String)]) -> Result<(), En
             }
             at += used;
         }
+    }
+    Ok(())
+}
+
+/// Sends the run's `AUTH` (if it has one) on a connection opened without a hello, and reads
+/// its answer: a refusal fails the opening in Redis's words.
+fn log_in(config: &PubsubConfig, stream: &mut TcpStream) -> Result<(), EngineError> {
+    let mut out = Vec::new();
+    super::redis::login(config.auth.as_ref(), &mut out);
+    if out.is_empty() {
+        return Ok(());
+    }
+    stream
+        .write_all(&out)
+        .map_err(|e| broker_error(config, format!("writing the opening failed ({e})")))?;
+    let mut input = Vec::new();
+    let (reply, used) = read_reply(config, stream, &mut input, 0)?;
+    if reply == resp::Reply::Error {
+        let error = resp::error_text(&input[..used], used);
+        return Err(broker_error(
+            config,
+            format!("it refused the login: {}", String::from_utf8_lossy(error)),
+        ));
     }
     Ok(())
 }

@@ -153,16 +153,28 @@ fn put_str(s: &str, out: &mut Vec<u8>) {
 
 /// CONNECT (MQTT 3.1.1, or 5 when `v5`; clean session, no keep-alive: the broker never times
 /// the connection out) as `client_id`.
-pub fn connect(client_id: &str, v5: bool, out: &mut Vec<u8>) {
+/// `login`: a username, and its password if any.
+pub fn connect(client_id: &str, v5: bool, login: Option<(&str, Option<&str>)>, out: &mut Vec<u8>) {
     let mut body = Vec::with_capacity(16 + client_id.len());
     put_str("MQTT", &mut body);
     body.push(if v5 { 5 } else { 4 }); // protocol level: 4 is 3.1.1
-    body.push(0x02); // clean session (clean start)
+                                       // Clean session (clean start); the username and password flags when they follow.
+    body.push(match login {
+        None => 0x02,
+        Some((_, None)) => 0x82,
+        Some((_, Some(_))) => 0xc2,
+    });
     body.extend_from_slice(&0u16.to_be_bytes()); // keep-alive off
     if v5 {
         body.push(0); // no properties
     }
     put_str(client_id, &mut body);
+    if let Some((user, password)) = login {
+        put_str(user, &mut body);
+        if let Some(p) = password {
+            put_str(p, &mut body);
+        }
+    }
     out.push(0x10);
     put_length(body.len(), out);
     out.extend_from_slice(&body);
@@ -327,10 +339,20 @@ mod tests {
     #[test]
     fn connect_and_subscribe_are_spelled_as_the_standard_says() {
         let mut c = Vec::new();
-        connect("m", false, &mut c);
+        connect("m", false, None, &mut c);
         assert_eq!(
             c,
             [0x10, 13, 0, 4, b'M', b'Q', b'T', b'T', 4, 0x02, 0, 0, 0, 1, b'm']
+        );
+        // A username and password: their flags (0x80, 0x40), then each as a string.
+        let mut l = Vec::new();
+        connect("m", false, Some(("u", Some("pw"))), &mut l);
+        assert_eq!(
+            l,
+            [
+                0x10, 20, 0, 4, b'M', b'Q', b'T', b'T', 4, 0xc2, 0, 0, 0, 1, b'm', 0, 1, b'u', 0,
+                2, b'p', b'w'
+            ]
         );
         let mut s = Vec::new();
         subscribe("a/b", 1, 5, false, &mut s);
@@ -374,7 +396,7 @@ mod tests {
             ]
         );
         let mut out = Vec::new();
-        connect("c", true, &mut out);
+        connect("c", true, None, &mut out);
         assert_eq!(out[8], 5);
         subscribe("t.0", 1, 3, true, &mut out);
     }

@@ -4,6 +4,7 @@
 //! its connections on a tokio runtime and copies each message into a `Bytes` and a `Message`
 //! (subject, headers) handed through a channel, where the driver needs the payload's first 24
 //! bytes read in place, in the same mio loop that owns the socket and the clock.
+use msgbench_model::broker_auth::Credentials;
 
 /// Longest operation line accepted (`max_control_line` is 4 KiB by default).
 const MAX_LINE: usize = 64 * 1024;
@@ -198,10 +199,21 @@ fn trim_quotes(s: &[u8]) -> &[u8] {
 /// `CONNECT` (no echo of our own messages, no +OK per operation) and a `PING`, whose `PONG`
 /// says the server took it. With `headers`, the server may send `HMSG` (JetStream's status
 /// messages) and answers a request nobody listens to with a 503 status.
-pub fn connect(name: &str, headers: bool, out: &mut Vec<u8>) {
+/// `auth`: a user and password (`user`, `pass`) or a token (`auth_token`), written as JSON
+/// strings (escaped: a secret may hold any character but a line break).
+pub fn connect(name: &str, headers: bool, auth: Option<&Credentials>, out: &mut Vec<u8>) {
+    let json = |s: &str| serde_json::to_string(s).expect("a string is JSON");
+    let mut login = String::new();
+    if let Some(a) = auth {
+        if let (Some(user), Some(pass)) = (&a.user, &a.password) {
+            login = format!(",\"user\":{},\"pass\":{}", json(user), json(pass.expose()));
+        } else if let Some(token) = &a.token {
+            login = format!(",\"auth_token\":{}", json(token.expose()));
+        }
+    }
     out.extend_from_slice(
         format!(
-            "CONNECT {{\"verbose\":false,\"pedantic\":false,\"echo\":false,\"lang\":\"rust\",\"version\":\"{}\",\"name\":\"msgbench-{}\",\"protocol\":1,\"headers\":{headers},\"no_responders\":{headers}}}\r\nPING\r\n",
+            "CONNECT {{\"verbose\":false,\"pedantic\":false,\"echo\":false,\"lang\":\"rust\",\"version\":\"{}\",\"name\":\"msgbench-{}\",\"protocol\":1,\"headers\":{headers},\"no_responders\":{headers}{login}}}\r\nPING\r\n",
             env!("CARGO_PKG_VERSION"),
             name
         )
@@ -372,7 +384,17 @@ mod tests {
             b"PUB t.0 _I.1 2\r\n"
         );
         let mut c = Vec::new();
-        connect("p0", false, &mut c);
+        connect("p0", false, None, &mut c);
         assert!(c.starts_with(b"CONNECT {\"verbose\":false") && c.ends_with(b"}\r\nPING\r\n"));
+        // Credentials are JSON strings, escaped.
+        let auth = Credentials {
+            user: Some("u".into()),
+            password: Some(msgbench_model::broker_auth::Secret::new("p\"w\\".into())),
+            token: None,
+        };
+        let mut l = Vec::new();
+        connect("p0", false, Some(&auth), &mut l);
+        let text = String::from_utf8(l).unwrap();
+        assert!(text.contains(r#","user":"u","pass":"p\"w\\"}"#), "{text}");
     }
 }

@@ -26,7 +26,13 @@ impl BrokerProtocol for Kafka {
     }
 
     /// Kafka's opening is its own: metadata, offsets, groups.
-    fn hello(&self, _name: &str, _out: &mut Vec<u8>) {}
+    fn hello(
+        &self,
+        _name: &str,
+        _auth: Option<&msgbench_model::broker_auth::Credentials>,
+        _out: &mut Vec<u8>,
+    ) {
+    }
 
     /// A consumer's fetch responses and a producer's answers are read whole ([`KafkaPull`],
     /// the publisher's batches), not message by message.

@@ -1,0 +1,142 @@
+//! Brokers that ask who is connecting (`[pubsub.auth]`): nats-server with a user and password
+//! and with a token, redis-server with `requirepass`, Mosquitto with a password file — each
+//! run with the right secret (every message accounted for) and with a wrong one (one clear
+//! error, the broker's words, nothing measured), and no secret in any file a run wrote.
+mod common;
+
+use common::{assert_subscriptions_accounted, try_run, BrokerProcess};
+use std::path::Path;
+
+/// The secret every broker here is given: searched for in every file a run writes.
+const SECRET: &str = "Zq7-never-in-results";
+
+fn scenario(broker: &str, addr: std::net::SocketAddr, auth: &str) -> String {
+    format!(
+        "name = \"auth\"\nsystem = \"pubsub\"\n[run]\nduration = \"500ms\"\nwarmup = \"100ms\"\ndrain_timeout = \"2s\"\n[pacing]\nmode = \"rate\"\nper_sec = 2000\n[pubsub]\nbroker = \"{broker}\"\naddress = \"{addr}\"\n[pubsub.auth]\n{auth}\n"
+    )
+}
+
+/// A file holding `secret` (and a newline, as `echo` writes it).
+fn secret_file(dir: &Path, secret: &str) -> String {
+    let path = dir.join(format!("secret-{}", secret.len()));
+    std::fs::write(&path, format!("{secret}\n")).unwrap();
+    path.display().to_string()
+}
+
+/// Every file under `dir`, read: none holds the secret.
+fn assert_no_secret_in(dir: &Path) {
+    let mut files = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if !path
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("secret-")
+            {
+                let bytes = std::fs::read(&path).unwrap();
+                assert!(
+                    !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
+                    "{} holds the secret",
+                    path.display()
+                );
+                files += 1;
+            }
+        }
+    }
+    assert!(files > 0, "the run wrote nothing to look in");
+}
+
+/// Runs `toml`: measured, every subscription accounted for, no secret written.
+fn runs_with(toml: &str) {
+    let (outcome, dir) = try_run(toml, &[]);
+    let outcome = outcome.unwrap_or_else(|e| panic!("{e}"));
+    let r = &outcome.results[0];
+    assert_subscriptions_accounted(r);
+    assert!(r.counters.delivered > 500, "{:?}", r.counters);
+    assert_no_secret_in(dir.path());
+}
+
+/// Runs `toml`: refused with `words` in the message, which never holds the secret.
+fn refused_with(toml: &str, words: &str) {
+    let (outcome, _dir) = try_run(toml, &[]);
+    let e = outcome.map(|_| ()).expect_err("refused").to_string();
+    assert!(e.contains(words), "{e}");
+    assert!(!e.contains(SECRET), "{e}");
+}
+
+#[test]
+fn nats_takes_a_user_and_password_or_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let (right, wrong) = (
+        secret_file(dir.path(), SECRET),
+        secret_file(dir.path(), "nope"),
+    );
+    let nats = BrokerProcess::nats(&["--user", "bench", "--pass", SECRET]);
+    let login = |file: &str| format!("user = \"bench\"\npassword_file = \"{file}\"");
+    runs_with(&scenario("nats", nats.addr, &login(&right)));
+    refused_with(
+        &scenario("nats", nats.addr, &login(&wrong)),
+        "Authorization Violation",
+    );
+    // No credentials at all: the broker's refusal, said as such.
+    let bare = scenario("nats", nats.addr, "").replace("[pubsub.auth]\n", "");
+    refused_with(&bare, "Authorization Violation");
+    let nats = BrokerProcess::nats(&["--auth", SECRET]);
+    runs_with(&scenario(
+        "nats",
+        nats.addr,
+        &format!("token_file = \"{right}\""),
+    ));
+    refused_with(
+        &scenario("nats", nats.addr, &format!("token_file = \"{wrong}\"")),
+        "Authorization Violation",
+    );
+}
+
+#[test]
+fn redis_takes_a_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let (right, wrong) = (
+        secret_file(dir.path(), SECRET),
+        secret_file(dir.path(), "nope"),
+    );
+    let redis = BrokerProcess::redis(&["--requirepass", SECRET]);
+    for broker in ["redis", "redis-streams"] {
+        let login = |file: &str| format!("password_file = \"{file}\"");
+        runs_with(&scenario(broker, redis.addr, &login(&right)));
+        refused_with(&scenario(broker, redis.addr, &login(&wrong)), "WRONGPASS");
+    }
+}
+
+#[test]
+fn mosquitto_takes_a_username_and_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let (right, wrong) = (
+        secret_file(dir.path(), SECRET),
+        secret_file(dir.path(), "nope"),
+    );
+    let passwords = dir.path().join("passwords");
+    let made = std::process::Command::new("mosquitto_passwd")
+        .args(["-b", "-c", passwords.to_str().unwrap(), "bench", SECRET])
+        .status()
+        .expect("mosquitto_passwd (run `bash scripts/setup.sh`)");
+    assert!(made.success());
+    let mosquitto = BrokerProcess::mosquitto_with(&format!(
+        "allow_anonymous false\npassword_file {}",
+        passwords.display()
+    ));
+    for broker in ["mqtt", "mqtt5"] {
+        let login = |file: &str| format!("user = \"bench\"\npassword_file = \"{file}\"");
+        runs_with(&scenario(broker, mosquitto.addr, &login(&right)));
+        // Mosquitto answers a wrong password "not authorized" (MQTT 3.1.1's code 5, 5's 0x87).
+        refused_with(
+            &scenario(broker, mosquitto.addr, &login(&wrong)),
+            "not authorized",
+        );
+    }
+}

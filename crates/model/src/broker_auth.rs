@@ -1,0 +1,259 @@
+//! `[pubsub.auth]`: who msgbench is to a broker that asks (NATS's user and password or token,
+//! Redis's `AUTH`, MQTT's username and password). Secrets come from an environment variable or
+//! a file the scenario names, never from the scenario itself: a scenario is copied into every
+//! result, and a secret must not be. They are read when the scenario is checked, held in a
+//! [`Secret`] (whose `Debug` prints no character of it), and written only to the broker.
+use crate::broker::Broker;
+use crate::check::{Invalid, ScenarioError};
+use serde::{Deserialize, Serialize};
+
+/// The `[pubsub.auth]` section.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthSpec {
+    /// The user (NATS user, Redis ACL user, MQTT username). Not a secret: it is written into
+    /// results as the scenario is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// The environment variable holding the password.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password_env: Option<String>,
+    /// The file holding the password (its first line).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password_file: Option<String>,
+    /// The environment variable holding a NATS token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    /// The file holding a NATS token (its first line).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<String>,
+}
+
+/// A secret read from the environment or a file: shown as `Secret(…)`, never as itself.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// A secret the caller already holds (read by [`AuthSpec::validate`] otherwise).
+    pub fn new(secret: String) -> Secret {
+        Secret(secret)
+    }
+
+    /// The secret, for the one place that writes it: the broker's connection.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(…)")
+    }
+}
+
+/// Validated credentials.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// The user, if any.
+    pub user: Option<String>,
+    /// The password, if any.
+    pub password: Option<Secret>,
+    /// A NATS token, if any.
+    pub token: Option<Secret>,
+}
+
+/// Longest secret or user name (MQTT's strings are at most 65 535 bytes; no broker needs more).
+const MAX_SECRET: usize = 4096;
+
+impl AuthSpec {
+    /// The credentials for `broker` (`None`: the section is empty), each secret read.
+    pub fn validate(
+        &self,
+        broker: Broker,
+        invalid: &Invalid,
+    ) -> Result<Option<Credentials>, ScenarioError> {
+        if *self == AuthSpec::default() {
+            return Ok(None);
+        }
+        let password = secret(
+            ("pubsub.auth.password_env", &self.password_env),
+            ("pubsub.auth.password_file", &self.password_file),
+            invalid,
+        )?;
+        let token = secret(
+            ("pubsub.auth.token_env", &self.token_env),
+            ("pubsub.auth.token_file", &self.token_file),
+            invalid,
+        )?;
+        if let Some(user) = &self.user {
+            if user.is_empty() || user.len() > MAX_SECRET || user.contains(['\r', '\n']) {
+                return Err(invalid(
+                    "pubsub.auth.user",
+                    format!("is {user:?}"),
+                    "give a user name of one line, at most 4096 bytes",
+                ));
+            }
+        }
+        let c = Credentials {
+            user: self.user.clone(),
+            password,
+            token,
+        };
+        check_for(broker, &c, invalid)?;
+        Ok(Some(c))
+    }
+}
+
+/// What `broker` takes: NATS a user and password or a token; Redis a password (and a user);
+/// MQTT a username (and a password); Kafka nothing yet.
+fn check_for(broker: Broker, c: &Credentials, invalid: &Invalid) -> Result<(), ScenarioError> {
+    let refuse = |problem: &str, fix: &str| Err(invalid("pubsub.auth", problem.into(), fix));
+    let (user, password, token) = (c.user.is_some(), c.password.is_some(), c.token.is_some());
+    match broker {
+        Broker::Nats | Broker::Jetstream => match (user, password, token) {
+            (_, _, true) if user || password => refuse(
+                "gives a token and a user or password",
+                "NATS takes one of them: a token (token_env or token_file), or a user with a password",
+            ),
+            (true, false, false) | (false, true, false) => refuse(
+                "gives a user without a password, or a password without a user",
+                "NATS takes a user with its password (password_env or password_file), or a token",
+            ),
+            _ => Ok(()),
+        },
+        Broker::Redis | Broker::RedisStreams => match (password, token) {
+            (_, true) => refuse(
+                "gives a token to Redis",
+                "Redis takes a password (password_env or password_file), and a user for an ACL user",
+            ),
+            (false, _) => refuse(
+                "gives no password to Redis",
+                "give password_env or password_file (and user for an ACL user; without it Redis's `default` user)",
+            ),
+            _ => Ok(()),
+        },
+        Broker::Mqtt | Broker::Mqtt5 => match (user, token) {
+            (_, true) => refuse(
+                "gives a token to MQTT",
+                "MQTT takes a username (user) and a password (password_env or password_file)",
+            ),
+            (false, _) => refuse(
+                "gives a password to MQTT without a user",
+                "MQTT sends a password only with a username: give user too",
+            ),
+            _ => Ok(()),
+        },
+        Broker::Kafka => refuse(
+            "is given for Kafka",
+            "msgbench does not speak Kafka's SASL yet (docs/pubsub.md, Limits): measure a listener without authentication",
+        ),
+    }
+}
+
+/// The secret named by an environment variable or a file (one of them), read now.
+fn secret(
+    (env_key, env): (&str, &Option<String>),
+    (file_key, file): (&str, &Option<String>),
+    invalid: &Invalid,
+) -> Result<Option<Secret>, ScenarioError> {
+    let (key, text) = match (env, file) {
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                env_key,
+                format!("is given, and so is {file_key}"),
+                "name one place the secret is read from",
+            ))
+        }
+        (Some(name), None) => match std::env::var(name) {
+            Ok(v) => (env_key, v),
+            Err(_) => {
+                return Err(invalid(
+                    env_key,
+                    format!("names {name}, which is not set (or not UTF-8)"),
+                    &format!("export {name} before running, or name another variable"),
+                ))
+            }
+        },
+        (None, Some(path)) => match std::fs::read_to_string(path) {
+            // The first line: a file written with `echo` ends with a newline.
+            Ok(v) => (file_key, v.lines().next().unwrap_or("").to_string()),
+            Err(e) => {
+                return Err(invalid(
+                    file_key,
+                    format!("names {path}, which cannot be read ({e})"),
+                    "name a readable file holding the secret on its first line (paths are from where msgbench runs)",
+                ))
+            }
+        },
+        (None, None) => return Ok(None),
+    };
+    if text.is_empty() || text.len() > MAX_SECRET || text.contains(['\r', '\n', '\0']) {
+        // The secret itself is never said: only its length.
+        return Err(invalid(
+            key,
+            format!(
+                "gives a secret of {} bytes, empty, too long or with a line break",
+                text.len()
+            ),
+            "give a secret of one line, 1 to 4096 bytes",
+        ));
+    }
+    Ok(Some(Secret(text)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invalid(field: &str, problem: String, fix: &str) -> ScenarioError {
+        ScenarioError::Invalid {
+            source_name: "test".into(),
+            field: field.into(),
+            problem,
+            fix: fix.into(),
+        }
+    }
+
+    #[test]
+    fn a_secret_is_never_shown() {
+        let s = Secret("hunter2".into());
+        assert_eq!(format!("{s:?}"), "Secret(…)");
+        let c = Credentials {
+            user: Some("u".into()),
+            password: Some(s),
+            token: None,
+        };
+        assert!(!format!("{c:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn secrets_come_from_a_file_or_the_environment() {
+        let dir = std::env::temp_dir().join(format!("msgbench-auth-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("pass");
+        std::fs::write(&file, "s3cret\n").unwrap();
+        let spec = AuthSpec {
+            user: Some("bench".into()),
+            password_file: Some(file.display().to_string()),
+            ..AuthSpec::default()
+        };
+        let c = spec.validate(Broker::Nats, &invalid).unwrap().unwrap();
+        assert_eq!(c.password.unwrap().expose(), "s3cret");
+        let missing = AuthSpec {
+            token_env: Some("MSGBENCH_TEST_NO_SUCH_VARIABLE".into()),
+            ..AuthSpec::default()
+        };
+        let e = missing.validate(Broker::Nats, &invalid).unwrap_err();
+        assert!(e.to_string().contains("not set"), "{e}");
+        // Kafka's SASL is refused, not ignored.
+        assert!(spec.validate(Broker::Kafka, &invalid).is_err());
+        // Redis needs a password; a user alone is refused.
+        let user_only = AuthSpec {
+            user: Some("bench".into()),
+            ..AuthSpec::default()
+        };
+        assert!(user_only.validate(Broker::Redis, &invalid).is_err());
+        assert!(user_only.validate(Broker::Mqtt, &invalid).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
