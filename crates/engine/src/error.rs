@@ -50,6 +50,14 @@ pub enum EngineError {
         /// What went wrong, and the fix where the bytes said it (a plain port).
         problem: String,
     },
+    /// The server refused the credentials a connection logged in with (`[redis.auth]`).
+    #[error("the server at {address} refused msgbench's login: {problem}; check the user and the password (or the file or variable it is read from) in the scenario's auth section")]
+    Login {
+        /// The address.
+        address: String,
+        /// The server's words.
+        problem: String,
+    },
     /// The peer accepted TCP but is not a WebSocket server, or refused the upgrade.
     #[error("cannot open a WebSocket to {address}: {problem}")]
     Handshake {

@@ -140,3 +140,39 @@ fn mosquitto_takes_a_username_and_password() {
         );
     }
 }
+
+/// The `redis` request/response system logs in on every connection before its first command
+/// (outside any latency): the right password runs, a wrong one fails the run at its first
+/// connection in Redis's words.
+#[test]
+fn the_redis_system_logs_in_before_its_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let (right, wrong) = (
+        secret_file(dir.path(), SECRET),
+        secret_file(dir.path(), "nope"),
+    );
+    let redis = BrokerProcess::redis(&["--requirepass", SECRET]);
+    let toml = |file: &str| {
+        format!(
+            "name = \"auth\"\nsystem = \"redis\"\n[run]\nduration = \"500ms\"\nwarmup = \"100ms\"\n[client]\nconnections = 2\n[pacing]\nmode = \"rate\"\nper_sec = 2000\n[redis]\naddress = \"{}\"\n[redis.auth]\npassword_file = \"{file}\"\n",
+            redis.addr
+        )
+    };
+    let (outcome, out) = try_run(&toml(&right), &[]);
+    let r = &outcome.unwrap_or_else(|e| panic!("{e}")).results[0];
+    common::assert_accounted(r);
+    assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
+    assert!(r.counters.delivered > 500, "{:?}", r.counters);
+    assert_no_secret_in(out.path());
+    refused_with(&toml(&wrong), "WRONGPASS");
+    // Without a login, every command is refused: NOAUTH, counted as failed.
+    let bare = toml(&right).replace(&format!("[redis.auth]\npassword_file = \"{right}\"\n"), "");
+    let (outcome, _out) = try_run(&bare, &[]);
+    let r = &outcome.unwrap_or_else(|e| panic!("{e}")).results[0];
+    assert_eq!(r.counters.delivered, 0, "{:?}", r.counters);
+    assert!(
+        r.faults.errors.iter().any(|e| e.message.contains("NOAUTH")),
+        "{:?}",
+        r.faults.errors
+    );
+}

@@ -66,29 +66,45 @@ pub struct Credentials {
 const MAX_SECRET: usize = 4096;
 
 impl AuthSpec {
+    /// Nothing given.
+    pub fn is_empty(&self) -> bool {
+        *self == AuthSpec::default()
+    }
+
     /// The credentials for `broker` (`None`: the section is empty), each secret read.
     pub fn validate(
         &self,
         broker: Broker,
         invalid: &Invalid,
     ) -> Result<Option<Credentials>, ScenarioError> {
-        if *self == AuthSpec::default() {
+        self.validate_in("pubsub.auth", broker, invalid)
+    }
+
+    /// [`AuthSpec::validate`] for a section named `section` (`redis.auth`).
+    pub fn validate_in(
+        &self,
+        section: &str,
+        broker: Broker,
+        invalid: &Invalid,
+    ) -> Result<Option<Credentials>, ScenarioError> {
+        if self.is_empty() {
             return Ok(None);
         }
+        let key = |name: &str| format!("{section}.{name}");
         let password = secret(
-            ("pubsub.auth.password_env", &self.password_env),
-            ("pubsub.auth.password_file", &self.password_file),
+            (&key("password_env"), &self.password_env),
+            (&key("password_file"), &self.password_file),
             invalid,
         )?;
         let token = secret(
-            ("pubsub.auth.token_env", &self.token_env),
-            ("pubsub.auth.token_file", &self.token_file),
+            (&key("token_env"), &self.token_env),
+            (&key("token_file"), &self.token_file),
             invalid,
         )?;
         if let Some(user) = &self.user {
             if user.is_empty() || user.len() > MAX_SECRET || user.contains(['\r', '\n']) {
                 return Err(invalid(
-                    "pubsub.auth.user",
+                    &key("user"),
                     format!("is {user:?}"),
                     "give a user name of one line, at most 4096 bytes",
                 ));
@@ -99,15 +115,20 @@ impl AuthSpec {
             password,
             token,
         };
-        check_for(broker, &c, invalid)?;
+        check_for(section, broker, &c, invalid)?;
         Ok(Some(c))
     }
 }
 
 /// What `broker` takes: NATS a user and password or a token; Redis a password (and a user);
 /// MQTT a username (and a password); Kafka nothing yet.
-fn check_for(broker: Broker, c: &Credentials, invalid: &Invalid) -> Result<(), ScenarioError> {
-    let refuse = |problem: &str, fix: &str| Err(invalid("pubsub.auth", problem.into(), fix));
+fn check_for(
+    section: &str,
+    broker: Broker,
+    c: &Credentials,
+    invalid: &Invalid,
+) -> Result<(), ScenarioError> {
+    let refuse = |problem: &str, fix: &str| Err(invalid(section, problem.into(), fix));
     let (user, password, token) = (c.user.is_some(), c.password.is_some(), c.token.is_some());
     match broker {
         Broker::Nats | Broker::Jetstream => match (user, password, token) {

@@ -108,7 +108,7 @@ pub struct PubsubSpec {
     /// Who msgbench is to a broker that asks: `[pubsub.auth] user`, and the password or token
     /// from an environment variable or a file (`password_env`, `password_file`, `token_env`,
     /// `token_file`), never from the scenario.
-    #[serde(skip_serializing_if = "is_default")]
+    #[serde(skip_serializing_if = "crate::broker_auth::AuthSpec::is_empty")]
     pub auth: crate::broker_auth::AuthSpec,
 }
 

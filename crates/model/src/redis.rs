@@ -31,6 +31,11 @@ pub struct RedisSpec {
     /// server's protocol error — a peer announcing 2^32 elements and sending them for ever is
     /// not waited for.
     pub max_reply: u64,
+    /// `AUTH` on every connection before its first command: `user` (an ACL user; without it
+    /// Redis's `default`) and the password from an environment variable or a file
+    /// (`password_env`, `password_file`), never from the scenario.
+    #[serde(skip_serializing_if = "crate::broker_auth::AuthSpec::is_empty")]
+    pub auth: crate::broker_auth::AuthSpec,
 }
 
 impl Default for RedisSpec {
@@ -43,6 +48,7 @@ impl Default for RedisSpec {
             value_bytes: 3,
             ops: BTreeMap::new(),
             max_reply: 64 << 20,
+            auth: crate::broker_auth::AuthSpec::default(),
         }
     }
 }
@@ -165,6 +171,8 @@ pub struct RedisConfig {
     pub ops: Vec<(String, f64, Vec<String>)>,
     /// Most bytes waited for one reply.
     pub max_reply: usize,
+    /// `AUTH` credentials (`None`: none sent).
+    pub auth: Option<crate::broker_auth::Credentials>,
 }
 
 /// Arguments of a command at most (Redis itself takes far more; a scenario with more is a typo).
@@ -292,6 +300,7 @@ impl RedisSpec {
             value_bytes: self.value_bytes,
             ops: mix,
             max_reply: self.max_reply as usize,
+            auth: (self.auth).validate_in("redis.auth", crate::broker::Broker::Redis, invalid)?,
         })
     }
 }

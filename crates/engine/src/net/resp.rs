@@ -298,6 +298,38 @@ pub fn error_text(buf: &[u8], size: usize) -> &[u8] {
     }
 }
 
+/// `AUTH [user] password` as an array of bulk strings (a password may hold any byte).
+pub fn auth_command(user: Option<&str>, password: &str, out: &mut Vec<u8>) {
+    let mut parts: Vec<&[u8]> = vec![b"AUTH"];
+    if let Some(u) = user {
+        parts.push(u.as_bytes());
+    }
+    parts.push(password.as_bytes());
+    out.push(b'*');
+    push_decimal(parts.len() as u64, out);
+    out.extend_from_slice(b"\r\n");
+    for p in parts {
+        out.push(b'$');
+        push_decimal(p.len() as u64, out);
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(p);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// The answer to a login at the start of `buf`: `None` while incomplete; `Ok` for any reply
+/// but an error; the error's words otherwise (or why the bytes are no reply).
+pub fn login_answer(buf: &[u8]) -> Option<Result<(), String>> {
+    match decode(buf) {
+        Ok(None) => None,
+        Ok(Some((Reply::Error, used))) => Some(Err(
+            String::from_utf8_lossy(error_text(buf, used)).into_owned()
+        )),
+        Ok(Some(_)) => Some(Ok(())),
+        Err(e) => Some(Err(format!("not a Redis reply ({e})"))),
+    }
+}
+
 /// A length field: -1 (nil) up to `max`.
 fn length(text: &[u8], max: i64) -> Result<i64, RespError> {
     std::str::from_utf8(text)
@@ -317,6 +349,23 @@ fn find_crlf(buf: &[u8]) -> Option<usize> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_login_is_an_auth_command_and_its_answer_ok_or_the_servers_words() {
+        let mut out = Vec::new();
+        auth_command(Some("u"), "p w", &mut out);
+        assert_eq!(out, b"*3\r\n$4\r\nAUTH\r\n$1\r\nu\r\n$3\r\np w\r\n");
+        out.clear();
+        auth_command(None, "pw", &mut out);
+        assert_eq!(out, b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n");
+        assert_eq!(login_answer(b"+OK\r\n"), Some(Ok(())));
+        assert_eq!(login_answer(b"+O"), None);
+        assert_eq!(
+            login_answer(b"-WRONGPASS bad\r\n"),
+            Some(Err("WRONGPASS bad".into()))
+        );
+        assert!(matches!(login_answer(b"HTTP/1.1 200 OK\r\n"), Some(Err(_))));
+    }
 
     use msgbench_model::redis::RedisCommand;
 

@@ -6,10 +6,10 @@ use crate::cpu::CpuSnapshot;
 use crate::drivers::request_response::byte_stream::{self, Plan, Response, Wire};
 use crate::drivers::request_response::keys::Keys;
 use crate::drivers::request_response::launcher::Launch;
+use crate::drivers::request_response::login::{LoggedIn, Login};
 use crate::error::EngineError;
 use crate::harness::sut::resolve_endpoint;
 use crate::harness::{Measured, NoServer, RunContext, SystemUnderTest};
-use crate::net::endpoint::Stream;
 use crate::net::resp::{self, CommandTemplate, Reply};
 use msgbench_model::client::ClientConfig;
 use msgbench_model::result::ErrorCount;
@@ -38,9 +38,9 @@ pub fn run(
         shares: redis.ops.iter().map(|o| o.1).collect(),
         make_wire: |i| RedisWire::new(redis, scenario.run.seed, i),
         hint: HINT,
-        connector: (),
+        connector: login(redis),
     };
-    let out = byte_stream::drive::<_, Stream>(plan, ctx, &|| server.cpu_ns())?;
+    let out = byte_stream::drive::<_, LoggedIn>(plan, ctx, &|| server.cpu_ns())?;
     let mut notes = server.process_notes();
     if out.faults.server_errors > 0 {
         notes.push(format!(
@@ -55,6 +55,20 @@ pub fn run(
         scenario.system.describe(),
         notes,
     ))
+}
+
+/// Every connection's `AUTH`, when the scenario gives a password (before its first command,
+/// outside any latency: [`LoggedIn`]).
+fn login(redis: &RedisConfig) -> Login {
+    let mut request = Vec::new();
+    if let Some(password) = redis.auth.as_ref().and_then(|a| a.password.as_ref()) {
+        let user = redis.auth.as_ref().and_then(|a| a.user.as_deref());
+        resp::auth_command(user, password.expose(), &mut request);
+    }
+    Login {
+        request,
+        answered: resp::login_answer,
+    }
 }
 
 /// Encodes the mix's commands on keys from the key space; parses replies.

@@ -266,6 +266,12 @@ fn connect_all<T: Transport>(
                         address: plan.address.to_string(),
                         problem: tls_problem(&source.to_string()),
                     }
+                } else if source.kind() == io::ErrorKind::PermissionDenied {
+                    // A login refused (`login::LoggedIn`): the address is right, the secret not.
+                    EngineError::Login {
+                        address: plan.address.to_string(),
+                        problem: source.to_string(),
+                    }
                 } else {
                     EngineError::Connect {
                         address: plan.address.to_string(),

@@ -10,5 +10,6 @@ pub mod caller;
 pub mod in_flight;
 pub mod keys;
 pub mod launcher;
+pub mod login;
 pub mod ws_socket;
 pub mod ws_streams;

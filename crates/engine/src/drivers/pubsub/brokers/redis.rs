@@ -24,17 +24,8 @@ pub fn hello(auth: Option<&Credentials>, out: &mut Vec<u8>) {
 /// `AUTH [user] password`, when the scenario gives a password (answered `+OK`).
 pub fn login(auth: Option<&Credentials>, out: &mut Vec<u8>) {
     if let Some(password) = auth.and_then(|a| a.password.as_ref()) {
-        let mut parts: Vec<&[u8]> = vec![b"AUTH"];
-        if let Some(user) = auth.and_then(|a| a.user.as_deref()) {
-            parts.push(user.as_bytes());
-        }
-        parts.push(password.expose().as_bytes());
-        out.extend_from_slice(format!("*{}\r\n", parts.len()).as_bytes());
-        for p in parts {
-            out.extend_from_slice(format!("${}\r\n", p.len()).as_bytes());
-            out.extend_from_slice(p);
-            out.extend_from_slice(b"\r\n");
-        }
+        let user = auth.and_then(|a| a.user.as_deref());
+        crate::net::resp::auth_command(user, password.expose(), out);
     }
 }
 
