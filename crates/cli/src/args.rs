@@ -608,13 +608,24 @@ pub struct ServeWsRpcArgs {
     pub work: String,
     /// Answer each call with a stream: this many responses carrying its id (the first after
     /// --service, then one every --every), then one whose result is --done. 0: one response.
+    /// A stream's messages go out on a timer: --work does not apply to them.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub stream: u32,
-    /// Time between a stream's messages.
-    #[arg(long, value_name = "DURATION", default_value = "10ms")]
+    /// Time between a stream's messages (with --stream).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "10ms",
+        requires = "stream"
+    )]
     pub every: String,
-    /// The result that ends a stream, as JSON.
-    #[arg(long, value_name = "JSON", default_value = "\"[DONE]\"")]
+    /// The result that ends a stream, as JSON (with --stream).
+    #[arg(
+        long,
+        value_name = "JSON",
+        default_value = "\"[DONE]\"",
+        requires = "stream"
+    )]
     pub done: String,
     /// Close a connection that sends nothing (and waits for no answer), or reads none of its
     /// answers, for this long ("0": never).

@@ -86,6 +86,9 @@ fn nats_takes_a_user_and_password_or_a_token() {
     // No credentials at all: the broker's refusal, said as such.
     let bare = scenario("nats", nats.addr, "").replace("[pubsub.auth]\n", "");
     refused_with(&bare, "Authorization Violation");
+    // The login is refused, not the subscription sent after it; and the fix is named.
+    refused_with(&bare, "refused the connection");
+    refused_with(&bare, "give [pubsub.auth]");
     let nats = BrokerProcess::nats(&["--auth", SECRET]);
     runs_with(&scenario(
         "nats",

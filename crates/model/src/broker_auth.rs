@@ -27,6 +27,15 @@ pub struct AuthSpec {
     /// The file holding a NATS token (its first line).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token_file: Option<String>,
+    /// Refused: a secret written into the scenario (read here only to say so, without echoing
+    /// it, rather than fail as an unknown key whose line the parser would quote).
+    #[serde(skip_serializing)]
+    #[schemars(skip)]
+    pub password: Option<String>,
+    /// Refused, as `password`.
+    #[serde(skip_serializing)]
+    #[schemars(skip)]
+    pub token: Option<String>,
 }
 
 /// A secret read from the environment or a file: shown as `Secret(…)`, never as itself.
@@ -91,6 +100,15 @@ impl AuthSpec {
             return Ok(None);
         }
         let key = |name: &str| format!("{section}.{name}");
+        for (name, inline) in [("password", &self.password), ("token", &self.token)] {
+            if inline.is_some() {
+                return Err(invalid(
+                    &key(name),
+                    "is written in the scenario (its value is not repeated here)".into(),
+                    &format!("a scenario is copied into every result: read the secret from a file or a variable, {name}_file = \"…\" or {name}_env = \"…\", and take it out of the file"),
+                ));
+            }
+        }
         let password = secret(
             (&key("password_env"), &self.password_env),
             (&key("password_file"), &self.password_file),
@@ -268,6 +286,20 @@ mod tests {
         assert!(e.to_string().contains("not set"), "{e}");
         // Kafka's SASL is refused, not ignored.
         assert!(spec.validate(Broker::Kafka, &invalid).is_err());
+        // A secret written into the scenario is refused, and not repeated.
+        let inline = AuthSpec {
+            user: Some("bench".into()),
+            password: Some("hunter2".into()),
+            ..AuthSpec::default()
+        };
+        let e = inline
+            .validate(Broker::Nats, &invalid)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("pubsub.auth.password") && !e.contains("hunter2"),
+            "{e}"
+        );
         // Redis needs a password; a user alone is refused.
         let user_only = AuthSpec {
             user: Some("bench".into()),

@@ -26,9 +26,11 @@ const EXPLAINED: &str = "Requests answered by a stream of messages, over the mea
     and that counts). `gap`: every gap between two consecutive messages of a stream \
     (inter-token latency). `per message`: per stream, (last − first message) / (messages − 1) — \
     its inverse is that stream's messages (tokens) per second; `slowest 1 %` is the rate the \
-    slowest streams fell to (from per message's p99). `cut short`: streams whose connection \
-    failed or timed out before they ended (failed requests), with the messages they had \
-    delivered. A message's time is the read that brought it: messages in one read share it.";
+    slowest streams fell to (from per message's p99). `cut short`: streams that failed after \
+    their first message (failed requests), with the messages they had delivered — over \
+    HTTP/1.1 a connection that failed or timed out mid-stream; over HTTP/2 and ws-rpc the \
+    stream's own failure (a timed-out one is a failed request, not counted here). A message's \
+    time is the read that brought it: messages in one read share it.";
 
 fn per_second(per_message_ns: u64) -> String {
     if per_message_ns == 0 {
@@ -90,7 +92,8 @@ pub fn html(runs: &[RunResult], escape: fn(&str) -> String) -> String {
         return String::new();
     }
     crate::format::html_section(
-        ("Streamed responses", &EXPLAINED.replace('`', "")),
+        // Quoted where report.md has code spans: the names stay apart from the words.
+        ("Streamed responses", &EXPLAINED.replace('`', "\"")),
         &HEADER,
         &rows,
         escape,

@@ -11,6 +11,27 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
+/// What to do about a refusal that is the broker asking who connects.
+fn login_hint(config: &PubsubConfig, text: &str) -> &'static str {
+    let lower = text.to_ascii_lowercase();
+    let about_login = [
+        "authorization",
+        "noauth",
+        "wrongpass",
+        "not authorized",
+        "user name or password",
+    ]
+    .iter()
+    .any(|w| lower.contains(w));
+    match (about_login, config.auth.is_some()) {
+        (false, _) => "",
+        (true, false) => "; the broker asks who connects: give [pubsub.auth] (docs/pubsub.md)",
+        (true, true) => {
+            "; check [pubsub.auth]'s user and secret (and the file or variable it is read from)"
+        }
+    }
+}
+
 /// Longest a connection's opening (connect, handshake, subscription) may take.
 pub const OPEN_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -83,6 +104,7 @@ pub fn open(
     let mut out = Vec::new();
     protocol.hello(name, config.auth.as_ref(), &mut out);
     let mut expected = 1;
+    let hello_answered = |expected: i32| subscription.is_some() && expected == 1;
     if let Some((topic, group, sid)) = subscription {
         protocol.subscribe(topic, group, sid, config.qos, &mut out);
         expected += 1;
@@ -112,14 +134,19 @@ pub fn open(
                 match incoming {
                     Incoming::Reply => expected -= 1,
                     Incoming::Error(text) => {
+                        // The hello is answered first: an error before its answer refuses the
+                        // connection (its login), not the subscription after it.
+                        let what = match subscription {
+                            Some((topic, ..)) if hello_answered(expected) => {
+                                format!("the subscription to {topic}")
+                            }
+                            _ => "the connection".into(),
+                        };
+                        let text = String::from_utf8_lossy(text);
                         return Err(broker_error(format!(
-                            "it refused {}: {}",
-                            match subscription {
-                                Some((topic, ..)) => format!("the subscription to {topic}"),
-                                None => "the connection".into(),
-                            },
-                            String::from_utf8_lossy(text)
-                        )))
+                            "it refused {what}: {text}{}",
+                            login_hint(config, &text)
+                        )));
                     }
                     _ => {}
                 }

@@ -74,7 +74,10 @@ fn log_in(stream: &mut Stream, login: &Login, deadline: Instant) -> io::Result<(
         }
         match (login.answered)(&answer) {
             Some(Ok(())) => return Ok(()),
-            Some(Err(words)) => return Err(io::Error::new(io::ErrorKind::PermissionDenied, words)),
+            Some(Err(words)) => {
+                let words = words.trim_end_matches('.').to_string();
+                return Err(io::Error::new(io::ErrorKind::PermissionDenied, words));
+            }
             None if answer.len() > MAX_ANSWER => {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
