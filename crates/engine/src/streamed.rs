@@ -24,6 +24,8 @@ pub struct StreamFigures {
     /// Every gap between two consecutive messages, ns (reused from stream to stream), the
     /// first [`MAX_GAPS`] of a stream.
     pub gaps_ns: Vec<u64>,
+    /// The stream's end marker (`stream_done`) came: what follows it is not counted.
+    pub ended: bool,
 }
 
 /// Gaps kept per stream (8 bytes each: 512 KiB): a longer stream's later gaps are not in the
@@ -44,6 +46,17 @@ impl StreamFigures {
         self.bytes += bytes as u64;
     }
 
+    /// An event with `data` arrived at `now`: a message, unless it is the end marker `done`
+    /// (empty: none) or follows it.
+    #[inline]
+    pub fn event(&mut self, now: u64, data: &[u8], done: &[u8]) {
+        if !done.is_empty() && data == done {
+            self.ended = true;
+        } else if !self.ended {
+            self.message(now, data.len());
+        }
+    }
+
     /// Ready for the next stream (the gaps' room kept).
     pub fn clear(&mut self) {
         self.first_ns = 0;
@@ -51,6 +64,7 @@ impl StreamFigures {
         self.messages = 0;
         self.bytes = 0;
         self.gaps_ns.clear();
+        self.ended = false;
     }
 }
 

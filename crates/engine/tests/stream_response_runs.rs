@@ -45,6 +45,27 @@ impl Mock {
     }
 }
 
+impl Mock {
+    /// A Node.js server of `feeds/node/` (`script`, with `args`) on a free loopback port.
+    fn node(script: &str, args: &[&str]) -> Mock {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../feeds/node")
+            .join(script);
+        let (child, port) =
+            common::ports::start_listening(script, Duration::from_secs(20), |port| {
+                Command::new("node")
+                    .arg(&path)
+                    .args(["--port", &port.to_string()])
+                    .args(args)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("node is not installed")
+            });
+        Mock { child, port }
+    }
+}
+
 impl Drop for Mock {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -282,19 +303,8 @@ fn a_500_ms_stall_shows_in_the_first_message_of_every_stream_meant_to_start_in_i
 #[test]
 fn event_streams_over_http2_are_measured_message_by_message() {
     let _quiet = one_at_a_time();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../feeds/node/sse.js");
-    let (child, port) =
-        common::ports::start_listening("node sse.js", Duration::from_secs(20), |port| {
-            Command::new("node")
-                .arg(&script)
-                .args(["--port", &port.to_string(), "--for", "60", "--http2", "yes"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("node is not installed")
-        });
-    let _node = Mock { child, port };
-    let toml = chat(port, 20, "2s")
+    let node = Mock::node("sse.js", &["--for", "60", "--http2", "yes"]);
+    let toml = chat(node.port, 20, "2s")
         .replace("path = \"/v1/chat/completions\"", "path = \"/stream\"")
         .replace("[http]\n", "[http]\nversion = \"2\"\n");
     let r = &run(&toml, &[])[0];
@@ -408,19 +418,9 @@ service = "50ms"
 #[test]
 fn a_streamed_websocket_answer_broken_midway_is_cut_with_what_it_delivered() {
     let _quiet = one_at_a_time();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../feeds/node/rpc_stream.js");
     for how in ["error", "close"] {
-        let (child, port) =
-            common::ports::start_listening("node rpc_stream.js", Duration::from_secs(20), |port| {
-                Command::new("node")
-                    .arg(&script)
-                    .args(["--port", &port.to_string(), "--break", how])
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .expect("node is not installed")
-            });
-        let _node = Mock { child, port };
+        let node = Mock::node("rpc_stream.js", &["--break", how]);
+        let port = node.port;
         let toml = format!(
             r#"system = "ws-rpc"
 [run]

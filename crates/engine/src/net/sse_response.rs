@@ -29,8 +29,6 @@ pub struct SseResponse {
     /// A success whose content-type is not `text/event-stream`: that type.
     not_a_stream: Option<String>,
     parser: EventParser,
-    /// The end (`stream_done`) came: events after it are not counted.
-    ended: bool,
     /// What it showed so far.
     pub figures: StreamFigures,
 }
@@ -43,7 +41,6 @@ impl SseResponse {
         self.taken = 0;
         self.not_a_stream = None;
         self.parser.clear();
-        self.ended = false;
         self.figures.clear();
     }
 
@@ -81,12 +78,7 @@ impl SseResponse {
             }
         };
         while self.parser.advance(None).map_err(|e| e.to_string())? {
-            let data = self.parser.event().data;
-            if !done.is_empty() && data == done {
-                self.ended = true;
-            } else if !self.ended {
-                self.figures.message(now, data.len());
-            }
+            self.figures.event(now, self.parser.event().data, done);
         }
         Ok(())
     }

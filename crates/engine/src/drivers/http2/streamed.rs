@@ -24,11 +24,10 @@ enum Cutter {
         left: u64,
     },
     /// Server-Sent Events: each event with data is a message; one whose data is `done` ends
-    /// the stream uncounted (`ended`: what follows it is not counted).
+    /// the stream uncounted.
     Sse {
         parser: Box<EventParser>,
         done: Vec<u8>,
-        ended: bool,
     },
 }
 
@@ -44,7 +43,6 @@ impl Cutter {
             Cutter::Sse {
                 parser: Box::default(),
                 done: done.to_vec(),
-                ended: false,
             }
         }
     }
@@ -84,19 +82,10 @@ impl Cutter {
                 }
                 Ok(())
             }
-            Cutter::Sse {
-                parser,
-                done,
-                ended,
-            } => {
+            Cutter::Sse { parser, done } => {
                 parser.extend(bytes);
                 while parser.advance(None).map_err(|e| e.to_string())? {
-                    let data = parser.event().data;
-                    if !done.is_empty() && data == done.as_slice() {
-                        *ended = true;
-                    } else if !*ended {
-                        s.message(now, data.len());
-                    }
+                    s.event(now, parser.event().data, done);
                 }
                 Ok(())
             }
