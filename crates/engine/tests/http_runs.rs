@@ -662,9 +662,11 @@ fn template_fields_are_filled_per_request_with_the_body_s_length() {
 
 #[test]
 fn a_spike_s_recovery_is_when_the_server_s_queue_has_drained_as_its_model_says() {
-    // One server thread computing 1 ms per request: it serves µ ≈ 1000/s. At 500/s it keeps
-    // up; a spike to 1500/s for 2 s leaves a backlog of (1500 − µ) × 2, drained at µ − 500 per
+    // One server thread computing 1 ms per request: it serves µ ≈ 1000/s. At 400/s it keeps
+    // up; a spike to 1200/s for 2 s leaves a backlog of (1200 − µ) × 2, drained at µ − 400 per
     // second once the rate is back: p99 per second is back to the hold's when it is empty.
+    // The spike is mild and the judging factor wide (10×) so that a host busy beside the test
+    // (µ down to 700/s: 2 s to drain) still recovers well inside the 6 s after it.
     let limits = msgbench_model::rpc::RpcServerConfig {
         threads: 1,
         ..Default::default()
@@ -676,13 +678,13 @@ fn a_spike_s_recovery_is_when_the_server_s_queue_has_drained_as_its_model_says()
     let server =
         msgbench_engine::server::http::start(&limits, options, "127.0.0.1:0".parse().unwrap())
             .unwrap();
-    let toml = "system = \"http\"\n[run]\nduration = \"10s\"\nwarmup = \"500ms\"\n[pacing]\nmode = \"stages\"\nstart = 500\nrecovered_within = 5\nstages = [{ shape = \"hold\", over = \"3s\" }, { shape = \"spike\", to = 1500, over = \"2s\" }, { shape = \"hold\", over = \"5s\" }]\n[client]\nconnections = 8\nwindow = 256\n";
+    let toml = "system = \"http\"\n[run]\nduration = \"11s\"\nwarmup = \"500ms\"\n[pacing]\nmode = \"stages\"\nstart = 400\nrecovered_within = 10\nstages = [{ shape = \"hold\", over = \"3s\" }, { shape = \"spike\", to = 1200, over = \"2s\" }, { shape = \"hold\", over = \"6s\" }]\n[client]\nconnections = 8\nwindow = 256\n";
     let r = &run(toml, &[&url(server.local_addr())])[0];
     assert_accounted(r);
     assert_eq!(r.counters.delivered, r.counters.sent, "{:?}", r.counters);
     // Each second sends its stage's rate (a send late by a hair may fall in the next second).
     let sent: Vec<u64> = r.intervals.iter().map(|i| i.sent).collect();
-    let model = [500, 500, 500, 1500, 1500, 500, 500, 500, 500, 500];
+    let model = [400, 400, 400, 1200, 1200, 400, 400, 400, 400, 400, 400];
     assert!(
         sent.iter().zip(model).all(|(s, m)| s.abs_diff(m) <= 5),
         "{sent:?}"
@@ -691,15 +693,25 @@ fn a_spike_s_recovery_is_when_the_server_s_queue_has_drained_as_its_model_says()
         panic!("{:?}", r.stages)
     };
     assert!(hold.p99_ns.unwrap() < 20_000_000, "{hold:?}");
-    // Backlogged through the spike, the server showed its capacity.
+    // Backlogged through the spike, the server showed its capacity µ: about 1000/s on a quiet
+    // host, less when the host is busy beside the test — the model takes the µ it measured.
     let mu = spike.delivered_per_sec.unwrap();
-    assert!((700.0..1100.0).contains(&mu), "{spike:?}");
-    let drained_s = (1500.0 - mu) * 2.0 / (mu - 500.0);
-    let recovery = spike.recovery_s.expect("recovered");
-    // Seconds are whole: recovery is the start of the first good second after the queue
-    // emptied, so within one second of the model.
-    assert!(
-        (recovery - drained_s).abs() <= 1.0,
-        "recovery {recovery} s, model {drained_s:.2} s (µ {mu:.0}/s); {spike:?} {after:?}"
-    );
+    assert!((100.0..1100.0).contains(&mu), "{spike:?}");
+    let drained_s = if mu > 400.0 {
+        (1200.0 - mu) * 2.0 / (mu - 400.0)
+    } else {
+        f64::INFINITY
+    };
+    let context = format!("model {drained_s:.2} s (µ {mu:.0}/s); {spike:?} {after:?}");
+    match spike.recovery_s {
+        // Seconds are whole: recovery is the start of the first good second after the queue
+        // emptied, so within one second of the model (one more for a second the host disturbed).
+        Some(recovery) => assert!(
+            (-1.0..=2.0).contains(&(recovery - drained_s)),
+            "recovery {recovery} s, {context}"
+        ),
+        // Not recovered in the 6 s after: only when the model's queue needed most of them (a
+        // good second must be followed by another, within the run).
+        None => assert!(spike.not_recovered && drained_s > 4.0, "{context}"),
+    }
 }
