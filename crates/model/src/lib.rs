@@ -9,6 +9,7 @@
 pub mod arrivals;
 pub mod broker;
 pub mod broker_auth;
+pub mod broker_tls;
 pub mod check;
 pub mod client;
 pub mod duration;

@@ -110,6 +110,10 @@ pub struct PubsubSpec {
     /// `token_file`), never from the scenario.
     #[serde(skip_serializing_if = "crate::broker_auth::AuthSpec::is_empty")]
     pub auth: crate::broker_auth::AuthSpec,
+    /// TLS to the broker, on when the section is there: `[pubsub.tls] ca_file`, `insecure`,
+    /// `server_name`, `cert_file` and `key_file` (mutual TLS).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<crate::broker_tls::BrokerTlsSpec>,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
@@ -176,6 +180,7 @@ impl Default for PubsubSpec {
             mqtt: MqttOptions::default(),
             stream: StreamOptions::default(),
             auth: crate::broker_auth::AuthSpec::default(),
+            tls: None,
         }
     }
 }
@@ -305,6 +310,8 @@ pub struct PubsubConfig {
     pub open_timeout: Duration,
     /// Credentials for a broker that asks (`None`: none sent).
     pub auth: Option<crate::broker_auth::Credentials>,
+    /// TLS to the broker (`None`: plain TCP).
+    pub tls: Option<crate::broker_tls::BrokerTls>,
     /// Each publisher's pacing (the scenario's, its rate split over the publishers).
     pub publisher_pacing: Pacing,
 }
@@ -516,6 +523,10 @@ impl PubsubSpec {
             receive_buffer: self.receive_buffer,
             open_timeout: self.open_timeout,
             auth: self.auth.validate(self.broker, invalid)?,
+            tls: match &self.tls {
+                Some(tls) => Some(tls.validate("pubsub.tls", self.broker, address, invalid)?),
+                None => None,
+            },
             publisher_pacing,
         })
     }

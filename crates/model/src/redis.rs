@@ -36,6 +36,10 @@ pub struct RedisSpec {
     /// (`password_env`, `password_file`), never from the scenario.
     #[serde(skip_serializing_if = "crate::broker_auth::AuthSpec::is_empty")]
     pub auth: crate::broker_auth::AuthSpec,
+    /// TLS to the server, on when the section is there (`[redis.tls] ca_file`, `insecure`,
+    /// `server_name`, `cert_file` and `key_file`), as `[pubsub.tls]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<crate::broker_tls::BrokerTlsSpec>,
 }
 
 impl Default for RedisSpec {
@@ -49,6 +53,7 @@ impl Default for RedisSpec {
             ops: BTreeMap::new(),
             max_reply: 64 << 20,
             auth: crate::broker_auth::AuthSpec::default(),
+            tls: None,
         }
     }
 }
@@ -173,6 +178,8 @@ pub struct RedisConfig {
     pub max_reply: usize,
     /// `AUTH` credentials (`None`: none sent).
     pub auth: Option<crate::broker_auth::Credentials>,
+    /// TLS to the server (`None`: plain).
+    pub tls: Option<crate::broker_tls::BrokerTls>,
 }
 
 /// Arguments of a command at most (Redis itself takes far more; a scenario with more is a typo).
@@ -301,7 +308,28 @@ impl RedisSpec {
             ops: mix,
             max_reply: self.max_reply as usize,
             auth: (self.auth).validate_in("redis.auth", crate::broker::Broker::Redis, invalid)?,
+            tls: self.checked_tls(invalid)?,
         })
+    }
+
+    /// `[redis.tls]`, over TCP only.
+    fn checked_tls(
+        &self,
+        invalid: &Invalid,
+    ) -> Result<Option<crate::broker_tls::BrokerTls>, ScenarioError> {
+        let Some(tls) = &self.tls else {
+            return Ok(None);
+        };
+        if self.address.starts_with("unix:") {
+            return Err(invalid(
+                "redis.tls",
+                format!("is given with the Unix socket {}", self.address),
+                "TLS runs over TCP: give redis.address as host:port, or take [redis.tls] out",
+            ));
+        }
+        let broker = crate::broker::Broker::Redis;
+        tls.validate("redis.tls", broker, &self.address, invalid)
+            .map(Some)
     }
 }
 

@@ -1,5 +1,6 @@
 //! TLS for the byte-stream driver: a [`Transport`] that is a rustls client session over a
-//! non-blocking mio TCP stream.
+//! non-blocking mio TCP stream. The broker connections use the same session and handshake
+//! ([`handshake`], [`TlsStream::from_handshaken`]).
 //!
 //! The handshake is done blocking, at connect time, and timed on its own: its cost is counted
 //! in the run's [`msgbench_model::result::Connections`] and never lands in a request's latency
@@ -11,7 +12,7 @@ use super::request_response::byte_stream::Transport;
 use crate::net::endpoint::Endpoint;
 use mio::net::TcpStream;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::ClientConnection;
 use std::io::{self, Read, Write};
 use std::sync::Arc;
@@ -25,6 +26,8 @@ pub struct TlsConnector {
     server_name: ServerName<'static>,
     /// What verifies the certificate, for the error when it does not verify.
     roots: String,
+    /// The scenario's section these settings come from (`http`, `pubsub.tls`), for messages.
+    section: &'static str,
 }
 
 impl TlsConnector {
@@ -40,7 +43,37 @@ impl TlsConnector {
             config,
             server_name,
             roots,
+            section: "http",
         })
+    }
+
+    /// A connector for a broker (`[pubsub.tls]`, `[redis.tls]`): its CA file or none, its
+    /// client certificate for mutual TLS.
+    pub fn for_broker(tls: &msgbench_model::broker_tls::BrokerTls) -> Result<TlsConnector, String> {
+        let host = tls.server_name.as_str();
+        let server_name = ServerName::try_from(host.to_string())
+            .map_err(|e| format!("`{host}` is not a name a certificate can carry ({e})"))?;
+        let client_cert = tls
+            .client_cert
+            .as_ref()
+            .map(|(cert, key)| (cert.as_str(), key.as_str()));
+        let (config, roots) = tls_config(
+            tls.ca_file.as_deref(),
+            tls.insecure,
+            client_cert,
+            tls.section,
+        )?;
+        Ok(TlsConnector {
+            config,
+            server_name,
+            roots,
+            section: tls.section,
+        })
+    }
+
+    /// What the broker's certificate is checked against, in words.
+    pub fn roots(&self) -> &str {
+        &self.roots
     }
 }
 
@@ -51,33 +84,71 @@ pub fn client_config(
     ca_file: Option<&str>,
     insecure: bool,
 ) -> Result<(Arc<rustls::ClientConfig>, String), String> {
-    {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?;
-        let (config, roots) = if insecure {
-            let config = builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(NoVerification(provider)))
-                .with_no_client_auth();
-            (config, "nothing (http.insecure = true)".to_string())
-        } else {
-            let mut store = rustls::RootCertStore {
-                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-            };
-            let roots = match ca_file {
-                Some(path) => {
-                    add_ca_file(&mut store, path)?;
-                    format!("the Mozilla roots and {path}")
-                }
-                None => "the Mozilla roots".to_string(),
-            };
-            let config = builder.with_root_certificates(store).with_no_client_auth();
-            (config, roots)
+    tls_config(ca_file, insecure, None, "http")
+}
+
+/// [`client_config`] with a client certificate and key (mutual TLS), its words naming the
+/// scenario's `section`.
+pub fn tls_config(
+    ca_file: Option<&str>,
+    insecure: bool,
+    client_cert: Option<(&str, &str)>,
+    section: &str,
+) -> Result<(Arc<rustls::ClientConfig>, String), String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let (builder, roots) = if insecure {
+        let builder = builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(NoVerification(provider)));
+        (builder, format!("nothing ({section}.insecure = true)"))
+    } else {
+        let mut store = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
         };
-        Ok((Arc::new(config), roots))
+        let roots = match ca_file {
+            Some(path) => {
+                add_ca_file(&mut store, path)?;
+                format!("the Mozilla roots and {path}")
+            }
+            None => "the Mozilla roots".to_string(),
+        };
+        (builder.with_root_certificates(store), roots)
+    };
+    let config = match client_cert {
+        None => builder.with_no_client_auth(),
+        Some((cert, key)) => builder
+            .with_client_auth_cert(client_chain(cert)?, client_key(key)?)
+            .map_err(|e| {
+                format!(
+                    "the client certificate \"{cert}\" and key \"{key}\" do not go together: {e}"
+                )
+            })?,
+    };
+    Ok((Arc::new(config), roots))
+}
+
+/// The certificate chain of the PEM file at `path` (mutual TLS).
+fn client_chain(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let chain = CertificateDer::pem_file_iter(path)
+        .map_err(|e| format!("the certificate file \"{path}\" cannot be read: {e}"))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("the certificate file \"{path}\" is not PEM certificates: {e}"))?;
+    if chain.is_empty() {
+        return Err(format!(
+            "the certificate file \"{path}\" holds no certificate (give a PEM file with -----BEGIN CERTIFICATE-----)"
+        ));
     }
+    Ok(chain)
+}
+
+/// The private key of the PEM file at `path` (mutual TLS); its bytes never in a message.
+fn client_key(path: &str) -> Result<PrivateKeyDer<'static>, String> {
+    PrivateKeyDer::from_pem_file(path).map_err(|e| {
+        format!("the key file \"{path}\" holds no private key msgbench can read (PKCS#8, PKCS#1 or SEC1 PEM): {e}")
+    })
 }
 
 /// Adds every certificate of the PEM file at `path` to `store`.
@@ -121,23 +192,10 @@ impl Transport for TlsStream {
         tcp.set_nodelay(true)?;
         tcp.set_read_timeout(Some(timeout))?;
         tcp.set_write_timeout(Some(timeout))?;
-        let started = Instant::now();
-        let mut session = ClientConnection::new(c.config.clone(), c.server_name.clone())
-            .map_err(io::Error::other)?;
-        while session.is_handshaking() {
-            session
-                .complete_io(&mut tcp)
-                .map_err(|e| handshake_error(e, c))?;
-        }
-        let handshake_ns = started.elapsed().as_nanos() as u64;
+        let (session, handshake_ns) = handshake(c, &mut tcp)?;
         tcp.set_read_timeout(None)?;
         tcp.set_write_timeout(None)?;
-        tcp.set_nonblocking(true)?;
-        Ok(TlsStream {
-            tcp: TcpStream::from_std(tcp),
-            session,
-            handshake_ns: Some(handshake_ns),
-        })
+        TlsStream::from_handshaken(tcp, session, Some(handshake_ns))
     }
 
     fn take_handshake_ns(&mut self) -> Option<u64> {
@@ -149,6 +207,23 @@ impl Transport for TlsStream {
     }
 }
 
+/// A TLS handshake over `tcp` (blocking, its timeouts bounding it): the session and how long
+/// the handshake took, ns. Its error is of kind `InvalidData`, in words, with the fix.
+pub fn handshake(
+    c: &TlsConnector,
+    tcp: &mut std::net::TcpStream,
+) -> io::Result<(ClientConnection, u64)> {
+    let started = Instant::now();
+    let mut session =
+        ClientConnection::new(c.config.clone(), c.server_name.clone()).map_err(io::Error::other)?;
+    while session.is_handshaking() {
+        session
+            .complete_io(tcp)
+            .map_err(|e| handshake_error(e, c))?;
+    }
+    Ok((session, started.elapsed().as_nanos() as u64))
+}
+
 /// The handshake's error in words, with the fix when the certificate did not verify.
 fn handshake_error(e: io::Error, c: &TlsConnector) -> io::Error {
     let certificate = e
@@ -158,10 +233,11 @@ fn handshake_error(e: io::Error, c: &TlsConnector) -> io::Error {
     let text = if certificate {
         format!(
             "TLS handshake failed: {e}; the certificate was checked against {} for the name {:?}. \
-             Give the CA that signed it with `http.ca_file = \"ca.pem\"`, or skip the check with \
-             `http.insecure = true` (the report says so)",
+             Give the CA that signed it with `{section}.ca_file = \"ca.pem\"`, or skip the check with \
+             `{section}.insecure = true` (the report says so)",
             c.roots,
-            c.server_name.to_str()
+            c.server_name.to_str(),
+            section = c.section
         )
     } else if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::TimedOut {
         "TLS handshake got no answer in time (is it a TLS port?)".to_string()
@@ -172,6 +248,25 @@ fn handshake_error(e: io::Error, c: &TlsConnector) -> io::Error {
 }
 
 impl TlsStream {
+    /// A stream over `tcp` whose handshake is done (blocking), made non-blocking.
+    pub fn from_handshaken(
+        tcp: std::net::TcpStream,
+        session: ClientConnection,
+        handshake_ns: Option<u64>,
+    ) -> io::Result<TlsStream> {
+        tcp.set_nonblocking(true)?;
+        Ok(TlsStream {
+            tcp: TcpStream::from_std(tcp),
+            session,
+            handshake_ns,
+        })
+    }
+
+    /// The TCP stream under the session (for its socket's figures).
+    pub fn tcp(&self) -> &TcpStream {
+        &self.tcp
+    }
+
     /// Writes the encrypted bytes rustls holds until it holds none or the socket is full.
     fn write_tls(&mut self) -> io::Result<()> {
         while self.session.wants_write() {

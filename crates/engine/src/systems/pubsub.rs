@@ -44,6 +44,7 @@ pub fn run(
     }
     let out = measured.out;
     let mut info = info(config, measured.acks);
+    info.extend(measured.info.iter().cloned());
     if let Some(h) = measured.publish_latency.as_ref().filter(|h| !h.is_empty()) {
         let d = |ns: u64| match ns {
             0..1_000 => format!("{ns} ns"),
@@ -88,6 +89,9 @@ fn info(config: &PubsubConfig, acks: u64) -> Vec<String> {
     let mut info = vec![format!(
         "latency is end to end: a subscription's receipt of each message − the time its publisher was scheduled to publish it (publisher and subscriber share this host's clock); per subscription, dropped = messages missing before a later one from the same publisher came",
     )];
+    if config.tls.as_ref().is_some_and(|t| t.insecure) {
+        info.push("TLS certificate not verified (pubsub.tls.insecure = true): the broker was not authenticated".into());
+    }
     if config.consumers_per_subscription > 1 {
         info.push(format!(
             "shared subscriptions: {} consumers read each one, each message to one of them; their order across consumers is not checked",

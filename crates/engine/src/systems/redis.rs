@@ -3,13 +3,16 @@
 //! pacing, window and accounting, and keys drawn uniformly, in sequence or Zipf-distributed.
 //! Replies come in request order, so they are matched by position.
 use crate::cpu::CpuSnapshot;
-use crate::drivers::request_response::byte_stream::{self, Plan, Response, Wire};
+use crate::drivers::request_response::byte_stream::{self, Plan, Response, Transport, Wire};
 use crate::drivers::request_response::keys::Keys;
 use crate::drivers::request_response::launcher::Launch;
 use crate::drivers::request_response::login::{LoggedIn, Login};
+use crate::drivers::tls::{TlsConnector, TlsStream};
 use crate::error::EngineError;
 use crate::harness::sut::resolve_endpoint;
+use crate::harness::DriverOutput;
 use crate::harness::{Measured, NoServer, RunContext, SystemUnderTest};
+use crate::net::endpoint::{Endpoint, Stream};
 use crate::net::resp::{self, CommandTemplate, Reply};
 use msgbench_model::client::ClientConfig;
 use msgbench_model::result::ErrorCount;
@@ -31,16 +34,19 @@ pub fn run(
 ) -> Result<Measured, EngineError> {
     let process_before = CpuSnapshot::process();
     let mut server = SystemUnderTest::<NoServer>::external(sut, &ctx.stop)?;
-    let plan = Plan {
-        scenario,
-        client,
-        address: resolve_endpoint(&redis.address)?,
-        shares: redis.ops.iter().map(|o| o.1).collect(),
-        make_wire: |i| RedisWire::new(redis, scenario.run.seed, i),
-        hint: HINT,
-        connector: login(redis),
+    let address = resolve_endpoint(&redis.address)?;
+    let cpu = || server.cpu_ns();
+    let run = (scenario, client, redis, address);
+    let out = match &redis.tls {
+        None => drive::<Stream>(run, (), ctx, &cpu)?,
+        Some(tls) => {
+            let connector = TlsConnector::for_broker(tls).map_err(|problem| EngineError::Tls {
+                address: redis.address.clone(),
+                problem,
+            })?;
+            drive::<TlsStream>(run, connector, ctx, &cpu)?
+        }
     };
-    let out = byte_stream::drive::<_, LoggedIn>(plan, ctx, &|| server.cpu_ns())?;
     let mut notes = server.process_notes();
     if out.faults.server_errors > 0 {
         notes.push(format!(
@@ -48,24 +54,50 @@ pub fn run(
             out.faults.server_errors
         ));
     }
-    Ok(Measured::from_driver(
+    let mut measured = Measured::from_driver(
         out,
         scenario.system.class_names(),
         process_before,
         scenario.system.describe(),
         notes,
-    ))
+    );
+    if redis.tls.as_ref().is_some_and(|t| t.insecure) {
+        measured.info.push(
+            "TLS certificate not verified (redis.tls.insecure = true): the server was not authenticated".into(),
+        );
+    }
+    Ok(measured)
+}
+
+/// The run over connections of transport `T` (TCP or TLS), each logged in first.
+fn drive<T: Transport>(
+    (scenario, client, redis, address): (&Scenario, &ClientConfig, &RedisConfig, Endpoint),
+    under: T::Connector,
+    ctx: &RunContext,
+    sut_cpu_ns: &dyn Fn() -> Option<u64>,
+) -> Result<DriverOutput, EngineError> {
+    let plan = Plan {
+        scenario,
+        client,
+        address,
+        shares: redis.ops.iter().map(|o| o.1).collect(),
+        make_wire: |i| RedisWire::new(redis, scenario.run.seed, i),
+        hint: HINT,
+        connector: login(redis, under),
+    };
+    byte_stream::drive::<_, LoggedIn<T>>(plan, ctx, sut_cpu_ns)
 }
 
 /// Every connection's `AUTH`, when the scenario gives a password (before its first command,
 /// outside any latency: [`LoggedIn`]).
-fn login(redis: &RedisConfig) -> Login {
+fn login<C>(redis: &RedisConfig, under: C) -> Login<C> {
     let mut request = Vec::new();
     if let Some(password) = redis.auth.as_ref().and_then(|a| a.password.as_ref()) {
         let user = redis.auth.as_ref().and_then(|a| a.user.as_deref());
         resp::auth_command(user, password.expose(), &mut request);
     }
     Login {
+        under,
         request,
         answered: resp::login_answer,
     }

@@ -393,6 +393,40 @@ impl BrokerProcess {
         BrokerProcess::spawn(&["/usr/bin/redis-server", "redis-server"], &args)
     }
 
+    /// `redis-server` without persistence listening for TLS only, with the certificate and key
+    /// [`certificates`] wrote to `dir`, clients' certificates asked for when `client_certs`.
+    pub fn redis_tls(dir: &std::path::Path, client_certs: bool, extra: &[&str]) -> BrokerProcess {
+        let file = |name: &str| dir.join(name).display().to_string();
+        let args = |port: u16| {
+            let mut args: Vec<String> = [
+                "--port",
+                "0",
+                "--tls-port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--tls-cert-file",
+                &file("cert.pem"),
+                "--tls-key-file",
+                &file("key.pem"),
+                "--tls-ca-cert-file",
+                &file("ca.pem"),
+                "--tls-auth-clients",
+                if client_certs { "yes" } else { "no" },
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            args.extend(extra.iter().map(|s| s.to_string()));
+            args
+        };
+        BrokerProcess::spawn(&["/usr/bin/redis-server", "redis-server"], &args)
+    }
+
     /// `mosquitto` listening on loopback, anonymous clients allowed, `extra` lines added to its
     /// configuration.
     pub fn mosquitto(extra: &str) -> BrokerProcess {

@@ -6,10 +6,10 @@
 use super::consumer::Consumer;
 use super::opening::{open, Opening};
 use super::protocol::{BrokerProtocol, PublishFrame};
+use super::stream::OpeningStream;
 use super::wire::kafka;
 use crate::error::EngineError;
 use msgbench_model::pubsub::{PubsubConfig, Subscription};
-use std::net::TcpStream;
 
 /// How a publisher frames its messages.
 pub enum Framing {
@@ -22,7 +22,7 @@ pub enum Framing {
 /// A publisher's connection, opened, and how it frames.
 pub struct OpenedPublisher {
     /// The connection, its opening answered.
-    pub stream: TcpStream,
+    pub stream: OpeningStream,
     /// Bytes read past the opening's answers.
     pub leftover: Vec<u8>,
     /// How it frames its messages.

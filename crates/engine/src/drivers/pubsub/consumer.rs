@@ -2,8 +2,8 @@
 //! subscriber threads: its socket, its read buffer, what it owes the broker, and — for a broker
 //! whose consumers ask for their messages (Kafka's fetches, Redis Streams' `XREADGROUP`) — how
 //! it asks ([`Pull`], implemented in that broker's file).
+use super::stream::{BrokerStream, OpeningStream};
 use crate::harness::STOP_CHECK_NS;
-use mio::net::TcpStream;
 use msgbench_model::pubsub::PubsubConfig;
 use std::io::{self, Write};
 
@@ -35,7 +35,7 @@ pub trait Pull: Send {
 
 /// One consumer connection of a subscription.
 pub struct Consumer {
-    pub(super) stream: TcpStream,
+    pub(super) stream: BrokerStream,
     pub(super) input: Vec<u8>,
     pub(super) len: usize,
     pub(super) closed: bool,
@@ -53,16 +53,17 @@ impl Consumer {
     /// A consumer on an opened, subscribed connection (`leftover`: bytes read past the
     /// subscription's confirmation).
     pub fn new(
-        stream: std::net::TcpStream,
+        stream: OpeningStream,
         leftover: &[u8],
         message_bytes: usize,
     ) -> io::Result<Consumer> {
-        stream.set_nonblocking(true)?;
+        let (stream, held) = stream.into_running()?;
+        let leftover = [leftover, &held].concat();
         let size = READ_BYTES.max(4 * (message_bytes + 512));
         let mut input = vec![0u8; size.max(leftover.len() * 2)];
-        input[..leftover.len()].copy_from_slice(leftover);
+        input[..leftover.len()].copy_from_slice(&leftover);
         Ok(Consumer {
-            stream: TcpStream::from_std(stream),
+            stream,
             len: leftover.len(),
             input,
             closed: false,
@@ -74,7 +75,7 @@ impl Consumer {
 
     /// The same, asking for its messages with `pull`.
     pub fn pulling(
-        stream: std::net::TcpStream,
+        stream: OpeningStream,
         leftover: &[u8],
         message_bytes: usize,
         pull: Box<dyn Pull>,
@@ -99,6 +100,9 @@ impl Consumer {
             }
         }
         self.acks.drain(..written);
+        self.stream
+            .write_held()
+            .map_err(|e| broken(&e, "writing"))?;
         if self.acks.len() > MAX_UNSENT_ACKS {
             return Err("the broker stopped reading the acknowledgements of its messages".into());
         }

@@ -18,11 +18,13 @@ pub mod opening;
 pub mod progress;
 pub mod protocol;
 pub mod publisher;
+pub mod stream;
 pub mod subscriber;
 pub mod watchdog;
 pub mod wire;
 
 use crate::drivers::streams::stream_stats::{patch_run_intervals, run_sums};
+use crate::drivers::tls::TlsConnector;
 use crate::error::EngineError;
 use crate::harness::threads::run_threads;
 use crate::harness::{DriverOutput, RunContext, RunStop, Timeline};
@@ -38,6 +40,7 @@ use progress::{Progress, PublisherStats};
 use protocol::BrokerProtocol;
 use publisher::{Publisher, PublisherOut, PublisherThread};
 use std::net::SocketAddr;
+use stream::TlsOpening;
 use subscriber::{SubscriberOut, SubscriberThread, SubscriptionState};
 use watchdog::Watchdog;
 
@@ -54,6 +57,8 @@ pub struct PubsubOutput {
     pub publish_latency: Option<hdrhistogram::Histogram<u64>>,
     /// What the reader must know of the run's end (a Kafka group not left).
     pub notes: Vec<String>,
+    /// How to read the figures: the TLS handshakes of the opening.
+    pub info: Vec<String>,
 }
 
 /// Runs the publishers and subscribers of `config` against the broker at `address`.
@@ -67,13 +72,15 @@ pub fn drive(
     // This run's mark on every message: another run publishing on the same topics (another
     // process, another host) is not counted as ours.
     let watchdog = Watchdog::start(ctx.stop.clone(), config.open_timeout);
+    let mut broker = brokers::client(config.broker);
+    let tls = tls_opening(config, broker.as_ref())?;
     let run = Opening {
         config,
         address,
         mark: rand::random(),
         watchdog: &watchdog,
+        tls: tls.as_ref(),
     };
-    let mut broker = brokers::client(config.broker);
     let opened = open_all(&run, broker.as_mut());
     watchdog.opened();
     // Cut by the watchdog: its reason, not the read it cut short.
@@ -120,7 +127,22 @@ pub fn drive(
             .publish_latency
             .filter(|_| config.answers_publishes()),
         notes,
+        info: tls.iter().map(TlsOpening::summary).collect(),
     })
+}
+
+/// TLS to the broker when the scenario asks (`[pubsub.tls]`): after the broker's plaintext
+/// greeting for a broker that greets (NATS's `INFO`), from the first byte for the others.
+fn tls_opening(
+    config: &PubsubConfig,
+    broker: &dyn BrokerClient,
+) -> Result<Option<TlsOpening>, EngineError> {
+    let Some(tls) = &config.tls else {
+        return Ok(None);
+    };
+    let connector = TlsConnector::for_broker(tls).map_err(|e| opening::broker_error(config, e))?;
+    let after_greeting = broker.protocol().greeting().is_some();
+    Ok(Some(TlsOpening::new(connector, after_greeting)))
 }
 
 /// The opening: what the broker prepares, every subscription's consumers, every publisher.

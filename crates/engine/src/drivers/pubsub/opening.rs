@@ -4,6 +4,7 @@
 use super::consumer::broken;
 use super::message::RunMark;
 use super::protocol::{BrokerProtocol, Incoming};
+use super::stream::{OpeningStream, TlsOpening};
 use super::watchdog::Watchdog;
 use crate::error::EngineError;
 use msgbench_model::pubsub::PubsubConfig;
@@ -23,6 +24,9 @@ fn login_hint(config: &PubsubConfig, text: &str) -> &'static str {
     ]
     .iter()
     .any(|w| lower.contains(w));
+    if lower.contains("tls required") && config.tls.is_none() {
+        return "; the broker asks for TLS: give [pubsub.tls] (docs/pubsub.md)";
+    }
     match (about_login, config.auth.is_some()) {
         (false, _) => "",
         (true, false) => "; the broker asks who connects: give [pubsub.auth] (docs/pubsub.md)",
@@ -47,6 +51,8 @@ pub struct Opening<'a> {
     pub mark: RunMark,
     /// Shuts the opening's connections down when it makes no progress or Ctrl-C comes.
     pub watchdog: &'a Watchdog,
+    /// TLS to the broker (`[pubsub.tls]`), and the handshakes it took.
+    pub tls: Option<&'a TlsOpening>,
 }
 
 impl Opening<'_> {
@@ -62,11 +68,23 @@ impl Opening<'_> {
     }
 
     /// A connection to the broker, its reads bounded by the opening's timeout, watched by the
-    /// opening's watchdog.
-    pub fn connect(&self, receive_buffer: u32) -> Result<TcpStream, EngineError> {
-        let stream = connect_for_opening(self.config, self.address, receive_buffer)?;
-        self.watchdog.watch(&stream);
-        Ok(stream)
+    /// opening's watchdog; its TLS started, unless the broker greets first in plaintext.
+    pub fn connect(&self, receive_buffer: u32) -> Result<OpeningStream, EngineError> {
+        let tcp = connect_for_opening(self.config, self.address, receive_buffer)?;
+        self.watchdog.watch(&tcp);
+        let stream = OpeningStream::Plain(tcp);
+        match self.tls {
+            Some(tls) if !tls.after_greeting => self.start_tls(stream),
+            _ => Ok(stream),
+        }
+    }
+
+    /// Starts the connection's TLS (when the scenario asks for it).
+    pub fn start_tls(&self, stream: OpeningStream) -> Result<OpeningStream, EngineError> {
+        match self.tls {
+            Some(tls) => tls.start(stream).map_err(|e| self.error(e.to_string())),
+            None => Ok(stream),
+        }
     }
 }
 
@@ -93,7 +111,7 @@ pub fn open(
     protocol: &dyn BrokerProtocol,
     name: &str,
     subscription: Option<(&str, Option<&str>, u64)>,
-) -> Result<(TcpStream, Vec<u8>), EngineError> {
+) -> Result<(OpeningStream, Vec<u8>), EngineError> {
     let config = run.config;
     let broker_error = |problem: String| broker_error(config, problem);
     let receive_buffer = match subscription {
@@ -101,6 +119,13 @@ pub fn open(
         None => 0,
     };
     let mut stream = run.connect(receive_buffer)?;
+    let mut input = Vec::new();
+    let mut at = 0;
+    let greeted = run.tls.is_some_and(|tls| tls.after_greeting);
+    if greeted {
+        at = read_greeting(run, protocol, &mut stream, &mut input)?;
+        stream = run.start_tls(stream)?;
+    }
     let mut out = Vec::new();
     protocol.hello(name, config.auth.as_ref(), &mut out);
     let mut expected = 1;
@@ -112,25 +137,12 @@ pub fn open(
     stream
         .write_all(&out)
         .map_err(|e| broker_error(format!("writing the opening failed ({e})")))?;
-    let mut input = Vec::new();
-    let mut at = 0;
     while expected > 0 {
         match protocol.decode(&input[at..]) {
-            // A broker that speaks first (NATS's INFO) must have.
-            Ok(Some(_))
-                if at == 0
-                    && protocol
-                        .greeting()
-                        .is_some_and(|greeting| !input.starts_with(greeting)) =>
-            {
-                return Err(broker_error(format!(
-                    "this is not a {} server (it did not begin with {} but with {:?}); check pubsub.broker and pubsub.address",
-                    protocol.name(),
-                    String::from_utf8_lossy(protocol.greeting().unwrap_or_default()),
-                    String::from_utf8_lossy(&input[..input.len().min(40)])
-                )))
-            }
             Ok(Some((incoming, used))) => {
+                if at == 0 && !greeted {
+                    check_greeting(config, protocol, &input, used)?;
+                }
                 match incoming {
                     Incoming::Reply => expected -= 1,
                     Incoming::Error(text) => {
@@ -167,19 +179,82 @@ pub fn open(
     Ok((stream, input.split_off(at)))
 }
 
+/// The first thing a broker that speaks first sent (NATS's `INFO`, `used` bytes at the start
+/// of `input`): its greeting, and not one that takes TLS only when the scenario gives none.
+fn check_greeting(
+    config: &PubsubConfig,
+    protocol: &dyn BrokerProtocol,
+    input: &[u8],
+    used: usize,
+) -> Result<(), EngineError> {
+    let Some(greeting) = protocol.greeting() else {
+        return Ok(());
+    };
+    if !input.starts_with(greeting) {
+        return Err(broker_error(config, format!(
+            "this is not a {} server (it did not begin with {} but with {:?}); check pubsub.broker and pubsub.address",
+            protocol.name(),
+            String::from_utf8_lossy(greeting),
+            String::from_utf8_lossy(&input[..input.len().min(40)])
+        )));
+    }
+    if config.tls.is_none()
+        && String::from_utf8_lossy(&input[..used]).contains("\"tls_required\":true")
+    {
+        return Err(broker_error(config,
+            "the server requires TLS (its INFO says tls_required): give [pubsub.tls] (docs/pubsub.md)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Reads the broker's plaintext greeting (NATS's `INFO`) before TLS starts: the bytes it
+/// took. A broker that offers no TLS is told apart here, before a handshake it cannot answer.
+fn read_greeting(
+    run: &Opening<'_>,
+    protocol: &dyn BrokerProtocol,
+    stream: &mut OpeningStream,
+    input: &mut Vec<u8>,
+) -> Result<usize, EngineError> {
+    let config = run.config;
+    loop {
+        match protocol.decode(input) {
+            Ok(Some((_, used))) => {
+                check_greeting(config, protocol, input, used)?;
+                let line = String::from_utf8_lossy(&input[..used]);
+                if !(line.contains("\"tls_required\":true")
+                    || line.contains("\"tls_available\":true"))
+                {
+                    return Err(run.error(
+                        "[pubsub.tls] is given but the server offers no TLS (its INFO says neither tls_required nor tls_available); turn TLS on at the server, or take [pubsub.tls] out".into(),
+                    ));
+                }
+                return Ok(used);
+            }
+            Ok(None) => read_opening(config, stream, input)?,
+            Err(e) => {
+                return Err(run.error(format!(
+                    "this is not a {} server ({e}); check pubsub.broker and pubsub.address",
+                    config.broker.name()
+                )))
+            }
+        }
+    }
+}
+
 /// Reads the next bytes of a connection's opening into `input`: the broker's hanging up, its
 /// silence past [`OPEN_TIMEOUT`] or a failed read ends the opening, with what it may mean.
 fn read_opening(
     config: &PubsubConfig,
-    stream: &mut TcpStream,
+    stream: &mut OpeningStream,
     input: &mut Vec<u8>,
 ) -> Result<(), EngineError> {
     let broker_error = |problem: String| broker_error(config, problem);
     let mut chunk = [0u8; 4096];
     match stream.read(&mut chunk) {
         Ok(0) => Err(broker_error(format!(
-            "it closed the connection during the opening; is this a {} server? check pubsub.broker and pubsub.address",
-            config.broker.name()
+            "it closed the connection during the opening; {}",
+            which_server(config)
         ))),
         Ok(n) => {
             input.extend_from_slice(&chunk[..n]);
@@ -198,11 +273,37 @@ fn read_opening(
             )))
         }
         Err(e) => Err(broker_error(format!(
-            "{} during the opening; is this a {} server? check pubsub.broker and pubsub.address",
+            "{} during the opening; {}",
             broken(&e, "reading"),
-            config.broker.name()
+            read_hint(config, &e)
         ))),
     }
+}
+
+/// What a failed read of the opening may mean: a TLS alert is the broker refusing the
+/// session (most often for want of a client certificate).
+fn read_hint(config: &PubsubConfig, e: &std::io::Error) -> String {
+    let text = e.to_string().to_ascii_lowercase();
+    if config.tls.is_some() && text.contains("alert") {
+        if text.contains("certificate") || text.contains("handshake") {
+            return "the broker refused the TLS session: if it asks for a client certificate, give [pubsub.tls] cert_file and key_file (one its CA signed)".into();
+        }
+        return "the broker ended the TLS session".into();
+    }
+    which_server(config)
+}
+
+/// The question a broker hanging up on the opening raises: is it this broker, and, for a
+/// plain client, is the port a TLS one?
+fn which_server(config: &PubsubConfig) -> String {
+    let tls = match config.tls {
+        None => " (or a TLS port: then give [pubsub.tls])",
+        Some(_) => "",
+    };
+    format!(
+        "is this a {} server{tls}? check pubsub.broker and pubsub.address",
+        config.broker.name()
+    )
 }
 
 /// The error of a broker `problem` at the run's address.
@@ -236,7 +337,7 @@ pub fn connect_for_opening(
 /// its hanging up, is the opening's failure.
 pub fn read_more(
     config: &PubsubConfig,
-    stream: &mut TcpStream,
+    stream: &mut OpeningStream,
     input: &mut Vec<u8>,
 ) -> Result<(), EngineError> {
     let mut chunk = [0u8; 4096];

@@ -13,6 +13,7 @@ use super::consumer::broken;
 use super::message::{Header, RunMark};
 use super::progress::{Progress, PublisherStats};
 use super::protocol::{BrokerProtocol, Incoming, PublishFrame};
+use super::stream::BrokerStream;
 use super::wire::kafka;
 use crate::clock::{Clock, MonotonicClock};
 use crate::cpu::CpuSnapshot;
@@ -21,7 +22,6 @@ use crate::harness::timer::Timer;
 use crate::harness::{worker, RunStop, Timeline, STOP_CHECK_NS};
 use crate::pacer::Pacer;
 use crate::recorder::Recorder;
-use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use msgbench_model::pacing::Pacing;
 use msgbench_model::pubsub::PubsubConfig;
@@ -42,7 +42,7 @@ const READ_BYTES: usize = 1 << 20;
 
 /// One publisher connection.
 pub struct Publisher {
-    stream: TcpStream,
+    stream: BrokerStream,
     /// Its run-wide index (carried in every message).
     pub index: u32,
     topic: String,
@@ -90,10 +90,11 @@ impl Publisher {
     ) -> io::Result<Publisher> {
         let OpenedPublisher {
             stream,
-            leftover,
+            mut leftover,
             framing,
         } = opened;
-        stream.set_nonblocking(true)?;
+        let (stream, held) = stream.into_running()?;
+        leftover.extend_from_slice(&held);
         let size = config.message_bytes as usize;
         let (frame, kafka) = match framing {
             Framing::Each(frame) => (frame, None),
@@ -103,7 +104,7 @@ impl Publisher {
         // Packet ids per publish (MQTT QoS 1): as many in flight as there are ids.
         let acked = frame.id_at.is_some();
         Ok(Publisher {
-            stream: TcpStream::from_std(stream),
+            stream,
             index,
             topic: topic.to_string(),
             pacer: Pacer::new(
@@ -212,7 +213,7 @@ impl Publisher {
     /// Java producer batches.
     fn may_seal(&self) -> bool {
         if self.unanswered.is_none() {
-            let queued = unacknowledged_bytes(&self.stream);
+            let queued = unacknowledged_bytes(self.stream.tcp());
             let open = self.kafka.as_ref().map_or(0, |k| k.open_bytes(&self.out));
             return queued == 0 || (open >= KAFKA_ACKS0_BATCH && queued < KAFKA_ACKS0_QUEUE);
         }
@@ -264,6 +265,10 @@ impl Publisher {
                 Err(e) => return Err(broken(&e, "writing")),
             }
         }
+        // TLS: what the session encrypted and the socket did not take goes with writability.
+        self.stream
+            .write_held()
+            .map_err(|e| broken(&e, "writing"))?;
         if self.written == self.out.len() {
             self.out.clear();
             self.written = 0;
@@ -293,7 +298,7 @@ impl Publisher {
                 Ok(n) => {
                     self.input.extend_from_slice(&chunk[..n]);
                     self.handle(protocol)?;
-                    if n < chunk.len() && !hung_up {
+                    if n < chunk.len() && !hung_up && self.stream.short_read_drains() {
                         return Ok(());
                     }
                     false
@@ -662,7 +667,7 @@ fn wall_clock_ms() -> i64 {
 
 /// Bytes written to `stream` that its peer's TCP has not acknowledged yet (`SIOCOUTQ`); 0 when
 /// it cannot be told.
-fn unacknowledged_bytes(stream: &TcpStream) -> u32 {
+fn unacknowledged_bytes(stream: &mio::net::TcpStream) -> u32 {
     use std::os::fd::AsRawFd;
     let mut n: libc::c_int = 0;
     // SAFETY: TIOCOUTQ writes one int through the pointer, which outlives the call.

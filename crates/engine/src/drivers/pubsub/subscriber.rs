@@ -348,7 +348,8 @@ impl SubscriberThread<'_> {
     /// Reads consumer `c` of subscription `s` until its socket is empty (false) or its turn's
     /// budget is spent (true: read it again). A read that fills less than the buffer emptied
     /// the socket (epoll raises a new edge for later data), unless the peer `hung_up`: its FIN
-    /// may have come with the last data, and only one more read sees it.
+    /// may have come with the last data, and only one more read sees it; or unless it is TLS,
+    /// whose session may hold records it read past the plaintext it gave.
     fn read(&mut self, s: usize, c: usize, window: &Schedule, hung_up: bool) -> bool {
         let mut budget = self.subscriptions[s].turn_bytes;
         loop {
@@ -382,7 +383,10 @@ impl SubscriberThread<'_> {
                     consumer.len += n;
                     budget = budget.saturating_sub(n);
                     self.parse(s, c, window);
-                    if n < room && !hung_up {
+                    let drained = self.subscriptions[s].consumers[c]
+                        .stream
+                        .short_read_drains();
+                    if n < room && !hung_up && drained {
                         return false;
                     }
                 }
@@ -499,7 +503,7 @@ impl SubscriberThread<'_> {
         consumer.closed = true;
         // Closed for real, so the broker stops sending to it (and, for a shared
         // subscription, routes to the others) rather than holding its messages.
-        let _ = consumer.stream.shutdown(std::net::Shutdown::Both);
+        let _ = consumer.stream.tcp().shutdown(std::net::Shutdown::Both);
         let why = match consumer.last_error.take() {
             Some(error) => format!("{why} after the error \"{error}\""),
             None => why,

@@ -3,15 +3,19 @@
 //! for its answer, within the connect's deadline, before the driver sees the connection — so
 //! the login is never inside a request's latency, a reconnection logs in again, and a refusal
 //! fails the connection with the server's words (`PermissionDenied`: the run's first
-//! connections fail it, as a refused address does).
+//! connections fail it, as a refused address does). It wraps any transport: plain TCP, or TLS
+//! (`[redis.tls]`), whose handshake comes first.
 use super::byte_stream::Transport;
-use crate::net::endpoint::{Endpoint, Stream};
+use crate::net::endpoint::Endpoint;
 use mio::{event::Source, Interest, Registry, Token};
 use std::io::{self, Read, Write};
 use std::time::{Duration, Instant};
 
-/// What a connection says first, and how its answer is read.
-pub struct Login {
+/// What a connection says first, and how its answer is read, over connections opened with
+/// `C` (nothing for TCP, a TLS configuration for TLS).
+pub struct Login<C = ()> {
+    /// How the connection under the login opens.
+    pub under: C,
     /// The bytes sent (empty: no login; the connection is used as it opens).
     pub request: Vec<u8>,
     /// The answer at the start of what came: `None` while incomplete, else `Ok` or the
@@ -22,25 +26,37 @@ pub struct Login {
 /// Most bytes a login's answer may take.
 const MAX_ANSWER: usize = 64 * 1024;
 
-/// A connection that has logged in.
-pub struct LoggedIn(Stream);
+/// A connection over `T` that has logged in.
+pub struct LoggedIn<T>(T);
 
-impl Transport for LoggedIn {
-    type Connector = Login;
-    const SHORT_READ_DRAINS: bool = true;
+impl<T: Transport> Transport for LoggedIn<T> {
+    type Connector = Login<T::Connector>;
+    const SHORT_READ_DRAINS: bool = T::SHORT_READ_DRAINS;
 
-    fn connect(login: &Login, address: &Endpoint, timeout: Duration) -> io::Result<LoggedIn> {
+    fn connect(
+        login: &Login<T::Connector>,
+        address: &Endpoint,
+        timeout: Duration,
+    ) -> io::Result<LoggedIn<T>> {
         let deadline = Instant::now() + timeout;
-        let mut stream = Stream::connect(address, timeout)?;
+        let mut stream = T::connect(&login.under, address, timeout)?;
         if !login.request.is_empty() {
             log_in(&mut stream, login, deadline)?;
         }
         Ok(LoggedIn(stream))
     }
+
+    fn take_handshake_ns(&mut self) -> Option<u64> {
+        self.0.take_handshake_ns()
+    }
+
+    fn wants_write(&self) -> bool {
+        self.0.wants_write()
+    }
 }
 
 /// Sends the login and reads its answer on a non-blocking stream, by `deadline`.
-fn log_in(stream: &mut Stream, login: &Login, deadline: Instant) -> io::Result<()> {
+fn log_in<C>(stream: &mut impl Transport, login: &Login<C>, deadline: Instant) -> io::Result<()> {
     let mut sent = 0;
     let mut answer = Vec::new();
     let mut buf = [0u8; 4096];
@@ -50,6 +66,13 @@ fn log_in(stream: &mut Stream, login: &Login, deadline: Instant) -> io::Result<(
                 io::ErrorKind::TimedOut,
                 "the server did not answer the login in time",
             ));
+        }
+        if stream.wants_write() {
+            // TLS: records the socket did not take with the login's last write.
+            match stream.flush() {
+                Err(e) if e.kind() != io::ErrorKind::WouldBlock => return Err(e),
+                _ => {}
+            }
         }
         if sent < login.request.len() {
             match stream.write(&login.request[sent..]) {
@@ -89,14 +112,14 @@ fn log_in(stream: &mut Stream, login: &Login, deadline: Instant) -> io::Result<(
     }
 }
 
-impl Read for LoggedIn {
+impl<T: Read> Read for LoggedIn<T> {
     #[inline]
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.0.read(buf)
     }
 }
 
-impl Write for LoggedIn {
+impl<T: Write> Write for LoggedIn<T> {
     #[inline]
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.0.write(buf)
@@ -110,7 +133,7 @@ impl Write for LoggedIn {
     }
 }
 
-impl Source for LoggedIn {
+impl<T: Source> Source for LoggedIn<T> {
     fn register(&mut self, r: &Registry, t: Token, i: Interest) -> io::Result<()> {
         self.0.register(r, t, i)
     }

@@ -10,11 +10,11 @@ use crate::drivers::pubsub::client::{
 use crate::drivers::pubsub::consumer::Consumer;
 use crate::drivers::pubsub::opening::{broker_error, open, read_more, Opening, OPEN_TIMEOUT};
 use crate::drivers::pubsub::protocol::{AckId, BrokerProtocol, Incoming, PublishFrame};
+use crate::drivers::pubsub::stream::OpeningStream;
 use crate::drivers::pubsub::wire::{jetstream, nats as nats_wire};
 use crate::error::EngineError;
 use msgbench_model::pubsub::{PubsubConfig, Subscription};
 use std::io::Write;
-use std::net::TcpStream;
 
 /// NATS JetStream; its API connection kept while the run opens.
 #[derive(Default)]
@@ -136,7 +136,7 @@ impl BrokerClient for Jetstream {
 /// A connection to JetStream's API: requests published with a reply subject under its inbox,
 /// answered one at a time.
 pub struct JetstreamApi {
-    stream: TcpStream,
+    stream: OpeningStream,
     input: Vec<u8>,
     inbox: String,
 }

@@ -8,13 +8,13 @@ use crate::drivers::pubsub::client::{consumer_name, BrokerClient};
 use crate::drivers::pubsub::consumer::{turn_bytes, Consumer, Pull};
 use crate::drivers::pubsub::opening::{broker_error, open, read_more, Opening};
 use crate::drivers::pubsub::protocol::{BrokerProtocol, Incoming, PublishFrame};
+use crate::drivers::pubsub::stream::OpeningStream;
 use crate::drivers::pubsub::wire::redis_streams;
 use crate::error::EngineError;
 use crate::net::resp;
 use msgbench_model::broker_auth::Credentials;
 use msgbench_model::pubsub::{PubsubConfig, Subscription};
 use std::io::Write;
-use std::net::TcpStream;
 
 /// Redis Streams.
 pub struct RedisStreams;
@@ -175,7 +175,7 @@ fn reset_groups(run: &Opening<'_>, groups: &[(String, String)]) -> Result<(), En
 
 /// Sends the run's `AUTH` (if it has one) on a connection opened without a hello, and reads
 /// its answer: a refusal fails the opening in Redis's words.
-fn log_in(config: &PubsubConfig, stream: &mut TcpStream) -> Result<(), EngineError> {
+fn log_in(config: &PubsubConfig, stream: &mut OpeningStream) -> Result<(), EngineError> {
     let mut out = Vec::new();
     super::redis::login(config.auth.as_ref(), &mut out);
     if out.is_empty() {
@@ -200,7 +200,7 @@ fn log_in(config: &PubsubConfig, stream: &mut TcpStream) -> Result<(), EngineErr
 /// msgbench's (it has no consumer group, or one msgbench did not make) is refused, not trimmed.
 fn refuse_streams_of_others(
     config: &PubsubConfig,
-    stream: &mut TcpStream,
+    stream: &mut OpeningStream,
     groups: &[(String, String)],
 ) -> Result<(), EngineError> {
     let mut topics: Vec<&str> = groups.iter().map(|(t, _)| t.as_str()).collect();
@@ -249,7 +249,7 @@ fn refuse_streams_of_others(
 /// The next whole RESP reply in `input` from `at`, reading more from `stream` as needed.
 fn read_reply(
     config: &PubsubConfig,
-    stream: &mut TcpStream,
+    stream: &mut OpeningStream,
     input: &mut Vec<u8>,
     at: usize,
 ) -> Result<(resp::Reply, usize), EngineError> {

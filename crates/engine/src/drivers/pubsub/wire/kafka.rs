@@ -12,7 +12,6 @@
 //! v7, Fetch v10, ListOffsets v4, Metadata v7, CreateTopics v4; record batches are format v2
 //! (magic 2), uncompressed.
 use std::io::{Read, Write};
-use std::net::TcpStream;
 
 /// Largest response accepted (a fetch asks for at most [`FETCH_MAX_BYTES`]; Kafka may exceed
 /// it by one batch).
@@ -216,7 +215,11 @@ pub fn frame(buf: &[u8]) -> Result<Option<Frame<'_>>, String> {
 // ---- blocking calls of a connection's opening ----
 
 /// Sends `request` (one whole request) and returns the body of its response.
-pub fn call(stream: &mut TcpStream, request: &[u8], correlation: i32) -> Result<Vec<u8>, String> {
+pub fn call(
+    stream: &mut (impl Read + Write),
+    request: &[u8],
+    correlation: i32,
+) -> Result<Vec<u8>, String> {
     stream
         .write_all(request)
         .map_err(|e| format!("writing a request failed ({e})"))?;
@@ -224,7 +227,10 @@ pub fn call(stream: &mut TcpStream, request: &[u8], correlation: i32) -> Result<
 }
 
 /// Reads the response to the request of `correlation` (sent before) and returns its body.
-pub fn read_response(stream: &mut TcpStream, correlation: i32) -> Result<Vec<u8>, String> {
+pub fn read_response(
+    stream: &mut (impl Read + Write),
+    correlation: i32,
+) -> Result<Vec<u8>, String> {
     let mut size = [0u8; 4];
     read_exact(stream, &mut size)?;
     let n = i32::from_be_bytes(size);
@@ -243,7 +249,7 @@ pub fn read_response(stream: &mut TcpStream, correlation: i32) -> Result<Vec<u8>
     Ok(body)
 }
 
-fn read_exact(stream: &mut TcpStream, buf: &mut [u8]) -> Result<(), String> {
+fn read_exact(stream: &mut (impl Read + Write), buf: &mut [u8]) -> Result<(), String> {
     stream.read_exact(buf).map_err(|e| match e.kind() {
         std::io::ErrorKind::UnexpectedEof => {
             "it closed the connection; is this a kafka server? check pubsub.broker and pubsub.address".to_string()
@@ -259,7 +265,10 @@ fn read_exact(stream: &mut TcpStream, buf: &mut [u8]) -> Result<(), String> {
 pub type TopicsMetadata = Vec<(String, i16, Vec<(i32, i32)>)>;
 
 /// Metadata v7 of `topics`, without creating them.
-pub fn metadata(stream: &mut TcpStream, topics: &[String]) -> Result<TopicsMetadata, String> {
+pub fn metadata(
+    stream: &mut (impl Read + Write),
+    topics: &[String],
+) -> Result<TopicsMetadata, String> {
     let mut out = Vec::new();
     let start = begin(METADATA, 7, 1, &mut out);
     put_i32(topics.len() as i32, &mut out);
@@ -304,7 +313,7 @@ pub fn metadata(stream: &mut TcpStream, topics: &[String]) -> Result<TopicsMetad
 /// CreateTopics v4: `topics` with `partitions` each, one replica; per topic its error code
 /// and message (36: it already exists).
 pub fn create_topics(
-    stream: &mut TcpStream,
+    stream: &mut (impl Read + Write),
     topics: &[&str],
     partitions: u32,
 ) -> Result<Vec<(String, i16, String)>, String> {
@@ -340,7 +349,7 @@ pub type EndOffsets = Result<Vec<(i32, i64)>, (i32, i16)>;
 /// ListOffsets v4: the end offset (the next record's) of each of `partitions` of `topic`, or
 /// the first partition's refusal (its error code).
 pub fn end_offsets(
-    stream: &mut TcpStream,
+    stream: &mut (impl Read + Write),
     topic: &str,
     partitions: &[i32],
 ) -> Result<EndOffsets, String> {

@@ -2,16 +2,16 @@
 //! subscription joins its group through the coordinator before the run, and at the end the
 //! group's positions are committed and the group left ([`wire::kafka_group`]).
 use crate::drivers::pubsub::opening::{Opening, OPEN_TIMEOUT};
+use crate::drivers::pubsub::stream::OpeningStream;
 use crate::drivers::pubsub::wire::{kafka as kafka_wire, kafka_group as group_wire};
 use crate::error::EngineError;
 use std::io::{Read, Write};
-use std::net::TcpStream;
 
 /// One consumer of a Kafka consumer group, joined: its connection (to the coordinator, the
 /// run's one broker), its membership and the partitions it was given.
 pub struct GroupConsumer {
     /// Its connection, opening timeouts set.
-    pub stream: TcpStream,
+    pub stream: OpeningStream,
     /// Its membership.
     pub member: group_wire::Member,
     /// The partitions of the topic it reads.
@@ -94,7 +94,7 @@ pub fn join(
 /// new broker): up to three opening timeouts.
 fn find_coordinator(
     run: &Opening<'_>,
-    stream: &mut TcpStream,
+    stream: &mut OpeningStream,
     group: &str,
 ) -> Result<(), EngineError> {
     let fail = |problem: String| run.error(problem);
@@ -142,7 +142,7 @@ const READY_BEAT: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// One member on its way into the group.
 struct Joining {
-    stream: TcpStream,
+    stream: OpeningStream,
     input: Vec<u8>,
     state: JoinState,
     member: group_wire::Member,
@@ -152,7 +152,7 @@ struct Joining {
 }
 
 impl Joining {
-    fn new(stream: TcpStream) -> Joining {
+    fn new(stream: OpeningStream) -> Joining {
         Joining {
             stream,
             input: Vec::new(),

@@ -10,11 +10,11 @@ use crate::drivers::pubsub::client::{BrokerClient, Ended, Framing, OpenedPublish
 use crate::drivers::pubsub::consumer::{turn_bytes, Consumer, Pull};
 use crate::drivers::pubsub::opening::{Opening, OPEN_TIMEOUT};
 use crate::drivers::pubsub::protocol::{BrokerProtocol, Incoming, PublishFrame};
+use crate::drivers::pubsub::stream::OpeningStream;
 use crate::drivers::pubsub::wire::{kafka, kafka_group};
 use crate::error::EngineError;
 use msgbench_model::pubsub::{PubsubConfig, Subscription};
 use std::io::Write;
-use std::net::TcpStream;
 use std::time::Duration;
 
 /// Apache Kafka.
@@ -272,11 +272,11 @@ fn publisher_partitions(partitions: u32, j: u32, publishers: u32) -> Vec<i32> {
 /// its first fetch sent (the subscription is in place from those offsets on).
 fn start_consumer(
     run: &Opening<'_>,
-    mut stream: TcpStream,
+    mut stream: OpeningStream,
     topic: &str,
     partitions: &[i32],
     max_bytes: i32,
-) -> Result<(TcpStream, kafka::Fetcher), EngineError> {
+) -> Result<(OpeningStream, kafka::Fetcher), EngineError> {
     // A topic just created may not be served yet though it has a leader: ask again.
     let deadline = std::time::Instant::now() + OPEN_TIMEOUT * 3;
     let offsets = loop {

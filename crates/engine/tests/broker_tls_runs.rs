@@ -1,0 +1,292 @@
+//! Brokers over TLS (`[pubsub.tls]`), with authentication on: nats-server (TLS after its
+//! plaintext INFO, and mutual TLS), redis-server on a TLS-only port (Pub/Sub and Streams, with
+//! `requirepass`), Mosquitto on a TLS listener with a password file. Each runs with the test
+//! CA (every message accounted for, the handshakes reported apart, no secret in any file the
+//! run wrote), and is refused in one clear message with a CA that did not sign the broker's
+//! certificate, without TLS on a TLS port, and with TLS on a plain one.
+mod common;
+
+use common::{assert_subscriptions_accounted, certificates, try_run, BrokerProcess};
+use std::path::Path;
+
+/// The secret every broker here is given: searched for in every file a run writes.
+const SECRET: &str = "Tq9-never-in-results";
+
+/// A pub/sub scenario for `broker` at `addr`, its `[pubsub.*]` sections from `sections`.
+fn scenario(broker: &str, addr: std::net::SocketAddr, sections: &str) -> String {
+    format!(
+        "name = \"tls\"\nsystem = \"pubsub\"\n[run]\nduration = \"500ms\"\nwarmup = \"100ms\"\ndrain_timeout = \"2s\"\n[pacing]\nmode = \"rate\"\nper_sec = 2000\n[pubsub]\nbroker = \"{broker}\"\naddress = \"{addr}\"\nsubscriptions_per_topic = 2\n{sections}\n"
+    )
+}
+
+/// `[pubsub.tls]` with the CA of `dir`, and the client certificate when `mutual`.
+fn tls(dir: &Path, mutual: bool) -> String {
+    let mut s = format!(
+        "[pubsub.tls]\nca_file = \"{}\"\n",
+        dir.join("ca.pem").display()
+    );
+    if mutual {
+        s += &format!(
+            "cert_file = \"{}\"\nkey_file = \"{}\"\n",
+            dir.join("cert.pem").display(),
+            dir.join("key.pem").display()
+        );
+    }
+    s
+}
+
+/// `[pubsub.auth]` reading `SECRET` from a file in `dir`, with `user` when given.
+fn auth(dir: &Path, user: Option<&str>) -> String {
+    let path = dir.join("secret");
+    std::fs::write(&path, format!("{SECRET}\n")).unwrap();
+    let user = user.map_or(String::new(), |u| format!("user = \"{u}\"\n"));
+    format!(
+        "[pubsub.auth]\n{user}password_file = \"{}\"\n",
+        path.display()
+    )
+}
+
+/// Runs `toml`: measured, every subscription accounted for, its handshakes reported, no
+/// secret in what it wrote.
+fn runs_with(toml: &str) {
+    let (outcome, dir) = try_run(toml, &[]);
+    let outcome = outcome.unwrap_or_else(|e| panic!("{e}"));
+    let r = &outcome.results[0];
+    assert_subscriptions_accounted(r);
+    assert!(r.counters.delivered > 500, "{:?}", r.counters);
+    assert!(
+        r.info
+            .iter()
+            .any(|i| i.starts_with("TLS to the broker") && !i.contains(": 0 handshakes")),
+        "{:?}",
+        r.info
+    );
+    assert_no_secret_in(dir.path());
+}
+
+/// Runs `toml`: refused with each of `words` in the message.
+fn refused_with(toml: &str, words: &[&str]) {
+    let (outcome, _dir) = try_run(toml, &[]);
+    let e = outcome.map(|_| ()).expect_err("refused").to_string();
+    eprintln!("refused: {e}");
+    for w in words {
+        assert!(e.contains(w), "{w:?} not in: {e}");
+    }
+    assert!(!e.contains(SECRET), "{e}");
+}
+
+/// Every file under `dir`, read: none holds the secret.
+fn assert_no_secret_in(dir: &Path) {
+    let mut files = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                assert!(
+                    !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
+                    "{} holds the secret",
+                    path.display()
+                );
+                files += 1;
+            }
+        }
+    }
+    assert!(files > 0, "the run wrote nothing to look in");
+}
+
+/// Two CAs: the broker's (`ca`), and one that signed nothing the broker shows (`other`).
+fn two_cas() -> (tempfile::TempDir, tempfile::TempDir) {
+    let (ca, other) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    certificates(ca.path());
+    certificates(other.path());
+    (ca, other)
+}
+
+#[test]
+fn nats_upgrades_to_tls_after_its_info_with_a_password_and_with_a_client_certificate() {
+    let (ca, other) = two_cas();
+    let file = |name: &str| ca.path().join(name).display().to_string();
+    let (cert, key) = (file("cert.pem"), file("key.pem"));
+    let nats = BrokerProcess::nats(&[
+        "--tls",
+        "--tlscert",
+        &cert,
+        "--tlskey",
+        &key,
+        "--user",
+        "bench",
+        "--pass",
+        SECRET,
+    ]);
+    let login = auth(ca.path(), Some("bench"));
+    runs_with(&scenario(
+        "nats",
+        nats.addr,
+        &(tls(ca.path(), false) + &login),
+    ));
+    refused_with(
+        &scenario("nats", nats.addr, &(tls(other.path(), false) + &login)),
+        &["certificate", "pubsub.tls.ca_file"],
+    );
+    // A plain client: the broker asks for TLS, and the fix is named.
+    refused_with(
+        &scenario("nats", nats.addr, &login),
+        &["requires TLS", "give [pubsub.tls]"],
+    );
+    // TLS asked of a broker that offers none: said before any handshake.
+    let plain = BrokerProcess::nats(&[]);
+    refused_with(
+        &scenario("nats", plain.addr, &tls(ca.path(), false)),
+        &["offers no TLS"],
+    );
+    // Insecure: runs, and says the broker was not authenticated.
+    let (outcome, _dir) = try_run(
+        &scenario(
+            "nats",
+            nats.addr,
+            &("[pubsub.tls]\ninsecure = true\n".to_string() + &login),
+        ),
+        &[],
+    );
+    let r = &outcome.unwrap_or_else(|e| panic!("{e}")).results[0];
+    assert_subscriptions_accounted(r);
+    assert!(
+        r.info.iter().any(|i| i.contains("not verified")),
+        "{:?}",
+        r.info
+    );
+    // Mutual TLS: the client's certificate, signed by the CA the broker verifies with.
+    let mutual = BrokerProcess::nats(&[
+        "--tlsverify",
+        "--tlscert",
+        &cert,
+        "--tlskey",
+        &key,
+        "--tlscacert",
+        &file("ca.pem"),
+    ]);
+    runs_with(&scenario("nats", mutual.addr, &tls(ca.path(), true)));
+    refused_with(
+        &scenario("nats", mutual.addr, &tls(ca.path(), false)),
+        &["client certificate", "cert_file"],
+    );
+}
+
+#[test]
+fn jetstream_runs_over_tls() {
+    let ca = tempfile::tempdir().unwrap();
+    certificates(ca.path());
+    let file = |name: &str| ca.path().join(name).display().to_string();
+    let store = tempfile::tempdir().unwrap();
+    let nats = BrokerProcess::nats(&[
+        "-js",
+        "-sd",
+        &store.path().display().to_string(),
+        "--tls",
+        "--tlscert",
+        &file("cert.pem"),
+        "--tlskey",
+        &file("key.pem"),
+    ]);
+    runs_with(&scenario("jetstream", nats.addr, &tls(ca.path(), false)));
+}
+
+#[test]
+fn redis_on_a_tls_port_with_a_password_and_with_client_certificates() {
+    let (ca, other) = two_cas();
+    let redis = BrokerProcess::redis_tls(ca.path(), false, &["--requirepass", SECRET]);
+    let login = auth(ca.path(), None);
+    for broker in ["redis", "redis-streams"] {
+        runs_with(&scenario(
+            broker,
+            redis.addr,
+            &(tls(ca.path(), false) + &login),
+        ));
+        refused_with(
+            &scenario(broker, redis.addr, &(tls(other.path(), false) + &login)),
+            &["certificate", "pubsub.tls.ca_file"],
+        );
+    }
+    // A plain client on the TLS port: Redis hangs up; the message names TLS.
+    refused_with(
+        &scenario("redis", redis.addr, &login),
+        &[
+            "closed the connection",
+            "a TLS port: then give [pubsub.tls]",
+        ],
+    );
+    let mutual = BrokerProcess::redis_tls(ca.path(), true, &[]);
+    runs_with(&scenario("redis", mutual.addr, &tls(ca.path(), true)));
+    refused_with(
+        &scenario("redis", mutual.addr, &tls(ca.path(), false)),
+        &["cert_file"],
+    );
+}
+
+#[test]
+fn mosquitto_on_a_tls_listener_with_a_username_and_password() {
+    let (ca, other) = two_cas();
+    let passwords = ca.path().join("passwords");
+    let made = std::process::Command::new("mosquitto_passwd")
+        .args(["-b", "-c", passwords.to_str().unwrap(), "bench", SECRET])
+        .status()
+        .expect("mosquitto_passwd (run `bash scripts/setup.sh`)");
+    assert!(made.success());
+    let file = |name: &str| ca.path().join(name).display().to_string();
+    let mosquitto = BrokerProcess::mosquitto_with(&format!(
+        "certfile {}\nkeyfile {}\nallow_anonymous false\npassword_file {}",
+        file("cert.pem"),
+        file("key.pem"),
+        passwords.display()
+    ));
+    let login = auth(ca.path(), Some("bench"));
+    for broker in ["mqtt", "mqtt5"] {
+        runs_with(&scenario(
+            broker,
+            mosquitto.addr,
+            &(tls(ca.path(), false) + &login),
+        ));
+        refused_with(
+            &scenario(broker, mosquitto.addr, &(tls(other.path(), false) + &login)),
+            &["certificate", "pubsub.tls.ca_file"],
+        );
+    }
+    refused_with(
+        &scenario("mqtt", mosquitto.addr, &login),
+        &[
+            "closed the connection",
+            "a TLS port: then give [pubsub.tls]",
+        ],
+    );
+}
+
+/// The `redis` request/response system over TLS, logging in on every connection after its
+/// handshake: each handshake timed apart from the requests, a wrong CA refused.
+#[test]
+fn the_redis_system_speaks_tls_and_logs_in() {
+    let (ca, other) = two_cas();
+    let redis = BrokerProcess::redis_tls(ca.path(), false, &["--requirepass", SECRET]);
+    let toml = |ca: &Path| {
+        let secret = ca.join("secret");
+        std::fs::write(&secret, format!("{SECRET}\n")).unwrap();
+        format!(
+            "name = \"tls\"\nsystem = \"redis\"\n[run]\nduration = \"500ms\"\nwarmup = \"100ms\"\n[client]\nconnections = 2\n[pacing]\nmode = \"rate\"\nper_sec = 2000\n[redis]\naddress = \"{}\"\n[redis.auth]\npassword_file = \"{}\"\n[redis.tls]\nca_file = \"{}\"\n",
+            redis.addr,
+            secret.display(),
+            ca.join("ca.pem").display()
+        )
+    };
+    let (outcome, out) = try_run(&toml(ca.path()), &[]);
+    let r = &outcome.unwrap_or_else(|e| panic!("{e}")).results[0];
+    common::assert_accounted(r);
+    assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
+    assert!(r.counters.delivered > 500, "{:?}", r.counters);
+    // Each connection's handshake counted apart from its requests.
+    assert_eq!(r.faults.connections.tls_handshakes, 2, "{:?}", r.faults);
+    assert_no_secret_in(out.path());
+    refused_with(&toml(other.path()), &["certificate", "redis.tls.ca_file"]);
+}
