@@ -10,6 +10,12 @@
 # test's parent-death signal) ends the JVM too. The controller listens on CONTROLLER_PORT when
 # given (the tests pass a port reserved for them), else on a free loopback port.
 #
+# With SASL_SSL_PORT set, a second listener takes clients over TLS with SASL on
+# 127.0.0.1:SASL_SSL_PORT: its certificate and key (PEM, the key PKCS#8) are TLS_DIR/cert.pem
+# and TLS_DIR/key.pem; its one user SASL_USER, whose password is the first line of
+# SASL_PASSWORD_FILE, logs in with SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN. The PLAINTEXT
+# listener stays, for the broker's own use.
+#
 #   bash scripts/kafka-broker.sh 9092
 #   [sut] command = "exec bash scripts/kafka-broker.sh PORT"   (in a scenario)
 set -euo pipefail
@@ -40,7 +46,7 @@ controller.quorum.voters=1@127.0.0.1:$CONTROLLER
 listeners=PLAINTEXT://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$CONTROLLER
 advertised.listeners=PLAINTEXT://127.0.0.1:$PORT
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL
 inter.broker.listener.name=PLAINTEXT
 log.dirs=$DIR/data
 num.partitions=1
@@ -54,9 +60,26 @@ group.initial.rebalance.delay.ms=0
 PROPS
 JAVA_OPTS=(-Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true
   "-Dlog4j2.configurationFile=$ROOT/scripts/kafka/log4j2.xml")
+FORMAT_SCRAM=()
+if [ -n "${SASL_SSL_PORT:-}" ]; then
+  [[ "$SASL_SSL_PORT" =~ ^[0-9]+$ ]] || usage
+  SASL_PASSWORD="$(head -n1 "$SASL_PASSWORD_FILE")"
+  cat "$TLS_DIR/key.pem" "$TLS_DIR/cert.pem" > "$DIR/keystore.pem"
+  sed -i "s|^listeners=.*|&,SASL_SSL://127.0.0.1:$SASL_SSL_PORT|; s|^advertised.listeners=.*|&,SASL_SSL://127.0.0.1:$SASL_SSL_PORT|" "$DIR/server.properties"
+  cat >> "$DIR/server.properties" <<PROPS
+sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN
+ssl.keystore.type=PEM
+ssl.keystore.location=$DIR/keystore.pem
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$SASL_USER="$SASL_PASSWORD";
+PROPS
+  FORMAT_SCRAM=(--add-scram "SCRAM-SHA-256=[name=$SASL_USER,password=$SASL_PASSWORD]"
+    --add-scram "SCRAM-SHA-512=[name=$SASL_USER,password=$SASL_PASSWORD]")
+fi
 # A fixed cluster id: each broker has its own log folder, so ids never meet.
 java "${JAVA_OPTS[@]}" -cp "$LIBS/*" kafka.tools.StorageTool format \
-  -t MkU3OEVBNTcwNTJENDM2Qg -c "$DIR/server.properties" --ignore-formatted >/dev/null
+  -t MkU3OEVBNTcwNTJENDM2Qg -c "$DIR/server.properties" --ignore-formatted "${FORMAT_SCRAM[@]}" >/dev/null
 if [ $# -ge 2 ]; then
   exec java "${JAVA_OPTS[@]}" -cp "$LIBS/*" kafka.Kafka "$DIR/server.properties"
 fi

@@ -211,20 +211,88 @@ fn redis_on_a_tls_port_with_a_password_and_with_client_certificates() {
             &["certificate", "pubsub.tls.ca_file"],
         );
     }
-    // A plain client on the TLS port: Redis hangs up; the message names TLS.
-    refused_with(
-        &scenario("redis", redis.addr, &login),
-        &[
-            "closed the connection",
-            "a TLS port: then give [pubsub.tls]",
-        ],
-    );
     let mutual = BrokerProcess::redis_tls(ca.path(), true, &[]);
     runs_with(&scenario("redis", mutual.addr, &tls(ca.path(), true)));
+    for broker in ["redis", "redis-streams"] {
+        // A plain client on the TLS port: Redis hangs up; the message names TLS.
+        refused_with(
+            &scenario(broker, redis.addr, &login),
+            &[
+                "closed the connection",
+                "a TLS port: then give [pubsub.tls]",
+            ],
+        );
+        refused_with(
+            &scenario(broker, mutual.addr, &tls(ca.path(), false)),
+            &["cert_file"],
+        );
+    }
+    // TLS toward a plain Redis: the fix is to take the section out.
+    let plain = BrokerProcess::redis(&[]);
     refused_with(
-        &scenario("redis", mutual.addr, &tls(ca.path(), false)),
-        &["cert_file"],
+        &scenario("redis", plain.addr, &tls(ca.path(), false)),
+        &["TLS handshake", "take [pubsub.tls] out"],
     );
+}
+
+/// Messages of 32 KiB over TLS fill the sockets and split into many records: every one is
+/// delivered to both subscriptions (nothing left in a session at the run's end).
+#[test]
+fn large_messages_over_tls_are_all_delivered() {
+    let ca = tempfile::tempdir().unwrap();
+    certificates(ca.path());
+    let file = |name: &str| ca.path().join(name).display().to_string();
+    let nats = BrokerProcess::nats(&[
+        "--tls",
+        "--tlscert",
+        &file("cert.pem"),
+        "--tlskey",
+        &file("key.pem"),
+    ]);
+    let toml = scenario("nats", nats.addr, &tls(ca.path(), false))
+        .replace("per_sec = 2000", "per_sec = 1500")
+        .replace("[pubsub]\n", "[pubsub]\nmessage_bytes = 32768\n");
+    let (outcome, _dir) = try_run(&toml, &[]);
+    let r = &outcome.unwrap_or_else(|e| panic!("{e}")).results[0];
+    assert_subscriptions_accounted(r);
+    assert_eq!(
+        r.counters.dropped + r.counters.failed,
+        0,
+        "{:?}",
+        r.counters
+    );
+    for s in &r.streams {
+        assert_eq!(
+            s.counters.delivered, s.counters.sent,
+            "{}: {:?}",
+            s.name, s.counters
+        );
+    }
+}
+
+/// A server whose INFO says `tls_required` hears nothing from a scenario without
+/// `[pubsub.tls]`: the refusal comes before the CONNECT (and its password) would go out.
+#[test]
+fn nothing_is_sent_to_a_broker_that_requires_tls_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let heard = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut s, _) = listener.accept().unwrap();
+        s.write_all(b"INFO {\"server_id\":\"x\",\"tls_required\":true}\r\n")
+            .unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        got
+    });
+    refused_with(
+        &scenario("nats", addr, &auth(dir.path(), Some("bench"))),
+        &["requires TLS", "give [pubsub.tls]"],
+    );
+    assert_eq!(heard.join().unwrap(), b"", "the client spoke before TLS");
 }
 
 #[test]
@@ -289,4 +357,60 @@ fn the_redis_system_speaks_tls_and_logs_in() {
     assert_eq!(r.faults.connections.tls_handshakes, 2, "{:?}", r.faults);
     assert_no_secret_in(out.path());
     refused_with(&toml(other.path()), &["certificate", "redis.tls.ca_file"]);
+}
+
+/// Kafka on a SASL_SSL listener (`scripts/kafka-broker.sh` with `SASL_SSL_PORT`): SCRAM-SHA-256,
+/// SCRAM-SHA-512 and PLAIN each log every connection in (publishers, the consumer groups'
+/// coordinators and members) after its TLS handshake; a wrong password, a wrong CA, no login,
+/// and a plain client on the TLS port are each refused in one message naming the fix.
+#[test]
+fn kafka_over_sasl_ssl_with_scram_and_plain() {
+    let (ca, other) = two_cas();
+    let password = ca.path().join("secret");
+    std::fs::write(&password, format!("{SECRET}\n")).unwrap();
+    let kafka = common::SecureKafka::start(ca.path(), &password);
+    let login = |mechanism: &str| {
+        format!(
+            "[pubsub.auth]\nuser = \"bench\"\npassword_file = \"{}\"\nmechanism = \"{mechanism}\"\n",
+            password.display()
+        )
+    };
+    let kafka_run = |sections: &str, topic: &str| {
+        scenario("kafka", kafka.addr, sections).replace(
+            "subscriptions_per_topic = 2\n",
+            &format!("subscriptions_per_topic = 2\ntopic_prefix = \"{topic}\"\n"),
+        )
+    };
+    for (i, mechanism) in ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"]
+        .iter()
+        .enumerate()
+    {
+        let sections = tls(ca.path(), false) + &login(mechanism);
+        runs_with(&kafka_run(&sections, &format!("sasl{i}")));
+    }
+    let wrong = ca.path().join("wrong");
+    std::fs::write(&wrong, "nope\n").unwrap();
+    let wrong_login = login("SCRAM-SHA-256").replace(
+        &password.display().to_string(),
+        &wrong.display().to_string(),
+    );
+    refused_with(
+        &kafka_run(&(tls(ca.path(), false) + &wrong_login), "bad"),
+        &["SASL_AUTHENTICATION_FAILED", "check [pubsub.auth]"],
+    );
+    refused_with(
+        &kafka_run(&(tls(other.path(), false) + &login("PLAIN")), "bad"),
+        &["certificate", "pubsub.tls.ca_file"],
+    );
+    refused_with(
+        &kafka_run(&tls(ca.path(), false), "bad"),
+        &["has not logged in", "give [pubsub.auth]"],
+    );
+    refused_with(
+        &kafka_run(&login("PLAIN"), "bad"),
+        &["answered in TLS", "give [pubsub.tls]"],
+    );
+    // SASL toward the broker's PLAINTEXT listener: it speaks none.
+    let plain = scenario("kafka", kafka.plain, &login("SCRAM-SHA-512"));
+    refused_with(&plain, &["speaks no SASL"]);
 }

@@ -27,6 +27,10 @@ pub struct AuthSpec {
     /// The file holding a NATS token (its first line).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token_file: Option<String>,
+    /// Kafka's SASL mechanism: `"SCRAM-SHA-256"`, `"SCRAM-SHA-512"` or `"PLAIN"` (one of the
+    /// listener's `sasl.enabled.mechanisms`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mechanism: Option<String>,
     /// Refused: a secret written into the scenario (read here only to say so, without echoing
     /// it, rather than fail as an unknown key whose line the parser would quote).
     #[serde(skip_serializing)]
@@ -69,6 +73,37 @@ pub struct Credentials {
     pub password: Option<Secret>,
     /// A NATS token, if any.
     pub token: Option<Secret>,
+    /// Kafka's SASL mechanism, if any.
+    pub mechanism: Option<SaslMechanism>,
+}
+
+/// A SASL mechanism Kafka's listeners take and msgbench speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaslMechanism {
+    /// The user and password in clear (over TLS: `SASL_SSL`).
+    Plain,
+    /// SCRAM with SHA-256 (RFC 7677): the password never sent.
+    ScramSha256,
+    /// SCRAM with SHA-512.
+    ScramSha512,
+}
+
+impl SaslMechanism {
+    /// Every one, as the scenario names them.
+    pub const ALL: [SaslMechanism; 3] = [
+        SaslMechanism::ScramSha256,
+        SaslMechanism::ScramSha512,
+        SaslMechanism::Plain,
+    ];
+
+    /// Its name, as Kafka and the scenario spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SaslMechanism::Plain => "PLAIN",
+            SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
+            SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
+        }
+    }
 }
 
 /// Longest secret or user name (MQTT's strings are at most 65 535 bytes; no broker needs more).
@@ -128,10 +163,26 @@ impl AuthSpec {
                 ));
             }
         }
+        let mechanism = match &self.mechanism {
+            None => None,
+            Some(name) => Some(
+                SaslMechanism::ALL
+                    .into_iter()
+                    .find(|m| m.name().eq_ignore_ascii_case(name))
+                    .ok_or_else(|| {
+                        invalid(
+                            &key("mechanism"),
+                            format!("is {name:?}"),
+                            "give \"SCRAM-SHA-256\", \"SCRAM-SHA-512\" or \"PLAIN\" (one the listener's sasl.enabled.mechanisms has)",
+                        )
+                    })?,
+            ),
+        };
         let c = Credentials {
             user: self.user.clone(),
             password,
             token,
+            mechanism,
         };
         check_for(section, broker, &c, invalid)?;
         Ok(Some(c))
@@ -139,7 +190,8 @@ impl AuthSpec {
 }
 
 /// What `broker` takes: NATS a user and password or a token; Redis a password (and a user);
-/// MQTT a username (and a password); Kafka nothing yet.
+/// MQTT a username (and a password); Kafka a user and password and its SASL mechanism. Only
+/// Kafka takes a mechanism.
 fn check_for(
     section: &str,
     broker: Broker,
@@ -148,6 +200,12 @@ fn check_for(
 ) -> Result<(), ScenarioError> {
     let refuse = |problem: &str, fix: &str| Err(invalid(section, problem.into(), fix));
     let (user, password, token) = (c.user.is_some(), c.password.is_some(), c.token.is_some());
+    if c.mechanism.is_some() && broker != Broker::Kafka {
+        return refuse(
+            "gives a SASL mechanism to a broker other than Kafka",
+            "take `mechanism` out: only Kafka's login has one",
+        );
+    }
     match broker {
         Broker::Nats | Broker::Jetstream => match (user, password, token) {
             (_, _, true) if user || password => refuse(
@@ -182,10 +240,17 @@ fn check_for(
             ),
             _ => Ok(()),
         },
-        Broker::Kafka => refuse(
-            "is given for Kafka",
-            "msgbench does not speak Kafka's SASL yet (docs/pubsub.md, Limits): measure a listener without authentication",
-        ),
+        Broker::Kafka => match (user && password && !token, c.mechanism) {
+            (false, _) => refuse(
+                "does not give Kafka a user and a password (and no token)",
+                "Kafka's SASL takes user = \"…\" and password_env or password_file",
+            ),
+            (true, None) => refuse(
+                "gives Kafka no SASL mechanism",
+                "give mechanism = \"SCRAM-SHA-256\", \"SCRAM-SHA-512\" or \"PLAIN\" (one the listener's sasl.enabled.mechanisms has)",
+            ),
+            (true, Some(_)) => Ok(()),
+        },
     }
 }
 
@@ -261,6 +326,7 @@ mod tests {
             user: Some("u".into()),
             password: Some(s),
             token: None,
+            mechanism: None,
         };
         assert!(!format!("{c:?}").contains("hunter2"));
     }
@@ -284,8 +350,16 @@ mod tests {
         };
         let e = missing.validate(Broker::Nats, &invalid).unwrap_err();
         assert!(e.to_string().contains("not set"), "{e}");
-        // Kafka's SASL is refused, not ignored.
-        assert!(spec.validate(Broker::Kafka, &invalid).is_err());
+        // Kafka needs its mechanism; a mechanism is Kafka's only.
+        let e = spec.validate(Broker::Kafka, &invalid).unwrap_err();
+        assert!(e.to_string().contains("SCRAM-SHA-256"), "{e}");
+        let scram = AuthSpec {
+            mechanism: Some("scram-sha-512".into()),
+            ..spec.clone()
+        };
+        let c = scram.validate(Broker::Kafka, &invalid).unwrap().unwrap();
+        assert_eq!(c.mechanism, Some(SaslMechanism::ScramSha512));
+        assert!(scram.validate(Broker::Nats, &invalid).is_err());
         // A secret written into the scenario is refused, and not repeated.
         let inline = AuthSpec {
             user: Some("bench".into()),

@@ -3,7 +3,6 @@
 //! certificate and key for mutual TLS. The section being there turns TLS on: NATS upgrades
 //! after its plaintext `INFO` (as its clients do), MQTT and Redis speak TLS from the first
 //! byte. Files are checked when the scenario is; their contents when the run opens.
-use crate::broker::Broker;
 use crate::check::{Invalid, ScenarioError};
 use serde::{Deserialize, Serialize};
 
@@ -46,22 +45,14 @@ pub struct BrokerTls {
 }
 
 impl BrokerTlsSpec {
-    /// The settings for `broker` at `address` (`host:port`), every named file readable.
+    /// The settings for a broker at `address` (`host:port`), every named file readable.
     pub fn validate(
         &self,
         section: &'static str,
-        broker: Broker,
         address: &str,
         invalid: &Invalid,
     ) -> Result<BrokerTls, ScenarioError> {
         let key = |name: &str| format!("{section}.{name}");
-        if broker == Broker::Kafka {
-            return Err(invalid(
-                section,
-                "is given for Kafka".into(),
-                "msgbench does not speak Kafka's SSL or SASL_SSL listeners yet (docs/pubsub.md, Limits): measure a PLAINTEXT listener",
-            ));
-        }
         let client_cert = match (&self.cert_file, &self.key_file) {
             (Some(cert), Some(k)) => Some((cert.clone(), k.clone())),
             (None, None) => None,
@@ -138,8 +129,8 @@ mod tests {
         }
     }
 
-    fn refused(spec: &BrokerTlsSpec, broker: Broker) -> String {
-        match spec.validate("pubsub.tls", broker, "127.0.0.1:4222", &invalid) {
+    fn refused(spec: &BrokerTlsSpec) -> String {
+        match spec.validate("pubsub.tls", "127.0.0.1:4222", &invalid) {
             Err(ScenarioError::Invalid { field, problem, .. }) => format!("{field}: {problem}"),
             other => panic!("{other:?}"),
         }
@@ -148,16 +139,14 @@ mod tests {
     #[test]
     fn the_server_name_is_the_address_s_host_unless_given() {
         let spec = BrokerTlsSpec::default();
-        let tls = spec
-            .validate("pubsub.tls", Broker::Nats, "[::1]:4222", &invalid)
-            .unwrap();
+        let tls = spec.validate("pubsub.tls", "[::1]:4222", &invalid).unwrap();
         assert_eq!(tls.server_name, "::1");
         let named = BrokerTlsSpec {
             server_name: Some("nats.example".into()),
             ..Default::default()
         };
         let tls = named
-            .validate("pubsub.tls", Broker::Mqtt, "127.0.0.1:8883", &invalid)
+            .validate("pubsub.tls", "127.0.0.1:8883", &invalid)
             .unwrap();
         assert_eq!(tls.server_name, "nats.example");
         assert_eq!(tls.client_cert, None);
@@ -169,18 +158,17 @@ mod tests {
             cert_file: Some("Cargo.toml".into()),
             ..Default::default()
         };
-        assert!(refused(&half, Broker::Nats).starts_with("pubsub.tls.cert_file"));
+        assert!(refused(&half).starts_with("pubsub.tls.cert_file"));
         let missing = BrokerTlsSpec {
             ca_file: Some("/no/such/ca.pem".into()),
             ..Default::default()
         };
-        assert!(refused(&missing, Broker::Redis).contains("/no/such/ca.pem"));
-        assert!(refused(&BrokerTlsSpec::default(), Broker::Kafka).contains("Kafka"));
+        assert!(refused(&missing).contains("/no/such/ca.pem"));
         let both = BrokerTlsSpec {
             ca_file: Some("Cargo.toml".into()),
             insecure: true,
             ..Default::default()
         };
-        assert!(refused(&both, Broker::Mqtt).starts_with("pubsub.tls.insecure"));
+        assert!(refused(&both).starts_with("pubsub.tls.insecure"));
     }
 }

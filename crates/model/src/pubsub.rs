@@ -524,7 +524,7 @@ impl PubsubSpec {
             open_timeout: self.open_timeout,
             auth: self.auth.validate(self.broker, invalid)?,
             tls: match &self.tls {
-                Some(tls) => Some(tls.validate("pubsub.tls", self.broker, address, invalid)?),
+                Some(tls) => Some(tls.validate("pubsub.tls", address, invalid)?),
                 None => None,
             },
             publisher_pacing,

@@ -327,9 +327,7 @@ impl RedisSpec {
                 "TLS runs over TCP: give redis.address as host:port, or take [redis.tls] out",
             ));
         }
-        let broker = crate::broker::Broker::Redis;
-        tls.validate("redis.tls", broker, &self.address, invalid)
-            .map(Some)
+        tls.validate("redis.tls", &self.address, invalid).map(Some)
     }
 }
 

@@ -226,10 +226,23 @@ pub fn handshake(
 
 /// The handshake's error in words, with the fix when the certificate did not verify.
 fn handshake_error(e: io::Error, c: &TlsConnector) -> io::Error {
-    let certificate = e
+    let rustls_error = e
         .get_ref()
-        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        .is_some_and(|r| matches!(r, rustls::Error::InvalidCertificate(_)));
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>());
+    let certificate =
+        rustls_error.is_some_and(|r| matches!(r, rustls::Error::InvalidCertificate(_)));
+    let alert = rustls_error.is_some_and(|r| matches!(r, rustls::Error::AlertReceived(_)));
+    let plain = rustls_error.is_some_and(|r| {
+        matches!(
+            r,
+            rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateMessage { .. }
+        )
+    }) || e.to_string().contains("corrupt message");
+    // What to do about a port that speaks no TLS: the scenario's way of asking for none.
+    let no_tls = match c.section {
+        "http" => "use http://".to_string(),
+        section => format!("take [{section}] out"),
+    };
     let text = if certificate {
         format!(
             "TLS handshake failed: {e}; the certificate was checked against {} for the name {:?}. \
@@ -239,10 +252,18 @@ fn handshake_error(e: io::Error, c: &TlsConnector) -> io::Error {
             c.server_name.to_str(),
             section = c.section
         )
+    } else if alert {
+        format!(
+            "TLS handshake failed: {e}: the server refused the session; if it asks for a client \
+             certificate, give {section}.cert_file and {section}.key_file (one its CA signed)",
+            section = c.section
+        )
+    } else if plain {
+        format!("TLS handshake failed: {e}: the server does not speak TLS there; is it a plain port? Then {no_tls}")
     } else if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::TimedOut {
-        "TLS handshake got no answer in time (is it a TLS port?)".to_string()
+        format!("TLS handshake got no answer in time (is it a TLS port? if not, {no_tls})")
     } else {
-        format!("TLS handshake failed: {e} (is it a TLS port?)")
+        format!("TLS handshake failed: {e} (is it a TLS port? if not, {no_tls})")
     };
     io::Error::new(io::ErrorKind::InvalidData, text)
 }

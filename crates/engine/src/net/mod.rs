@@ -10,6 +10,7 @@ pub mod json_path;
 pub mod json_rpc;
 pub mod proto_wire;
 pub mod resp;
+pub mod scram;
 pub mod sse;
 pub mod sse_response;
 pub mod tick;

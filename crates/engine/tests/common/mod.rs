@@ -574,3 +574,66 @@ pub fn stopped_by_protocol_error(r: &RunResult, why: &str) {
         r.warnings
     );
 }
+
+/// A Kafka broker of its own with a SASL_SSL listener (`scripts/kafka-broker.sh` with
+/// `SASL_SSL_PORT`): the certificate and key of `tls_dir` (see [`certificates`]), one user
+/// `bench` whose password is the first line of `password_file`; stopped (by PID) when dropped.
+#[allow(dead_code)]
+pub struct SecureKafka {
+    child: std::process::Child,
+    /// The SASL_SSL listener.
+    pub addr: SocketAddr,
+    /// The PLAINTEXT listener (the broker's own; a plain client's address).
+    pub plain: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+#[allow(dead_code)]
+impl SecureKafka {
+    /// Starts it and waits until its SASL_SSL listener is up (a JVM: seconds).
+    pub fn start(tls_dir: &std::path::Path, password_file: &std::path::Path) -> SecureKafka {
+        use std::os::unix::process::CommandExt;
+        let (port, secure, controller) = (free_port(), free_port(), free_port());
+        let dir = tempfile::tempdir().unwrap();
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/kafka-broker.sh");
+        let mut command = std::process::Command::new("bash");
+        command
+            .arg(script)
+            .arg(port.to_string())
+            .arg(dir.path())
+            .arg(controller.to_string())
+            .env("SASL_SSL_PORT", secure.to_string())
+            .env("TLS_DIR", tls_dir)
+            .env("SASL_USER", "bench")
+            .env("SASL_PASSWORD_FILE", password_file)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        // SAFETY: prctl is async-signal-safe; the child only sets its own parent-death signal
+        // before exec.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start Kafka: {e} (run `bash scripts/setup.sh`)"));
+        ports::wait_until_listening(&mut child, secure, Duration::from_secs(90))
+            .unwrap_or_else(|e| panic!("Kafka with SASL_SSL: {e}"));
+        let at = |p: u16| SocketAddr::from(([127, 0, 0, 1], p));
+        SecureKafka {
+            child,
+            addr: at(secure),
+            plain: at(port),
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for SecureKafka {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -85,6 +85,12 @@ impl Consumer {
         Ok(consumer)
     }
 
+    /// Bytes it owes the broker: acknowledgements or requests not written, or records a TLS
+    /// session holds.
+    pub(super) fn owes(&self) -> bool {
+        !self.acks.is_empty() || self.stream.wants_write()
+    }
+
     /// Writes the acknowledgements owed, once per batch read; what the socket does not take
     /// waits for the next batch (bounded: a broker that stops reading them ends the
     /// connection).

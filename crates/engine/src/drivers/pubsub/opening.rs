@@ -36,6 +36,9 @@ fn login_hint(config: &PubsubConfig, text: &str) -> &'static str {
     }
 }
 
+/// The start of the opening's error when the broker said nothing in time.
+const NO_ANSWER: &str = "no answer to the opening within";
+
 /// Longest a connection's opening (connect, handshake, subscription) may take.
 pub const OPEN_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -121,8 +124,9 @@ pub fn open(
     let mut stream = run.connect(receive_buffer)?;
     let mut input = Vec::new();
     let mut at = 0;
-    let greeted = run.tls.is_some_and(|tls| tls.after_greeting);
-    if greeted {
+    // A broker that speaks first (NATS's INFO) is heard before anything is sent: a broker
+    // that takes TLS only is refused before the hello (and its secret) goes out in clear.
+    if protocol.greeting().is_some() {
         at = read_greeting(run, protocol, &mut stream, &mut input)?;
         stream = run.start_tls(stream)?;
     }
@@ -140,9 +144,6 @@ pub fn open(
     while expected > 0 {
         match protocol.decode(&input[at..]) {
             Ok(Some((incoming, used))) => {
-                if at == 0 && !greeted {
-                    check_greeting(config, protocol, &input, used)?;
-                }
                 match incoming {
                     Incoming::Reply => expected -= 1,
                     Incoming::Error(text) => {
@@ -208,8 +209,9 @@ fn check_greeting(
     Ok(())
 }
 
-/// Reads the broker's plaintext greeting (NATS's `INFO`) before TLS starts: the bytes it
-/// took. A broker that offers no TLS is told apart here, before a handshake it cannot answer.
+/// Reads the broker's plaintext greeting (NATS's `INFO`), before anything is sent and before
+/// TLS starts: the bytes it took. A broker that offers no TLS to a scenario that asks for it is
+/// told apart here, before a handshake it cannot answer.
 fn read_greeting(
     run: &Opening<'_>,
     protocol: &dyn BrokerProtocol,
@@ -222,8 +224,9 @@ fn read_greeting(
             Ok(Some((_, used))) => {
                 check_greeting(config, protocol, input, used)?;
                 let line = String::from_utf8_lossy(&input[..used]);
-                if !(line.contains("\"tls_required\":true")
-                    || line.contains("\"tls_available\":true"))
+                if run.tls.is_some()
+                    && !(line.contains("\"tls_required\":true")
+                        || line.contains("\"tls_available\":true"))
                 {
                     return Err(run.error(
                         "[pubsub.tls] is given but the server offers no TLS (its INFO says neither tls_required nor tls_available); turn TLS on at the server, or take [pubsub.tls] out".into(),
@@ -231,7 +234,22 @@ fn read_greeting(
                 }
                 return Ok(used);
             }
-            Ok(None) => read_opening(config, stream, input)?,
+            Ok(None) => read_opening(config, stream, input).map_err(|e| match e {
+                // Silence where the broker speaks first: another kind of server, waiting for
+                // a client to speak.
+                EngineError::Broker { problem, .. }
+                    if input.is_empty() && problem.starts_with(NO_ANSWER) =>
+                {
+                    run.error(format!(
+                        "this is not a {} server, or not one that answers: it sent nothing within {} s, where a {} server begins with {}; check pubsub.broker and pubsub.address",
+                        protocol.name(),
+                        OPEN_TIMEOUT.as_secs(),
+                        protocol.name(),
+                        String::from_utf8_lossy(protocol.greeting().unwrap_or_default()).trim()
+                    ))
+                }
+                e => e,
+            })?,
             Err(e) => {
                 return Err(run.error(format!(
                     "this is not a {} server ({e}); check pubsub.broker and pubsub.address",
@@ -267,7 +285,7 @@ fn read_opening(
             ) =>
         {
             Err(broker_error(format!(
-                "no answer to the opening within {} s; is this a {} server?",
+                "{NO_ANSWER} {} s; is this a {} server?",
                 OPEN_TIMEOUT.as_secs(),
                 config.broker.name()
             )))
@@ -340,40 +358,12 @@ pub fn read_more(
     stream: &mut OpeningStream,
     input: &mut Vec<u8>,
 ) -> Result<(), EngineError> {
-    let mut chunk = [0u8; 4096];
-    match stream.read(&mut chunk) {
-        Ok(0) => Err(broker_error(
+    read_opening(config, stream, input)?;
+    if input.len() > 1 << 20 {
+        return Err(broker_error(
             config,
-            "it closed the connection during the opening".into(),
-        )),
-        Ok(n) => {
-            input.extend_from_slice(&chunk[..n]);
-            if input.len() > 1 << 20 {
-                return Err(broker_error(
-                    config,
-                    "it sent over 1 MiB during the opening without one whole answer".into(),
-                ));
-            }
-            Ok(())
-        }
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            ) =>
-        {
-            Err(broker_error(
-                config,
-                format!(
-                    "no answer to the opening within {} s; is this a {} server? check pubsub.broker and pubsub.address",
-                    OPEN_TIMEOUT.as_secs(),
-                    config.broker.name()
-                ),
-            ))
-        }
-        Err(e) => Err(broker_error(
-            config,
-            format!("reading during the opening failed ({e})"),
-        )),
+            "it sent over 1 MiB during the opening without one whole answer".into(),
+        ));
     }
+    Ok(())
 }

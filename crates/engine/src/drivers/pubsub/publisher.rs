@@ -145,7 +145,9 @@ impl Publisher {
     /// connection now with answers unread would reset it, and a broker may drop what it had
     /// not read yet (Kafka does).
     fn owes(&self) -> bool {
-        self.unsent() > 0 || self.unanswered.as_ref().is_some_and(|q| !q.is_empty())
+        self.unsent() > 0
+            || self.unanswered.as_ref().is_some_and(|q| !q.is_empty())
+            || self.stream.wants_write()
     }
 
     /// Room for one more message: its buffer under `bound`, and (MQTT QoS 1) fewer publishes

@@ -164,11 +164,19 @@ impl BrokerStream {
         matches!(self, BrokerStream::Plain(_))
     }
 
+    /// A TLS session holds encrypted bytes the socket did not take yet.
+    pub fn wants_write(&self) -> bool {
+        match self {
+            BrokerStream::Plain(_) => false,
+            BrokerStream::Tls(tls) => tls.wants_write(),
+        }
+    }
+
     /// Writes the encrypted bytes a TLS session holds that the socket did not take yet
     /// (nothing for TCP); a full socket leaves them for its next writability.
     pub fn write_held(&mut self) -> io::Result<()> {
         match self {
-            BrokerStream::Tls(tls) if tls.wants_write() => match tls.flush() {
+            BrokerStream::Tls(tls) if Transport::wants_write(tls.as_ref()) => match tls.flush() {
                 Err(e) if e.kind() != io::ErrorKind::WouldBlock => Err(e),
                 _ => Ok(()),
             },

@@ -313,7 +313,13 @@ impl SubscriberThread<'_> {
             for (c, consumer) in sub.consumers.iter_mut().enumerate() {
                 let token = Token(tokens.len());
                 poll.registry()
-                    .register(&mut consumer.stream, token, Interest::READABLE)
+                    // Writable too: acknowledgements, a pulling consumer's next request and
+                    // what a TLS session holds wait for it when the socket was full.
+                    .register(
+                        &mut consumer.stream,
+                        token,
+                        Interest::READABLE | Interest::WRITABLE,
+                    )
                     .map_err(EngineError::Io)?;
                 tokens.push((s, c));
             }
@@ -352,6 +358,13 @@ impl SubscriberThread<'_> {
     /// whose session may hold records it read past the plaintext it gave.
     fn read(&mut self, s: usize, c: usize, window: &Schedule, hung_up: bool) -> bool {
         let mut budget = self.subscriptions[s].turn_bytes;
+        let owed = &mut self.subscriptions[s].consumers[c];
+        if !owed.closed && owed.owes() {
+            if let Err(why) = owed.write_acks() {
+                self.close(s, c, why);
+                return false;
+            }
+        }
         loop {
             let consumer = &mut self.subscriptions[s].consumers[c];
             if consumer.closed {

@@ -243,16 +243,6 @@ pub fn drive<W: Wire, T: Transport>(
         .output(&timeline, recording, gathered?, sut_cpu_s))
 }
 
-/// A TLS handshake's failure, with the fix when the server's first bytes were not TLS (rustls
-/// reads a plain-HTTP answer as a record of an invalid content type).
-fn tls_problem(problem: &str) -> String {
-    if problem.contains("InvalidContentType") || problem.contains("corrupt message") {
-        format!("{problem}: the server does not speak TLS there; is it a plain port? Then use http:// (or leave [tls] out)")
-    } else {
-        problem.to_string()
-    }
-}
-
 /// Connects everything first, on this thread: a refused address fails the run before it
 /// starts, with one clear message.
 fn connect_all<T: Transport>(
@@ -264,7 +254,7 @@ fn connect_all<T: Transport>(
                 if source.kind() == io::ErrorKind::InvalidData {
                     EngineError::Tls {
                         address: plan.address.to_string(),
-                        problem: tls_problem(&source.to_string()),
+                        problem: source.to_string(),
                     }
                 } else if source.kind() == io::ErrorKind::PermissionDenied {
                     // A login refused (`login::LoggedIn`): the address is right, the secret not.

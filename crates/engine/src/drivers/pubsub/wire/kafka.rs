@@ -58,6 +58,9 @@ pub fn error_name(code: i16) -> String {
         14 => "COORDINATOR_LOAD_IN_PROGRESS",
         15 => "COORDINATOR_NOT_AVAILABLE",
         16 => "NOT_COORDINATOR",
+        33 => "UNSUPPORTED_SASL_MECHANISM",
+        34 => "ILLEGAL_SASL_STATE",
+        58 => "SASL_AUTHENTICATION_FAILED",
         22 => "ILLEGAL_GENERATION",
         25 => "UNKNOWN_MEMBER_ID",
         26 => "INVALID_SESSION_TIMEOUT",
@@ -234,6 +237,13 @@ pub fn read_response(
     let mut size = [0u8; 4];
     read_exact(stream, &mut size)?;
     let n = i32::from_be_bytes(size);
+    // A TLS record (an alert, 0x15, or a handshake, 0x16, of TLS 1.x): a TLS listener.
+    if matches!(size, [0x15 | 0x16, 3, 0..=4, _]) {
+        return Err(
+            "it answered in TLS: this is a TLS listener (SSL or SASL_SSL); give [pubsub.tls]"
+                .into(),
+        );
+    }
     if !(4..=MAX_FRAME as i32).contains(&n) {
         return Err(format!(
             "this is not a kafka server (its answer began with {:?}); check pubsub.broker and pubsub.address",
@@ -252,7 +262,7 @@ pub fn read_response(
 fn read_exact(stream: &mut (impl Read + Write), buf: &mut [u8]) -> Result<(), String> {
     stream.read_exact(buf).map_err(|e| match e.kind() {
         std::io::ErrorKind::UnexpectedEof => {
-            "it closed the connection; is this a kafka server? check pubsub.broker and pubsub.address".to_string()
+            "it closed the connection; is this a kafka server? check pubsub.broker and pubsub.address (a SASL listener closes a connection that has not logged in: then give [pubsub.auth])".to_string()
         }
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
             "no answer within 3 s; is this a kafka server? check pubsub.broker and pubsub.address".to_string()

@@ -391,6 +391,7 @@ mod tests {
             user: Some("u".into()),
             password: Some(msgbench_model::broker_auth::Secret::new("p\"w\\".into())),
             token: None,
+            mechanism: None,
         };
         let mut l = Vec::new();
         connect("p0", false, Some(&auth), &mut l);

@@ -35,7 +35,7 @@ pub fn join(
     let fail = |problem: String| run.error(problem);
     let mut joining = Vec::new();
     for _ in 0..consumers {
-        let s = run.connect(config.receive_buffer)?;
+        let s = super::connect(run, config.receive_buffer)?;
         joining.push(Joining::new(s));
     }
     find_coordinator(run, &mut joining[0].stream, group)?;
@@ -342,7 +342,7 @@ pub fn leave(
     let Some((first, _)) = members.first() else {
         return Ok(());
     };
-    let mut stream = run.connect(0).map_err(|e| e.to_string())?;
+    let mut stream = super::connect(run, 0).map_err(|e| e.to_string())?;
     for (k, (member, positions)) in members.iter().enumerate() {
         let mut out = Vec::new();
         let correlation = 10 + k as i32;

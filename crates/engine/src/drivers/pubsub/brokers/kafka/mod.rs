@@ -4,6 +4,7 @@
 //! consumer group ([`group`]); at the end each group's positions are committed and the group
 //! left. Kafka keeps every message: one that had not come is on its way, never lost.
 pub mod group;
+pub mod sasl;
 
 use crate::clock::now_ns;
 use crate::drivers::pubsub::client::{BrokerClient, Ended, Framing, OpenedPublisher};
@@ -19,6 +20,16 @@ use std::time::Duration;
 
 /// Apache Kafka.
 pub struct Kafka;
+
+/// A connection to the broker, TLS started, logged in when the scenario gives credentials
+/// (SASL, before any other request).
+pub fn connect(run: &Opening<'_>, receive_buffer: u32) -> Result<OpeningStream, EngineError> {
+    let mut stream = run.connect(receive_buffer)?;
+    if let Some(credentials) = &run.config.auth {
+        sasl::log_in(&mut stream, credentials).map_err(|e| run.error(e))?;
+    }
+    Ok(stream)
+}
 
 impl BrokerProtocol for Kafka {
     fn name(&self) -> &'static str {
@@ -85,7 +96,7 @@ impl BrokerClient for Kafka {
         let ppt = config.publishers_per_topic;
         let partitions = publisher_partitions(config.partitions, index % ppt, ppt);
         Ok(OpenedPublisher {
-            stream: run.connect(0)?,
+            stream: connect(run, 0)?,
             leftover: Vec::new(),
             framing: Framing::Batches(kafka::Producer::new(topic, config.acks.wire(), partitions)),
         })
@@ -197,7 +208,7 @@ impl Pull for KafkaPull {
 /// one replica), and every partition has a leader, before any consumer asks for its end.
 fn prepare_topics(run: &Opening<'_>) -> Result<(), EngineError> {
     let config = run.config;
-    let mut stream = run.connect(0)?;
+    let mut stream = connect(run, 0)?;
     let fail = |problem: String| run.error(problem);
     let found = kafka::metadata(&mut stream, &config.topics).map_err(fail)?;
     let missing: Vec<&str> = found
