@@ -179,3 +179,76 @@ fn the_redis_system_logs_in_before_its_commands() {
         r.faults.errors
     );
 }
+
+/// A NATS user known by its NKey: the seed (from a file) signs the nonce of the server's INFO;
+/// a seed of another user is refused in the server's words, a broken seed before anything is
+/// sent, and the seed is in no file the run wrote.
+#[test]
+fn nats_takes_an_nkey_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    let seed = msgbench_engine::net::nkey::encode_seed(&[11u8; 32]);
+    let public = msgbench_engine::net::nkey::NKey::from_seed(&seed)
+        .unwrap()
+        .public()
+        .to_string();
+    let conf = dir.path().join("nats.conf");
+    std::fs::write(
+        &conf,
+        format!("authorization {{ users = [ {{ nkey: \"{public}\" }} ] }}\n"),
+    )
+    .unwrap();
+    let nats = BrokerProcess::nats(&["-c", conf.to_str().unwrap()]);
+    let file = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("{text}\n")).unwrap();
+        path.display().to_string()
+    };
+    let right = file("secret-user.nk", &seed);
+    let (outcome, out) = try_run(
+        &scenario("nats", nats.addr, &format!("nkey_seed_file = \"{right}\"")),
+        &[],
+    );
+    let r = &outcome.unwrap_or_else(|e| panic!("{e}")).results[0];
+    assert_subscriptions_accounted(r);
+    assert!(r.counters.delivered > 500, "{:?}", r.counters);
+    let written = walk(out.path());
+    assert!(!written.is_empty());
+    for (path, bytes) in written {
+        assert!(
+            !bytes.windows(seed.len()).any(|w| w == seed.as_bytes()),
+            "{path} holds the seed"
+        );
+    }
+    // Another user's seed: the server's refusal.
+    let other = file(
+        "secret-other.nk",
+        &msgbench_engine::net::nkey::encode_seed(&[12u8; 32]),
+    );
+    refused_with(
+        &scenario("nats", nats.addr, &format!("nkey_seed_file = \"{other}\"")),
+        "Authorization Violation",
+    );
+    // Not a seed at all: said before the login, without its text.
+    let broken = file("secret-broken.nk", &public);
+    refused_with(
+        &scenario("nats", nats.addr, &format!("nkey_seed_file = \"{broken}\"")),
+        "the NKey seed decodes to",
+    );
+}
+
+/// Every file under `dir`, with its bytes.
+fn walk(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files.push((path.display().to_string(), std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    files
+}

@@ -405,3 +405,95 @@ fn an_opening_that_trickles_ends_at_its_deadline_and_ctrl_c_ends_any_opening() {
         assert!(e.contains("interrupted"), "{broker}: {e}");
     }
 }
+
+/// Three `nats-server`s joined by routes (a full mesh), each with its monitoring port: ready
+/// once every one has its two routes up.
+fn nats_cluster() -> (Vec<BrokerProcess>, Vec<u16>) {
+    let cluster: Vec<u16> = (0..3).map(|_| common::ports::free_port()).collect();
+    let monitor: Vec<u16> = (0..3).map(|_| common::ports::free_port()).collect();
+    let servers: Vec<BrokerProcess> = (0..3)
+        .map(|i| {
+            let routes: Vec<String> = (0..3)
+                .filter(|&j| j != i)
+                .map(|j| format!("nats://127.0.0.1:{}", cluster[j]))
+                .collect();
+            BrokerProcess::nats(&[
+                "--cluster_name",
+                "msgbench",
+                "--cluster",
+                &format!("nats://127.0.0.1:{}", cluster[i]),
+                "--routes",
+                &routes.join(","),
+                "-m",
+                &monitor[i].to_string(),
+            ])
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    for &port in &monitor {
+        while !routes_up(port) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the routes of the server monitored on {port} did not come up"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+    (servers, monitor)
+}
+
+/// The server monitored on `port` has its routes to the two others (one connection each, or
+/// a pool of them from nats-server 2.10).
+fn routes_up(port: u16) -> bool {
+    routez(port).is_some_and(|r| r["num_routes"].as_u64().unwrap_or(0) >= 2)
+}
+
+/// Messages the server monitored on `port` has sent over its routes.
+fn routed_out(port: u16) -> u64 {
+    let routez = routez(port).expect("its monitoring answers");
+    let routes = routez["routes"].as_array().cloned().unwrap_or_default();
+    routes
+        .iter()
+        .map(|r| r["out_msgs"].as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// `/routez` of the server monitored on `port`, when it answers.
+fn routez(port: u16) -> Option<serde_json::Value> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+        .ok()?;
+    s.write_all(b"GET /routez HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .ok()?;
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    let body = text.split_once("\r\n\r\n")?.1;
+    serde_json::from_str(body).ok()
+}
+
+/// Publishers on one server of a NATS cluster, subscribers on another: every message crosses
+/// the route and is accounted for, and its latency includes the hop.
+#[test]
+fn a_nats_cluster_carries_every_message_across_its_route() {
+    let (servers, monitor) = nats_cluster();
+    let extra = format!(
+        "subscriber_address = \"{}\"\nsubscriptions_per_topic = 2\nconsumers_per_subscription = 2",
+        servers[1].addr
+    );
+    let r = run_ok(&scenario("nats", servers[0].addr, &extra));
+    assert_subscriptions_accounted(&r);
+    for s in &r.streams {
+        let c = s.counters;
+        assert!(c.sent > 3_000, "{}: {c:?}", s.name);
+        assert_eq!(c.delivered, c.sent, "{}: {c:?}", s.name);
+    }
+    // They crossed the route: server 0 sent at least every message once over it.
+    let routed = routed_out(monitor[0]);
+    assert!(routed >= r.streams[0].counters.sent, "{routed} routed");
+    // The route is there: publishing to server 0 with subscribers on server 2 works the same.
+    let extra = format!("subscriber_address = \"{}\"", servers[2].addr);
+    let r = run_ok(&scenario("nats", servers[0].addr, &extra));
+    assert_subscriptions_accounted(&r);
+    assert_eq!(r.counters.delivered, r.counters.sent, "{:?}", r.counters);
+}

@@ -27,6 +27,15 @@ pub struct AuthSpec {
     /// The file holding a NATS token (its first line).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token_file: Option<String>,
+    /// The environment variable holding a NATS user's NKey seed (`SU…`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nkey_seed_env: Option<String>,
+    /// The file holding a NATS user's NKey seed (its first line), as `nk -gen user` writes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nkey_seed_file: Option<String>,
+    /// A NATS `.creds` file (the user's JWT and NKey seed, as `nsc` writes it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub creds_file: Option<String>,
     /// Kafka's SASL mechanism: `"SCRAM-SHA-256"`, `"SCRAM-SHA-512"` or `"PLAIN"` (one of the
     /// listener's `sasl.enabled.mechanisms`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -65,7 +74,7 @@ impl std::fmt::Debug for Secret {
 }
 
 /// Validated credentials.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Credentials {
     /// The user, if any.
     pub user: Option<String>,
@@ -73,6 +82,10 @@ pub struct Credentials {
     pub password: Option<Secret>,
     /// A NATS token, if any.
     pub token: Option<Secret>,
+    /// A NATS user's NKey seed, if any.
+    pub nkey_seed: Option<Secret>,
+    /// A NATS `.creds` file's text (a JWT and a seed), if any.
+    pub creds: Option<Secret>,
     /// Kafka's SASL mechanism, if any.
     pub mechanism: Option<SaslMechanism>,
 }
@@ -178,10 +191,21 @@ impl AuthSpec {
                     })?,
             ),
         };
+        let nkey_seed = secret(
+            (&key("nkey_seed_env"), &self.nkey_seed_env),
+            (&key("nkey_seed_file"), &self.nkey_seed_file),
+            invalid,
+        )?;
+        let creds = match &self.creds_file {
+            Some(path) => Some(creds_file(&key("creds_file"), path, invalid)?),
+            None => None,
+        };
         let c = Credentials {
             user: self.user.clone(),
             password,
             token,
+            nkey_seed,
+            creds,
             mechanism,
         };
         check_for(section, broker, &c, invalid)?;
@@ -205,6 +229,22 @@ fn check_for(
             "gives a SASL mechanism to a broker other than Kafka",
             "take `mechanism` out: only Kafka's login has one",
         );
+    }
+    let signed = c.nkey_seed.is_some() as u8 + c.creds.is_some() as u8;
+    if signed > 0 {
+        return match broker {
+            Broker::Nats | Broker::Jetstream if signed == 1 && !(user || password || token) => {
+                Ok(())
+            }
+            Broker::Nats | Broker::Jetstream => refuse(
+                "gives an NKey seed or a creds file with other credentials",
+                "NATS takes one login: an NKey seed (nkey_seed_file or nkey_seed_env), a creds file, a token, or a user with a password",
+            ),
+            _ => refuse(
+                "gives an NKey seed or a creds file to a broker other than NATS",
+                "NKeys and .creds files are NATS's: take them out",
+            ),
+        };
     }
     match broker {
         Broker::Nats | Broker::Jetstream => match (user, password, token) {
@@ -252,6 +292,29 @@ fn check_for(
             (true, Some(_)) => Ok(()),
         },
     }
+}
+
+/// Longest `.creds` file read (`nsc` writes about 1.5 KB).
+const MAX_CREDS: u64 = 64 * 1024;
+
+/// The text of the `.creds` file at `path`, read now (bounded).
+fn creds_file(key: &str, path: &str, invalid: &Invalid) -> Result<Secret, ScenarioError> {
+    let unreadable = |why: String| {
+        invalid(
+            key,
+            format!("names {path}, which {why}"),
+            "name the .creds file nsc wrote for the user (paths are from where msgbench runs)",
+        )
+    };
+    let size = std::fs::metadata(path)
+        .map_err(|e| unreadable(format!("cannot be read ({e})")))?
+        .len();
+    if size > MAX_CREDS {
+        return Err(unreadable(format!("is {size} bytes, over 64 KiB")));
+    }
+    let text =
+        std::fs::read_to_string(path).map_err(|e| unreadable(format!("cannot be read ({e})")))?;
+    Ok(Secret(text))
 }
 
 /// The secret named by an environment variable or a file (one of them), read now.
@@ -325,8 +388,7 @@ mod tests {
         let c = Credentials {
             user: Some("u".into()),
             password: Some(s),
-            token: None,
-            mechanism: None,
+            ..Credentials::default()
         };
         assert!(!format!("{c:?}").contains("hunter2"));
     }

@@ -55,6 +55,12 @@ pub struct PubsubSpec {
     /// broker's entry, when there is one, is used instead of `address`.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub addresses: BTreeMap<String, String>,
+    /// `host:port` the subscriptions' connections go to, when not `address`: another server of
+    /// the broker's cluster (NATS routes, a JetStream or Redis cluster), so every message
+    /// crosses the route between them and its latency shows what the route costs. Not for
+    /// Kafka or Redis Streams, whose consumers read where the data lives.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subscriber_address: Option<String>,
     /// Number of topics (NATS subjects, Redis channels): `<topic_prefix>.<n>`.
     pub topics: u32,
     /// Names of the topics start with it; letters, digits, `-` and `_` only.
@@ -131,6 +137,62 @@ pub struct KafkaOptions {
     /// See `pubsub.partitions`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partitions: Option<u32>,
+    /// How each published batch is compressed, as a producer's `compression.type`: `"none"`
+    /// (the default), `"gzip"`, `"snappy"`, `"lz4"` or `"zstd"`. Compressed batches of any
+    /// producer are read whatever this says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compression: Option<Compression>,
+}
+
+/// A Kafka record batch's compression (its attributes' low three bits).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    /// Uncompressed.
+    #[default]
+    None,
+    /// gzip (DEFLATE).
+    Gzip,
+    /// Snappy, in the xerial framing Kafka's producers write.
+    Snappy,
+    /// LZ4, in LZ4's frame format.
+    Lz4,
+    /// Zstandard.
+    Zstd,
+}
+
+impl Compression {
+    /// Every codec, in Kafka's order (its attribute value).
+    pub const ALL: [Compression; 5] = [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ];
+
+    /// Its name, as `compression.type` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+            Compression::Snappy => "snappy",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        }
+    }
+
+    /// Its value in a record batch's attributes.
+    pub fn attribute(self) -> i16 {
+        self as i16
+    }
+
+    /// The codec of a batch's attributes (`None`: a value Kafka does not define).
+    pub fn of_attributes(attributes: i16) -> Option<Compression> {
+        Compression::ALL.get((attributes & 0x07) as usize).copied()
+    }
 }
 
 /// `[pubsub.mqtt]`: MQTT's own settings (`mqtt` and `mqtt5`; `qos` read also as `pubsub.qos`).
@@ -162,6 +224,7 @@ impl Default for PubsubSpec {
             stream_max_messages: DEFAULT_STREAM_MAX_MESSAGES,
             address: Broker::Nats.default_address(),
             addresses: BTreeMap::new(),
+            subscriber_address: None,
             topics: 1,
             topic_prefix: "msgbench".into(),
             publishers_per_topic: 1,
@@ -278,10 +341,14 @@ pub struct PubsubConfig {
     pub acks: Acks,
     /// Kafka's partitions per topic (1 elsewhere).
     pub partitions: u32,
+    /// Kafka: how published batches are compressed.
+    pub compression: Compression,
     /// Redis Streams and JetStream: messages a topic's stream keeps.
     pub stream_max_messages: u64,
     /// Its `host:port`.
     pub address: String,
+    /// Where the subscriptions' connections go (`None`: `address`).
+    pub subscriber_address: Option<String>,
     /// Topic names, by index.
     pub topics: Vec<String>,
     /// Publishers per topic.
@@ -505,8 +572,10 @@ impl PubsubSpec {
             qos: self.qos,
             acks: self.acks,
             partitions: self.partitions,
+            compression: self.kafka.compression.unwrap_or_default(),
             stream_max_messages: self.stream_max_messages,
             address: address.to_string(),
+            subscriber_address: self.checked_subscriber_address(invalid)?,
             topics: (0..self.topics)
                 .map(|t| format!("{}.{t}", self.topic_prefix))
                 .collect(),
@@ -554,6 +623,25 @@ impl PubsubSpec {
         };
         check_address(&field, address, invalid)?;
         Ok(address)
+    }
+
+    /// `subscriber_address`: an address, for a broker whose subscriptions may read elsewhere.
+    fn checked_subscriber_address(
+        &self,
+        invalid: &Invalid,
+    ) -> Result<Option<String>, ScenarioError> {
+        let Some(address) = &self.subscriber_address else {
+            return Ok(None);
+        };
+        if matches!(self.broker, Broker::Kafka | Broker::RedisStreams) {
+            return Err(invalid(
+                "pubsub.subscriber_address",
+                format!("is given with broker = \"{}\"", self.broker.name()),
+                "its consumers read where the data lives (a partition's leader, the stream's node): take subscriber_address out",
+            ));
+        }
+        check_address("pubsub.subscriber_address", address, invalid)?;
+        Ok(Some(address.clone()))
     }
 
     /// Every count at least 1, the connections within [`MAX_CONNECTIONS`], the topic prefix a
@@ -755,6 +843,13 @@ impl PubsubSpec {
                     self.broker.name()
                 ),
                 "partitions are Kafka's: set it to 1, or use broker = \"kafka\"",
+            ));
+        }
+        if self.kafka.compression.is_some() {
+            return Err(invalid(
+                "pubsub.kafka.compression",
+                format!("is given with broker = \"{}\"", self.broker.name()),
+                "compression is Kafka's batches': remove it, or use broker = \"kafka\"",
             ));
         }
         if self.acks != Acks::Leader {

@@ -8,6 +8,7 @@ pub mod http;
 pub mod http_fill;
 pub mod json_path;
 pub mod json_rpc;
+pub mod nkey;
 pub mod proto_wire;
 pub mod resp;
 pub mod scram;

@@ -9,6 +9,9 @@ use std::num::NonZeroU32;
 /// Most PBKDF2 iterations a server may ask for: Kafka's default is 4 096, its largest 16 384;
 /// a hostile server asking for 2³¹ would hold the opening for minutes.
 pub const MAX_ITERATIONS: u32 = 1_000_000;
+/// Fewest: RFC 7677's and Kafka's minimum. A server asking for fewer (a fake one, without
+/// TLS) would get a proof cheap to turn back into the password.
+pub const MIN_ITERATIONS: u32 = 4096;
 
 /// SCRAM's hash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,9 +109,9 @@ impl Scram {
             return Err("the server's SCRAM nonce does not extend msgbench's".into());
         }
         let iterations = NonZeroU32::new(iterations)
-            .filter(|i| i.get() <= MAX_ITERATIONS)
+            .filter(|i| (MIN_ITERATIONS..=MAX_ITERATIONS).contains(&i.get()))
             .ok_or_else(|| {
-                format!("the server asks for {iterations} PBKDF2 iterations (1 to {MAX_ITERATIONS} are done)")
+                format!("the server asks for {iterations} PBKDF2 iterations ({MIN_ITERATIONS} to {MAX_ITERATIONS} are done: fewer would expose the password)")
             })?;
         let (kdf, mac, h) = self.hash.algorithms();
         let mut salted = vec![0u8; h.output_len()];
@@ -197,5 +200,9 @@ mod tests {
             .unwrap_err()
             .contains("invalid-proof"));
         assert!(s.answer(b"garbage").unwrap_err().contains("lacks"));
+        assert!(s
+            .answer(b"r=abc123,s=AAAA,i=1")
+            .unwrap_err()
+            .contains("expose"));
     }
 }

@@ -124,6 +124,12 @@ fn info(config: &PubsubConfig, acks: u64) -> Vec<String> {
                     "the broker answers no publish".to_string()
                 }
             ));
+            if config.compression != msgbench_model::pubsub::Compression::None {
+                info.push(format!(
+                    "each batch's records compressed with {} (as a producer's compression.type), on the publisher's thread: the compression's time is in the latency, as a producer's is",
+                    config.compression.name()
+                ));
+            }
             if config.partitions > 1 {
                 info.push(format!(
                     "{} partitions per topic: Kafka orders messages within a partition only, so a subscription's messages are counted (none missing, none twice) rather than checked in sequence; a publisher fills its partitions in turn, one request's batch each",

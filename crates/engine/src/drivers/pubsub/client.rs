@@ -4,7 +4,7 @@
 //! ([`BrokerProtocol`]) and says what it left behind at the end. The run
 //! ([`super::drive`]) and its threads never name a broker.
 use super::consumer::Consumer;
-use super::opening::{open, Opening};
+use super::opening::{open, open_consumer, Opening};
 use super::protocol::{BrokerProtocol, PublishFrame};
 use super::stream::OpeningStream;
 use super::wire::kafka;
@@ -127,7 +127,7 @@ pub fn open_subscribed(
     let mut consumers = Vec::new();
     for (k, sid) in sids.enumerate() {
         let name = consumer_name(sub, k);
-        let (stream, leftover) = open(run, protocol, &name, Some((subject, group, sid)))?;
+        let (stream, leftover) = open_consumer(run, protocol, &name, (subject, group, sid))?;
         consumers.push(Consumer::new(stream, &leftover, size).map_err(EngineError::Io)?);
     }
     Ok(consumers)

@@ -74,9 +74,14 @@ pub fn drive(
     let watchdog = Watchdog::start(ctx.stop.clone(), config.open_timeout);
     let mut broker = brokers::client(config.broker);
     let tls = tls_opening(config, broker.as_ref())?;
+    let subscriber_address = match &config.subscriber_address {
+        Some(written) => crate::harness::sut::resolve(written)?,
+        None => address,
+    };
     let run = Opening {
         config,
         address,
+        subscriber_address,
         mark: rand::random(),
         watchdog: &watchdog,
         tls: tls.as_ref(),

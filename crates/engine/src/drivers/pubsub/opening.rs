@@ -3,7 +3,7 @@
 //! broker and its address (and, when nothing listens, how to start one).
 use super::consumer::broken;
 use super::message::RunMark;
-use super::protocol::{BrokerProtocol, Incoming};
+use super::protocol::{BrokerProtocol, Hello, Incoming};
 use super::stream::{OpeningStream, TlsOpening};
 use super::watchdog::Watchdog;
 use crate::error::EngineError;
@@ -50,6 +50,8 @@ pub struct Opening<'a> {
     pub config: &'a PubsubConfig,
     /// The broker's address.
     pub address: SocketAddr,
+    /// Where subscriptions' connections go (`pubsub.subscriber_address`, else `address`).
+    pub subscriber_address: SocketAddr,
     /// This run's mark on every message.
     pub mark: RunMark,
     /// Shuts the opening's connections down when it makes no progress or Ctrl-C comes.
@@ -73,7 +75,27 @@ impl Opening<'_> {
     /// A connection to the broker, its reads bounded by the opening's timeout, watched by the
     /// opening's watchdog; its TLS started, unless the broker greets first in plaintext.
     pub fn connect(&self, receive_buffer: u32) -> Result<OpeningStream, EngineError> {
-        let tcp = connect_for_opening(self.config, self.address, receive_buffer)?;
+        self.connect_to(self.address, &self.config.address, receive_buffer)
+    }
+
+    /// [`Opening::connect`] for a subscription's connection: to the subscriber address.
+    pub fn connect_subscriber(&self, receive_buffer: u32) -> Result<OpeningStream, EngineError> {
+        let written = self
+            .config
+            .subscriber_address
+            .as_deref()
+            .unwrap_or(&self.config.address);
+        self.connect_to(self.subscriber_address, written, receive_buffer)
+    }
+
+    /// [`Opening::connect`] to `address` (`written` as the scenario gives it).
+    fn connect_to(
+        &self,
+        address: SocketAddr,
+        written: &str,
+        receive_buffer: u32,
+    ) -> Result<OpeningStream, EngineError> {
+        let tcp = connect_for_opening(self.config, (address, written), receive_buffer)?;
         self.watchdog.watch(&tcp);
         let stream = OpeningStream::Plain(tcp);
         match self.tls {
@@ -107,13 +129,36 @@ fn connect(address: SocketAddr, receive_buffer: u32) -> std::io::Result<TcpStrea
     Ok(socket.into())
 }
 
-/// Opens one connection: connect, the broker's hello, and (for a consumer) the subscription,
-/// each answered before it returns. Returns the stream and any bytes read past the answers.
+/// Opens one connection to the broker's address (a publisher's, or one of the broker's own
+/// requests), as [`open_at`] does.
 pub fn open(
     run: &Opening<'_>,
     protocol: &dyn BrokerProtocol,
     name: &str,
     subscription: Option<(&str, Option<&str>, u64)>,
+) -> Result<(OpeningStream, Vec<u8>), EngineError> {
+    open_at(run, protocol, name, subscription, false)
+}
+
+/// Opens one consumer of a subscription, at the subscriber address
+/// (`pubsub.subscriber_address`, else the broker's), as [`open_at`] does.
+pub fn open_consumer(
+    run: &Opening<'_>,
+    protocol: &dyn BrokerProtocol,
+    name: &str,
+    subscription: (&str, Option<&str>, u64),
+) -> Result<(OpeningStream, Vec<u8>), EngineError> {
+    open_at(run, protocol, name, Some(subscription), true)
+}
+
+/// Opens one connection: connect, the broker's hello, and (for a consumer) the subscription,
+/// each answered before it returns. Returns the stream and any bytes read past the answers.
+fn open_at(
+    run: &Opening<'_>,
+    protocol: &dyn BrokerProtocol,
+    name: &str,
+    subscription: Option<(&str, Option<&str>, u64)>,
+    consumer: bool,
 ) -> Result<(OpeningStream, Vec<u8>), EngineError> {
     let config = run.config;
     let broker_error = |problem: String| broker_error(config, problem);
@@ -121,7 +166,10 @@ pub fn open(
         Some(_) => config.receive_buffer,
         None => 0,
     };
-    let mut stream = run.connect(receive_buffer)?;
+    let mut stream = match consumer {
+        true => run.connect_subscriber(receive_buffer)?,
+        false => run.connect(receive_buffer)?,
+    };
     let mut input = Vec::new();
     let mut at = 0;
     // A broker that speaks first (NATS's INFO) is heard before anything is sent: a broker
@@ -130,17 +178,13 @@ pub fn open(
         at = read_greeting(run, protocol, &mut stream, &mut input)?;
         stream = run.start_tls(stream)?;
     }
-    let mut out = Vec::new();
-    protocol.hello(name, config.auth.as_ref(), &mut out);
-    let mut expected = 1;
+    let hello = Hello {
+        name,
+        auth: config.auth.as_ref(),
+        greeting: &input[..at],
+    };
+    let mut expected = send_hello(config, protocol, &hello, subscription, &mut stream)?;
     let hello_answered = |expected: i32| subscription.is_some() && expected == 1;
-    if let Some((topic, group, sid)) = subscription {
-        protocol.subscribe(topic, group, sid, config.qos, &mut out);
-        expected += 1;
-    }
-    stream
-        .write_all(&out)
-        .map_err(|e| broker_error(format!("writing the opening failed ({e})")))?;
     while expected > 0 {
         match protocol.decode(&input[at..]) {
             Ok(Some((incoming, used))) => {
@@ -207,6 +251,30 @@ fn check_greeting(
         ));
     }
     Ok(())
+}
+
+/// Writes a connection's hello and (for a consumer) its subscription: the answers the broker
+/// owes for them.
+fn send_hello(
+    config: &PubsubConfig,
+    protocol: &dyn BrokerProtocol,
+    hello: &Hello<'_>,
+    subscription: Option<(&str, Option<&str>, u64)>,
+    stream: &mut OpeningStream,
+) -> Result<i32, EngineError> {
+    let mut out = Vec::new();
+    protocol
+        .hello(hello, &mut out)
+        .map_err(|e| broker_error(config, format!("its login cannot be made: {e}")))?;
+    let mut expected = 1;
+    if let Some((topic, group, sid)) = subscription {
+        protocol.subscribe(topic, group, sid, config.qos, &mut out);
+        expected += 1;
+    }
+    stream
+        .write_all(&out)
+        .map_err(|e| broker_error(config, format!("writing the opening failed ({e})")))?;
+    Ok(expected)
 }
 
 /// Reads the broker's plaintext greeting (NATS's `INFO`), before anything is sent and before
@@ -337,11 +405,11 @@ pub fn broker_error(config: &PubsubConfig, problem: String) -> EngineError {
 /// says how to start the broker.
 pub fn connect_for_opening(
     config: &PubsubConfig,
-    address: SocketAddr,
+    (address, written): (SocketAddr, &str),
     receive_buffer: u32,
 ) -> Result<TcpStream, EngineError> {
     let stream = connect(address, receive_buffer).map_err(|source| EngineError::Connect {
-        address: config.address.clone(),
+        address: written.to_string(),
         source,
         hint: config.broker.hint().into(),
     })?;

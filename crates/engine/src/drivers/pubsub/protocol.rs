@@ -12,6 +12,17 @@ pub enum AckId<'a> {
     Subject(&'a [u8]),
 }
 
+/// What a connection's hello is made of.
+pub struct Hello<'a> {
+    /// The connection's name (`p0`, `t0-s1-c0`).
+    pub name: &'a str,
+    /// The scenario's credentials, sent as the broker takes them (`[pubsub.auth]`).
+    pub auth: Option<&'a Credentials>,
+    /// What the broker said first (NATS's `INFO`, with the nonce an NKey signs); empty for a
+    /// broker that does not speak first.
+    pub greeting: &'a [u8],
+}
+
 /// One thing a broker sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Incoming<'a> {
@@ -43,9 +54,9 @@ pub trait BrokerProtocol: Sync {
     fn name(&self) -> &'static str;
 
     /// What a connection sends first; the broker answers it with one [`Incoming::Reply`]
-    /// (NATS: `CONNECT` + `PING` → `PONG`; Redis: `PING` → `+PONG`).
-    /// `auth`: the scenario's credentials, sent as the broker takes them (`[pubsub.auth]`).
-    fn hello(&self, name: &str, auth: Option<&Credentials>, out: &mut Vec<u8>);
+    /// (NATS: `CONNECT` + `PING` → `PONG`; Redis: `PING` → `+PONG`). An error for credentials
+    /// it cannot use (an NKey seed that is not one, a server that gave no nonce to sign).
+    fn hello(&self, hello: &Hello<'_>, out: &mut Vec<u8>) -> Result<(), String>;
 
     /// What the broker sends before it is spoken to (NATS's `INFO`): the opening checks it
     /// came, to tell a broker of another kind at the address.

@@ -9,7 +9,7 @@ use crate::drivers::pubsub::client::{
 };
 use crate::drivers::pubsub::consumer::Consumer;
 use crate::drivers::pubsub::opening::{broker_error, open, read_more, Opening, OPEN_TIMEOUT};
-use crate::drivers::pubsub::protocol::{AckId, BrokerProtocol, Incoming, PublishFrame};
+use crate::drivers::pubsub::protocol::{AckId, BrokerProtocol, Hello, Incoming, PublishFrame};
 use crate::drivers::pubsub::stream::OpeningStream;
 use crate::drivers::pubsub::wire::{jetstream, nats as nats_wire};
 use crate::error::EngineError;
@@ -27,14 +27,9 @@ impl BrokerProtocol for Jetstream {
         "jetstream"
     }
 
-    fn hello(
-        &self,
-        name: &str,
-        auth: Option<&msgbench_model::broker_auth::Credentials>,
-        out: &mut Vec<u8>,
-    ) {
+    fn hello(&self, hello: &Hello<'_>, out: &mut Vec<u8>) -> Result<(), String> {
         // Headers on: JetStream's refusals of a publish nobody stores are 503 statuses.
-        nats_wire::connect(name, true, auth, out);
+        nats_wire::connect(hello, true, out)
     }
 
     fn greeting(&self) -> Option<&'static [u8]> {

@@ -2,7 +2,7 @@
 //! publish answered by a PUBACK and each delivery acknowledged with one), shared subscriptions
 //! as `$share/` filters.
 use crate::drivers::pubsub::client::BrokerClient;
-use crate::drivers::pubsub::protocol::{AckId, BrokerProtocol, Incoming, PublishFrame};
+use crate::drivers::pubsub::protocol::{AckId, BrokerProtocol, Hello, Incoming, PublishFrame};
 use crate::drivers::pubsub::wire::mqtt;
 use msgbench_model::pubsub::PubsubConfig;
 
@@ -21,20 +21,16 @@ impl BrokerProtocol for Mqtt {
         }
     }
 
-    fn hello(
-        &self,
-        name: &str,
-        auth: Option<&msgbench_model::broker_auth::Credentials>,
-        out: &mut Vec<u8>,
-    ) {
+    fn hello(&self, hello: &Hello<'_>, out: &mut Vec<u8>) -> Result<(), String> {
         // Client ids are unique per broker: two runs (or two processes) must not take over
         // each other's connections.
-        let id = format!("msgbench-{}-{name}", std::process::id());
-        let login = auth.and_then(|a| {
+        let id = format!("msgbench-{}-{}", std::process::id(), hello.name);
+        let login = hello.auth.and_then(|a| {
             let user = a.user.as_deref()?;
             Some((user, a.password.as_ref().map(|p| p.expose())))
         });
         mqtt::connect(&id, self.v5, login, out);
+        Ok(())
     }
 
     fn subscribe(&self, topic: &str, group: Option<&str>, sid: u64, qos: u8, out: &mut Vec<u8>) {

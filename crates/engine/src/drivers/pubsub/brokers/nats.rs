@@ -1,9 +1,8 @@
 //! NATS core: `PUB` and `SUB` ([`wire::nats`]), shared subscriptions as queue groups; at most
 //! once, nothing answered. JetStream ([`super::jetstream`]) speaks the same protocol.
 use crate::drivers::pubsub::client::BrokerClient;
-use crate::drivers::pubsub::protocol::{AckId, BrokerProtocol, Incoming, PublishFrame};
+use crate::drivers::pubsub::protocol::{AckId, BrokerProtocol, Hello, Incoming, PublishFrame};
 use crate::drivers::pubsub::wire::nats;
-use msgbench_model::broker_auth::Credentials;
 use msgbench_model::pubsub::PubsubConfig;
 
 /// NATS core.
@@ -14,8 +13,8 @@ impl BrokerProtocol for Nats {
         "nats"
     }
 
-    fn hello(&self, name: &str, auth: Option<&Credentials>, out: &mut Vec<u8>) {
-        nats::connect(name, false, auth, out);
+    fn hello(&self, hello: &Hello<'_>, out: &mut Vec<u8>) -> Result<(), String> {
+        nats::connect(hello, false, out)
     }
 
     fn greeting(&self) -> Option<&'static [u8]> {

@@ -2,7 +2,7 @@
 //! messages as RESP `message` arrays ([`crate::net::resp`]); at most once, no shared
 //! subscriptions.
 use crate::drivers::pubsub::client::BrokerClient;
-use crate::drivers::pubsub::protocol::{BrokerProtocol, Incoming, PublishFrame};
+use crate::drivers::pubsub::protocol::{BrokerProtocol, Hello, Incoming, PublishFrame};
 use crate::net::resp;
 use msgbench_model::broker_auth::Credentials;
 use msgbench_model::pubsub::PubsubConfig;
@@ -34,8 +34,9 @@ impl BrokerProtocol for Redis {
         "redis"
     }
 
-    fn hello(&self, _name: &str, auth: Option<&Credentials>, out: &mut Vec<u8>) {
-        hello(auth, out);
+    fn hello(&self, h: &Hello<'_>, out: &mut Vec<u8>) -> Result<(), String> {
+        hello(h.auth, out);
+        Ok(())
     }
 
     fn subscribe(&self, topic: &str, _group: Option<&str>, _sid: u64, _qos: u8, out: &mut Vec<u8>) {

@@ -7,12 +7,11 @@ use super::redis::hello;
 use crate::drivers::pubsub::client::{consumer_name, BrokerClient};
 use crate::drivers::pubsub::consumer::{turn_bytes, Consumer, Pull};
 use crate::drivers::pubsub::opening::{broker_error, open, read_more, Opening};
-use crate::drivers::pubsub::protocol::{BrokerProtocol, Incoming, PublishFrame};
+use crate::drivers::pubsub::protocol::{BrokerProtocol, Hello, Incoming, PublishFrame};
 use crate::drivers::pubsub::stream::OpeningStream;
 use crate::drivers::pubsub::wire::redis_streams;
 use crate::error::EngineError;
 use crate::net::resp;
-use msgbench_model::broker_auth::Credentials;
 use msgbench_model::pubsub::{PubsubConfig, Subscription};
 use std::io::Write;
 
@@ -24,8 +23,9 @@ impl BrokerProtocol for RedisStreams {
         "redis-streams"
     }
 
-    fn hello(&self, _name: &str, auth: Option<&Credentials>, out: &mut Vec<u8>) {
-        hello(auth, out);
+    fn hello(&self, h: &Hello<'_>, out: &mut Vec<u8>) -> Result<(), String> {
+        hello(h.auth, out);
+        Ok(())
     }
 
     /// A publisher's answers: XADD's id (a bulk string). A consumer's replies are read whole

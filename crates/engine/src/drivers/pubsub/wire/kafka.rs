@@ -10,7 +10,10 @@
 //! place from the fetch response, as it does for every other broker. Every request uses a
 //! version with the classic (non-flexible) encoding that Kafka 3 and 4 both accept: Produce
 //! v7, Fetch v10, ListOffsets v4, Metadata v7, CreateTopics v4; record batches are format v2
-//! (magic 2), uncompressed.
+//! (magic 2), compressed as the scenario says and read whatever their codec
+//! ([`super::kafka_codec`]).
+use super::kafka_codec;
+use msgbench_model::pubsub::Compression;
 use std::io::{Read, Write};
 
 /// Largest response accepted (a fetch asks for at most [`FETCH_MAX_BYTES`]; Kafka may exceed
@@ -422,6 +425,10 @@ pub struct Producer {
     turn: usize,
     correlation: i32,
     open: Option<OpenBatch>,
+    /// How each batch's records are compressed when sealed.
+    compression: Compression,
+    /// The records of the batch being compressed (kept: one allocation per publisher).
+    scratch: Vec<u8>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -434,8 +441,9 @@ struct OpenBatch {
 }
 
 impl Producer {
-    /// Produces to `partitions` of `topic` with `acks` (0, 1 or -1).
-    pub fn new(topic: &str, acks: i16, partitions: Vec<i32>) -> Producer {
+    /// Produces to `partitions` of `topic` with `acks` (0, 1 or -1), each batch compressed
+    /// with `compression`.
+    pub fn new(topic: &str, acks: i16, partitions: Vec<i32>, compression: Compression) -> Producer {
         assert!(!partitions.is_empty());
         Producer {
             topic: topic.to_string(),
@@ -444,6 +452,8 @@ impl Producer {
             turn: 0,
             correlation: 0,
             open: None,
+            compression,
+            scratch: Vec::new(),
         }
     }
 
@@ -529,12 +539,21 @@ impl Producer {
         }
     }
 
-    /// Closes the open request (its sizes, record count and CRC written); returns its record
-    /// count (0: none was open).
-    pub fn seal(&mut self, out: &mut [u8]) -> u32 {
+    /// Closes the open request (its records compressed, its sizes, record count and CRC
+    /// written); returns its record count (0: none was open).
+    pub fn seal(&mut self, out: &mut Vec<u8>) -> u32 {
         let Some(b) = self.open.take() else {
             return 0;
         };
+        if self.compression != Compression::None {
+            let records = b.batch + BATCH_HEADER;
+            self.scratch.clear();
+            self.scratch.extend_from_slice(&out[records..]);
+            out.truncate(records);
+            kafka_codec::compress(self.compression, &self.scratch, out);
+            let attributes = self.compression.attribute();
+            out[b.batch + 21..b.batch + 23].copy_from_slice(&attributes.to_be_bytes());
+        }
         let batch_bytes = out.len() - b.batch;
         out[b.batch - 4..b.batch].copy_from_slice(&(batch_bytes as i32).to_be_bytes());
         out[b.batch + 8..b.batch + 12].copy_from_slice(&((batch_bytes - 12) as i32).to_be_bytes());
@@ -716,37 +735,58 @@ fn read_batches(
         if end <= *next {
             continue;
         }
-        if attributes & 0x07 != 0 || attributes & 0x20 != 0 {
-            // Compressed (not msgbench's) or a transaction marker.
+        let codec = Compression::of_attributes(attributes);
+        if attributes & 0x20 != 0 || codec.is_none() {
+            // A transaction marker, or a codec Kafka does not define.
             unread += u64::try_from(count).unwrap_or(0);
             *next = end;
             continue;
         }
-        let mut r = Reader::new(&batch[BATCH_HEADER..]);
-        for _ in 0..count.max(0) {
-            let len = r.varint()?;
-            let record = r.take(usize::try_from(len).map_err(|_| "a negative record length")?)?;
-            let mut f = Reader::new(record);
-            f.i8()?;
-            f.varint()?; // timestamp delta
-            let offset = base.checked_add(f.varint()?).ok_or(OFFSETS_OVERFLOW)?;
-            let key = f.varint()?;
-            if key > 0 {
-                f.take(key as usize)?;
+        let inflated;
+        let records = match codec {
+            Some(Compression::None) | None => &batch[BATCH_HEADER..],
+            Some(codec) => {
+                inflated = kafka_codec::decompress(codec, &batch[BATCH_HEADER..])?;
+                &inflated[..]
             }
-            let value = f.varint()?;
-            let value = if value > 0 {
-                f.take(value as usize)?
-            } else {
-                &[]
-            };
-            if offset >= *next {
-                on_value(value);
-            }
-        }
+        };
+        read_records(records, (base, count), *next, on_value)?;
         *next = end;
     }
     Ok(unread)
+}
+
+/// Hands each of the `count` records of a batch at offset `base` (uncompressed) whose offset is
+/// `next` or later to `on_value`.
+fn read_records(
+    records: &[u8],
+    (base, count): (i64, i32),
+    next: i64,
+    on_value: &mut impl FnMut(&[u8]),
+) -> Result<(), &'static str> {
+    let mut r = Reader::new(records);
+    for _ in 0..count.max(0) {
+        let len = r.varint()?;
+        let record = r.take(usize::try_from(len).map_err(|_| "a negative record length")?)?;
+        let mut f = Reader::new(record);
+        f.i8()?;
+        f.varint()?; // timestamp delta
+        let offset = base.checked_add(f.varint()?).ok_or(OFFSETS_OVERFLOW)?;
+        let key = f.varint()?;
+        if key > 0 {
+            f.take(key as usize)?;
+        }
+        let value = f.varint()?;
+        let value = if value > 0 {
+            f.take(value as usize)?
+        } else {
+            &[]
+        };
+        if offset >= next {
+            on_value(value);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -775,7 +815,12 @@ mod tests {
 
     /// The record batch of a sealed produce request (what the broker stores and serves).
     fn produced(values: &[&[u8]]) -> Vec<u8> {
-        let mut p = Producer::new("t", 1, vec![0]);
+        produced_with(values, Compression::None)
+    }
+
+    /// [`produced`], its records compressed with `codec`.
+    fn produced_with(values: &[&[u8]], codec: Compression) -> Vec<u8> {
+        let mut p = Producer::new("t", 1, vec![0], codec);
         let mut out = Vec::new();
         for v in values {
             p.put_record_prefix(v.len(), 1_700_000_000_000, &mut out);
@@ -810,6 +855,32 @@ mod tests {
         assert_eq!(unread, 0);
         assert_eq!(seen, [b"hello".to_vec(), vec![], vec![7u8; 300]]);
         assert_eq!(f.positions, [(0, 3)]);
+    }
+
+    #[test]
+    fn a_compressed_batch_of_each_codec_is_well_formed_and_reads_back() {
+        let values: Vec<Vec<u8>> = (0..50u8).map(|i| vec![i; 200]).collect();
+        let refs: Vec<&[u8]> = values.iter().map(|v| v.as_slice()).collect();
+        let plain = produced(&refs);
+        for codec in &Compression::ALL[1..] {
+            let batch = produced_with(&refs, *codec);
+            assert!(batch.len() < plain.len() / 2, "{codec:?}");
+            let attributes = i16::from_be_bytes([batch[21], batch[22]]);
+            assert_eq!(attributes, codec.attribute());
+            let crc = u32::from_be_bytes(batch[17..21].try_into().unwrap());
+            assert_eq!(crc, crc32c::crc32c(&batch[21..]), "{codec:?}");
+            let length = i32::from_be_bytes(batch[8..12].try_into().unwrap());
+            assert_eq!(length as usize, batch.len() - 12);
+            let mut f = Fetcher::new("t", vec![(0, 10)], FETCH_MAX_BYTES);
+            f.request(&mut Vec::new());
+            let mut seen = Vec::new();
+            let unread = f
+                .on_response(&fetch_response(&batch), 1, |v| seen.push(v.to_vec()))
+                .unwrap();
+            assert_eq!(unread, 0, "{codec:?}");
+            assert_eq!(seen, values[10..], "{codec:?}");
+            assert_eq!(f.positions, [(0, 50)]);
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! socket. Redis's RESP is shared with the `redis` system ([`crate::net::resp`]).
 pub mod jetstream;
 pub mod kafka;
+pub mod kafka_codec;
 pub mod kafka_group;
 pub mod mqtt;
 pub mod nats;

@@ -4,6 +4,8 @@
 //! its connections on a tokio runtime and copies each message into a `Bytes` and a `Message`
 //! (subject, headers) handed through a channel, where the driver needs the payload's first 24
 //! bytes read in place, in the same mio loop that owns the socket and the clock.
+use crate::drivers::pubsub::protocol::Hello;
+use crate::net::nkey;
 use msgbench_model::broker_auth::Credentials;
 
 /// Longest operation line accepted (`max_control_line` is 4 KiB by default).
@@ -201,24 +203,61 @@ fn trim_quotes(s: &[u8]) -> &[u8] {
 /// messages) and answers a request nobody listens to with a 503 status.
 /// `auth`: a user and password (`user`, `pass`) or a token (`auth_token`), written as JSON
 /// strings (escaped: a secret may hold any character but a line break).
-pub fn connect(name: &str, headers: bool, auth: Option<&Credentials>, out: &mut Vec<u8>) {
+pub fn connect(hello: &Hello<'_>, headers: bool, out: &mut Vec<u8>) -> Result<(), String> {
     let json = |s: &str| serde_json::to_string(s).expect("a string is JSON");
-    let mut login = String::new();
-    if let Some(a) = auth {
-        if let (Some(user), Some(pass)) = (&a.user, &a.password) {
-            login = format!(",\"user\":{},\"pass\":{}", json(user), json(pass.expose()));
-        } else if let Some(token) = &a.token {
-            login = format!(",\"auth_token\":{}", json(token.expose()));
-        }
-    }
+    let login = match hello.auth {
+        Some(a) => login(a, hello.greeting, &json)?,
+        None => String::new(),
+    };
     out.extend_from_slice(
         format!(
             "CONNECT {{\"verbose\":false,\"pedantic\":false,\"echo\":false,\"lang\":\"rust\",\"version\":\"{}\",\"name\":\"msgbench-{}\",\"protocol\":1,\"headers\":{headers},\"no_responders\":{headers}{login}}}\r\nPING\r\n",
             env!("CARGO_PKG_VERSION"),
-            name
+            hello.name
         )
         .as_bytes(),
     );
+    Ok(())
+}
+
+/// `CONNECT`'s login fields: a user and password, a token, or the signature of the `INFO`'s
+/// nonce by an NKey (with its public key, or with the user's JWT from a `.creds` file).
+fn login(a: &Credentials, info: &[u8], json: &dyn Fn(&str) -> String) -> Result<String, String> {
+    if let (Some(user), Some(pass)) = (&a.user, &a.password) {
+        return Ok(format!(
+            ",\"user\":{},\"pass\":{}",
+            json(user),
+            json(pass.expose())
+        ));
+    }
+    if let Some(token) = &a.token {
+        return Ok(format!(",\"auth_token\":{}", json(token.expose())));
+    }
+    let (seed, jwt) = match (&a.nkey_seed, &a.creds) {
+        (Some(seed), _) => (seed.expose().to_string(), None),
+        (None, Some(creds)) => {
+            let c = nkey::parse_creds(creds.expose()).map_err(|e| format!("the creds file {e}"))?;
+            (c.seed, Some(c.jwt))
+        }
+        (None, None) => return Ok(String::new()),
+    };
+    let key = nkey::NKey::from_seed(&seed).map_err(|e| format!("the NKey seed {e}"))?;
+    let nonce = nonce_of(info).ok_or(
+        "the server's INFO has no nonce to sign: it does not log users in by NKey or JWT (check its authorization, or give [pubsub.auth] a user and password or a token)",
+    )?;
+    let sig = key.sign(nonce.as_bytes());
+    Ok(match jwt {
+        Some(jwt) => format!(",\"jwt\":{},\"sig\":{}", json(&jwt), json(&sig)),
+        None => format!(",\"nkey\":{},\"sig\":{}", json(key.public()), json(&sig)),
+    })
+}
+
+/// The `nonce` of an `INFO` line, if it has one.
+fn nonce_of(info: &[u8]) -> Option<String> {
+    let line = std::str::from_utf8(info).ok()?;
+    let json = line.strip_prefix("INFO")?.trim();
+    let value: serde_json::Value = serde_json::from_str(json).ok()?;
+    Some(value.get("nonce")?.as_str()?.to_string())
 }
 
 /// `PUB <subject> [reply] <size>` followed by `payload`.
@@ -383,19 +422,46 @@ mod tests {
             publish_prefix("t.0", Some("_I.1"), 2),
             b"PUB t.0 _I.1 2\r\n"
         );
+        let hello = |auth| Hello {
+            name: "p0",
+            auth,
+            greeting: b"INFO {\"nonce\":\"abc\"}\r\n",
+        };
         let mut c = Vec::new();
-        connect("p0", false, None, &mut c);
+        connect(&hello(None), false, &mut c).unwrap();
         assert!(c.starts_with(b"CONNECT {\"verbose\":false") && c.ends_with(b"}\r\nPING\r\n"));
         // Credentials are JSON strings, escaped.
         let auth = Credentials {
             user: Some("u".into()),
             password: Some(msgbench_model::broker_auth::Secret::new("p\"w\\".into())),
-            token: None,
-            mechanism: None,
+            ..Credentials::default()
         };
         let mut l = Vec::new();
-        connect("p0", false, Some(&auth), &mut l);
+        connect(&hello(Some(&auth)), false, &mut l).unwrap();
         let text = String::from_utf8(l).unwrap();
         assert!(text.contains(r#","user":"u","pass":"p\"w\\"}"#), "{text}");
+        // An NKey signs the INFO's nonce: its public key and the signature, never the seed.
+        let seed = nkey::encode_seed(&[3u8; 32]);
+        let key = nkey::NKey::from_seed(&seed).unwrap();
+        let auth = Credentials {
+            nkey_seed: Some(msgbench_model::broker_auth::Secret::new(seed.clone())),
+            ..Credentials::default()
+        };
+        let mut n = Vec::new();
+        connect(&hello(Some(&auth)), false, &mut n).unwrap();
+        let text = String::from_utf8(n).unwrap();
+        let expected = format!(
+            r#","nkey":"{}","sig":"{}"}}"#,
+            key.public(),
+            key.sign(b"abc")
+        );
+        assert!(text.contains(&expected) && !text.contains(&seed), "{text}");
+        // No nonce to sign: said, not sent unsigned.
+        let silent = Hello {
+            greeting: b"INFO {}\r\n",
+            ..hello(Some(&auth))
+        };
+        let e = connect(&silent, false, &mut Vec::new()).unwrap_err();
+        assert!(e.contains("no nonce"), "{e}");
     }
 }

@@ -10,7 +10,7 @@ use crate::clock::now_ns;
 use crate::drivers::pubsub::client::{BrokerClient, Ended, Framing, OpenedPublisher};
 use crate::drivers::pubsub::consumer::{turn_bytes, Consumer, Pull};
 use crate::drivers::pubsub::opening::{Opening, OPEN_TIMEOUT};
-use crate::drivers::pubsub::protocol::{BrokerProtocol, Incoming, PublishFrame};
+use crate::drivers::pubsub::protocol::{BrokerProtocol, Hello, Incoming, PublishFrame};
 use crate::drivers::pubsub::stream::OpeningStream;
 use crate::drivers::pubsub::wire::{kafka, kafka_group};
 use crate::error::EngineError;
@@ -37,12 +37,9 @@ impl BrokerProtocol for Kafka {
     }
 
     /// Kafka's opening is its own: metadata, offsets, groups.
-    fn hello(
-        &self,
-        _name: &str,
-        _auth: Option<&msgbench_model::broker_auth::Credentials>,
-        _out: &mut Vec<u8>,
-    ) {
+    /// Nothing: Kafka's login is its own exchange ([`sasl`]).
+    fn hello(&self, _hello: &Hello<'_>, _out: &mut Vec<u8>) -> Result<(), String> {
+        Ok(())
     }
 
     /// A consumer's fetch responses and a producer's answers are read whole ([`KafkaPull`],
@@ -98,7 +95,12 @@ impl BrokerClient for Kafka {
         Ok(OpenedPublisher {
             stream: connect(run, 0)?,
             leftover: Vec::new(),
-            framing: Framing::Batches(kafka::Producer::new(topic, config.acks.wire(), partitions)),
+            framing: Framing::Batches(kafka::Producer::new(
+                topic,
+                config.acks.wire(),
+                partitions,
+                config.compression,
+            )),
         })
     }
 
