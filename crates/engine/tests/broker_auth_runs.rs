@@ -252,3 +252,116 @@ fn walk(dir: &Path) -> Vec<(String, Vec<u8>)> {
     }
     files
 }
+
+/// A JWT of `claims` (its `nats` member), issued by `issuer` for `subject`, as `nsc` signs
+/// them (Ed25519 over `header.claims`, base64url without padding).
+fn jwt(
+    issuer: &msgbench_engine::net::nkey::NKey,
+    subject: &str,
+    name: &str,
+    nats: serde_json::Value,
+) -> String {
+    use base64::Engine;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    let header = b64(br#"{"typ":"JWT","alg":"ed25519-nkey"}"#);
+    let iat = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let claims = serde_json::json!({
+        "jti": format!("MSGBENCH{}", name.to_uppercase()),
+        "iat": iat,
+        "iss": issuer.public(),
+        "name": name,
+        "sub": subject,
+        "nats": nats,
+    });
+    let input = format!("{header}.{}", b64(claims.to_string().as_bytes()));
+    let sig = issuer.sign(input.as_bytes());
+    format!("{input}.{sig}")
+}
+
+/// A nats-server in operator mode (an operator, an account it signed, preloaded in a memory
+/// resolver) takes a user's `.creds` file — its JWT, signed by the account, and its seed
+/// signing the INFO's nonce; a user of another account is refused in the server's words.
+#[test]
+fn nats_takes_a_creds_file_in_operator_mode() {
+    use msgbench_engine::net::nkey::{encode_seed_of, Kind, NKey};
+    let dir = tempfile::tempdir().unwrap();
+    let key = |kind, byte: u8| NKey::of_kind(&encode_seed_of(kind, &[byte; 32])).unwrap().0;
+    let (operator, account, stranger) = (
+        key(Kind::Operator, 1),
+        key(Kind::Account, 2),
+        key(Kind::Account, 3),
+    );
+    let user_seed = encode_seed_of(Kind::User, &[4; 32]);
+    let user = NKey::from_seed(&user_seed).unwrap();
+    let operator_jwt = jwt(
+        &operator,
+        operator.public(),
+        "op",
+        serde_json::json!({"type": "operator", "version": 2}),
+    );
+    let account_jwt = jwt(
+        &operator,
+        account.public(),
+        "acc",
+        serde_json::json!({
+            "limits": {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1,
+                       "wildcards": true, "conn": -1, "leaf": -1},
+            "default_permissions": {"pub": {}, "sub": {}},
+            "type": "account", "version": 2
+        }),
+    );
+    let op_file = dir.path().join("op.jwt");
+    std::fs::write(&op_file, &operator_jwt).unwrap();
+    let conf = dir.path().join("nats.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "operator: \"{}\"\nresolver: MEMORY\nresolver_preload: {{\n  {}: \"{account_jwt}\"\n}}\n",
+            op_file.display(),
+            account.public()
+        ),
+    )
+    .unwrap();
+    let nats = BrokerProcess::nats(&["-c", conf.to_str().unwrap()]);
+    let user_claims = serde_json::json!({
+        "pub": {}, "sub": {}, "subs": -1, "data": -1, "payload": -1,
+        "type": "user", "version": 2
+    });
+    let creds = |signer: &NKey, name: &str| {
+        let token = jwt(signer, user.public(), "bench", user_claims.clone());
+        let path = dir.path().join(format!("secret-{name}.creds"));
+        std::fs::write(
+            &path,
+            format!(
+                "-----BEGIN NATS USER JWT-----\n{token}\n------END NATS USER JWT------\n\n************************* IMPORTANT *************************\nNKEY Seed printed below can be used to sign and prove identity.\nNKEYs are sensitive and should be treated as secrets.\n\n-----BEGIN USER NKEY SEED-----\n{user_seed}\n------END USER NKEY SEED------\n\n*************************************************************\n"
+            ),
+        )
+        .unwrap();
+        path.display().to_string()
+    };
+    let right = creds(&account, "right");
+    let (outcome, out) = try_run(
+        &scenario("nats", nats.addr, &format!("creds_file = \"{right}\"")),
+        &[],
+    );
+    let r = &outcome.unwrap_or_else(|e| panic!("{e}")).results[0];
+    assert_subscriptions_accounted(r);
+    assert!(r.counters.delivered > 500, "{:?}", r.counters);
+    for (path, bytes) in walk(out.path()) {
+        assert!(
+            !bytes
+                .windows(user_seed.len())
+                .any(|w| w == user_seed.as_bytes()),
+            "{path} holds the seed"
+        );
+    }
+    // Signed by an account the server does not know: refused.
+    let wrong = creds(&stranger, "stranger");
+    refused_with(
+        &scenario("nats", nats.addr, &format!("creds_file = \"{wrong}\"")),
+        "Authorization Violation",
+    );
+}

@@ -6,12 +6,33 @@
 use base64::Engine;
 use ring::signature::{Ed25519KeyPair, KeyPair};
 
-/// The prefix byte of a seed (`S`), and of a user's key (`U`), as NKeys encode them.
+/// The prefix byte of a seed (`S`), as NKeys encode it.
 const PREFIX_SEED: u8 = 18 << 3;
 const PREFIX_USER: u8 = 20 << 3;
+
+/// Whose key an NKey is: its public key's first letter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// An operator (`O`): signs accounts' JWTs.
+    Operator,
+    /// An account (`A`): signs its users' JWTs.
+    Account,
+    /// A user (`U`): logs in.
+    User,
+}
+
+impl Kind {
+    fn prefix(self) -> u8 {
+        match self {
+            Kind::Operator => 14 << 3,
+            Kind::Account => 0,
+            Kind::User => PREFIX_USER,
+        }
+    }
+}
 const ALPHABET: &[u8; 32] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
 
-/// A user's key pair, from its seed.
+/// A key pair, from its seed.
 pub struct NKey {
     pair: Ed25519KeyPair,
     public: String,
@@ -21,6 +42,14 @@ impl NKey {
     /// The key pair of a user seed (`SU…`); an error says what is wrong with the text, never
     /// the text.
     pub fn from_seed(seed: &str) -> Result<NKey, String> {
+        match NKey::of_kind(seed)? {
+            (key, Kind::User) => Ok(key),
+            _ => Err("is not a user's seed (it must begin with SU)".into()),
+        }
+    }
+
+    /// The key pair of a seed of any kind, and its kind.
+    pub fn of_kind(seed: &str) -> Result<(NKey, Kind), String> {
         let raw = base32_decode(seed.trim())
             .ok_or("is not base32 text (an NKey seed is 58 characters, A–Z and 2–7)")?;
         if raw.len() != 36 {
@@ -33,14 +62,19 @@ impl NKey {
         if crc16(body).to_le_bytes() != crc {
             return Err("fails its checksum (a character was changed or lost)".into());
         }
-        let kind = ((raw[0] & 7) << 5) | ((raw[1] & 0xf8) >> 3);
-        if raw[0] & 0xf8 != PREFIX_SEED || kind != PREFIX_USER {
-            return Err("is not a user's seed (it must begin with SU)".into());
-        }
+        let prefix = ((raw[0] & 7) << 5) | ((raw[1] & 0xf8) >> 3);
+        let kind = [Kind::Operator, Kind::Account, Kind::User]
+            .into_iter()
+            .find(|k| k.prefix() == prefix);
+        let Some(kind) = kind.filter(|_| raw[0] & 0xf8 == PREFIX_SEED) else {
+            return Err(
+                "is not a seed (it must begin with S and a key's letter, SU for a user)".into(),
+            );
+        };
         let pair = Ed25519KeyPair::from_seed_unchecked(&raw[2..34])
             .map_err(|_| "is not an Ed25519 seed".to_string())?;
-        let public = encode_key(PREFIX_USER, pair.public_key().as_ref());
-        Ok(NKey { pair, public })
+        let public = encode_key(kind.prefix(), pair.public_key().as_ref());
+        Ok((NKey { pair, public }, kind))
     }
 
     /// The public key (`U…`), as the server's configuration names the user.
@@ -57,7 +91,13 @@ impl NKey {
 
 /// A user seed's text for the 32 bytes `seed` (the tests make their users with it).
 pub fn encode_seed(seed: &[u8; 32]) -> String {
-    let mut raw = vec![PREFIX_SEED | (PREFIX_USER >> 5), (PREFIX_USER & 31) << 3];
+    encode_seed_of(Kind::User, seed)
+}
+
+/// The seed text of a key of `kind` for the 32 bytes `seed`.
+pub fn encode_seed_of(kind: Kind, seed: &[u8; 32]) -> String {
+    let public = kind.prefix();
+    let mut raw = vec![PREFIX_SEED | (public >> 5), (public & 31) << 3];
     raw.extend_from_slice(seed);
     let crc = crc16(&raw);
     raw.extend_from_slice(&crc.to_le_bytes());
