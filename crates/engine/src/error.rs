@@ -51,7 +51,7 @@ pub enum EngineError {
         problem: String,
     },
     /// The server refused the credentials a connection logged in with (`[redis.auth]`).
-    #[error("the server at {address} refused msgbench's login: {problem}; check the user and the password (or the file or variable it is read from) in the scenario's auth section")]
+    #[error("the server at {address} refused msgbench's login: {problem}; check the user and the password (or the file or variable it is read from) in the scenario's auth section ([redis.auth] for the redis system; a server started with --requirepass alone takes no user, or user = \"default\")")]
     Login {
         /// The address.
         address: String,

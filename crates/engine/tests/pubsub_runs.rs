@@ -488,6 +488,13 @@ fn a_nats_cluster_carries_every_message_across_its_route() {
         assert!(c.sent > 3_000, "{}: {c:?}", s.name);
         assert_eq!(c.delivered, c.sent, "{}: {c:?}", s.name);
     }
+    assert!(
+        r.info
+            .iter()
+            .any(|i| i.contains("subscriptions on") && i.contains("crossed")),
+        "{:?}",
+        r.info
+    );
     // They crossed the route: server 0 sent at least every message once over it.
     let routed = routed_out(monitor[0]);
     assert!(routed >= r.streams[0].counters.sent, "{routed} routed");

@@ -196,6 +196,25 @@ impl AuthSpec {
             (&key("nkey_seed_file"), &self.nkey_seed_file),
             invalid,
         )?;
+        if let Some(seed) = &nkey_seed {
+            let text = seed.expose().trim();
+            let key_name = key(if self.nkey_seed_file.is_some() {
+                "nkey_seed_file"
+            } else {
+                "nkey_seed_env"
+            });
+            if !text.starts_with("SU") {
+                let what = match text.as_bytes().first() {
+                    Some(b'U' | b'A' | b'O' | b'N') => "a public key, not a seed",
+                    _ => "not a user's NKey seed",
+                };
+                return Err(invalid(
+                    &key_name,
+                    format!("holds {what} (its text is not repeated here)"),
+                    "give the user's seed, the line beginning SU that `nk -gen user` or nsc wrote (the public key, U…, goes in the server's configuration)",
+                ));
+            }
+        }
         let creds = match &self.creds_file {
             Some(path) => Some(creds_file(&key("creds_file"), path, invalid)?),
             None => None,
@@ -412,6 +431,25 @@ mod tests {
         };
         let e = missing.validate(Broker::Nats, &invalid).unwrap_err();
         assert!(e.to_string().contains("not set"), "{e}");
+        // A public key where the seed goes is refused at check, not repeated.
+        let key_file = dir.join("user.pub");
+        std::fs::write(
+            &key_file,
+            "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4\n",
+        )
+        .unwrap();
+        let public = AuthSpec {
+            nkey_seed_file: Some(key_file.display().to_string()),
+            ..AuthSpec::default()
+        };
+        let e = public
+            .validate(Broker::Nats, &invalid)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("a public key, not a seed") && !e.contains("UDXU4"),
+            "{e}"
+        );
         // Kafka needs its mechanism; a mechanism is Kafka's only.
         let e = spec.validate(Broker::Kafka, &invalid).unwrap_err();
         assert!(e.to_string().contains("SCRAM-SHA-256"), "{e}");

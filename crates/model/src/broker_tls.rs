@@ -64,19 +64,19 @@ impl BrokerTlsSpec {
                 ))
             }
         };
-        for (name, file) in [
-            ("ca_file", &self.ca_file),
-            ("cert_file", &self.cert_file),
-            ("key_file", &self.key_file),
+        for (name, file, holds) in [
+            ("ca_file", &self.ca_file, "CERTIFICATE-----"),
+            ("cert_file", &self.cert_file, "CERTIFICATE-----"),
+            ("key_file", &self.key_file, "PRIVATE KEY-----"),
         ] {
             if let Some(path) = file {
-                if let Err(e) = std::fs::metadata(path) {
-                    return Err(invalid(
+                check_pem(path, holds).map_err(|problem| {
+                    invalid(
                         &key(name),
-                        format!("is \"{path}\", which cannot be read ({e})"),
-                        "give the path of a PEM file (relative to where msgbench runs)",
-                    ));
-                }
+                        format!("is \"{path}\", which {problem}"),
+                        "give the path of a PEM file of what it names (relative to where msgbench runs)",
+                    )
+                })?;
             }
         }
         if self.insecure && self.ca_file.is_some() {
@@ -104,6 +104,32 @@ impl BrokerTlsSpec {
             client_cert,
             section,
         })
+    }
+}
+
+/// Largest PEM file read at check (a CA bundle of every public root is about 250 KB).
+const MAX_PEM: u64 = 4 << 20;
+
+/// The file at `path` is readable PEM holding a `-----BEGIN …{holds}` block; what is wrong
+/// with it otherwise (never its contents).
+fn check_pem(path: &str, holds: &str) -> Result<(), String> {
+    let size = std::fs::metadata(path)
+        .map_err(|e| format!("cannot be read ({e})"))?
+        .len();
+    if size > MAX_PEM {
+        return Err(format!("is {size} bytes, over 4 MiB"));
+    }
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot be read ({e})"))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let found = text
+        .lines()
+        .any(|l| l.starts_with("-----BEGIN ") && l.ends_with(holds));
+    match found {
+        true => Ok(()),
+        false => Err(format!(
+            "holds no PEM block ending {holds:?} (-----BEGIN {})",
+            holds.trim_end_matches('-')
+        )),
     }
 }
 
@@ -155,7 +181,7 @@ mod tests {
     #[test]
     fn half_a_client_certificate_a_missing_file_kafka_and_insecure_with_a_ca_are_refused() {
         let half = BrokerTlsSpec {
-            cert_file: Some("Cargo.toml".into()),
+            cert_file: Some("/no/such/cert.pem".into()),
             ..Default::default()
         };
         assert!(refused(&half).starts_with("pubsub.tls.cert_file"));
@@ -164,8 +190,21 @@ mod tests {
             ..Default::default()
         };
         assert!(refused(&missing).contains("/no/such/ca.pem"));
-        let both = BrokerTlsSpec {
+        let not_pem = BrokerTlsSpec {
             ca_file: Some("Cargo.toml".into()),
+            ..Default::default()
+        };
+        assert!(refused(&not_pem).contains("holds no PEM block"));
+        let dir = std::env::temp_dir().join(format!("msgbench-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = dir.join("ca.pem");
+        std::fs::write(
+            &ca,
+            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        let both = BrokerTlsSpec {
+            ca_file: Some(ca.display().to_string()),
             insecure: true,
             ..Default::default()
         };

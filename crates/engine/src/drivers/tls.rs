@@ -243,7 +243,23 @@ fn handshake_error(e: io::Error, c: &TlsConnector) -> io::Error {
         "http" => "use http://".to_string(),
         section => format!("take [{section}] out"),
     };
-    let text = if certificate {
+    let wrong_name = rustls_error.is_some_and(|r| {
+        matches!(
+            r,
+            rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForName
+                    | rustls::CertificateError::NotValidForNameContext { .. }
+            )
+        )
+    });
+    let text = if wrong_name {
+        format!(
+            "TLS handshake failed: {e}; the certificate does not carry the name {:?}. Set \
+             `{section}.server_name` to a name it carries (or reach the server by that name)",
+            c.server_name.to_str(),
+            section = c.section
+        )
+    } else if certificate {
         format!(
             "TLS handshake failed: {e}; the certificate was checked against {} for the name {:?}. \
              Give the CA that signed it with `{section}.ca_file = \"ca.pem\"`, or skip the check with \

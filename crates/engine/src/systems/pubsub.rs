@@ -84,11 +84,39 @@ pub fn run(
     })
 }
 
+/// How a run logged in, in words (never a secret): `as user bench with a password`.
+fn login_words(c: &msgbench_model::broker_auth::Credentials) -> String {
+    let user = c
+        .user
+        .as_deref()
+        .map_or(String::new(), |u| format!(" as user {u}"));
+    let with = match (&c.mechanism, &c.password, &c.token, &c.nkey_seed, &c.creds) {
+        (Some(m), ..) => format!("with SASL {}", m.name()),
+        (None, Some(_), ..) => "with a password".into(),
+        (None, None, Some(_), ..) => "with a token".into(),
+        (None, None, None, Some(_), _) => "with an NKey (the INFO's nonce signed)".into(),
+        (None, None, None, None, Some(_)) => {
+            "with a .creds file (a user JWT, the nonce signed)".into()
+        }
+        _ => "without a secret".into(),
+    };
+    format!("{user} {with}").trim_start().to_string()
+}
+
 /// How to read the figures.
 fn info(config: &PubsubConfig, acks: u64) -> Vec<String> {
     let mut info = vec![format!(
         "latency is end to end: a subscription's receipt of each message − the time its publisher was scheduled to publish it (publisher and subscriber share this host's clock); per subscription, dropped = messages missing before a later one from the same publisher came",
     )];
+    if let Some(login) = config.auth.as_ref().map(login_words) {
+        info.push(format!("logged in to the broker {login} ([pubsub.auth])"));
+    }
+    if let Some(at) = &config.subscriber_address {
+        info.push(format!(
+            "publishers on {}, subscriptions on {at} (pubsub.subscriber_address): every message crossed from one server to the other, and its latency includes the hop",
+            config.address
+        ));
+    }
     if config.tls.as_ref().is_some_and(|t| t.insecure) {
         info.push("TLS certificate not verified (pubsub.tls.insecure = true): the broker was not authenticated".into());
     }

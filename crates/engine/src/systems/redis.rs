@@ -22,7 +22,7 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
 /// How to get a server where the scenario points.
-const HINT: &str = "(start one with `redis-server --port PORT`, or let the scenario start it: `[sut] command = \"exec redis-server --port PORT\"`)";
+const HINT: &str = "(start one with `redis-server --port PORT`, or let the scenario start it: `[sut] command = \"exec redis-server --port PORT\"`; a server that hangs up at once may be a TLS port: then give [redis.tls])";
 
 /// Runs one `redis` scenario.
 pub fn run(
@@ -48,6 +48,17 @@ pub fn run(
         }
     };
     let mut notes = server.process_notes();
+    if redis.auth.is_none()
+        && out
+            .faults
+            .errors
+            .iter()
+            .any(|e| e.message.contains("NOAUTH"))
+    {
+        notes.push(
+            "Redis refused the commands of a client that had not logged in (NOAUTH): give [redis.auth] password_file = \"…\" (docs/pubsub.md)".into(),
+        );
+    }
     if out.faults.server_errors > 0 {
         notes.push(format!(
             "Redis answered {} requests with an error reply (counted as failed)",

@@ -13,7 +13,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 /// What to do about a refusal that is the broker asking who connects.
-fn login_hint(config: &PubsubConfig, text: &str) -> &'static str {
+pub fn login_hint(config: &PubsubConfig, text: &str) -> &'static str {
     let lower = text.to_ascii_lowercase();
     let about_login = [
         "authorization",
@@ -154,6 +154,31 @@ pub fn open_consumer(
 /// Opens one connection: connect, the broker's hello, and (for a consumer) the subscription,
 /// each answered before it returns. Returns the stream and any bytes read past the answers.
 fn open_at(
+    run: &Opening<'_>,
+    protocol: &dyn BrokerProtocol,
+    name: &str,
+    subscription: Option<(&str, Option<&str>, u64)>,
+    consumer: bool,
+) -> Result<(OpeningStream, Vec<u8>), EngineError> {
+    let opened = open_on(run, protocol, name, subscription, consumer);
+    // A consumer's failure is the subscriber server's: its message names that address.
+    match (opened, &run.config.subscriber_address) {
+        (
+            Err(EngineError::Broker {
+                broker, problem, ..
+            }),
+            Some(at),
+        ) if consumer => Err(EngineError::Broker {
+            address: at.clone(),
+            broker,
+            problem,
+        }),
+        (opened, _) => opened,
+    }
+}
+
+/// [`open_at`]'s work.
+fn open_on(
     run: &Opening<'_>,
     protocol: &dyn BrokerProtocol,
     name: &str,

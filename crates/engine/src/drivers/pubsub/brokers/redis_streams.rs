@@ -162,7 +162,10 @@ fn reset_groups(run: &Opening<'_>, groups: &[(String, String)]) -> Result<(), En
                         } else if error.starts_with(b"ERR unknown command") {
                             " (Redis Streams need Redis 5 or later)"
                         } else {
-                            ""
+                            crate::drivers::pubsub::opening::login_hint(
+                                config,
+                                &String::from_utf8_lossy(error),
+                            )
                         }
                     )));
                 }
@@ -187,10 +190,13 @@ fn log_in(config: &PubsubConfig, stream: &mut OpeningStream) -> Result<(), Engin
     let mut input = Vec::new();
     let (reply, used) = read_reply(config, stream, &mut input, 0)?;
     if reply == resp::Reply::Error {
-        let error = resp::error_text(&input[..used], used);
+        let error = String::from_utf8_lossy(resp::error_text(&input[..used], used)).into_owned();
         return Err(broker_error(
             config,
-            format!("it refused the login: {}", String::from_utf8_lossy(error)),
+            format!(
+                "it refused the login: {error}{}",
+                crate::drivers::pubsub::opening::login_hint(config, &error)
+            ),
         ));
     }
     Ok(())
