@@ -176,45 +176,13 @@ impl AuthSpec {
                 ));
             }
         }
-        let mechanism = match &self.mechanism {
-            None => None,
-            Some(name) => Some(
-                SaslMechanism::ALL
-                    .into_iter()
-                    .find(|m| m.name().eq_ignore_ascii_case(name))
-                    .ok_or_else(|| {
-                        invalid(
-                            &key("mechanism"),
-                            format!("is {name:?}"),
-                            "give \"SCRAM-SHA-256\", \"SCRAM-SHA-512\" or \"PLAIN\" (one the listener's sasl.enabled.mechanisms has)",
-                        )
-                    })?,
-            ),
-        };
+        let mechanism = self.checked_mechanism(&key, invalid)?;
         let nkey_seed = secret(
             (&key("nkey_seed_env"), &self.nkey_seed_env),
             (&key("nkey_seed_file"), &self.nkey_seed_file),
             invalid,
         )?;
-        if let Some(seed) = &nkey_seed {
-            let text = seed.expose().trim();
-            let key_name = key(if self.nkey_seed_file.is_some() {
-                "nkey_seed_file"
-            } else {
-                "nkey_seed_env"
-            });
-            if !text.starts_with("SU") {
-                let what = match text.as_bytes().first() {
-                    Some(b'U' | b'A' | b'O' | b'N') => "a public key, not a seed",
-                    _ => "not a user's NKey seed",
-                };
-                return Err(invalid(
-                    &key_name,
-                    format!("holds {what} (its text is not repeated here)"),
-                    "give the user's seed, the line beginning SU that `nk -gen user` or nsc wrote (the public key, U…, goes in the server's configuration)",
-                ));
-            }
-        }
+        self.check_seed(nkey_seed.as_ref(), &key, invalid)?;
         let creds = match &self.creds_file {
             Some(path) => Some(creds_file(&key("creds_file"), path, invalid)?),
             None => None,
@@ -229,6 +197,59 @@ impl AuthSpec {
         };
         check_for(section, broker, &c, invalid)?;
         Ok(Some(c))
+    }
+
+    /// `mechanism`, read (Kafka's SASL): `None` when not given.
+    fn checked_mechanism(
+        &self,
+        key: &dyn Fn(&str) -> String,
+        invalid: &Invalid,
+    ) -> Result<Option<SaslMechanism>, ScenarioError> {
+        Ok(match &self.mechanism {
+        None => None,
+        Some(name) => Some(
+            SaslMechanism::ALL
+                .into_iter()
+                .find(|m| m.name().eq_ignore_ascii_case(name))
+                .ok_or_else(|| {
+                    invalid(
+                        &key("mechanism"),
+                        format!("is {name:?}"),
+                        "give \"SCRAM-SHA-256\", \"SCRAM-SHA-512\" or \"PLAIN\" (one the listener's sasl.enabled.mechanisms has)",
+                    )
+                })?,
+        ),
+    })
+    }
+
+    /// An NKey seed is a user's seed (`SU…`), not a public key: refused at check, without its
+    /// text.
+    fn check_seed(
+        &self,
+        nkey_seed: Option<&Secret>,
+        key: &dyn Fn(&str) -> String,
+        invalid: &Invalid,
+    ) -> Result<(), ScenarioError> {
+        if let Some(seed) = nkey_seed {
+            let text = seed.expose().trim();
+            let key_name = key(if self.nkey_seed_file.is_some() {
+                "nkey_seed_file"
+            } else {
+                "nkey_seed_env"
+            });
+            if !text.starts_with("SU") {
+                let what = match text.as_bytes().first() {
+                    Some(b'U' | b'A' | b'O' | b'N') => "a public key, not a seed",
+                    _ => "not a user's NKey seed",
+                };
+                return Err(invalid(
+                &key_name,
+                format!("holds {what} (its text is not repeated here)"),
+                "give the user's seed, the line beginning SU that `nk -gen user` or nsc wrote (the public key, U…, goes in the server's configuration)",
+            ));
+            }
+        }
+        Ok(())
     }
 }
 
