@@ -88,6 +88,26 @@ the connection closed. `backlog peak`: most ticks generated for it but not yet p
 Someone else's feed (`[ticks.feed]`: a WebSocket feed, a gRPC stream or an event stream at `ticks.address`) reports none of the server's side: `generated/s` is what the client that read most of the window saw of the feed's sequence numbers, `undelivered` what this client never read of it, `dropped` the gaps in its own (`ticks.gaps = \"drops\"`), and `written/s` and `acked/s` are not known. \
 A publish/subscribe run has one row per subscription (its `kind` is the broker): `generated/s` is what the publishers of its topic published, `dropped` the messages the broker lost (missing before a later one from the same publisher), `backlog peak` the most published but not yet received.";
 
+/// The section's explanation for a publish/subscribe run, whose rows are subscriptions.
+const PUBSUB_EXPLANATION: &str = "One row per subscription (its `kind` is the broker), over the measured window: \
+`generated/s` what the publishers of its topic published, `delivered/s` what reached it (latency from each \
+message's intended publish time), `dropped` the messages the broker lost (missing before a later one from the \
+same publisher), `undelivered` what had not come when the run ended (or never will, its connection closed), \
+`backlog peak` the most published but not yet received at a second's end. `written/s` and `acked/s` are the \
+tick server's and stay empty here.";
+
+/// The section's title and explanation: a publish/subscribe run's rows are subscriptions.
+fn title_and_explanation(runs: &[RunResult]) -> (&'static str, &'static str) {
+    let pubsub = !runs.is_empty()
+        && runs
+            .iter()
+            .all(|r| r.system == msgbench_model::kind::SystemKind::Pubsub);
+    match pubsub {
+        true => ("Subscriptions", PUBSUB_EXPLANATION),
+        false => ("Stream clients", EXPLANATION),
+    }
+}
+
 /// The terminal's table (the columns that fit a line): header first.
 pub fn text_rows(runs: &[RunResult]) -> Vec<Vec<String>> {
     let keep = [0usize, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13];
@@ -123,7 +143,8 @@ fn page_clocks(runs: &[RunResult]) -> Vec<String> {
 
 /// The markdown section.
 pub fn markdown(runs: &[RunResult]) -> String {
-    let mut out = format!("\n## Stream clients\n\n{EXPLANATION}\n\n");
+    let (title, explanation) = title_and_explanation(runs);
+    let mut out = format!("\n## {title}\n\n{explanation}\n\n");
     out.push_str(&format!("| {} |\n", HEADER.join(" | ")));
     out.push_str(&format!("|{}\n", "---|".repeat(HEADER.len())));
     for r in runs {
@@ -143,9 +164,10 @@ pub fn markdown(runs: &[RunResult]) -> String {
 
 /// The HTML section.
 pub fn html(runs: &[RunResult], escape: fn(&str) -> String) -> String {
+    let (title, explanation) = title_and_explanation(runs);
     let mut out = format!(
-        "<h2>Stream clients</h2>\n<p>{}</p>\n<table>\n<tr>",
-        escape(&EXPLANATION.replace('`', ""))
+        "<h2>{title}</h2>\n<p>{}</p>\n<table>\n<tr>",
+        escape(&explanation.replace('`', ""))
     );
     for (i, h) in HEADER.iter().enumerate() {
         let class = if i < 3 || i == HEADER.len() - 1 {

@@ -330,10 +330,20 @@ fn stream_clients_get_their_table_charts_and_a_not_steady_verdict() {
     assert!(
         html.contains("<h2>Stream clients</h2>") && html.contains("data-chart=\"stream-backlog\"")
     );
-    let summary = msgbench_report::summary::table(&[r]);
+    let summary = msgbench_report::summary::table(&[r.clone()]);
     assert!(
         summary.contains("stream clients") && summary.contains("slow-0"),
         "{summary}"
+    );
+    // A publish/subscribe run's rows are subscriptions, and the section says so.
+    let pubsub = RunResult {
+        system: msgbench_model::kind::SystemKind::Pubsub,
+        ..r
+    };
+    let md = msgbench_report::streams::markdown(&[pubsub]);
+    assert!(
+        md.contains("## Subscriptions") && md.contains("the broker lost"),
+        "{md}"
     );
 }
 
