@@ -330,7 +330,7 @@ fn stream_clients_get_their_table_charts_and_a_not_steady_verdict() {
     assert!(
         html.contains("<h2>Stream clients</h2>") && html.contains("data-chart=\"stream-backlog\"")
     );
-    let summary = msgbench_report::summary::table(&[r.clone()]);
+    let summary = msgbench_report::summary::table(std::slice::from_ref(&r));
     assert!(
         summary.contains("stream clients") && summary.contains("slow-0"),
         "{summary}"
