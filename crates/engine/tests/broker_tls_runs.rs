@@ -61,6 +61,9 @@ fn runs_with(toml: &str) {
         "{:?}",
         r.info
     );
+    // Counted in the result's figures too, one per connection of the opening.
+    let handshakes = r.faults.connections.tls_handshakes;
+    assert!(handshakes >= 3, "{:?}", r.faults.connections);
     assert_no_secret_in(dir.path());
 }
 

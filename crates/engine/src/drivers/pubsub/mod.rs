@@ -122,6 +122,10 @@ pub fn drive(
     gathered.recording.counters = counters;
     gathered.recording.sequence = sequence;
     patch_run_intervals(&mut gathered.recording.intervals, &streams, true);
+    // The opening's handshakes, counted where the request/response runs count theirs.
+    for ns in tls.iter().flat_map(TlsOpening::handshakes) {
+        gathered.faults.connections.add_handshake(ns);
+    }
     let cpu = (gathered.threads, gathered.faults);
     let out = stop.output(&timeline, gathered.recording, cpu, gathered.sut_cpu_s);
     Ok(PubsubOutput {

@@ -45,13 +45,17 @@ impl TlsOpening {
         Ok(OpeningStream::Tls(Box::new(StreamOwned::new(session, tcp))))
     }
 
-    /// The run's handshakes in words: how many, their median and longest.
-    pub fn summary(&self) -> String {
-        let mut ns = self
-            .handshakes
+    /// Each handshake's time, ns, in the order they were made.
+    pub fn handshakes(&self) -> Vec<u64> {
+        self.handshakes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone();
+            .clone()
+    }
+
+    /// The run's handshakes in words: how many, their median and longest.
+    pub fn summary(&self) -> String {
+        let mut ns = self.handshakes();
         ns.sort_unstable();
         let ms = |v: u64| v as f64 / 1e6;
         let (median, longest) = match ns.len() {
