@@ -90,6 +90,19 @@ pub struct Credentials {
     pub mechanism: Option<SaslMechanism>,
 }
 
+impl Credentials {
+    /// How they log in, in a word (for the run's one-line description; never a secret).
+    pub fn method(&self) -> String {
+        match (&self.mechanism, &self.token, &self.nkey_seed, &self.creds) {
+            (Some(m), ..) => format!("sasl-{}", m.name().to_ascii_lowercase()),
+            (None, Some(_), ..) => "token".into(),
+            (None, None, Some(_), _) => "nkey".into(),
+            (None, None, None, Some(_)) => "creds".into(),
+            _ => "password".into(),
+        }
+    }
+}
+
 /// A SASL mechanism Kafka's listeners take and msgbench speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SaslMechanism {

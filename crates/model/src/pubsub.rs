@@ -468,6 +468,22 @@ impl PubsubConfig {
                 crate::duration::format(Duration::from_nanos(self.slow_cost_ns))
             );
         }
+        if self.compression != Compression::None {
+            s += &format!(" compression={}", self.compression.name());
+        }
+        if let Some(at) = &self.subscriber_address {
+            s += &format!(" subscriber_address={at}");
+        }
+        if let Some(tls) = &self.tls {
+            s += match (tls.insecure, tls.client_cert.is_some()) {
+                (true, _) => " tls=insecure",
+                (false, true) => " tls=mutual",
+                (false, false) => " tls",
+            };
+        }
+        if let Some(auth) = &self.auth {
+            s += &format!(" auth={}", auth.method());
+        }
         s
     }
 }
