@@ -13,8 +13,9 @@
 # With SASL_SSL_PORT set, a second listener takes clients over TLS with SASL on
 # 127.0.0.1:SASL_SSL_PORT: its certificate and key (PEM, the key PKCS#8) are TLS_DIR/cert.pem
 # and TLS_DIR/key.pem; its one user SASL_USER, whose password is the first line of
-# SASL_PASSWORD_FILE, logs in with SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN. The PLAINTEXT
-# listener stays, for the broker's own use.
+# SASL_PASSWORD_FILE, logs in with SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN. With
+# SASL_PLAINTEXT_PORT set too, a third listener takes the same logins without TLS. The
+# PLAINTEXT listener stays, for the broker's own use.
 #
 #   bash scripts/kafka-broker.sh 9092
 #   [sut] command = "exec bash scripts/kafka-broker.sh PORT"   (in a scenario)
@@ -46,7 +47,7 @@ controller.quorum.voters=1@127.0.0.1:$CONTROLLER
 listeners=PLAINTEXT://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$CONTROLLER
 advertised.listeners=PLAINTEXT://127.0.0.1:$PORT
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL,SASL_PLAINTEXT:SASL_PLAINTEXT
 inter.broker.listener.name=PLAINTEXT
 log.dirs=$DIR/data
 num.partitions=1
@@ -74,6 +75,15 @@ listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.se
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$SASL_USER="$SASL_PASSWORD";
 PROPS
+  if [ -n "${SASL_PLAINTEXT_PORT:-}" ]; then
+    [[ "$SASL_PLAINTEXT_PORT" =~ ^[0-9]+$ ]] || usage
+    sed -i "s|^listeners=.*|&,SASL_PLAINTEXT://127.0.0.1:$SASL_PLAINTEXT_PORT|; s|^advertised.listeners=.*|&,SASL_PLAINTEXT://127.0.0.1:$SASL_PLAINTEXT_PORT|" "$DIR/server.properties"
+    cat >> "$DIR/server.properties" <<PROPS
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$SASL_USER="$SASL_PASSWORD";
+PROPS
+  fi
   FORMAT_SCRAM=(--add-scram "SCRAM-SHA-256=[name=$SASL_USER,password=$SASL_PASSWORD]"
     --add-scram "SCRAM-SHA-512=[name=$SASL_USER,password=$SASL_PASSWORD]")
 fi

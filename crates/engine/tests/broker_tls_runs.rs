@@ -67,6 +67,16 @@ fn runs_with(toml: &str) {
     assert_no_secret_in(dir.path());
 }
 
+/// Runs `toml` (no TLS): measured, every subscription accounted for, no secret written.
+fn runs_without_tls(toml: &str) {
+    let (outcome, dir) = try_run(toml, &[]);
+    let outcome = outcome.unwrap_or_else(|e| panic!("{e}"));
+    let r = &outcome.results[0];
+    assert_subscriptions_accounted(r);
+    assert!(r.counters.delivered > 500, "{:?}", r.counters);
+    assert_no_secret_in(dir.path());
+}
+
 /// Runs `toml`: refused with each of `words` in the message.
 fn refused_with(toml: &str, words: &[&str]) {
     let (outcome, _dir) = try_run(toml, &[]);
@@ -413,6 +423,10 @@ fn kafka_over_sasl_ssl_with_scram_and_plain() {
         &kafka_run(&login("PLAIN"), "bad"),
         &["answered in TLS", "give [pubsub.tls]"],
     );
+    // SASL_PLAINTEXT: the same logins without TLS.
+    let sasl_plain = scenario("kafka", kafka.sasl_plain, &login("SCRAM-SHA-512"))
+        .replace("[pubsub]\n", "[pubsub]\ntopic_prefix = \"saslplain\"\n");
+    runs_without_tls(&sasl_plain);
     // SASL toward the broker's PLAINTEXT listener: it speaks none.
     let plain = scenario("kafka", kafka.plain, &login("SCRAM-SHA-512"));
     refused_with(&plain, &["speaks no SASL"]);

@@ -585,6 +585,8 @@ pub struct SecureKafka {
     pub addr: SocketAddr,
     /// The PLAINTEXT listener (the broker's own; a plain client's address).
     pub plain: SocketAddr,
+    /// The SASL_PLAINTEXT listener (the same logins, without TLS).
+    pub sasl_plain: SocketAddr,
     _dir: tempfile::TempDir,
 }
 
@@ -594,6 +596,7 @@ impl SecureKafka {
     pub fn start(tls_dir: &std::path::Path, password_file: &std::path::Path) -> SecureKafka {
         use std::os::unix::process::CommandExt;
         let (port, secure, controller) = (free_port(), free_port(), free_port());
+        let sasl_plain = free_port();
         let dir = tempfile::tempdir().unwrap();
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/kafka-broker.sh");
         let mut command = std::process::Command::new("bash");
@@ -603,6 +606,7 @@ impl SecureKafka {
             .arg(dir.path())
             .arg(controller.to_string())
             .env("SASL_SSL_PORT", secure.to_string())
+            .env("SASL_PLAINTEXT_PORT", sasl_plain.to_string())
             .env("TLS_DIR", tls_dir)
             .env("SASL_USER", "bench")
             .env("SASL_PASSWORD_FILE", password_file)
@@ -626,6 +630,7 @@ impl SecureKafka {
             child,
             addr: at(secure),
             plain: at(port),
+            sasl_plain: at(sasl_plain),
             _dir: dir,
         }
     }
