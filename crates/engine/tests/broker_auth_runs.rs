@@ -23,34 +23,6 @@ fn secret_file(dir: &Path, secret: &str) -> String {
     path.display().to_string()
 }
 
-/// Every file under `dir`, read: none holds the secret.
-fn assert_no_secret_in(dir: &Path) {
-    let mut files = 0;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if !path
-                .file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("secret-")
-            {
-                let bytes = std::fs::read(&path).unwrap();
-                assert!(
-                    !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
-                    "{} holds the secret",
-                    path.display()
-                );
-                files += 1;
-            }
-        }
-    }
-    assert!(files > 0, "the run wrote nothing to look in");
-}
-
 /// Runs `toml`: measured, every subscription accounted for, no secret written.
 fn runs_with(toml: &str) {
     let (outcome, dir) = try_run(toml, &[]);
@@ -58,7 +30,7 @@ fn runs_with(toml: &str) {
     let r = &outcome.results[0];
     assert_subscriptions_accounted(r);
     assert!(r.counters.delivered > 500, "{:?}", r.counters);
-    assert_no_secret_in(dir.path());
+    common::assert_not_written(dir.path(), SECRET);
 }
 
 /// Runs `toml`: refused with `words` in the message, which never holds the secret.
@@ -166,7 +138,7 @@ fn the_redis_system_logs_in_before_its_commands() {
     common::assert_accounted(r);
     assert_eq!(r.counters.failed, 0, "{:?}", r.faults);
     assert!(r.counters.delivered > 500, "{:?}", r.counters);
-    assert_no_secret_in(out.path());
+    common::assert_not_written(out.path(), SECRET);
     refused_with(&toml(&wrong), "WRONGPASS");
     // Without a login, every command is refused: NOAUTH, counted as failed.
     let bare = toml(&right).replace(&format!("[redis.auth]\npassword_file = \"{right}\"\n"), "");
@@ -218,14 +190,7 @@ fn nats_takes_an_nkey_seed() {
         "{:?}",
         r.info
     );
-    let written = walk(out.path());
-    assert!(!written.is_empty());
-    for (path, bytes) in written {
-        assert!(
-            !bytes.windows(seed.len()).any(|w| w == seed.as_bytes()),
-            "{path} holds the seed"
-        );
-    }
+    common::assert_not_written(out.path(), &seed);
     // Another user's seed: the server's refusal.
     let other = file(
         "secret-other.nk",
@@ -245,23 +210,6 @@ fn nats_takes_an_nkey_seed() {
         &scenario("nats", nats.addr, &format!("nkey_seed_file = \"{broken}\"")),
         "fails its checksum",
     );
-}
-
-/// Every file under `dir`, with its bytes.
-fn walk(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut files = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                files.push((path.display().to_string(), std::fs::read(&path).unwrap()));
-            }
-        }
-    }
-    files
 }
 
 /// A JWT of `claims` (its `nats` member), issued by `issuer` for `subject`, as `nsc` signs
@@ -361,14 +309,7 @@ fn nats_takes_a_creds_file_in_operator_mode() {
     let r = &outcome.unwrap_or_else(|e| panic!("{e}")).results[0];
     assert_subscriptions_accounted(r);
     assert!(r.counters.delivered > 500, "{:?}", r.counters);
-    for (path, bytes) in walk(out.path()) {
-        assert!(
-            !bytes
-                .windows(user_seed.len())
-                .any(|w| w == user_seed.as_bytes()),
-            "{path} holds the seed"
-        );
-    }
+    common::assert_not_written(out.path(), &user_seed);
     // Signed by an account the server does not know: refused.
     let wrong = creds(&stranger, "stranger");
     refused_with(

@@ -64,7 +64,7 @@ fn runs_with(toml: &str) {
     // Counted in the result's figures too, one per connection of the opening.
     let handshakes = r.faults.connections.tls_handshakes;
     assert!(handshakes >= 3, "{:?}", r.faults.connections);
-    assert_no_secret_in(dir.path());
+    common::assert_not_written(dir.path(), SECRET);
 }
 
 /// Runs `toml` (no TLS): measured, every subscription accounted for, no secret written.
@@ -74,7 +74,7 @@ fn runs_without_tls(toml: &str) {
     let r = &outcome.results[0];
     assert_subscriptions_accounted(r);
     assert!(r.counters.delivered > 500, "{:?}", r.counters);
-    assert_no_secret_in(dir.path());
+    common::assert_not_written(dir.path(), SECRET);
 }
 
 /// Runs `toml`: refused with each of `words` in the message.
@@ -86,29 +86,6 @@ fn refused_with(toml: &str, words: &[&str]) {
         assert!(e.contains(w), "{w:?} not in: {e}");
     }
     assert!(!e.contains(SECRET), "{e}");
-}
-
-/// Every file under `dir`, read: none holds the secret.
-fn assert_no_secret_in(dir: &Path) {
-    let mut files = 0;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let bytes = std::fs::read(&path).unwrap();
-                assert!(
-                    !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
-                    "{} holds the secret",
-                    path.display()
-                );
-                files += 1;
-            }
-        }
-    }
-    assert!(files > 0, "the run wrote nothing to look in");
 }
 
 /// Two CAs: the broker's (`ca`), and one that signed nothing the broker shows (`other`).
@@ -368,7 +345,7 @@ fn the_redis_system_speaks_tls_and_logs_in() {
     assert!(r.counters.delivered > 500, "{:?}", r.counters);
     // Each connection's handshake counted apart from its requests.
     assert_eq!(r.faults.connections.tls_handshakes, 2, "{:?}", r.faults);
-    assert_no_secret_in(out.path());
+    common::assert_not_written(out.path(), SECRET);
     refused_with(&toml(other.path()), &["certificate", "redis.tls.ca_file"]);
 }
 

@@ -499,27 +499,9 @@ pub fn kafka() -> SocketAddr {
     *KAFKA.get_or_init(|| {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            use std::os::unix::process::CommandExt;
-            let (port, controller) = (free_port(), free_port());
+            let port = free_port();
             let dir = tempfile::tempdir().unwrap();
-            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/kafka-broker.sh");
-            let mut command = std::process::Command::new("bash");
-            command
-                .arg(script)
-                .arg(port.to_string())
-                .arg(dir.path())
-                .arg(controller.to_string())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null());
-            // SAFETY: prctl is async-signal-safe; the child only sets its own parent-death
-            // signal before exec.
-            unsafe {
-                command.pre_exec(|| {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                    Ok(())
-                });
-            }
-            let mut child = command.spawn().unwrap_or_else(|e| {
+            let mut child = kafka_broker(port, dir.path()).spawn().unwrap_or_else(|e| {
                 panic!("cannot start Kafka: {e} (run `bash scripts/setup.sh`)")
             });
             let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
@@ -575,6 +557,30 @@ pub fn stopped_by_protocol_error(r: &RunResult, why: &str) {
     );
 }
 
+/// `scripts/kafka-broker.sh PORT DIR CONTROLLER` (the controller on a port of its own), its
+/// output dropped, killed with the test process (its parent-death signal).
+fn kafka_broker(port: u16, dir: &std::path::Path) -> std::process::Command {
+    use std::os::unix::process::CommandExt;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/kafka-broker.sh");
+    let mut command = std::process::Command::new("bash");
+    command
+        .arg(script)
+        .arg(port.to_string())
+        .arg(dir)
+        .arg(free_port().to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: prctl is async-signal-safe; the child only sets its own parent-death signal
+    // before exec.
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    command
+}
+
 /// A Kafka broker of its own with a SASL_SSL listener (`scripts/kafka-broker.sh` with
 /// `SASL_SSL_PORT`): the certificate and key of `tls_dir` (see [`certificates`]), one user
 /// `bench` whose password is the first line of `password_file`; stopped (by PID) when dropped.
@@ -594,33 +600,14 @@ pub struct SecureKafka {
 impl SecureKafka {
     /// Starts it and waits until its SASL_SSL listener is up (a JVM: seconds).
     pub fn start(tls_dir: &std::path::Path, password_file: &std::path::Path) -> SecureKafka {
-        use std::os::unix::process::CommandExt;
-        let (port, secure, controller) = (free_port(), free_port(), free_port());
-        let sasl_plain = free_port();
+        let (port, secure, sasl_plain) = (free_port(), free_port(), free_port());
         let dir = tempfile::tempdir().unwrap();
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/kafka-broker.sh");
-        let mut command = std::process::Command::new("bash");
-        command
-            .arg(script)
-            .arg(port.to_string())
-            .arg(dir.path())
-            .arg(controller.to_string())
+        let mut child = kafka_broker(port, dir.path())
             .env("SASL_SSL_PORT", secure.to_string())
             .env("SASL_PLAINTEXT_PORT", sasl_plain.to_string())
             .env("TLS_DIR", tls_dir)
             .env("SASL_USER", "bench")
             .env("SASL_PASSWORD_FILE", password_file)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        // SAFETY: prctl is async-signal-safe; the child only sets its own parent-death signal
-        // before exec.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let mut child = command
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start Kafka: {e} (run `bash scripts/setup.sh`)"));
         ports::wait_until_listening(&mut child, secure, Duration::from_secs(90))
@@ -641,4 +628,34 @@ impl Drop for SecureKafka {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Every file a run wrote under `dir` (but the tests' own `secret-*` files), read: none holds
+/// `secret`, and there was at least one to look in.
+#[allow(dead_code)]
+pub fn assert_not_written(dir: &std::path::Path, secret: &str) {
+    let mut files = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if !path
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("secret-")
+            {
+                let bytes = std::fs::read(&path).unwrap();
+                assert!(
+                    !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                    "{} holds the secret",
+                    path.display()
+                );
+                files += 1;
+            }
+        }
+    }
+    assert!(files > 0, "the run wrote nothing to look in");
 }
