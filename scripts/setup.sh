@@ -4,7 +4,8 @@
 # report's browser check, nginx (nginx-light) for the http system's tests and wrk, the HTTP
 # peer of the benchmarks, and h2load (nghttp2-client), their HTTP/2 peer; nghttpd
 # (nghttp2-server), an HTTP/2 server msgbench did not write for the interop test; prometheus, which a
-# test starts to scrape a run's live metrics; nats-server and mosquitto, brokers of the pubsub tests;
+# test starts to scrape a run's live metrics; nats-server, mosquitto and rabbitmq-server, brokers
+# of the pubsub tests;
 # Java and Maven, which fetch and run Kafka, their fourth (scripts/setup-kafka.sh);
 # python3-venv for the manifest check's kubernetes-validate; Slurm and munge for the Slurm
 # test; and, from npm, the `ws` package of the Node.js feed (feeds/node). It also builds the
@@ -25,6 +26,9 @@ command -v prometheus >/dev/null || need+=(prometheus)
 # (MQTT) and Redis.
 command -v nats-server >/dev/null || [ -x /usr/sbin/nats-server ] || need+=(nats-server)
 command -v mosquitto >/dev/null || [ -x /usr/sbin/mosquitto ] || need+=(mosquitto)
+# RabbitMQ (Debian's rabbitmq-server, with the Erlang it needs): the tests start their own
+# node through scripts/rabbitmq-server.sh; the package's own service is never started.
+[ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || need+=(rabbitmq-server)
 # The Slurm test (crates/cli/tests/slurm.rs) starts a one-node cluster of its own
 # (scripts/slurm-cluster.sh): Debian's slurmctld, slurmd, slurm-client (srun, sbatch) and munge.
 command -v srun >/dev/null || need+=(slurm-client)

@@ -30,6 +30,10 @@ pub enum Broker {
     /// durable push consumer per subscription (shared: a deliver group), every delivery
     /// acknowledged (`ack_policy: explicit`).
     Jetstream,
+    /// RabbitMQ (AMQP 0.9.1): each topic an exchange, each subscription a queue bound to it
+    /// (classic, quorum or stream), publisher confirms when asked, consumers with a prefetch,
+    /// manual or automatic acknowledgement.
+    Rabbitmq,
 }
 
 /// What the rest of msgbench knows of a broker.
@@ -46,7 +50,7 @@ pub struct BrokerInfo {
 }
 
 /// Every broker's row, in [`Broker::ALL`]'s order.
-const TABLE: [BrokerInfo; 7] = [
+const TABLE: [BrokerInfo; 8] = [
     BrokerInfo {
         name: "nats",
         title: "NATS core",
@@ -89,6 +93,12 @@ const TABLE: [BrokerInfo; 7] = [
         default_port: 4222,
         hint: "(start one with `nats-server -js -a 127.0.0.1 -p PORT`, or let the scenario start it: `[sut] command = \"exec nats-server -js -a 127.0.0.1 -p PORT\"`)",
     },
+    BrokerInfo {
+        name: "rabbitmq",
+        title: "RabbitMQ",
+        default_port: 5672,
+        hint: "(start one with `bash scripts/rabbitmq-server.sh PORT` from msgbench's folder, or let the scenario start it: `[sut] command = \"exec bash scripts/rabbitmq-server.sh PORT\"`)",
+    },
 ];
 
 const REDIS_HINT: &str = "(start one with `redis-server --port PORT`, or let the scenario start it: `[sut] command = \"exec redis-server --port PORT\"`)";
@@ -96,7 +106,7 @@ const MQTT_HINT: &str = "(start one with `mosquitto -p PORT`, or let the scenari
 
 impl Broker {
     /// Every broker msgbench speaks.
-    pub const ALL: [Broker; 7] = [
+    pub const ALL: [Broker; 8] = [
         Broker::Nats,
         Broker::Redis,
         Broker::Mqtt,
@@ -104,6 +114,7 @@ impl Broker {
         Broker::Kafka,
         Broker::RedisStreams,
         Broker::Jetstream,
+        Broker::Rabbitmq,
     ];
 
     /// Its row.
@@ -117,7 +128,7 @@ impl Broker {
     }
 
     /// Every broker's name, for messages and the command line.
-    pub fn names() -> [&'static str; 7] {
+    pub fn names() -> [&'static str; 8] {
         Broker::ALL.map(|b| b.name())
     }
 
@@ -165,6 +176,6 @@ mod tests {
             assert_eq!(serde, format!("\"{}\"", b.name()));
             assert_eq!(Broker::from_name(b.name()), Some(b));
         }
-        assert_eq!(Broker::from_name("rabbitmq"), None);
+        assert_eq!(Broker::from_name("amqp"), None);
     }
 }

@@ -267,8 +267,8 @@ impl AuthSpec {
 }
 
 /// What `broker` takes: NATS a user and password or a token; Redis a password (and a user);
-/// MQTT a username (and a password); Kafka a user and password and its SASL mechanism. Only
-/// Kafka takes a mechanism.
+/// MQTT a username (and a password); Kafka a user and password and its SASL mechanism; RabbitMQ
+/// a user and password. Only Kafka takes a mechanism.
 fn check_for(
     section: &str,
     broker: Broker,
@@ -299,6 +299,17 @@ fn check_for(
             ),
         };
     }
+    check_login(broker, (user, password, token), c.mechanism, &refuse)
+}
+
+/// [`check_for`] of a login without a key: what `broker` takes of a user, a password, a
+/// token and a SASL mechanism.
+fn check_login(
+    broker: Broker,
+    (user, password, token): (bool, bool, bool),
+    mechanism: Option<SaslMechanism>,
+    refuse: &dyn Fn(&str, &str) -> Result<(), ScenarioError>,
+) -> Result<(), ScenarioError> {
     match broker {
         Broker::Nats | Broker::Jetstream => match (user, password, token) {
             (_, _, true) if user || password => refuse(
@@ -333,7 +344,7 @@ fn check_for(
             ),
             _ => Ok(()),
         },
-        Broker::Kafka => match (user && password && !token, c.mechanism) {
+        Broker::Kafka => match (user && password && !token, mechanism) {
             (false, _) => refuse(
                 "does not give Kafka a user and a password (and no token)",
                 "Kafka's SASL takes user = \"…\" and password_env or password_file",
@@ -343,6 +354,17 @@ fn check_for(
                 "give mechanism = \"SCRAM-SHA-256\", \"SCRAM-SHA-512\" or \"PLAIN\" (one the listener's sasl.enabled.mechanisms has)",
             ),
             (true, Some(_)) => Ok(()),
+        },
+        Broker::Rabbitmq => match (user && password, token) {
+            (_, true) => refuse(
+                "gives a token to RabbitMQ",
+                "RabbitMQ's login (SASL PLAIN) takes user = \"…\" and password_env or password_file",
+            ),
+            (false, _) => refuse(
+                "does not give RabbitMQ a user and a password",
+                "RabbitMQ's login (SASL PLAIN) takes user = \"…\" and password_env or password_file (without [pubsub.auth]: guest/guest, which RabbitMQ takes from loopback only)",
+            ),
+            _ => Ok(()),
         },
     }
 }

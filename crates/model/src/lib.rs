@@ -28,6 +28,7 @@ pub mod pacing;
 pub mod percentile;
 pub mod pubsub;
 pub mod queue;
+pub mod rabbitmq;
 pub mod redis;
 pub mod result;
 pub mod rpc;

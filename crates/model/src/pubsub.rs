@@ -111,6 +111,10 @@ pub struct PubsubSpec {
     /// max_messages`.
     #[serde(skip_serializing_if = "is_default")]
     pub stream: StreamOptions,
+    /// RabbitMQ's own settings: `[pubsub.rabbitmq] exchange_type`, `queue_type`, `confirms`,
+    /// `prefetch`, `ack`, `persistent`.
+    #[serde(skip_serializing_if = "is_default")]
+    pub rabbitmq: crate::rabbitmq::RabbitmqOptions,
     /// Who msgbench is to a broker that asks: `[pubsub.auth] user`, and the password or token
     /// from an environment variable or a file (`password_env`, `password_file`, `token_env`,
     /// `token_file`), never from the scenario.
@@ -242,6 +246,7 @@ impl Default for PubsubSpec {
             kafka: KafkaOptions::default(),
             mqtt: MqttOptions::default(),
             stream: StreamOptions::default(),
+            rabbitmq: crate::rabbitmq::RabbitmqOptions::default(),
             auth: crate::broker_auth::AuthSpec::default(),
             tls: None,
         }
@@ -345,6 +350,8 @@ pub struct PubsubConfig {
     pub compression: Compression,
     /// Redis Streams and JetStream: messages a topic's stream keeps.
     pub stream_max_messages: u64,
+    /// RabbitMQ's settings (their defaults for another broker).
+    pub rabbitmq: crate::rabbitmq::RabbitmqConfig,
     /// Its `host:port`.
     pub address: String,
     /// Where the subscriptions' connections go (`None`: `address`).
@@ -422,6 +429,7 @@ impl PubsubConfig {
             Broker::Mqtt | Broker::Mqtt5 => self.qos > 0,
             Broker::Kafka => self.acks != Acks::None,
             Broker::RedisStreams | Broker::Jetstream => true,
+            Broker::Rabbitmq => self.rabbitmq.confirms,
         }
     }
 
@@ -449,6 +457,7 @@ impl PubsubConfig {
                 self.broker.name(),
                 self.stream_max_messages
             ),
+            Broker::Rabbitmq => format!("rabbitmq {}", self.rabbitmq.describe()),
             other => other.name().to_string(),
         };
         let mut s = format!(
@@ -590,6 +599,7 @@ impl PubsubSpec {
             partitions: self.partitions,
             compression: self.kafka.compression.unwrap_or_default(),
             stream_max_messages: self.stream_max_messages,
+            rabbitmq: self.rabbitmq.validate(self.broker, invalid)?,
             address: address.to_string(),
             subscriber_address: self.checked_subscriber_address(invalid)?,
             topics: (0..self.topics)

@@ -142,6 +142,7 @@ fn info(config: &PubsubConfig, acks: u64) -> Vec<String> {
             config.stream_max_messages,
             crate::drivers::pubsub::brokers::jetstream::max_ack_pending(config)
         )),
+        (Broker::Rabbitmq, _) => info.push(rabbitmq_words(config, acks)),
         (Broker::Kafka, _) => {
             info.push(format!(
                 "Kafka, acks={}: {}; each subscription is a consumer group (named <topic>-<subscription>) joined through the broker's group coordinator, its consumers fetching from the end of the partitions assigned to them (as they were when the run opened), heartbeating while the run lasts, committing their positions and leaving at the end; Kafka keeps every message, so one that had not come when the run ended is undelivered (lag), never dropped",
@@ -168,4 +169,31 @@ fn info(config: &PubsubConfig, acks: u64) -> Vec<String> {
         _ => {}
     }
     info
+}
+
+/// What a RabbitMQ run did, in a line.
+fn rabbitmq_words(config: &PubsubConfig, acks: u64) -> String {
+    let r = &config.rabbitmq;
+    let confirms = if r.confirms {
+        format!(
+            "publisher confirms: the broker confirmed {acks} publishes once their queues held them"
+        )
+    } else {
+        "no publisher confirms: a publish is done once written".into()
+    };
+    let prefetch = match r.prefetch {
+        0 => "no prefetch bound".to_string(),
+        n => format!("a prefetch of {n}"),
+    };
+    let ack = if r.auto_ack {
+        "acknowledged by the broker's sending them (ack = auto)"
+    } else {
+        "each delivery acknowledged (basic.ack)"
+    };
+    format!(
+        "RabbitMQ: each topic a {} exchange, each subscription a {} queue bound to it (named <topic>.<subscription>), declared empty when the run opened and deleted at its end; {confirms}; consumers with {prefetch}, {ack}{}; a queue keeps every message until it is read, so one that had not come when the run ended is undelivered, never dropped",
+        r.exchange_type.name(),
+        r.queue_type.name(),
+        if r.persistent { "; messages persistent (delivery mode 2)" } else { "" }
+    )
 }

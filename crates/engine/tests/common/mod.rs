@@ -659,3 +659,86 @@ pub fn assert_not_written(dir: &std::path::Path, secret: &str) {
     }
     assert!(files > 0, "the run wrote nothing to look in");
 }
+
+/// The one RabbitMQ node of this test binary (an Erlang VM takes seconds to start, so the
+/// RabbitMQ tests share it, each on exchanges and queues of its own): started on first use by
+/// `scripts/rabbitmq-server.sh` with a TLS listener too, killed when the test process exits
+/// (its parent-death signal). Its one user is `bench`, whose password is
+/// [`RABBITMQ_SECRET`] (in the file `password_file`); `guest` is not there.
+#[allow(dead_code)]
+pub struct Rabbitmq {
+    /// AMQP's plain listener.
+    pub addr: SocketAddr,
+    /// The TLS listener.
+    pub tls: SocketAddr,
+    /// The folder of its CA (`ca.pem`), certificate and key (see [`certificates`]).
+    pub tls_dir: std::path::PathBuf,
+    /// The file holding its user's password.
+    pub password_file: std::path::PathBuf,
+}
+
+/// The password of the test node's user: searched for in every file a run writes.
+#[allow(dead_code)]
+pub const RABBITMQ_SECRET: &str = "Rb8-never-in-results";
+
+#[allow(dead_code)]
+pub fn rabbitmq() -> &'static Rabbitmq {
+    static RABBITMQ: std::sync::OnceLock<Rabbitmq> = std::sync::OnceLock::new();
+    RABBITMQ.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::os::unix::process::CommandExt;
+            let (port, tls) = (free_port(), free_port());
+            let dir = tempfile::tempdir().unwrap();
+            let tls_dir = dir.path().join("tls");
+            std::fs::create_dir(&tls_dir).unwrap();
+            certificates(&tls_dir);
+            let password_file = dir.path().join("secret-password");
+            std::fs::write(&password_file, format!("{RABBITMQ_SECRET}\n")).unwrap();
+            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/rabbitmq-server.sh");
+            let mut command = std::process::Command::new("bash");
+            command
+                .arg(script)
+                .arg(port.to_string())
+                .arg(dir.path().join("node"))
+                .arg(free_port().to_string())
+                .arg(free_port().to_string())
+                .env("TLS_PORT", tls.to_string())
+                .env("TLS_DIR", &tls_dir)
+                .env("RABBITMQ_USER", "bench")
+                .env("RABBITMQ_PASSWORD_FILE", &password_file)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null());
+            // SAFETY: prctl is async-signal-safe; the child only sets its own parent-death
+            // signal before exec.
+            unsafe {
+                command.pre_exec(|| {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    Ok(())
+                });
+            }
+            let mut child = command.spawn().unwrap_or_else(|e| {
+                panic!("cannot start RabbitMQ: {e} (run `bash scripts/setup.sh`)")
+            });
+            for p in [port, tls] {
+                ports::wait_until_listening(&mut child, p, Duration::from_secs(60)).unwrap_or_else(
+                    |e| panic!("RabbitMQ: {e}; run `bash scripts/rabbitmq-server.sh {port}` to see why"),
+                );
+            }
+            let at = |p: u16| SocketAddr::from(([127, 0, 0, 1], p));
+            tx.send(Rabbitmq {
+                addr: at(port),
+                tls: at(tls),
+                tls_dir: tls_dir.clone(),
+                password_file: password_file.clone(),
+            })
+            .unwrap();
+            // Lives (and keeps the node and its folder) until the process ends.
+            let _keep = (child, dir);
+            loop {
+                std::thread::park();
+            }
+        });
+        rx.recv().expect("RabbitMQ started")
+    })
+}

@@ -21,6 +21,7 @@ pub fn login_hint(config: &PubsubConfig, text: &str) -> &'static str {
         "wrongpass",
         "not authorized",
         "user name or password",
+        "access_refused",
     ]
     .iter()
     .any(|w| lower.contains(w));

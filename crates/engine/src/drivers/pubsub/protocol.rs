@@ -10,6 +10,8 @@ pub enum AckId<'a> {
     Packet(u16),
     /// JetStream: an empty publish to its reply subject.
     Subject(&'a [u8]),
+    /// RabbitMQ: a `basic.ack` of its delivery tag.
+    Tag(u64),
 }
 
 /// What a connection's hello is made of.
@@ -38,6 +40,9 @@ pub enum Incoming<'a> {
     Ping,
     /// The broker took a publish (Redis: its reply, the number of subscribers reached).
     Ack,
+    /// The broker took every publish of the connection up to this one, counted from 1
+    /// (RabbitMQ's publisher confirms).
+    Confirmed(u64),
     /// The broker refused something (its text).
     Error(&'a [u8]),
     /// The answer to a command of the connection's opening: NATS's `PONG`, Redis's `+PONG`

@@ -344,6 +344,16 @@ impl Publisher {
         while let Some((incoming, used)) = protocol.decode(&self.input[at..])? {
             match incoming {
                 Incoming::Ack => self.on_answer(now),
+                Incoming::Confirmed(up_to) => {
+                    if up_to > self.stats.sent_all {
+                        return Err(format!(
+                            "the broker confirmed publish {up_to}, which was not sent"
+                        ));
+                    }
+                    while self.stats.acks < up_to {
+                        self.on_answer(now);
+                    }
+                }
                 Incoming::Ping => self.out.extend_from_slice(protocol.pong()),
                 Incoming::Error(text) => {
                     return Err(format!(

@@ -443,7 +443,10 @@ impl SubscriberThread<'_> {
                             sub.stats.faults.server_errors += 1;
                             sub.consumers[c].last_error = Some(text);
                         }
-                        Incoming::Ack | Incoming::Reply | Incoming::Other => {}
+                        Incoming::Ack
+                        | Incoming::Confirmed(_)
+                        | Incoming::Reply
+                        | Incoming::Other => {}
                     }
                     at += used;
                 }

@@ -6,6 +6,7 @@ pub mod jetstream;
 pub mod kafka;
 pub mod mqtt;
 pub mod nats;
+pub mod rabbitmq;
 pub mod redis;
 pub mod redis_streams;
 
@@ -22,6 +23,7 @@ pub fn client(broker: Broker) -> Box<dyn BrokerClient> {
         Broker::Kafka => Box::new(kafka::Kafka),
         Broker::RedisStreams => Box::new(redis_streams::RedisStreams),
         Broker::Jetstream => Box::new(jetstream::Jetstream::default()),
+        Broker::Rabbitmq => Box::new(rabbitmq::Rabbitmq::default()),
     }
 }
 

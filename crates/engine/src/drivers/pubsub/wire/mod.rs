@@ -1,5 +1,6 @@
 //! The brokers' protocols, as bytes: encoders and decoders without I/O, tested without a
 //! socket. Redis's RESP is shared with the `redis` system ([`crate::net::resp`]).
+pub mod amqp;
 pub mod jetstream;
 pub mod kafka;
 pub mod kafka_codec;
