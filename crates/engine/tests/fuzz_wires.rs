@@ -1,7 +1,8 @@
 //! Fuzzing the decoders of the wires msgbench's clients speak to servers it did not write —
 //! HTTP/2 frames and HPACK (msgbench's own client), WebSocket frames, gRPC message framing,
 //! protobuf fields, a feed's JSON, binary and protobuf messages, NATS, MQTT 3.1.1 and 5,
-//! Kafka's responses (frames, produce, fetch, the consumer group's), JetStream's API answers —
+//! Kafka's responses (frames, produce, fetch, the consumer group's), JetStream's API answers,
+//! RabbitMQ's AMQP 0-9-1 frames (deliveries, confirms, closes, the opening's methods) —
 //! and the files `merge` reads from other hosts (`.hlog` interval logs, the histograms in them,
 //! a run's JSON). The same mutator as `fuzz.rs` ([`fuzz_kit`]); the seeds of the file readers
 //! are the checked-in corpus under `tests/fuzz_corpus/`. Properties: no panic, no allocation
@@ -19,7 +20,7 @@ use bytes::Bytes;
 use fuzz_kit::{fuzz, fuzz_n, inputs};
 use msgbench_engine::drivers::http2::hpack::Decoder;
 use msgbench_engine::drivers::http2::wire::Client;
-use msgbench_engine::drivers::pubsub::wire::{jetstream, kafka, kafka_group, mqtt, nats};
+use msgbench_engine::drivers::pubsub::wire::{amqp, jetstream, kafka, kafka_group, mqtt, nats};
 use msgbench_engine::net::feed::FeedDecoder;
 use msgbench_engine::net::grpc_frame::Frames;
 use msgbench_engine::net::proto_wire;
@@ -312,6 +313,52 @@ fn mqtt_packets_never_panic_nor_overrun() {
                 assert!(used > 0 && at + used <= b.len());
                 at += used;
             }
+        }
+    });
+}
+
+#[test]
+fn amqp_frames_never_panic_nor_overrun() {
+    use amq_protocol::protocol::{basic, AMQPClass};
+    let deliver = AMQPClass::Basic(basic::AMQPMethod::Deliver(basic::Deliver {
+        consumer_tag: "t0-s0-c0".into(),
+        delivery_tag: 3,
+        redelivered: false,
+        exchange: "msgbench.0".into(),
+        routing_key: "msgbench.0".into(),
+    }));
+    let confirm = AMQPClass::Basic(basic::AMQPMethod::Ack(basic::Ack {
+        delivery_tag: 9,
+        multiple: true,
+    }));
+    // A delivery: its method, then the content header and body a publish is framed with.
+    let mut delivery = amqp::method(amqp::CHANNEL, deliver);
+    let prefix = amqp::publish_prefix("x", "k", 5, false);
+    // Its last 29 bytes: the content header frame (22, no properties) and the body's head (7).
+    delivery.extend_from_slice(&prefix[prefix.len() - 29..]);
+    delivery.extend_from_slice(b"hello");
+    delivery.push(amqp::FRAME_END);
+    let seeds = vec![
+        delivery,
+        amqp::method(amqp::CHANNEL, confirm),
+        amqp::close(),
+        amqp::HEARTBEAT_FRAME.to_vec(),
+    ];
+    assert!(
+        seeds
+            .iter()
+            .all(|s| matches!(amqp::receive(s), Ok(Some(_)))),
+        "seeds"
+    );
+    fuzz("amqp", &seeds, |b| {
+        let mut at = 0;
+        while let Ok(Some((_, used))) = amqp::receive(&b[at..]) {
+            assert!(used > 0 && at + used <= b.len());
+            at += used;
+        }
+        // The opening's methods, read by the codec.
+        if let Ok(Some((frame, _))) = amqp::frame(b) {
+            let _ = amqp::parse_method(frame.payload);
         }
     });
 }

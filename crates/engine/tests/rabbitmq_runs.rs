@@ -103,6 +103,15 @@ fn a_shared_queue_gives_each_message_to_one_consumer_and_a_slow_one_falls_behind
         "subscriptions_per_topic = 2\nconsumers_per_subscription = 3",
     ));
     every_message_once(&r);
+    // As fast as the publisher goes, without confirms: the publisher's goodbye
+    // (connection.close, awaited) lets RabbitMQ route all it had read — a bare hang-up
+    // dropped the last publishes a channel held, which this run would count as missing.
+    let toml = scenario("immediate", node.addr, "message_bytes = 64")
+        .replace("mode = \"rate\"\nper_sec = 2000", "mode = \"immediate\"")
+        .replace("drain_timeout = \"3s\"", "drain_timeout = \"20s\"");
+    let r = run_ok(&toml);
+    every_message_once(&r);
+    assert!(r.counters.sent > 20_000, "{:?}", r.counters);
     // A slow consumer (5 ms a message, 200/s) next to a fast one, 2000/s offered, at most
     // 100 deliveries unacknowledged each: the slow queue's backlog waits in the broker, the
     // fast subscription keeps up, and what the slow one had not read is undelivered (the

@@ -97,6 +97,14 @@ pub trait BrokerProtocol: Sync {
     fn pong(&self) -> &'static [u8] {
         b""
     }
+
+    /// What a publisher sends once it owes nothing more (everything written, every publish
+    /// answered), answered with one [`Incoming::Reply`] once the broker has taken everything
+    /// before it: AMQP's `connection.close`, without which RabbitMQ drops the publishes a
+    /// channel had read but not yet routed when the connection ends. Empty: nothing to say.
+    fn goodbye(&self) -> &[u8] {
+        b""
+    }
 }
 
 /// How one publisher frames its messages: the bytes before each payload (with, at MQTT

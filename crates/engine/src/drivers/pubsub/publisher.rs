@@ -73,8 +73,20 @@ pub struct Publisher {
     /// Clock ns at which it last had no room: a message due by then waited for the broker
     /// (its socket, its acknowledgements), not for the pacer.
     held_until_ns: u64,
+    /// Where its goodbye is ([`BrokerProtocol::goodbye`]).
+    goodbye: Goodbye,
     /// What it measured.
     pub stats: PublisherStats,
+}
+
+/// A publisher's goodbye to its broker, at the end of the drain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Goodbye {
+    NotSaid,
+    /// Sent, its answer awaited: the publisher still owes.
+    Said,
+    /// Answered: the broker may close the connection.
+    Answered,
 }
 
 impl Publisher {
@@ -133,6 +145,7 @@ impl Publisher {
             wall_ms: 0,
             sealed: 0,
             record_bytes: size + 32,
+            goodbye: Goodbye::NotSaid,
             stats: PublisherStats::default(),
         })
     }
@@ -148,6 +161,15 @@ impl Publisher {
         self.unsent() > 0
             || self.unanswered.as_ref().is_some_and(|q| !q.is_empty())
             || self.stream.wants_write()
+            || self.goodbye == Goodbye::Said
+    }
+
+    /// Says `goodbye` once it owes nothing else (a broker that has one to hear).
+    fn say_goodbye(&mut self, goodbye: &[u8]) {
+        if !goodbye.is_empty() && self.goodbye == Goodbye::NotSaid && !self.owes() {
+            self.out.extend_from_slice(goodbye);
+            self.goodbye = Goodbye::Said;
+        }
     }
 
     /// Room for one more message: its buffer under `bound`, and (MQTT QoS 1) fewer publishes
@@ -312,6 +334,9 @@ impl Publisher {
             if closed {
                 // What it said before closing (its error) is the reason.
                 self.handle(protocol)?;
+                if self.goodbye == Goodbye::Answered {
+                    return Ok(());
+                }
                 return Err("the broker closed the connection".into());
             }
             if self.input.len() > READ_BYTES {
@@ -367,6 +392,9 @@ impl Publisher {
                     if answer.map_err(|why| format!("the broker refused a publish: {why}"))? {
                         self.on_answer(now);
                     }
+                }
+                Incoming::Reply if self.goodbye == Goodbye::Said => {
+                    self.goodbye = Goodbye::Answered;
                 }
                 Incoming::Reply | Incoming::Other => {}
             }
@@ -645,6 +673,7 @@ impl PublisherThread<'_> {
             // A Kafka batch waits for the broker's TCP (acks 0), which raises no event here.
             for i in 0..self.publishers.len() {
                 if !self.publishers[i].stats.broken {
+                    self.publishers[i].say_goodbye(self.protocol.goodbye());
                     if let Err(why) = self.publishers[i].flush() {
                         self.fail(i, why);
                     }

@@ -32,10 +32,20 @@ use msgbench_model::pubsub::{PubsubConfig, Subscription};
 use msgbench_model::rabbitmq::QueueType;
 use std::io::Write;
 
-/// RabbitMQ; whether its consumers acknowledge (set when the run is prepared).
-#[derive(Default)]
+/// RabbitMQ: whether its consumers acknowledge (set when the run is prepared), and the
+/// publishers' goodbye.
 pub struct Rabbitmq {
     auto_ack: bool,
+    close: Vec<u8>,
+}
+
+impl Default for Rabbitmq {
+    fn default() -> Rabbitmq {
+        Rabbitmq {
+            auto_ack: false,
+            close: amqp::close(),
+        }
+    }
 }
 
 impl BrokerProtocol for Rabbitmq {
@@ -70,6 +80,7 @@ impl BrokerProtocol for Rabbitmq {
                 Incoming::Error(b"the broker ended the consumer (basic.cancel: its queue is gone)")
             }
             Received::Heartbeat => Incoming::Ping,
+            Received::CloseOk => Incoming::Reply,
             Received::Other => Incoming::Other,
         };
         Ok(Some((incoming, used)))
@@ -83,6 +94,10 @@ impl BrokerProtocol for Rabbitmq {
 
     fn pong(&self) -> &'static [u8] {
         amqp::HEARTBEAT_FRAME
+    }
+
+    fn goodbye(&self) -> &[u8] {
+        &self.close
     }
 }
 

@@ -102,6 +102,8 @@ pub enum Received<'a> {
     },
     /// `basic.cancel`: the broker ended the consumer (its queue deleted).
     Cancelled,
+    /// `connection.close-ok`: the broker took everything before the client's close.
+    CloseOk,
     /// A heartbeat: answer one.
     Heartbeat,
     /// Anything else (`connection.blocked`, `channel.flow`, …).
@@ -127,6 +129,7 @@ pub fn receive(buf: &[u8]) -> Result<Option<(Received<'_>, usize)>, String> {
             }
             (20, 40) | (10, 50) => closed(f.payload)?,
             (60, 30) => Received::Cancelled,
+            (10, 51) => Received::CloseOk,
             _ => Received::Other,
         },
         HEARTBEAT => Received::Heartbeat,
@@ -223,6 +226,20 @@ pub fn ack(tag: u64, out: &mut Vec<u8>) {
     out.extend_from_slice(&[METHOD, 0, CHANNEL as u8, 0, 0, 0, 13, 0, 60, 0, 80]);
     out.extend_from_slice(&tag.to_be_bytes());
     out.extend_from_slice(&[0, FRAME_END]);
+}
+
+/// `connection.close` with reply code 200 (a normal close), said by a publisher at its end.
+pub fn close() -> Vec<u8> {
+    use amq_protocol::protocol::connection;
+    method(
+        0,
+        AMQPClass::Connection(connection::AMQPMethod::Close(connection::Close {
+            reply_code: 200,
+            reply_text: "msgbench: the run ended".into(),
+            class_id: 0,
+            method_id: 0,
+        })),
+    )
 }
 
 /// The bytes of `class` as a method frame on `channel`.
