@@ -27,6 +27,19 @@ pub(crate) fn apply(
     if let Some(text) = shard {
         let shard = Shard::parse(text, &|name| std::env::var(name).ok())?;
         experiment.set_shard(shard)?;
+        let pubsub = (experiment.points.iter()).any(|p| {
+            matches!(
+                p.scenario.system,
+                msgbench_model::scenario::System::Pubsub { .. }
+            )
+        });
+        if pubsub && !shard.is_whole() && start_at.is_none() {
+            return Err(format!(
+                "--shard {shard}: a publish/subscribe run's shards need --start-at, one instant for \
+                 all (e.g. --start-at 2026-12-08T09:00:00Z): their messages are marked by it and \
+                 their latency counts from it"
+            ));
+        }
     }
     if let Some(text) = start_at {
         let now = msgbench_engine::environment::unix_ms();

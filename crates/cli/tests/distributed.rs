@@ -671,3 +671,135 @@ fn a_tick_streams_subscribers_split_over_shards_and_merge_back() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+/// nats-server on a free loopback port: its process and port.
+fn nats_server() -> (std::process::Child, u16) {
+    let program = ["/usr/sbin/nats-server", "nats-server"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .unwrap_or("nats-server");
+    common::ports::start_listening(program, std::time::Duration::from_secs(20), |port| {
+        Command::new(program)
+            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nats-server (run `bash scripts/setup.sh`)")
+    })
+}
+
+#[test]
+fn a_pubsub_run_over_three_shards_merges_into_what_one_process_offers_to_the_message() {
+    let (mut broker, port) = nats_server();
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("pubsub.toml");
+    // Three publishers and three subscriptions of one topic: shard i publishes with
+    // publisher i and reads subscription t0-si, which gets every shard's messages.
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"sharded\"\nsystem = \"pubsub\"\n[run]\nduration = \"2s\"\nwarmup = \"500ms\"\n\
+             drain_timeout = \"1s\"\n[pacing]\nmode = \"rate\"\nper_sec = 3000\n[pubsub]\n\
+             broker = \"nats\"\naddress = \"127.0.0.1:{port}\"\npublishers_per_topic = 3\n\
+             subscriptions_per_topic = 3\n"
+        ),
+    )
+    .unwrap();
+    // Without an agreed start the shards could not tell each other's messages: refused.
+    let o = msgbench(&["run", scenario.to_str().unwrap(), "--shard", "0/3"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("need --start-at"), "{}", stderr(&o));
+    let o = msgbench(&["run", scenario.to_str().unwrap(), "--shard", "0/4"]);
+    assert!(stderr(&o).contains("at most 3 shards"), "{}", stderr(&o));
+    let start = (now_ms() + 3_000).to_string();
+    let shards: Vec<_> = (0..3)
+        .map(|i| {
+            let out = tmp.path().join(format!("out{i}"));
+            let child = Command::new(env!("CARGO_BIN_EXE_msgbench"))
+                .arg("run")
+                .arg(&scenario)
+                .args([
+                    "--shard",
+                    &format!("{i}/3"),
+                    "--start-at",
+                    &start,
+                    "--quiet",
+                ])
+                .arg("--out")
+                .arg(&out)
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (out, child)
+        })
+        .collect();
+    let mut dirs = Vec::new();
+    for (i, (out, child)) in shards.into_iter().enumerate() {
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "shard {i}: {}", stderr(&o));
+        dirs.push(result_dir(&out));
+    }
+    for (i, dir) in dirs.iter().enumerate() {
+        let r = run_of(dir);
+        let figures = r.pubsub_shard.as_ref().expect("a shard's figures");
+        assert_eq!(figures.publishers.len(), 1);
+        assert_eq!(figures.publishers[0].index, i as u32);
+        assert_eq!(r.streams.len(), 1);
+        assert_eq!(r.streams[0].name, format!("t0-s{i}"));
+        // Its subscription got every shard's publishers' messages.
+        assert!(
+            figures.subscriptions[0].delivered.iter().all(|&d| d > 1500),
+            "{figures:?}"
+        );
+    }
+    let merged_dir = tmp.path().join("merged");
+    let mut args = vec!["merge"];
+    args.extend(dirs.iter().map(|d| d.to_str().unwrap()));
+    args.extend(["--out", merged_dir.to_str().unwrap()]);
+    let o = msgbench(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let merged = run_of(&merged_dir);
+    // The same schedule in one process.
+    let whole_out = tmp.path().join("whole");
+    let o = Command::new(env!("CARGO_BIN_EXE_msgbench"))
+        .arg("run")
+        .arg(&scenario)
+        .args(["--quiet", "--out", whole_out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let _ = broker.kill();
+    let _ = broker.wait();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let whole = run_of(&result_dir(&whole_out));
+    let key = |c: &msgbench_model::result::Counters| {
+        (
+            c.attempted,
+            c.sent,
+            c.delivered,
+            c.dropped,
+            c.failed,
+            c.in_flight_end,
+        )
+    };
+    // 3 publishers × 1000/s × 2 s, to each of 3 subscriptions.
+    assert_eq!(key(&whole.counters), (18_000, 18_000, 18_000, 0, 0, 0));
+    assert_eq!(key(&merged.counters), key(&whole.counters));
+    let mut streams = merged.streams.clone();
+    streams.sort_by(|a, b| a.name.cmp(&b.name));
+    assert_eq!(streams.len(), 3);
+    for (m, w) in streams.iter().zip(&whole.streams) {
+        assert_eq!(m.name, w.name);
+        assert_eq!(key(&m.counters), key(&w.counters), "{}", m.name);
+        assert_eq!(m.sequence.total() + m.gaps_seen, 0, "{}", m.name);
+        let generated: u64 = m.intervals.iter().map(|i| i.generated).sum();
+        assert_eq!(generated, 6_000, "{}: {:?}", m.name, m.intervals);
+    }
+    assert!(
+        merged
+            .info
+            .iter()
+            .any(|i| i.contains("merged from 3 shards")),
+        "{:?}",
+        merged.info
+    );
+}

@@ -433,6 +433,7 @@ pub fn merge_runs(parts: &[&RunResult], seconds: &Seconds) -> Result<RunResult, 
         started_unix_ms: start_ms,
         duration_s: (end_ms - start_ms as f64).max(0.0) / 1e3,
         shard: None,
+        pubsub_shard: None,
         shards: parts.iter().map(|r| shard_row(r)).collect(),
         counters: Default::default(),
         sequence: Default::default(),
@@ -459,6 +460,12 @@ pub fn merge_runs(parts: &[&RunResult], seconds: &Seconds) -> Result<RunResult, 
             }
         }
     }
+    reaccount_pubsub(&mut m, parts).map_err(|e| {
+        format!(
+            "run {}: the shards' publish/subscribe figures: {e}",
+            first.run_id
+        )
+    })?;
     m.counters.check().map_err(|e| {
         format!(
             "run {}: the shards' counters do not add up: {e}",
@@ -470,6 +477,13 @@ pub fn merge_runs(parts: &[&RunResult], seconds: &Seconds) -> Result<RunResult, 
     m.classes = merged_classes(parts)?;
     merge_cpu(&mut m, parts);
     m.intervals = merged_intervals(parts, seconds);
+    if parts.iter().any(|r| r.pubsub_shard.is_some()) {
+        crate::drivers::streams::stream_stats::patch_run_intervals(
+            &mut m.intervals,
+            &m.streams,
+            true,
+        );
+    }
     // The shards' stages are the one schedule's: judged again on the merged seconds.
     let window_s = m.schedule_s.unwrap_or(m.duration_s);
     msgbench_model::stage_judge::judge_stages(&mut m.stages, &m.intervals, window_s);
@@ -479,6 +493,13 @@ pub fn merge_runs(parts: &[&RunResult], seconds: &Seconds) -> Result<RunResult, 
         parts.len(),
         hosts(parts)
     ));
+    merged_warnings(&mut m, parts);
+    Ok(m)
+}
+
+/// The merged run's warnings: each shard's as a note, the clocks of a publish/subscribe run
+/// across hosts, and the verdict on the whole.
+fn merged_warnings(m: &mut RunResult, parts: &[&RunResult]) {
     for r in parts {
         let id = r
             .shard
@@ -488,8 +509,85 @@ pub fn merge_runs(parts: &[&RunResult], seconds: &Seconds) -> Result<RunResult, 
             m.warnings.push(Warning::Note(format!("shard {id}: {w}")));
         }
     }
-    m.warnings.extend(msgbench_model::verdict::warnings(&m));
-    Ok(m)
+    if parts.iter().any(|r| r.pubsub_shard.is_some()) {
+        let (info, flags) = clocks_across_hosts(m, parts);
+        m.info.extend(info);
+        m.warnings.extend(flags);
+    }
+    m.warnings.extend(msgbench_model::verdict::warnings(m));
+}
+
+/// Most of a merged publish/subscribe run's p50 latency that the hosts' clock errors may be
+/// before it is flagged.
+pub const CLOCK_FRACTION: f64 = 0.1;
+
+/// A publish/subscribe run over several hosts measures each message with two clocks: the
+/// publisher's host stamps it, the subscriber's reads it. Its latency is then exact only to
+/// the sum of their errors: each host's synchronization said (info), and a host whose bound
+/// exceeds [`CLOCK_FRACTION`] of the p50 (or is not synchronized) flagged.
+fn clocks_across_hosts(m: &RunResult, parts: &[&RunResult]) -> (Vec<String>, Vec<Warning>) {
+    let mut hosts: Vec<(&str, &msgbench_model::result::WallClockStatus)> = parts
+        .iter()
+        .filter_map(|r| r.shard.as_ref().map(|s| (s.host.as_str(), &s.clock)))
+        .collect();
+    hosts.sort_by_key(|(h, _)| *h);
+    hosts.dedup_by_key(|(h, _)| *h);
+    if hosts.len() < 2 {
+        return (Vec::new(), Vec::new());
+    }
+    let said: Vec<String> = hosts
+        .iter()
+        .map(|(h, c)| match c.synchronized {
+            true => format!("{h} ±{} µs", c.max_error_us),
+            false => format!("{h} not synchronized"),
+        })
+        .collect();
+    let info = vec![format!(
+        "publishers and subscriptions ran on {} hosts: each latency is the subscriber's clock − the publisher's stamp, exact to the sum of the two hosts' clock errors (their bounds: {})",
+        hosts.len(),
+        said.join(", ")
+    )];
+    let p50_us = m.latency.p50_ns as f64 / 1e3;
+    let flags = hosts
+        .iter()
+        .filter(|(_, c)| !c.synchronized || c.max_error_us as f64 > CLOCK_FRACTION * p50_us)
+        .map(|(h, c)| {
+            Warning::Note(format!(
+                "clock of {h}: {} against a p50 latency of {p50_us:.0} µs (over {:.0} % of it): latencies across hosts mix the clocks' error with the system's; synchronize the hosts (chrony, PTP) or measure on one",
+                if c.synchronized { format!("bound ±{} µs", c.max_error_us) } else { "not synchronized".into() },
+                CLOCK_FRACTION * 100.0
+            ))
+        })
+        .collect();
+    (info, flags)
+}
+
+/// A publish/subscribe run's shards: each subscription accounted again against every shard's
+/// publishers (a shard's own counters knew only its own publishers' messages), and the run's
+/// counters their sum. Nothing to do for other systems; shards of which only some carry
+/// figures are refused.
+fn reaccount_pubsub(m: &mut RunResult, parts: &[&RunResult]) -> Result<(), String> {
+    let figures: Vec<_> = parts
+        .iter()
+        .filter_map(|r| r.pubsub_shard.as_ref())
+        .collect();
+    if figures.is_empty() {
+        return Ok(());
+    }
+    if figures.len() != parts.len() {
+        return Err("some shards carry no figures (pubsub_shard)".into());
+    }
+    crate::drivers::pubsub::accounting::merge_shards(&figures, &mut m.streams)?;
+    let held: u64 = parts.iter().map(|r| r.counters.held_by_window).sum();
+    let mut counters = msgbench_model::result::Counters::default();
+    let mut sequence = msgbench_model::result::SequenceErrors::default();
+    for s in &m.streams {
+        counters += s.counters;
+        sequence += s.sequence;
+    }
+    counters.held_by_window = held;
+    (m.counters, m.sequence) = (counters, sequence);
+    Ok(())
 }
 
 /// The hosts the shards ran on, once each.
@@ -829,4 +927,51 @@ fn concatenate_latencies(files: &[PathBuf], w: &mut dyn Write) -> std::io::Resul
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod clock_tests {
+    use super::*;
+    use msgbench_model::result::{ShardInfo, WallClockStatus};
+
+    fn shard(host: &str, synchronized: bool, max_error_us: u64) -> RunResult {
+        RunResult {
+            shard: Some(ShardInfo {
+                host: host.into(),
+                clock: WallClockStatus {
+                    synchronized,
+                    max_error_us,
+                    ..Default::default()
+                },
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_host_whose_clock_bound_is_a_tenth_of_the_p50_or_more_is_flagged() {
+        let mut m = RunResult::default();
+        m.latency.p50_ns = 500_000;
+        let (a, b, c) = (
+            shard("a", true, 16),
+            shard("b", true, 80),
+            shard("c", false, 0),
+        );
+        let (info, flags) = clocks_across_hosts(&m, &[&a, &b, &c]);
+        assert!(
+            info[0].contains("3 hosts") && info[0].contains("a ±16 µs"),
+            "{info:?}"
+        );
+        let flagged: Vec<String> = flags.iter().map(|w| w.to_string()).collect();
+        assert_eq!(flagged.len(), 2, "{flagged:?}");
+        assert!(
+            flagged[0].starts_with("clock of b: bound ±80 µs"),
+            "{flagged:?}"
+        );
+        assert!(flagged[1].contains("c: not synchronized"), "{flagged:?}");
+        // One host: one clock, nothing said.
+        let (info, flags) = clocks_across_hosts(&m, &[&a, &a]);
+        assert!(info.is_empty() && flags.is_empty());
+    }
 }

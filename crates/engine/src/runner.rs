@@ -499,6 +499,7 @@ fn assemble(
             .chain(scenario.spin_note())
             .collect(),
         shard: None,
+        pubsub_shard: m.pubsub_shard.clone(),
         shards: Vec::new(),
     };
     result.fairness = msgbench_model::result::fairness_of(&result);

@@ -388,6 +388,10 @@ pub struct PubsubConfig {
     pub tls: Option<crate::broker_tls::BrokerTls>,
     /// Each publisher's pacing (the scenario's, its rate split over the publishers).
     pub publisher_pacing: Pacing,
+    /// Which shard of the run this process is (`--shard`): it opens the publishers and the
+    /// subscriptions whose run-wide index `g` has `g % count == index` (see
+    /// [`crate::shard`]); the whole run unsharded.
+    pub shard: crate::shard::Shard,
 }
 
 impl PubsubConfig {
@@ -398,8 +402,20 @@ impl PubsubConfig {
             .collect()
     }
 
-    /// Every subscription, topic by topic; the first `slow_subscriptions` of each are slow.
+    /// This process's subscriptions (every one, unsharded; a shard's, `--shard`), topic by
+    /// topic; the first `slow_subscriptions` of each topic are slow.
     pub fn subscriptions(&self) -> Vec<Subscription> {
+        let shard = self.shard;
+        self.all_subscriptions()
+            .into_iter()
+            .enumerate()
+            .filter(|(g, _)| *g as u32 % shard.count == shard.index)
+            .map(|(_, s)| s)
+            .collect()
+    }
+
+    /// Every subscription of the run, whatever the shard.
+    pub fn all_subscriptions(&self) -> Vec<Subscription> {
         (0..self.topics.len() as u32)
             .flat_map(|t| {
                 (0..self.subscriptions_per_topic).map(move |s| Subscription {
@@ -409,6 +425,36 @@ impl PubsubConfig {
                 })
             })
             .collect()
+    }
+
+    /// This process's publishers, as their run-wide indices (every one, unsharded).
+    pub fn local_publishers(&self) -> Vec<u32> {
+        (0..self.publishers().len() as u32)
+            .filter(|g| g % self.shard.count == self.shard.index)
+            .collect()
+    }
+
+    /// What this process opens of the run's connections, and the run's: (its publishers and
+    /// consumers, all of them).
+    pub fn shard_connections(&self) -> (usize, usize) {
+        let per = self.consumers_per_subscription as usize;
+        let mine = self.local_publishers().len() + self.subscriptions().len() * per;
+        let all = self.publishers().len() + self.all_subscriptions().len() * per;
+        (mine, all)
+    }
+
+    /// Makes this process shard `shard` of the run; refused when a shard would be left
+    /// without a publisher or a subscription.
+    pub fn set_shard(&mut self, shard: crate::shard::Shard) -> Result<(), String> {
+        let (publishers, subscriptions) = (self.publishers().len(), self.all_subscriptions().len());
+        let most = publishers.min(subscriptions);
+        if shard.count as usize > most {
+            return Err(format!(
+                "--shard {shard}: the run has {publishers} publishers and {subscriptions} subscriptions, and each shard takes at least one of each, so it splits into at most {most} shards; run fewer shards, or more publishers (publishers_per_topic) and subscriptions (subscriptions_per_topic)"
+            ));
+        }
+        self.shard = shard;
+        Ok(())
     }
 
     /// What subscription `sub` spends per message, ns (0 but for a slow one).
@@ -443,7 +489,8 @@ impl PubsubConfig {
         names
     }
 
-    /// One line with every setting, in scenario-file spelling.
+    /// One line with every setting, in scenario-file spelling (a shard's the same: the
+    /// shards of one run describe one run).
     pub fn describe(&self) -> String {
         let broker = match self.broker {
             Broker::Mqtt | Broker::Mqtt5 => format!("{} qos={}", self.broker.name(), self.qos),
@@ -623,6 +670,7 @@ impl PubsubSpec {
                 None => None,
             },
             publisher_pacing,
+            shard: crate::shard::Shard::WHOLE,
         })
     }
 }
@@ -906,6 +954,23 @@ mod tests {
             System::Pubsub { pubsub, .. } => pubsub,
             other => panic!("not pubsub: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_shard_takes_every_nth_publisher_and_subscription_and_needs_one_of_each() {
+        use crate::shard::Shard;
+        let mut c =
+            config("[pubsub]\ntopics = 2\npublishers_per_topic = 2\nsubscriptions_per_topic = 2");
+        let whole = (c.publishers().len(), c.all_subscriptions().len());
+        c.set_shard(Shard { index: 1, count: 3 }).unwrap();
+        assert_eq!(c.local_publishers(), [1]);
+        let names: Vec<String> = c.subscriptions().into_iter().map(|s| s.name).collect();
+        assert_eq!(names, ["t0-s1"]);
+        assert_eq!(c.shard_connections(), (2, 8));
+        assert_eq!((c.publishers().len(), c.all_subscriptions().len()), whole);
+        // Five shards of four publishers: one would have none.
+        let e = c.set_shard(Shard { index: 0, count: 5 }).unwrap_err();
+        assert!(e.contains("at most 4 shards"), "{e}");
     }
 
     #[test]

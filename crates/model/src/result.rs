@@ -129,10 +129,58 @@ pub struct RunResult {
     /// which slice, on which host, started how close to the agreed time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardInfo>,
+    /// A shard of a publish/subscribe run: what its publishers sent and what its
+    /// subscriptions got from every publisher, which `merge` accounts again across the shards
+    /// (each subscription against every shard's publishers). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pubsub_shard: Option<PubsubShardFigures>,
     /// This run merged shards (`msgbench merge`): each shard's own figures. The run's figures
     /// are the whole's: histograms added, counters summed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shards: Vec<ShardRow>,
+}
+
+/// What one shard of a publish/subscribe run measured, for the merge's accounting.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PubsubShardFigures {
+    /// Publishers in the whole run (every shard's).
+    pub publishers_total: u32,
+    /// This shard's publishers.
+    pub publishers: Vec<PublisherFigures>,
+    /// This shard's subscriptions.
+    pub subscriptions: Vec<SubscriptionFigures>,
+}
+
+/// What one publisher sent in the measured window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PublisherFigures {
+    /// Its run-wide index.
+    pub index: u32,
+    /// Messages of the measured window it published.
+    pub measured: u64,
+    /// The sequence number of its first message of the window.
+    pub first_measured: Option<u64>,
+    /// Of those, per second of the window (by intended publish time).
+    pub per_second: Vec<u64>,
+}
+
+/// What one subscription got, per publisher of its topic.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubscriptionFigures {
+    /// Its name (`t0-s1`), as in `streams`.
+    pub name: String,
+    /// Its topic's index.
+    pub topic: u32,
+    /// Its connection ended before the run did: what never came failed.
+    pub closed: bool,
+    /// Per publisher of its topic (in run-wide order): messages of the window received.
+    pub delivered: Vec<u64>,
+    /// Per publisher of its topic: the highest sequence number a loss is judged up to (the
+    /// highest received, or less for a shared subscription's consumers).
+    pub loss_horizon: Vec<Option<u64>>,
 }
 
 /// One client connection of a broadcast stream.

@@ -323,6 +323,7 @@ impl System {
     pub fn shard(&self) -> crate::shard::Shard {
         match self {
             System::Ticks { ticks, .. } => ticks.shard,
+            System::Pubsub { pubsub, .. } => pubsub.shard,
             _ => self
                 .client()
                 .map_or(crate::shard::Shard::WHOLE, |c| c.shard),
@@ -334,6 +335,7 @@ impl System {
     pub fn shard_connections(&self) -> (usize, usize) {
         match self {
             System::Ticks { ticks, .. } => (ticks.local_clients().len(), ticks.total_connections()),
+            System::Pubsub { pubsub, .. } => pubsub.shard_connections(),
             _ => self
                 .client()
                 .map_or((0, 0), |c| (c.local_connections(), c.total_connections())),
@@ -353,9 +355,9 @@ impl System {
                  it unsharded"
                     .to_string(),
             ),
-            System::Pubsub { .. } => Some(
-                "a publish/subscribe run is not split over shards yet: every subscriber counts \
-                 what every publisher sent; run it unsharded"
+            System::Pubsub { sut: Some(_), .. } => Some(
+                "[sut] starts the broker in every shard; start it once where the shards can \
+                 reach it, remove [sut] and give its address"
                     .to_string(),
             ),
             System::Ticks { ticks, .. } if ticks.address.is_none() => Some(format!(
@@ -397,7 +399,10 @@ impl System {
                 let what = "clients (the groups' connections)";
                 (ticks.total_connections(), ticks.local_clients().len(), what)
             }
-            System::Queue(_) | System::Pubsub { .. } => unreachable!("refused above"),
+            System::Pubsub { pubsub, .. } => {
+                return pubsub.set_shard(shard);
+            }
+            System::Queue(_) => unreachable!("refused above"),
         };
         // Checked for every shard alike (not only the ones left empty), so that no shard of
         // an impossible split runs for nothing.
@@ -601,9 +606,15 @@ impl Scenario {
                 per_schedule
                     * (pubsub.topics.len() as u32 * pubsub.publishers_per_topic) as f64
                     * pubsub.subscriptions_per_topic as f64
+                    * pubsub.subscriptions().len() as f64
+                    / pubsub.all_subscriptions().len() as f64
             }
+            // A shard's part: its subscriptions' (each counts what every publisher sent).
             (System::Pubsub { pubsub, .. }, _, _) => {
-                per_schedule * pubsub.subscriptions_per_topic as f64
+                per_schedule
+                    * pubsub.subscriptions_per_topic as f64
+                    * pubsub.subscriptions().len() as f64
+                    / pubsub.all_subscriptions().len() as f64
             }
             // A broadcast: every client is meant to get every tick.
             (System::Ticks { ticks, .. }, _, _) => per_schedule * ticks.total_connections() as f64,

@@ -339,6 +339,7 @@ mod tests {
             fairness: vec![],
             info: vec![],
             shard: None,
+            pubsub_shard: None,
             shards: vec![],
         }
     }

@@ -90,6 +90,7 @@ fn run(point: usize, window: u32, replicate: u32, rate: f64, base_ns: u64) -> Ru
         fairness: vec![],
         info: vec![],
         shard: None,
+        pubsub_shard: None,
         shards: vec![],
     }
 }

@@ -243,6 +243,7 @@ pub fn drive<P: RingProducer<Item>, C: RingConsumer<Item>>(
         streams: Vec::new(),
         info: Vec::new(),
         publish_latency: None,
+        pubsub_shard: None,
     })
 }
 

@@ -49,6 +49,8 @@ pub struct Measured {
     pub info: Vec<String>,
     /// Publish latency (pubsub: the broker's answer − intended publish time), when measured.
     pub publish_latency: Option<msgbench_model::histogram::Percentiles>,
+    /// A shard of a publish/subscribe run: what `merge` accounts again across the shards.
+    pub pubsub_shard: Option<msgbench_model::result::PubsubShardFigures>,
 }
 
 /// What a driver measured besides the recording.
@@ -97,6 +99,7 @@ impl Measured {
             streams: Vec::new(),
             info: Vec::new(),
             publish_latency: None,
+            pubsub_shard: None,
         }
     }
 }

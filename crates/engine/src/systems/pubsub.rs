@@ -75,6 +75,7 @@ pub fn run(
         stopped_by: out.stopped_by,
         notes,
         streams: measured.streams,
+        pubsub_shard: measured.shard_figures,
         info,
         publish_latency: measured
             .publish_latency
@@ -106,8 +107,19 @@ fn login_words(c: &msgbench_model::broker_auth::Credentials) -> String {
 /// How to read the figures.
 fn info(config: &PubsubConfig, acks: u64) -> Vec<String> {
     let mut info = vec![format!(
-        "latency is end to end: a subscription's receipt of each message − the time its publisher was scheduled to publish it (publisher and subscriber share this host's clock); per subscription, dropped = messages missing before a later one from the same publisher came",
+        "latency is end to end: a subscription's receipt of each message − the time its publisher was scheduled to publish it ({}); per subscription, dropped = messages missing before a later one from the same publisher came",
+        if config.shard.is_whole() {
+            "publisher and subscriber share this host's clock"
+        } else {
+            "counted from the start the shards agreed on (--start-at), on each one's wall clock"
+        }
     )];
+    if !config.shard.is_whole() {
+        info.push(format!(
+            "shard {} of a publish/subscribe run: its subscriptions count what came from every shard's publishers, each other shard's publisher taken to have sent what came from it; `msgbench merge` accounts every subscription against what every publisher sent",
+            config.shard
+        ));
+    }
     if let Some(login) = config.auth.as_ref().map(login_words) {
         info.push(format!("logged in to the broker {login} ([pubsub.auth])"));
     }

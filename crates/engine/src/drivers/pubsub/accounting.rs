@@ -11,6 +11,7 @@ use crate::drivers::streams::stream_stats::closed_when;
 use crate::net::tick::Schedule;
 use msgbench_model::histogram::{encode, Percentiles};
 use msgbench_model::result::{Counters, SequenceErrors, StreamClient, StreamInterval};
+use msgbench_model::result::{PublisherFigures, PubsubShardFigures, SubscriptionFigures};
 
 /// A subscription's accounting against what the publishers of its topic sent (see the module
 /// documentation).
@@ -127,6 +128,123 @@ pub fn stream_of(
     }
 }
 
+/// A shard's figures for `merge`: what its publishers sent, what its subscriptions got from
+/// every publisher of their topics (this shard's and the others').
+pub fn shard_figures(
+    config: &msgbench_model::pubsub::PubsubConfig,
+    states: &[SubscriptionState],
+    stats: &[PublisherStats],
+) -> PubsubShardFigures {
+    let publishers = config
+        .local_publishers()
+        .into_iter()
+        .map(|g| {
+            let p = &stats[g as usize];
+            PublisherFigures {
+                index: g,
+                measured: p.measured,
+                first_measured: p.first_measured,
+                per_second: p.per_second.clone(),
+            }
+        })
+        .collect();
+    let subscriptions = states
+        .iter()
+        .map(|s| SubscriptionFigures {
+            name: s.stats.name.clone(),
+            topic: s.topic,
+            closed: s.stats.closed.is_some(),
+            delivered: s.delivered.clone(),
+            loss_horizon: s.loss_horizon(),
+        })
+        .collect();
+    PubsubShardFigures {
+        publishers_total: stats.len() as u32,
+        publishers,
+        subscriptions,
+    }
+}
+
+/// A merged publish/subscribe run's subscriptions accounted again, exactly: each one (read in
+/// one shard) against what every shard's publishers of its topic sent. `streams` are the
+/// shards' stream records, whose counters and seconds' `generated` knew their own shard's
+/// publishers only. Shard figures that do not fit together (a publisher in two shards or in
+/// none, a subscription without its record) are refused with why.
+pub fn merge_shards(
+    figures: &[&PubsubShardFigures],
+    streams: &mut [StreamClient],
+) -> Result<(), String> {
+    let total = figures.first().map_or(0, |f| f.publishers_total);
+    if figures.iter().any(|f| f.publishers_total != total) {
+        return Err("the shards disagree on how many publishers the run has".into());
+    }
+    let mut publishers: Vec<Option<PublisherStats>> = vec![None; total as usize];
+    for p in figures.iter().flat_map(|f| &f.publishers) {
+        let slot = publishers.get_mut(p.index as usize).ok_or(format!(
+            "publisher {} is not one of the run's {total}",
+            p.index
+        ))?;
+        if slot.is_some() {
+            return Err(format!("publisher {} is in two shards' results", p.index));
+        }
+        *slot = Some(PublisherStats {
+            first_measured: p.first_measured,
+            measured: p.measured,
+            per_second: p.per_second.clone(),
+            ..Default::default()
+        });
+    }
+    let publishers: Vec<PublisherStats> = (publishers.into_iter().enumerate())
+        .map(|(i, p)| p.ok_or(format!("publisher {i} is in no shard's result")))
+        .collect::<Result<_, _>>()?;
+    for sub in figures.iter().flat_map(|f| &f.subscriptions) {
+        let per = sub.delivered.len();
+        let first = sub.topic as usize * per;
+        let pubs = publishers
+            .get(first..first + per)
+            .filter(|_| per > 0 && sub.loss_horizon.len() == per)
+            .ok_or(format!(
+                "subscription {}'s figures do not fit the run's {total} publishers",
+                sub.name
+            ))?;
+        let stream = streams
+            .iter_mut()
+            .find(|s| s.name == sub.name)
+            .ok_or(format!("subscription {} has no stream record", sub.name))?;
+        stream.counters = account(&sub.delivered, &sub.loss_horizon, pubs, sub.closed);
+        regenerate(&mut stream.intervals, pubs);
+    }
+    Ok(())
+}
+
+/// A stream's seconds with what every publisher of its topic generated, and the backlog
+/// that follows from it.
+fn regenerate(intervals: &mut Vec<StreamInterval>, publishers: &[PublisherStats]) {
+    let seconds = publishers
+        .iter()
+        .map(|p| p.per_second.len())
+        .max()
+        .unwrap_or(0);
+    while intervals.len() < seconds {
+        let k = intervals.len();
+        intervals.push(StreamInterval {
+            start_s: k as f64,
+            length_s: 1.0,
+            ..Default::default()
+        });
+    }
+    let mut backlog = 0i64;
+    for (k, i) in intervals.iter_mut().enumerate() {
+        let generated: u64 = publishers
+            .iter()
+            .map(|p| p.per_second.get(k).copied().unwrap_or(0))
+            .sum();
+        (i.generated, i.written) = (generated, generated);
+        backlog += generated as i64 - i.delivered as i64;
+        i.backlog = backlog;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,5 +284,91 @@ mod tests {
         let c = account(&[0, 0], &[None, None], &pubs, false);
         assert_eq!((c.delivered, c.dropped, c.in_flight_end), (0, 0, 150));
         c.check().unwrap();
+    }
+
+    fn figures(
+        publishers: Vec<PublisherFigures>,
+        subs: Vec<SubscriptionFigures>,
+    ) -> PubsubShardFigures {
+        PubsubShardFigures {
+            publishers_total: 2,
+            publishers,
+            subscriptions: subs,
+        }
+    }
+
+    fn stream(name: &str) -> StreamClient {
+        StreamClient {
+            name: name.into(),
+            group: "subscriber".into(),
+            kind: "nats".into(),
+            source: None,
+            server: None,
+            counters: Counters::default(),
+            sequence: SequenceErrors::default(),
+            gaps_seen: 0,
+            duplicates_seen: 0,
+            reordered_seen: 0,
+            latency: Percentiles::default(),
+            latency_histogram: String::new(),
+            faults: Default::default(),
+            closed: None,
+            reconnects: 0,
+            page_clock: None,
+            behind_ns: None,
+            intervals: vec![StreamInterval {
+                delivered: 150,
+                ..Default::default()
+            }],
+        }
+    }
+
+    #[test]
+    fn a_merge_accounts_each_subscription_against_every_shard_s_publishers() {
+        // Shard 0: publisher 0 (100 sent from seq 10), subscription t0-s0; shard 1: publisher
+        // 1 (50 sent), subscription t0-s1. t0-s1 got 90 of publisher 0's, the last at seq 104:
+        // 5 lost before it (judged against shard 0's count), 5 on their way.
+        let p = |index, first, measured| PublisherFigures {
+            index,
+            measured,
+            first_measured: Some(first),
+            per_second: vec![measured],
+        };
+        let sub = |name: &str, delivered: Vec<u64>, top: Vec<Option<u64>>| SubscriptionFigures {
+            name: name.into(),
+            topic: 0,
+            closed: false,
+            delivered,
+            loss_horizon: top,
+        };
+        let shard0 = figures(
+            vec![p(0, 10, 100)],
+            vec![sub("t0-s0", vec![100, 50], vec![Some(109), Some(49)])],
+        );
+        let shard1 = figures(
+            vec![p(1, 0, 50)],
+            vec![sub("t0-s1", vec![90, 50], vec![Some(104), Some(49)])],
+        );
+        let mut streams = vec![stream("t0-s0"), stream("t0-s1")];
+        merge_shards(&[&shard0, &shard1], &mut streams).unwrap();
+        let c = streams[1].counters;
+        assert_eq!(
+            (c.sent, c.delivered, c.dropped, c.in_flight_end),
+            (150, 140, 5, 5)
+        );
+        assert_eq!(streams[0].counters.delivered, 150);
+        // Its seconds generated by both shards' publishers.
+        assert_eq!(streams[1].intervals[0].generated, 150);
+        // A publisher in two shards, or in none, is refused.
+        let twice = figures(vec![p(0, 10, 100)], Vec::new());
+        let e = merge_shards(&[&shard0, &twice], &mut streams).unwrap_err();
+        assert!(e.contains("two shards"), "{e}");
+        let e = merge_shards(&[&shard0], &mut streams).unwrap_err();
+        assert!(e.contains("publisher 1 is in no shard"), "{e}");
+        // Figures of a subscription that does not fit the run's publishers.
+        let mut odd = shard1.clone();
+        odd.subscriptions[0].topic = 5;
+        let e = merge_shards(&[&shard0, &odd], &mut streams).unwrap_err();
+        assert!(e.contains("do not fit"), "{e}");
     }
 }

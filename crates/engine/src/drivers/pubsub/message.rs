@@ -9,7 +9,9 @@ pub type RunMark = [u8; 4];
 /// What every message carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
-    /// When the schedule meant it to be published (clock ns): latency counts from here.
+    /// When the schedule meant it to be published, ns since the run's start (its timeline's
+    /// `t0`): latency counts from here. Relative, so that shards — whose `t0` is one agreed
+    /// wall-clock instant (`--start-at`) — read each other's messages on their own clocks.
     pub intended_ns: u64,
     /// Its publisher's sequence number: 0, 1, 2, …
     pub seq: u64,

@@ -59,6 +59,8 @@ pub struct PubsubOutput {
     pub notes: Vec<String>,
     /// How to read the figures: the TLS handshakes of the opening.
     pub info: Vec<String>,
+    /// A shard's figures for `merge` (`--shard`).
+    pub shard_figures: Option<msgbench_model::result::PubsubShardFigures>,
 }
 
 /// Runs the publishers and subscribers of `config` against the broker at `address`.
@@ -69,8 +71,7 @@ pub fn drive(
     ctx: &RunContext,
     sut_cpu_ns: &dyn Fn() -> Option<u64>,
 ) -> Result<PubsubOutput, EngineError> {
-    // This run's mark on every message: another run publishing on the same topics (another
-    // process, another host) is not counted as ours.
+    let mark = run_mark(scenario, config)?;
     let watchdog = Watchdog::start(ctx.stop.clone(), config.open_timeout);
     let mut broker = brokers::client(config.broker);
     let tls = tls_opening(config, broker.as_ref())?;
@@ -82,7 +83,7 @@ pub fn drive(
         config,
         address,
         subscriber_address,
-        mark: rand::random(),
+        mark,
         watchdog: &watchdog,
         tls: tls.as_ref(),
     };
@@ -106,22 +107,20 @@ pub fn drive(
     };
     let threads = frame.run_threads(broker.protocol(), subscriptions, publishers, sut_cpu_ns)?;
     let (mut gathered, states) = gather(config, threads)?;
-    let ended: Vec<Ended> = states
-        .iter()
-        .map(|s| Ended {
-            name: &s.stats.name,
-            topic: &config.topics[s.topic as usize],
-            consumers: &s.consumers,
-        })
-        .collect();
-    let notes = broker.finish(&run, &ended);
+    let notes = finish(broker.as_mut(), &run, &states);
     let streams = account_subscriptions(config, &states, &gathered.stats, &timeline);
+    let shard_figures = (!config.shard.is_whole())
+        .then(|| accounting::shard_figures(config, &states, &gathered.stats));
     let (mut counters, sequence) = run_sums(&streams, &mut gathered.faults);
     // The publishers' sends that waited for the broker (the subscriptions do not know them).
     counters.held_by_window = gathered.recording.counters.held_by_window;
     gathered.recording.counters = counters;
     gathered.recording.sequence = sequence;
-    patch_run_intervals(&mut gathered.recording.intervals, &streams, true);
+    patch_run_intervals(
+        &mut gathered.recording.intervals,
+        &streams,
+        config.shard.is_whole(),
+    );
     // The opening's handshakes, counted where the request/response runs count theirs.
     for ns in tls.iter().flat_map(TlsOpening::handshakes) {
         gathered.faults.connections.add_handshake(ns);
@@ -137,7 +136,49 @@ pub fn drive(
             .filter(|_| config.answers_publishes()),
         notes,
         info: tls.iter().map(TlsOpening::summary).collect(),
+        shard_figures,
     })
+}
+
+/// What the broker must be told at the end, for every subscription of this process.
+fn finish(
+    broker: &mut dyn BrokerClient,
+    run: &Opening<'_>,
+    states: &[SubscriptionState],
+) -> Vec<String> {
+    let ended: Vec<Ended> = states
+        .iter()
+        .map(|s| Ended {
+            name: &s.stats.name,
+            topic: &run.config.topics[s.topic as usize],
+            consumers: &s.consumers,
+        })
+        .collect();
+    broker.finish(run, &ended)
+}
+
+/// This run's mark on every message: another run publishing on the same topics (another
+/// process, another host) is not counted as ours. Random; the shards of one run derive theirs
+/// from the start they agreed on (`--start-at`), so that each counts the others' messages.
+fn run_mark(scenario: &Scenario, config: &PubsubConfig) -> Result<message::RunMark, EngineError> {
+    if config.shard.is_whole() {
+        return Ok(rand::random());
+    }
+    let Some(at) = scenario.run.start_unix_ns else {
+        return Err(opening::broker_error(
+            config,
+            format!(
+                "shard {} of a publish/subscribe run needs --start-at (one instant for every shard, e.g. --start-at 2026-12-08T09:00:00Z): the shards' messages are marked by the start they agree on, and their latency counts from it",
+                config.shard
+            ),
+        ));
+    };
+    // SplitMix64 of the agreed start: the same four bytes in every shard of this run.
+    let mut z = at.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    Ok((z as u32).to_le_bytes())
 }
 
 /// TLS to the broker when the scenario asks (`[pubsub.tls]`): after the broker's plaintext
@@ -162,9 +203,10 @@ fn open_all(
     broker.prepare(run)?;
     let subscriptions = open_subscriptions(run, broker)?;
     let mut publishers = Vec::new();
-    for (i, &topic) in run.config.publishers().iter().enumerate() {
-        let topic = &run.config.topics[topic as usize];
-        publishers.push(broker.open_publisher(run, i as u32, topic)?);
+    let topic_of = run.config.publishers();
+    for g in run.config.local_publishers() {
+        let topic = &run.config.topics[topic_of[g as usize] as usize];
+        publishers.push(broker.open_publisher(run, g, topic)?);
     }
     Ok((subscriptions, publishers))
 }
@@ -217,18 +259,23 @@ impl Frame<'_> {
         sut_cpu_ns: &dyn Fn() -> Option<u64>,
     ) -> Result<Threads, EngineError> {
         let (config, timeline) = (self.config, self.timeline);
-        let progress = Progress::new(opened.len());
+        let progress = Progress::of_shard(config.publishers().len(), opened.len());
         let groups = subscriber_groups(config, subscriptions);
-        let publisher_threads = config.publisher_threads as usize;
+        let publisher_threads = (config.publisher_threads as usize).min(opened.len());
         let classes = config.class_names().len();
         let recorders = publisher_threads + groups.len();
         let mut collector = timeline.collector(&self.scenario.run, classes, recorders);
         let mut by_thread: Vec<Vec<Publisher>> =
             (0..publisher_threads).map(|_| Vec::new()).collect();
-        for (i, opened) in opened.into_iter().enumerate() {
-            let topic = &config.topics[config.publishers()[i] as usize];
+        let topic_of = config.publishers();
+        for (i, (opened, g)) in opened
+            .into_iter()
+            .zip(config.local_publishers())
+            .enumerate()
+        {
+            let topic = &config.topics[topic_of[g as usize] as usize];
             let seed = self.scenario.run.seed;
-            let p = Publisher::new(opened, i as u32, topic, config, &timeline, seed, self.mark)
+            let p = Publisher::new(opened, g, topic, config, &timeline, seed, self.mark)
                 .map_err(EngineError::Io)?;
             by_thread[i % publisher_threads].push(p);
         }
@@ -367,13 +414,30 @@ fn account_subscriptions(
     };
     let classes = config.class_names();
     let per_topic = config.publishers_per_topic as usize;
+    let shard = config.shard;
     states
         .iter()
         .map(|s| {
             let first = s.topic as usize * per_topic;
-            let pubs = &stats[first..first + per_topic];
+            let mut pubs = stats[first..first + per_topic].to_vec();
+            if !shard.is_whole() {
+                // Another shard's publisher: taken to have sent what came from it (its own
+                // counts are in its shard's result; `merge` accounts with them).
+                for (i, p) in pubs.iter_mut().enumerate() {
+                    if (first + i) as u32 % shard.count != shard.index {
+                        p.measured = s.delivered[i];
+                    }
+                }
+            }
             let shared = config.consumers_per_subscription > 1;
-            stream_of(s, pubs, &classes, shared, config.broker.name(), &window)
+            let mut stream = stream_of(s, &pubs, &classes, shared, config.broker.name(), &window);
+            if !shard.is_whole() {
+                // What every shard's publishers generated per second is known to `merge`.
+                for i in &mut stream.intervals {
+                    (i.generated, i.written, i.backlog) = (i.delivered, i.delivered, 0);
+                }
+            }
+            stream
         })
         .collect()
 }

@@ -42,15 +42,24 @@ impl PublisherStats {
 pub struct Progress {
     /// Per publisher, messages it published once it finished (`u64::MAX` until then).
     counts: Vec<AtomicU64>,
+    /// Publishers of this process (a shard's; the others never report here).
+    local: usize,
     finished: AtomicUsize,
     send_end_ns: AtomicU64,
 }
 
 impl Progress {
-    /// Nothing known yet of `publishers` publishers.
+    /// Nothing known yet of `publishers` publishers, all of this process.
     pub fn new(publishers: usize) -> Progress {
+        Progress::of_shard(publishers, publishers)
+    }
+
+    /// Nothing known yet of the run's `publishers`, `local` of them this process's: a shard
+    /// learns its own publishers' counts only, so its subscriptions wait for the drain's end.
+    pub fn of_shard(publishers: usize, local: usize) -> Progress {
         Progress {
             counts: (0..publishers).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            local,
             finished: AtomicUsize::new(0),
             send_end_ns: AtomicU64::new(0),
         }
@@ -75,9 +84,9 @@ impl Progress {
         }
     }
 
-    /// When publishing stopped, once every publisher finished.
+    /// When publishing stopped, once every publisher of this process finished.
     pub fn all_finished(&self) -> Option<u64> {
-        (self.finished.load(Ordering::Acquire) == self.counts.len())
+        (self.finished.load(Ordering::Acquire) == self.local)
             .then(|| self.send_end_ns.load(Ordering::Relaxed))
     }
 }

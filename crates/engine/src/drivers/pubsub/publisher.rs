@@ -204,7 +204,7 @@ impl Publisher {
             self.frame.put_prefix(seq, &mut self.out);
         }
         Header {
-            intended_ns,
+            intended_ns: intended_ns.saturating_sub(timeline.t0_ns),
             seq,
             publisher: self.index,
         }

@@ -165,10 +165,11 @@ impl SubscriptionState {
         window: &Schedule,
         rec: &mut Recorder,
     ) {
-        let Some(h) = Header::read(payload, self.mark) else {
+        let Some(mut h) = Header::read(payload, self.mark) else {
             self.foreign += 1;
             return;
         };
+        h.intended_ns = h.intended_ns.saturating_add(window.t0_ns);
         let local = h.publisher.wrapping_sub(self.first_publisher) as usize;
         if local >= self.checkers.len() {
             self.foreign += 1;

@@ -183,6 +183,7 @@ impl StreamRun<'_> {
             streams,
             info,
             publish_latency: None,
+            pubsub_shard: None,
         })
     }
 }

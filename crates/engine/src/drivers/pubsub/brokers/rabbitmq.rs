@@ -108,12 +108,13 @@ impl BrokerClient for Rabbitmq {
         let config = run.config;
         self.auto_ack = config.rabbitmq.auto_ack;
         let mut admin = Amqp::open(run, "msgbench-prepare", run.connect(0)?)?;
+        // A shard leaves the exchanges be: another shard may have bound its queues already.
+        let whole = config.shard.is_whole();
         for topic in &config.topics {
-            admin.call(
-                run,
-                delete_exchange(topic),
-                "deleting an earlier run's exchange",
-            )?;
+            if whole {
+                let doing = "deleting an earlier run's exchange";
+                admin.call(run, delete_exchange(topic), doing)?;
+            }
             admin.call(
                 run,
                 declare_exchange(config, topic),
@@ -203,7 +204,9 @@ impl BrokerClient for Rabbitmq {
                 let queue = format!("{}.{}", sub.topic, sub.name);
                 admin.call(run, delete_queue(&queue), "deleting the run's queue")?;
             }
-            for topic in &run.config.topics {
+            // A shard's exchanges may still carry another shard's publishes.
+            let whole = run.config.shard.is_whole();
+            for topic in run.config.topics.iter().filter(|_| whole) {
                 admin.call(run, delete_exchange(topic), "deleting the run's exchange")?;
             }
             Ok::<(), EngineError>(())
