@@ -688,39 +688,23 @@ fn nats_server() -> (std::process::Child, u16) {
     })
 }
 
-#[test]
-fn a_pubsub_run_over_three_shards_merges_into_what_one_process_offers_to_the_message() {
-    let (mut broker, port) = nats_server();
-    let tmp = tempfile::tempdir().unwrap();
-    let scenario = tmp.path().join("pubsub.toml");
-    // Three publishers and three subscriptions of one topic: shard i publishes with
-    // publisher i and reads subscription t0-si, which gets every shard's messages.
-    std::fs::write(
-        &scenario,
-        format!(
-            "name = \"sharded\"\nsystem = \"pubsub\"\n[run]\nduration = \"2s\"\nwarmup = \"500ms\"\n\
-             drain_timeout = \"1s\"\n[pacing]\nmode = \"rate\"\nper_sec = 3000\n[pubsub]\n\
-             broker = \"nats\"\naddress = \"127.0.0.1:{port}\"\npublishers_per_topic = 3\n\
-             subscriptions_per_topic = 3\n"
-        ),
-    )
-    .unwrap();
-    // Without an agreed start the shards could not tell each other's messages: refused.
-    let o = msgbench(&["run", scenario.to_str().unwrap(), "--shard", "0/3"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("need --start-at"), "{}", stderr(&o));
-    let o = msgbench(&["run", scenario.to_str().unwrap(), "--shard", "0/4"]);
-    assert!(stderr(&o).contains("at most 3 shards"), "{}", stderr(&o));
+/// `scenario` run as `n` shards with one `--start-at`, merged; and run whole in one process.
+/// (the shards' results, the merged run, the whole run).
+fn sharded_and_whole(
+    scenario: &Path,
+    n: u32,
+    tmp: &Path,
+) -> (Vec<RunResult>, RunResult, RunResult) {
     let start = (now_ms() + 3_000).to_string();
-    let shards: Vec<_> = (0..3)
+    let shards: Vec<_> = (0..n)
         .map(|i| {
-            let out = tmp.path().join(format!("out{i}"));
+            let out = tmp.join(format!("out{i}"));
             let child = Command::new(env!("CARGO_BIN_EXE_msgbench"))
                 .arg("run")
-                .arg(&scenario)
+                .arg(scenario)
                 .args([
                     "--shard",
-                    &format!("{i}/3"),
+                    &format!("{i}/{n}"),
                     "--start-at",
                     &start,
                     "--quiet",
@@ -739,8 +723,80 @@ fn a_pubsub_run_over_three_shards_merges_into_what_one_process_offers_to_the_mes
         assert!(o.status.success(), "shard {i}: {}", stderr(&o));
         dirs.push(result_dir(&out));
     }
-    for (i, dir) in dirs.iter().enumerate() {
-        let r = run_of(dir);
+    let merged_dir = tmp.join("merged");
+    let mut args = vec!["merge"];
+    args.extend(dirs.iter().map(|d| d.to_str().unwrap()));
+    args.extend(["--out", merged_dir.to_str().unwrap()]);
+    let o = msgbench(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let whole_out = tmp.join("whole");
+    let o = msgbench(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--quiet",
+        "--out",
+        whole_out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let parts = dirs.iter().map(|d| run_of(d)).collect();
+    (parts, run_of(&merged_dir), run_of(&result_dir(&whole_out)))
+}
+
+fn key(c: &msgbench_model::result::Counters) -> (u64, u64, u64, u64, u64, u64) {
+    (
+        c.attempted,
+        c.sent,
+        c.delivered,
+        c.dropped,
+        c.failed,
+        c.in_flight_end,
+    )
+}
+
+/// The merged run's subscriptions, by name, equal the whole run's, to the message.
+fn same_subscriptions(merged: &RunResult, whole: &RunResult, each: u64) {
+    let mut streams = merged.streams.clone();
+    streams.sort_by(|a, b| a.name.cmp(&b.name));
+    assert_eq!(streams.len(), whole.streams.len());
+    for (m, w) in streams.iter().zip(&whole.streams) {
+        assert_eq!(m.name, w.name);
+        assert_eq!(key(&m.counters), key(&w.counters), "{}", m.name);
+        assert_eq!(m.counters.sent, each, "{}", m.name);
+        assert_eq!(m.sequence.total() + m.gaps_seen, 0, "{}", m.name);
+        let generated: u64 = m.intervals.iter().map(|i| i.generated).sum();
+        assert_eq!(generated, each, "{}: {:?}", m.name, m.intervals);
+    }
+}
+
+#[test]
+fn a_pubsub_run_over_shards_merges_into_what_one_process_offers_to_the_message() {
+    let (mut broker, port) = nats_server();
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("pubsub.toml");
+    let write = |extra: &str| {
+        std::fs::write(
+            &scenario,
+            format!(
+                "name = \"sharded\"\nsystem = \"pubsub\"\n[run]\nduration = \"2s\"\nwarmup = \"500ms\"\n\
+                 drain_timeout = \"1s\"\n[pacing]\nmode = \"rate\"\nper_sec = 3000\n[pubsub]\n\
+                 broker = \"nats\"\naddress = \"127.0.0.1:{port}\"\n{extra}"
+            ),
+        )
+        .unwrap();
+    };
+    // Three publishers and three subscriptions of one topic: shard i publishes with
+    // publisher i and reads subscription t0-si, which gets every shard's messages.
+    write("publishers_per_topic = 3\nsubscriptions_per_topic = 3\n");
+    // Without an agreed start the shards could not tell each other's messages: refused.
+    let o = msgbench(&["run", scenario.to_str().unwrap(), "--shard", "0/3"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("need --start-at"), "{}", stderr(&o));
+    let o = msgbench(&["run", scenario.to_str().unwrap(), "--shard", "0/4"]);
+    assert!(stderr(&o).contains("at most 3 shards"), "{}", stderr(&o));
+    let three = tmp.path().join("three");
+    std::fs::create_dir(&three).unwrap();
+    let (parts, merged, whole) = sharded_and_whole(&scenario, 3, &three);
+    for (i, r) in parts.iter().enumerate() {
         let figures = r.pubsub_shard.as_ref().expect("a shard's figures");
         assert_eq!(figures.publishers.len(), 1);
         assert_eq!(figures.publishers[0].index, i as u32);
@@ -752,48 +808,10 @@ fn a_pubsub_run_over_three_shards_merges_into_what_one_process_offers_to_the_mes
             "{figures:?}"
         );
     }
-    let merged_dir = tmp.path().join("merged");
-    let mut args = vec!["merge"];
-    args.extend(dirs.iter().map(|d| d.to_str().unwrap()));
-    args.extend(["--out", merged_dir.to_str().unwrap()]);
-    let o = msgbench(&args);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let merged = run_of(&merged_dir);
-    // The same schedule in one process.
-    let whole_out = tmp.path().join("whole");
-    let o = Command::new(env!("CARGO_BIN_EXE_msgbench"))
-        .arg("run")
-        .arg(&scenario)
-        .args(["--quiet", "--out", whole_out.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let _ = broker.kill();
-    let _ = broker.wait();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let whole = run_of(&result_dir(&whole_out));
-    let key = |c: &msgbench_model::result::Counters| {
-        (
-            c.attempted,
-            c.sent,
-            c.delivered,
-            c.dropped,
-            c.failed,
-            c.in_flight_end,
-        )
-    };
     // 3 publishers × 1000/s × 2 s, to each of 3 subscriptions.
     assert_eq!(key(&whole.counters), (18_000, 18_000, 18_000, 0, 0, 0));
     assert_eq!(key(&merged.counters), key(&whole.counters));
-    let mut streams = merged.streams.clone();
-    streams.sort_by(|a, b| a.name.cmp(&b.name));
-    assert_eq!(streams.len(), 3);
-    for (m, w) in streams.iter().zip(&whole.streams) {
-        assert_eq!(m.name, w.name);
-        assert_eq!(key(&m.counters), key(&w.counters), "{}", m.name);
-        assert_eq!(m.sequence.total() + m.gaps_seen, 0, "{}", m.name);
-        let generated: u64 = m.intervals.iter().map(|i| i.generated).sum();
-        assert_eq!(generated, 6_000, "{}: {:?}", m.name, m.intervals);
-    }
+    same_subscriptions(&merged, &whole, 6_000);
     assert!(
         merged
             .info
@@ -802,4 +820,27 @@ fn a_pubsub_run_over_three_shards_merges_into_what_one_process_offers_to_the_mes
         "{:?}",
         merged.info
     );
+    // A shared subscription whose two consumers are in two shards (a NATS queue group
+    // across processes): each message to one of them, counted once in the merge.
+    write("publishers_per_topic = 2\nconsumers_per_subscription = 2\n");
+    let two = tmp.path().join("two");
+    std::fs::create_dir(&two).unwrap();
+    let (parts, merged, whole) = sharded_and_whole(&scenario, 2, &two);
+    for r in &parts {
+        assert_eq!(
+            r.streams.len(),
+            1,
+            "each shard reads t0-s0 with one consumer"
+        );
+        assert!(
+            r.streams[0].counters.delivered > 1000,
+            "{:?}",
+            r.streams[0].counters
+        );
+    }
+    let _ = broker.kill();
+    let _ = broker.wait();
+    assert_eq!(key(&whole.counters), (6_000, 6_000, 6_000, 0, 0, 0));
+    assert_eq!(key(&merged.counters), key(&whole.counters));
+    same_subscriptions(&merged, &whole, 6_000);
 }

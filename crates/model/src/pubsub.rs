@@ -329,6 +329,8 @@ impl Acks {
 pub struct Subscription {
     /// `t0-s1`: topic 0, subscription 1.
     pub name: String,
+    /// Its run-wide index, in plan order (topic by topic).
+    pub index: u32,
     /// Its topic's index.
     pub topic: u32,
     /// Spends `slow_cost` per message.
@@ -402,28 +404,43 @@ impl PubsubConfig {
             .collect()
     }
 
-    /// This process's subscriptions (every one, unsharded; a shard's, `--shard`), topic by
-    /// topic; the first `slow_subscriptions` of each topic are slow.
+    /// This process's subscriptions: those it reads with at least one consumer (every one,
+    /// unsharded), topic by topic; the first `slow_subscriptions` of each topic are slow.
     pub fn subscriptions(&self) -> Vec<Subscription> {
-        let shard = self.shard;
         self.all_subscriptions()
             .into_iter()
-            .enumerate()
-            .filter(|(g, _)| *g as u32 % shard.count == shard.index)
-            .map(|(_, s)| s)
+            .filter(|s| !self.local_consumers(s).is_empty())
             .collect()
     }
 
     /// Every subscription of the run, whatever the shard.
     pub fn all_subscriptions(&self) -> Vec<Subscription> {
+        let per_topic = self.subscriptions_per_topic;
         (0..self.topics.len() as u32)
             .flat_map(|t| {
-                (0..self.subscriptions_per_topic).map(move |s| Subscription {
+                (0..per_topic).map(move |s| Subscription {
                     name: format!("t{t}-s{s}"),
+                    index: t * per_topic + s,
                     topic: t,
                     slow: s < self.slow_subscriptions,
                 })
             })
+            .collect()
+    }
+
+    /// Which of `sub`'s consumers (`0..consumers_per_subscription`) this process opens: those
+    /// whose run-wide consumer index `sub.index × consumers_per_subscription + k` is this
+    /// shard's — a shared subscription's consumers spread over the shards — but Kafka's,
+    /// whose consumer group is joined in one exchange, stay together in the shard of their
+    /// subscription's index.
+    pub fn local_consumers(&self, sub: &Subscription) -> Vec<u32> {
+        let (per, shard) = (self.consumers_per_subscription, self.shard);
+        if self.broker == Broker::Kafka {
+            let mine = sub.index % shard.count == shard.index;
+            return if mine { (0..per).collect() } else { Vec::new() };
+        }
+        (0..per)
+            .filter(|k| (sub.index * per + k) % shard.count == shard.index)
             .collect()
     }
 
@@ -437,20 +454,30 @@ impl PubsubConfig {
     /// What this process opens of the run's connections, and the run's: (its publishers and
     /// consumers, all of them).
     pub fn shard_connections(&self) -> (usize, usize) {
+        let consumers: usize = (self.all_subscriptions().iter())
+            .map(|s| self.local_consumers(s).len())
+            .sum();
         let per = self.consumers_per_subscription as usize;
-        let mine = self.local_publishers().len() + self.subscriptions().len() * per;
         let all = self.publishers().len() + self.all_subscriptions().len() * per;
-        (mine, all)
+        (self.local_publishers().len() + consumers, all)
     }
 
     /// Makes this process shard `shard` of the run; refused when a shard would be left
-    /// without a publisher or a subscription.
+    /// without a publisher or a consumer.
     pub fn set_shard(&mut self, shard: crate::shard::Shard) -> Result<(), String> {
-        let (publishers, subscriptions) = (self.publishers().len(), self.all_subscriptions().len());
-        let most = publishers.min(subscriptions);
+        let publishers = self.publishers().len();
+        let (consumers, what) = match self.broker {
+            // Kafka's consumers of a subscription stay together: a shard takes subscriptions.
+            Broker::Kafka => (self.all_subscriptions().len(), "subscriptions"),
+            _ => (
+                self.all_subscriptions().len() * self.consumers_per_subscription as usize,
+                "consumers",
+            ),
+        };
+        let most = publishers.min(consumers);
         if shard.count as usize > most {
             return Err(format!(
-                "--shard {shard}: the run has {publishers} publishers and {subscriptions} subscriptions, and each shard takes at least one of each, so it splits into at most {most} shards; run fewer shards, or more publishers (publishers_per_topic) and subscriptions (subscriptions_per_topic)"
+                "--shard {shard}: the run has {publishers} publishers and {consumers} {what}, and each shard takes at least one of each, so it splits into at most {most} shards; run fewer shards, or more publishers (publishers_per_topic) and subscriptions (subscriptions_per_topic)"
             ));
         }
         self.shard = shard;
@@ -971,6 +998,27 @@ mod tests {
         // Five shards of four publishers: one would have none.
         let e = c.set_shard(Shard { index: 0, count: 5 }).unwrap_err();
         assert!(e.contains("at most 4 shards"), "{e}");
+        // A shared subscription's consumers spread over the shards (run-wide consumer
+        // index 3 × sub + k); Kafka's stay with their subscription.
+        let mut c = config("[pubsub]\npublishers_per_topic = 2\nsubscriptions_per_topic = 2\nconsumers_per_subscription = 3");
+        c.set_shard(Shard { index: 1, count: 2 }).unwrap();
+        let subs = c.all_subscriptions();
+        assert_eq!(
+            (c.local_consumers(&subs[0]), c.local_consumers(&subs[1])),
+            (vec![1], vec![0, 2])
+        );
+        assert_eq!(c.subscriptions().len(), 2);
+        let kafka = "[pubsub]\nbroker = \"kafka\"\naddress = \"127.0.0.1:9092\"\npartitions = 3\n";
+        let mut k = config(&format!("{kafka}publishers_per_topic = 2\nsubscriptions_per_topic = 2\nconsumers_per_subscription = 3"));
+        k.set_shard(Shard { index: 1, count: 2 }).unwrap();
+        let subs = k.all_subscriptions();
+        assert_eq!(
+            (
+                k.local_consumers(&subs[0]).len(),
+                k.local_consumers(&subs[1]).len()
+            ),
+            (0, 3)
+        );
     }
 
     #[test]

@@ -172,8 +172,9 @@ pub fn shard_figures(
 /// none, a subscription without its record) are refused with why.
 pub fn merge_shards(
     figures: &[&PubsubShardFigures],
-    streams: &mut [StreamClient],
+    streams: &mut Vec<StreamClient>,
 ) -> Result<(), String> {
+    fold_streams(streams)?;
     let total = figures.first().map_or(0, |f| f.publishers_total);
     if figures.iter().any(|f| f.publishers_total != total) {
         return Err("the shards disagree on how many publishers the run has".into());
@@ -197,7 +198,8 @@ pub fn merge_shards(
     let publishers: Vec<PublisherStats> = (publishers.into_iter().enumerate())
         .map(|(i, p)| p.ok_or(format!("publisher {i} is in no shard's result")))
         .collect::<Result<_, _>>()?;
-    for sub in figures.iter().flat_map(|f| &f.subscriptions) {
+    for sub in fold_figures(figures)? {
+        let sub = &sub;
         let per = sub.delivered.len();
         let first = sub.topic as usize * per;
         let pubs = publishers
@@ -213,6 +215,78 @@ pub fn merge_shards(
             .ok_or(format!("subscription {} has no stream record", sub.name))?;
         stream.counters = account(&sub.delivered, &sub.loss_horizon, pubs, sub.closed);
         regenerate(&mut stream.intervals, pubs);
+    }
+    Ok(())
+}
+
+/// A shared subscription's figures from every shard that held some of its consumers, as
+/// one: per publisher, what they got together, and the lowest of their loss horizons (below
+/// it nothing is still on its way to any of them; `None` while one got none).
+fn fold_figures(figures: &[&PubsubShardFigures]) -> Result<Vec<SubscriptionFigures>, String> {
+    let mut folded: Vec<SubscriptionFigures> = Vec::new();
+    for sub in figures.iter().flat_map(|f| &f.subscriptions) {
+        let Some(into) = folded.iter_mut().find(|f| f.name == sub.name) else {
+            folded.push(sub.clone());
+            continue;
+        };
+        let n = into.delivered.len();
+        if into.topic != sub.topic || sub.delivered.len() != n || sub.loss_horizon.len() != n {
+            return Err(format!(
+                "subscription {}'s shards disagree on its topic",
+                sub.name
+            ));
+        }
+        for (a, b) in into.delivered.iter_mut().zip(&sub.delivered) {
+            *a = a.saturating_add(*b);
+        }
+        for (a, b) in into.loss_horizon.iter_mut().zip(&sub.loss_horizon) {
+            *a = a.zip(*b).map(|(x, y)| x.min(y));
+        }
+        into.closed &= sub.closed;
+    }
+    Ok(folded)
+}
+
+/// The records of a shared subscription whose consumers were in several shards, as one: its
+/// latencies' histograms added, its faults and sequence errors summed, its seconds' deliveries
+/// summed (each second's percentiles the highest of the shards': they are not kept as
+/// histograms per second). Counters are accounted again afterwards.
+fn fold_streams(streams: &mut Vec<StreamClient>) -> Result<(), String> {
+    let mut folded: Vec<StreamClient> = Vec::with_capacity(streams.len());
+    for s in streams.drain(..) {
+        match folded.iter_mut().find(|f| f.name == s.name) {
+            Some(into) => fold_stream(into, s)?,
+            None => folded.push(s),
+        }
+    }
+    *streams = folded;
+    Ok(())
+}
+
+fn fold_stream(into: &mut StreamClient, s: StreamClient) -> Result<(), String> {
+    let mut h = msgbench_model::histogram::decode(&into.latency_histogram)?;
+    h.add(msgbench_model::histogram::decode(&s.latency_histogram)?)
+        .map_err(|e| format!("subscription {}: its histograms do not add: {e:?}", s.name))?;
+    (into.latency, into.latency_histogram) = (Percentiles::of(&h), encode(&h));
+    into.sequence += s.sequence;
+    into.gaps_seen += s.gaps_seen;
+    into.duplicates_seen += s.duplicates_seen;
+    into.reordered_seen += s.reordered_seen;
+    into.faults += s.faults;
+    into.reconnects += s.reconnects;
+    if s.closed.is_none() {
+        into.closed = None;
+    }
+    for (k, i) in s.intervals.into_iter().enumerate() {
+        match into.intervals.get_mut(k) {
+            Some(a) => {
+                a.delivered += i.delivered;
+                a.latency_p50_ns = a.latency_p50_ns.max(i.latency_p50_ns);
+                a.latency_p99_ns = a.latency_p99_ns.max(i.latency_p99_ns);
+                a.latency_max_ns = a.latency_max_ns.max(i.latency_max_ns);
+            }
+            None => into.intervals.push(i),
+        }
     }
     Ok(())
 }
@@ -310,7 +384,7 @@ mod tests {
             duplicates_seen: 0,
             reordered_seen: 0,
             latency: Percentiles::default(),
-            latency_histogram: String::new(),
+            latency_histogram: encode(&msgbench_model::histogram::new_latency_histogram()),
             faults: Default::default(),
             closed: None,
             reconnects: 0,
@@ -365,6 +439,21 @@ mod tests {
         assert!(e.contains("two shards"), "{e}");
         let e = merge_shards(&[&shard0], &mut streams).unwrap_err();
         assert!(e.contains("publisher 1 is in no shard"), "{e}");
+        // A shared subscription read in both shards: what its consumers got together, judged
+        // up to the lower of their horizons (publisher 0: 60 + 30 of 100, horizon 104 → 5
+        // lost, 5 on their way); its two records folded into one.
+        let half = |delivered, top| sub("t0-s2", vec![delivered, 25], vec![Some(top), Some(49)]);
+        let a = figures(vec![p(0, 10, 100)], vec![half(60, 109)]);
+        let b = figures(vec![p(1, 0, 50)], vec![half(30, 104)]);
+        let mut shared = vec![stream("t0-s2"), stream("t0-s2")];
+        merge_shards(&[&a, &b], &mut shared).unwrap();
+        assert_eq!(shared.len(), 1);
+        let c = shared[0].counters;
+        assert_eq!(
+            (c.sent, c.delivered, c.dropped, c.in_flight_end),
+            (150, 140, 5, 5)
+        );
+        assert_eq!(shared[0].intervals[0].delivered, 300);
         // Figures of a subscription that does not fit the run's publishers.
         let mut odd = shard1.clone();
         odd.subscriptions[0].topic = 5;

@@ -50,16 +50,17 @@ pub trait BrokerClient: BrokerProtocol {
         Ok(())
     }
 
-    /// Opens the consumers of subscription `sub` (`config.consumers_per_subscription` of
-    /// them), subscribed from now on; `sids` are theirs (one each).
+    /// Opens this process's consumers of subscription `sub`, subscribed from now on: `slots`,
+    /// each its index in the subscription and its subscription id (all
+    /// `consumers_per_subscription` unsharded; a shard's share of them, `--shard`).
     fn open_consumers(
         &mut self,
         run: &Opening<'_>,
         sub: &Subscription,
-        sids: std::ops::Range<u64>,
+        slots: &[Slot],
     ) -> Result<Vec<Consumer>, EngineError> {
         let topic = &run.config.topics[sub.topic as usize];
-        open_subscribed(run, self.protocol(), sub, topic, sids)
+        open_subscribed(run, self.protocol(), sub, topic, slots)
     }
 
     /// Opens publisher `index`'s connection, publishing on `topic`.
@@ -113,19 +114,29 @@ pub trait BrokerClient: BrokerProtocol {
     fn protocol(&self) -> &dyn BrokerProtocol;
 }
 
-/// Opens subscription `sub`'s consumers, one per sid, each subscribed to `subject` (in the
+/// One consumer of a subscription to open: its index in the subscription (`c<k>` of its
+/// name) and its subscription id on its connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    /// Its index among the subscription's consumers.
+    pub k: u32,
+    /// Its subscription id.
+    pub sid: u64,
+}
+
+/// Opens subscription `sub`'s consumers, one per slot, each subscribed to `subject` (in the
 /// subscription's shared group when it has more than one consumer).
 pub fn open_subscribed(
     run: &Opening<'_>,
     protocol: &dyn BrokerProtocol,
     sub: &Subscription,
     subject: &str,
-    sids: std::ops::Range<u64>,
+    slots: &[Slot],
 ) -> Result<Vec<Consumer>, EngineError> {
     let group = shared_group(run.config, sub);
     let size = run.config.message_bytes as usize;
     let mut consumers = Vec::new();
-    for (k, sid) in sids.enumerate() {
+    for &Slot { k, sid } in slots {
         let name = consumer_name(sub, k);
         let (stream, leftover) = open_consumer(run, protocol, &name, (subject, group, sid))?;
         consumers.push(Consumer::new(stream, &leftover, size).map_err(EngineError::Io)?);
@@ -134,7 +145,7 @@ pub fn open_subscribed(
 }
 
 /// Consumer `k` of subscription `sub` (`t0-s1-c0`), as the broker is told its name.
-pub fn consumer_name(sub: &Subscription, k: usize) -> String {
+pub fn consumer_name(sub: &Subscription, k: u32) -> String {
     format!("{}-c{k}", sub.name)
 }
 

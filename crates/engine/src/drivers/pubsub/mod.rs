@@ -219,9 +219,14 @@ fn open_subscriptions(
     let config = run.config;
     let per = u64::from(config.consumers_per_subscription);
     let mut subscriptions = Vec::new();
-    for (i, sub) in config.subscriptions().iter().enumerate() {
-        let first_sid = 1 + i as u64 * per;
-        let consumers = broker.open_consumers(run, sub, first_sid..first_sid + per)?;
+    for sub in &config.subscriptions() {
+        let slots: Vec<client::Slot> = (config.local_consumers(sub).into_iter())
+            .map(|k| client::Slot {
+                k,
+                sid: 1 + u64::from(sub.index) * per + u64::from(k),
+            })
+            .collect();
+        let consumers = broker.open_consumers(run, sub, &slots)?;
         let cost = config.cost_ns(sub);
         let (ordered, retains) = (broker.ordered(config), broker.retains());
         subscriptions.push(SubscriptionState::new(
@@ -421,10 +426,12 @@ fn account_subscriptions(
             let first = s.topic as usize * per_topic;
             let mut pubs = stats[first..first + per_topic].to_vec();
             if !shard.is_whole() {
-                // Another shard's publisher: taken to have sent what came from it (its own
+                // Another shard's publisher — or any, when other shards hold some of this
+                // subscription's consumers — taken to have sent what came from it (its own
                 // counts are in its shard's result; `merge` accounts with them).
+                let split = s.consumers.len() < config.consumers_per_subscription as usize;
                 for (i, p) in pubs.iter_mut().enumerate() {
-                    if (first + i) as u32 % shard.count != shard.index {
+                    if split || (first + i) as u32 % shard.count != shard.index {
                         p.measured = s.delivered[i];
                     }
                 }

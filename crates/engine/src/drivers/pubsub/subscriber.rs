@@ -84,7 +84,8 @@ impl SubscriptionState {
     ) -> SubscriptionState {
         let p = config.publishers_per_topic as usize;
         let topic = sub.topic;
-        let shared = consumers.len() > 1 || !ordered;
+        // Shared by its consumers, wherever they are (a shard may hold one of them).
+        let shared = config.consumers_per_subscription > 1 || !ordered;
         SubscriptionState {
             topic,
             first_publisher: topic * config.publishers_per_topic,

@@ -5,7 +5,7 @@
 //! [`wire::jetstream`]'s subjects and answers.
 use super::nats;
 use crate::drivers::pubsub::client::{
-    open_subscribed, shared_group, BrokerClient, Framing, OpenedPublisher,
+    open_subscribed, shared_group, BrokerClient, Framing, OpenedPublisher, Slot,
 };
 use crate::drivers::pubsub::consumer::Consumer;
 use crate::drivers::pubsub::opening::{broker_error, open, read_more, Opening, OPEN_TIMEOUT};
@@ -78,13 +78,13 @@ impl BrokerClient for Jetstream {
         &mut self,
         run: &Opening<'_>,
         sub: &Subscription,
-        sids: std::ops::Range<u64>,
+        slots: &[Slot],
     ) -> Result<Vec<Consumer>, EngineError> {
         let config = run.config;
         let topic = &config.topics[sub.topic as usize];
         let group = shared_group(config, sub);
         let deliver = jetstream::deliver_subject(run.mark, &sub.name);
-        let consumers = open_subscribed(run, self.protocol(), sub, &deliver, sids)?;
+        let consumers = open_subscribed(run, self.protocol(), sub, &deliver, slots)?;
         // Its deliveries have somewhere to go: the consumer is made once they listen.
         let durable = jetstream::durable_name(topic, &sub.name);
         let api = self.api.as_mut().expect("prepared before consumers open");

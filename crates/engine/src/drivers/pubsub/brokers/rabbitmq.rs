@@ -18,7 +18,7 @@
 //! not a client library's executor; their codec (`amq-protocol`, lapin's) makes and reads
 //! every method of the opening.
 use crate::drivers::pubsub::client::{
-    consumer_name, BrokerClient, Ended, Framing, OpenedPublisher,
+    consumer_name, BrokerClient, Ended, Framing, OpenedPublisher, Slot,
 };
 use crate::drivers::pubsub::consumer::Consumer;
 use crate::drivers::pubsub::opening::{broker_error, login_hint, read_more, Opening};
@@ -135,12 +135,12 @@ impl BrokerClient for Rabbitmq {
         &mut self,
         run: &Opening<'_>,
         sub: &Subscription,
-        sids: std::ops::Range<u64>,
+        slots: &[Slot],
     ) -> Result<Vec<Consumer>, EngineError> {
         let config = run.config;
         let queue = queue_name(config, sub);
         let mut consumers = Vec::new();
-        for k in 0..sids.count() {
+        for &Slot { k, .. } in slots {
             let name = consumer_name(sub, k);
             let stream = run.connect_subscriber(config.receive_buffer)?;
             let mut amqp = Amqp::open(run, &name, stream)?;

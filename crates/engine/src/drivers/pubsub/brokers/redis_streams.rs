@@ -4,7 +4,7 @@
 //! one group. Before the run, each group is set at its stream's end, and a stream that is not
 //! msgbench's is refused rather than trimmed.
 use super::redis::hello;
-use crate::drivers::pubsub::client::{consumer_name, BrokerClient};
+use crate::drivers::pubsub::client::{consumer_name, BrokerClient, Slot};
 use crate::drivers::pubsub::consumer::{turn_bytes, Consumer, Pull};
 use crate::drivers::pubsub::opening::{broker_error, open, read_more, Opening};
 use crate::drivers::pubsub::protocol::{BrokerProtocol, Hello, Incoming, PublishFrame};
@@ -64,7 +64,7 @@ impl BrokerClient for RedisStreams {
         &mut self,
         run: &Opening<'_>,
         sub: &Subscription,
-        sids: std::ops::Range<u64>,
+        slots: &[Slot],
     ) -> Result<Vec<Consumer>, EngineError> {
         let config = run.config;
         let topic = &config.topics[sub.topic as usize];
@@ -73,7 +73,7 @@ impl BrokerClient for RedisStreams {
         let count = (turn_bytes(config, cost) / (config.message_bytes as usize + 64))
             .clamp(1, 10_000) as u32;
         let mut consumers = Vec::new();
-        for k in 0..sids.count() {
+        for &Slot { k, .. } in slots {
             let name = consumer_name(sub, k);
             let reader = redis_streams::Reader::new(
                 topic,

@@ -7,7 +7,7 @@ pub mod group;
 pub mod sasl;
 
 use crate::clock::now_ns;
-use crate::drivers::pubsub::client::{BrokerClient, Ended, Framing, OpenedPublisher};
+use crate::drivers::pubsub::client::{BrokerClient, Ended, Framing, OpenedPublisher, Slot};
 use crate::drivers::pubsub::consumer::{turn_bytes, Consumer, Pull};
 use crate::drivers::pubsub::opening::{Opening, OPEN_TIMEOUT};
 use crate::drivers::pubsub::protocol::{BrokerProtocol, Hello, Incoming, PublishFrame};
@@ -59,11 +59,11 @@ impl BrokerClient for Kafka {
         &mut self,
         run: &Opening<'_>,
         sub: &Subscription,
-        sids: std::ops::Range<u64>,
+        slots: &[Slot],
     ) -> Result<Vec<Consumer>, EngineError> {
         let config = run.config;
         let topic = &config.topics[sub.topic as usize];
-        let members = group::join(run, topic, &group_id(topic, &sub.name), sids.count() as u32)?;
+        let members = group::join(run, topic, &group_id(topic, &sub.name), slots.len() as u32)?;
         let cost = config.cost_ns(sub);
         // A slow subscription fetches about what it handles in one of its turns.
         let max_bytes = turn_bytes(config, cost).min(kafka::FETCH_MAX_BYTES as usize) as i32;
