@@ -33,11 +33,13 @@ pub(crate) fn apply(
                 msgbench_model::scenario::System::Pubsub { .. }
             )
         });
-        if pubsub && !shard.is_whole() && start_at.is_none() {
+        let relative = start_at.is_some_and(|t| t.trim_start().starts_with('+'));
+        if pubsub && !shard.is_whole() && (start_at.is_none() || relative) {
             return Err(format!(
                 "--shard {shard}: a publish/subscribe run's shards need --start-at, one instant for \
-                 all (e.g. --start-at 2026-12-08T09:00:00Z): their messages are marked by it and \
-                 their latency counts from it"
+                 all (e.g. --start-at 2026-12-08T09:00:00Z or Unix ms; not +DURATION, which each \
+                 process counts from its own now): their messages are marked by it and their \
+                 latency counts from it"
             ));
         }
     }

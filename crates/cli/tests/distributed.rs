@@ -791,6 +791,16 @@ fn a_pubsub_run_over_shards_merges_into_what_one_process_offers_to_the_message()
     let o = msgbench(&["run", scenario.to_str().unwrap(), "--shard", "0/3"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("need --start-at"), "{}", stderr(&o));
+    let o = msgbench(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--shard",
+        "0/3",
+        "--start-at",
+        "+30s",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not +DURATION"), "{}", stderr(&o));
     let o = msgbench(&["run", scenario.to_str().unwrap(), "--shard", "0/4"]);
     assert!(stderr(&o).contains("at most 3 shards"), "{}", stderr(&o));
     let three = tmp.path().join("three");
@@ -843,4 +853,71 @@ fn a_pubsub_run_over_shards_merges_into_what_one_process_offers_to_the_message()
     assert_eq!(key(&whole.counters), (6_000, 6_000, 6_000, 0, 0, 0));
     assert_eq!(key(&merged.counters), key(&whole.counters));
     same_subscriptions(&merged, &whole, 6_000);
+}
+
+/// A RabbitMQ node of its own (`scripts/rabbitmq-server.sh`, its folder under `dir`), killed
+/// with the test process (its parent-death signal): its process and AMQP port.
+fn rabbitmq_node(dir: &Path) -> (std::process::Child, u16) {
+    use std::os::unix::process::CommandExt;
+    let port = common::free_port();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scripts/rabbitmq-server.sh"
+    );
+    let mut command = Command::new("bash");
+    command
+        .arg(script)
+        .arg(port.to_string())
+        .arg(dir.join("node"))
+        .arg(common::free_port().to_string())
+        .arg(common::free_port().to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: prctl is async-signal-safe; the child only sets its parent-death signal.
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = command
+        .spawn()
+        .expect("RabbitMQ (run `bash scripts/setup.sh`)");
+    common::ports::wait_until_listening(&mut child, port, std::time::Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("RabbitMQ: {e}"));
+    (child, port)
+}
+
+#[test]
+fn a_rabbitmq_run_over_two_shards_shares_its_queues_and_merges_to_the_message() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut node, port) = rabbitmq_node(tmp.path());
+    let scenario = tmp.path().join("rabbitmq.toml");
+    // Two publishers, two subscriptions (queues) of two consumers each: every shard reads
+    // both queues with one consumer each, declares them without deleting the other's.
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"sharded\"\nsystem = \"pubsub\"\n[run]\nduration = \"2s\"\nwarmup = \"500ms\"\n\
+             drain_timeout = \"2s\"\n[pacing]\nmode = \"rate\"\nper_sec = 2000\n[pubsub]\n\
+             broker = \"rabbitmq\"\naddress = \"127.0.0.1:{port}\"\npublishers_per_topic = 2\n\
+             subscriptions_per_topic = 2\nconsumers_per_subscription = 2\n\
+             [pubsub.rabbitmq]\nconfirms = true\n"
+        ),
+    )
+    .unwrap();
+    let (parts, merged, whole) = sharded_and_whole(&scenario, 2, tmp.path());
+    let _ = node.kill();
+    let _ = node.wait();
+    for r in &parts {
+        assert_eq!(r.streams.len(), 2, "each shard reads both queues");
+        assert!(r
+            .warnings
+            .iter()
+            .all(|w| !w.to_string().contains("server error")));
+    }
+    // 2 publishers × 1000/s × 2 s, to each of 2 subscriptions.
+    assert_eq!(key(&whole.counters), (8_000, 8_000, 8_000, 0, 0, 0));
+    assert_eq!(key(&merged.counters), key(&whole.counters));
+    same_subscriptions(&merged, &whole, 4_000);
 }

@@ -513,8 +513,26 @@ fn merged_warnings(m: &mut RunResult, parts: &[&RunResult]) {
         let (info, flags) = clocks_across_hosts(m, parts);
         m.info.extend(info);
         m.warnings.extend(flags);
+        m.warnings.extend(late_shards(parts));
     }
     m.warnings.extend(msgbench_model::verdict::warnings(m));
+}
+
+/// A publish/subscribe shard that started after the agreed instant (its opening outlasted the
+/// lead) stamped its messages from its own start: every latency between it and the others is
+/// off by its lateness.
+fn late_shards(parts: &[&RunResult]) -> Vec<Warning> {
+    (parts.iter())
+        .filter_map(|r| r.shard.as_ref())
+        // On time, a shard's start reads 0–1 ms late (a wall-clock reading's rounding).
+        .filter(|s| s.start_late_ms >= 2)
+        .map(|s| {
+            Warning::Note(format!(
+                "shard {}/{} started {} ms after the agreed start: its messages are stamped from its own start, so latencies between it and the other shards are off by about {} ms (give the shards a later --start-at)",
+                s.index, s.count, s.start_late_ms, s.start_late_ms
+            ))
+        })
+        .collect()
 }
 
 /// Most of a merged publish/subscribe run's p50 latency that the hosts' clock errors may be
@@ -577,6 +595,21 @@ fn reaccount_pubsub(m: &mut RunResult, parts: &[&RunResult]) -> Result<(), Strin
     if figures.len() != parts.len() {
         return Err("some shards carry no figures (pubsub_shard)".into());
     }
+    // Their messages' mark and times come from the agreed start: one instant for all.
+    let starts: Vec<Option<u64>> = (parts.iter())
+        .map(|r| r.shard.as_ref().and_then(|s| s.planned_start_unix_ms))
+        .collect();
+    if starts.iter().any(|s| s.is_none() || *s != starts[0]) {
+        return Err(format!(
+            "their planned starts differ ({starts:?}): a publish/subscribe run's shards need one --start-at instant (RFC 3339 or Unix ms)"
+        ));
+    }
+    // Each shard's publish latency is its own publishers': not merged (kept per shard).
+    if m.publish_latency.take().is_some() {
+        m.info.push("publish latency is each shard's own (its publishers'), in the shards' results; it is not merged".into());
+    }
+    m.info
+        .retain(|line| !line.contains("of a publish/subscribe run: its subscriptions count"));
     crate::drivers::pubsub::accounting::merge_shards(&figures, &mut m.streams)?;
     let held: u64 = parts.iter().map(|r| r.counters.held_by_window).sum();
     let mut counters = msgbench_model::result::Counters::default();

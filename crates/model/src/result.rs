@@ -146,6 +146,8 @@ pub struct RunResult {
 pub struct PubsubShardFigures {
     /// Publishers in the whole run (every shard's).
     pub publishers_total: u32,
+    /// Publishers of each topic (`publishers_total` is a multiple of it).
+    pub publishers_per_topic: u32,
     /// This shard's publishers.
     pub publishers: Vec<PublisherFigures>,
     /// This shard's subscriptions.

@@ -10,8 +10,11 @@ use super::subscriber::SubscriptionState;
 use crate::drivers::streams::stream_stats::closed_when;
 use crate::net::tick::Schedule;
 use msgbench_model::histogram::{encode, Percentiles};
+use msgbench_model::pubsub::MAX_CONNECTIONS;
 use msgbench_model::result::{Counters, SequenceErrors, StreamClient, StreamInterval};
-use msgbench_model::result::{PublisherFigures, PubsubShardFigures, SubscriptionFigures};
+use msgbench_model::result::{
+    PublisherFigures, PubsubShardFigures, SubscriptionFigures, MAX_COUNT,
+};
 
 /// A subscription's accounting against what the publishers of its topic sent (see the module
 /// documentation).
@@ -160,6 +163,7 @@ pub fn shard_figures(
         .collect();
     PubsubShardFigures {
         publishers_total: stats.len() as u32,
+        publishers_per_topic: config.publishers_per_topic,
         publishers,
         subscriptions,
     }
@@ -175,10 +179,7 @@ pub fn merge_shards(
     streams: &mut Vec<StreamClient>,
 ) -> Result<(), String> {
     fold_streams(streams)?;
-    let total = figures.first().map_or(0, |f| f.publishers_total);
-    if figures.iter().any(|f| f.publishers_total != total) {
-        return Err("the shards disagree on how many publishers the run has".into());
-    }
+    let (total, per_topic) = check_figures(figures)?;
     let mut publishers: Vec<Option<PublisherStats>> = vec![None; total as usize];
     for p in figures.iter().flat_map(|f| &f.publishers) {
         let slot = publishers.get_mut(p.index as usize).ok_or(format!(
@@ -198,13 +199,20 @@ pub fn merge_shards(
     let publishers: Vec<PublisherStats> = (publishers.into_iter().enumerate())
         .map(|(i, p)| p.ok_or(format!("publisher {i} is in no shard's result")))
         .collect::<Result<_, _>>()?;
-    for sub in fold_figures(figures)? {
-        let sub = &sub;
-        let per = sub.delivered.len();
-        let first = sub.topic as usize * per;
+    let folded = fold_figures(figures)?;
+    if let Some(s) = streams
+        .iter()
+        .find(|s| !folded.iter().any(|f| f.name == s.name))
+    {
+        return Err(format!("subscription {} has no figures", s.name));
+    }
+    for sub in &folded {
+        let per = per_topic as usize;
+        let first = (sub.topic as usize).saturating_mul(per);
         let pubs = publishers
-            .get(first..first + per)
-            .filter(|_| per > 0 && sub.loss_horizon.len() == per)
+            .get(first..first.saturating_add(per))
+            .filter(|_| sub.delivered.len() == per && sub.loss_horizon.len() == per)
+            .filter(|_| sub.delivered.iter().all(|&d| d <= MAX_COUNT))
             .ok_or(format!(
                 "subscription {}'s figures do not fit the run's {total} publishers",
                 sub.name
@@ -218,6 +226,42 @@ pub fn merge_shards(
     }
     Ok(())
 }
+
+/// The shards' figures are one run's and within bounds (they come from other hosts): one
+/// count of publishers, at most [`MAX_CONNECTIONS`], a whole number of topics; each
+/// publisher's counts at most [`MAX_COUNT`], its seconds at most [`MAX_SECONDS`] and adding up
+/// to what it sent. The run's publishers and publishers per topic.
+fn check_figures(figures: &[&PubsubShardFigures]) -> Result<(u32, u32), String> {
+    let first = figures.first().ok_or("no shard's figures")?;
+    let (total, per_topic) = (first.publishers_total, first.publishers_per_topic);
+    if figures
+        .iter()
+        .any(|f| (f.publishers_total, f.publishers_per_topic) != (total, per_topic))
+    {
+        return Err("the shards disagree on how many publishers the run has".into());
+    }
+    if total == 0 || per_topic == 0 || total % per_topic != 0 || u64::from(total) > MAX_CONNECTIONS
+    {
+        return Err(format!(
+            "{total} publishers, {per_topic} a topic, is not a run msgbench makes"
+        ));
+    }
+    for p in figures.iter().flat_map(|f| &f.publishers) {
+        let sum = p.per_second.iter().fold(0u64, |a, &n| a.saturating_add(n));
+        if p.measured > MAX_COUNT || p.per_second.len() > MAX_SECONDS || sum != p.measured {
+            return Err(format!(
+                "publisher {}'s counts do not add up ({} sent, {sum} over {} seconds)",
+                p.index,
+                p.measured,
+                p.per_second.len()
+            ));
+        }
+    }
+    Ok((total, per_topic))
+}
+
+/// Most seconds a publisher's figures may count (a month).
+pub const MAX_SECONDS: usize = 31 * 86_400;
 
 /// A shared subscription's figures from every shard that held some of its consumers, as
 /// one: per publisher, what they got together, and the lowest of their loss horizons (below
@@ -309,12 +353,14 @@ fn regenerate(intervals: &mut Vec<StreamInterval>, publishers: &[PublisherStats]
     }
     let mut backlog = 0i64;
     for (k, i) in intervals.iter_mut().enumerate() {
+        // Checked against MAX_COUNT before: no sum here can wrap.
         let generated: u64 = publishers
             .iter()
             .map(|p| p.per_second.get(k).copied().unwrap_or(0))
             .sum();
         (i.generated, i.written) = (generated, generated);
-        backlog += generated as i64 - i.delivered as i64;
+        let change = generated.min(MAX_COUNT) as i64 - i.delivered.min(MAX_COUNT) as i64;
+        backlog = backlog.saturating_add(change);
         i.backlog = backlog;
     }
 }
@@ -366,6 +412,7 @@ mod tests {
     ) -> PubsubShardFigures {
         PubsubShardFigures {
             publishers_total: 2,
+            publishers_per_topic: 2,
             publishers,
             subscriptions: subs,
         }
@@ -454,6 +501,21 @@ mod tests {
             (150, 140, 5, 5)
         );
         assert_eq!(shared[0].intervals[0].delivered, 300);
+        // Hostile figures (they come from other hosts): counts that do not add up, a run
+        // msgbench does not make, a subscription's record without figures.
+        let mut lying = shard1.clone();
+        lying.publishers[0].per_second = vec![u64::MAX, 7];
+        let e = merge_shards(&[&shard0, &lying], &mut streams).unwrap_err();
+        assert!(e.contains("do not add up"), "{e}");
+        let mut huge = shard0.clone();
+        huge.publishers_total = u32::MAX;
+        let e = merge_shards(&[&huge], &mut streams).unwrap_err();
+        assert!(e.contains("disagree") || e.contains("not a run"), "{e}");
+        let e = merge_shards(&[&huge, &huge], &mut streams).unwrap_err();
+        assert!(e.contains("not a run msgbench makes"), "{e}");
+        let mut orphan = vec![stream("t0-s0"), stream("t0-s1"), stream("t9-s9")];
+        let e = merge_shards(&[&shard0, &shard1], &mut orphan).unwrap_err();
+        assert!(e.contains("t9-s9 has no figures"), "{e}");
         // Figures of a subscription that does not fit the run's publishers.
         let mut odd = shard1.clone();
         odd.subscriptions[0].topic = 5;

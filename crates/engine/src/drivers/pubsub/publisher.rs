@@ -379,6 +379,8 @@ impl Publisher {
                         self.on_answer(now);
                     }
                 }
+                // Once its goodbye is said, the connection is closing: nothing more is written.
+                Incoming::Ping if self.goodbye != Goodbye::NotSaid => {}
                 Incoming::Ping => self.out.extend_from_slice(protocol.pong()),
                 Incoming::Error(text) => {
                     return Err(format!(

@@ -21,7 +21,7 @@ use crate::drivers::pubsub::client::{
     consumer_name, BrokerClient, Ended, Framing, OpenedPublisher, Slot,
 };
 use crate::drivers::pubsub::consumer::Consumer;
-use crate::drivers::pubsub::opening::{broker_error, login_hint, read_more, Opening};
+use crate::drivers::pubsub::opening::{broker_error, login_hint, read_more, Opening, OPEN_TIMEOUT};
 use crate::drivers::pubsub::protocol::{AckId, BrokerProtocol, Hello, Incoming, PublishFrame};
 use crate::drivers::pubsub::stream::OpeningStream;
 use crate::drivers::pubsub::wire::amqp::{self, Received};
@@ -103,7 +103,10 @@ impl BrokerProtocol for Rabbitmq {
 
 impl BrokerClient for Rabbitmq {
     /// Each topic's exchange and each subscription's queue deleted and declared again, each
-    /// queue bound.
+    /// queue bound. A shard deletes nothing (another shard may read the queue, or have bound
+    /// it already): it declares — RabbitMQ's declare is idempotent — binds, and empties a
+    /// queue of an earlier run (`queue.purge`, before anyone publishes: the schedule starts at
+    /// the agreed instant, after every shard's opening).
     fn prepare(&mut self, run: &Opening<'_>) -> Result<(), EngineError> {
         let config = run.config;
         self.auto_ack = config.rabbitmq.auto_ack;
@@ -123,8 +126,13 @@ impl BrokerClient for Rabbitmq {
         }
         for sub in config.subscriptions() {
             let (queue, topic) = (queue_name(config, &sub), &config.topics[sub.topic as usize]);
-            admin.call(run, delete_queue(&queue), "deleting an earlier run's queue")?;
+            if whole {
+                admin.call(run, delete_queue(&queue), "deleting an earlier run's queue")?;
+            }
             admin.call(run, declare_queue(config, &queue), "declaring a queue")?;
+            if !whole {
+                admin.call(run, purge_queue(&queue), "emptying an earlier run's queue")?;
+            }
             admin.call(run, bind_queue(&queue, topic), "binding a queue")?;
             run.progress();
         }
@@ -196,17 +204,19 @@ impl BrokerClient for Rabbitmq {
     }
 
     /// The run's queues and exchanges deleted (a stream or quorum queue would keep its
-    /// messages on disk).
+    /// messages on disk); a shard's left (another shard may still read them: the next run
+    /// empties them).
     fn finish(&mut self, run: &Opening<'_>, subscriptions: &[Ended<'_>]) -> Vec<String> {
+        if !run.config.shard.is_whole() {
+            return Vec::new();
+        }
         let deleted = (|| {
             let mut admin = Amqp::open(run, "msgbench-finish", run.connect(0)?)?;
             for sub in subscriptions {
                 let queue = format!("{}.{}", sub.topic, sub.name);
                 admin.call(run, delete_queue(&queue), "deleting the run's queue")?;
             }
-            // A shard's exchanges may still carry another shard's publishes.
-            let whole = run.config.shard.is_whole();
-            for topic in run.config.topics.iter().filter(|_| whole) {
+            for topic in &run.config.topics {
                 admin.call(run, delete_exchange(topic), "deleting the run's exchange")?;
             }
             Ok::<(), EngineError>(())
@@ -246,6 +256,13 @@ fn delete_exchange(topic: &str) -> AMQPClass {
     AMQPClass::Exchange(exchange::AMQPMethod::Delete(exchange::Delete {
         exchange: topic.into(),
         if_unused: false,
+        nowait: false,
+    }))
+}
+
+fn purge_queue(queue: &str) -> AMQPClass {
+    AMQPClass::Queue(queue::AMQPMethod::Purge(queue::Purge {
+        queue: queue.into(),
         nowait: false,
     }))
 }
@@ -344,10 +361,12 @@ impl Amqp {
             other => return Err(run.error(format!("it answered the login with {other:?}"))),
         };
         let frame_max = tune_frame_max(run.config, tune.frame_max)?;
+        // No heartbeats: a consumer with ack = "auto" writes nothing for the whole run, and
+        // RabbitMQ would end it for silence after two of its intervals (60 s by default).
         let tune_ok = connection::AMQPMethod::TuneOk(connection::TuneOk {
             channel_max: 1,
             frame_max,
-            heartbeat: tune.heartbeat,
+            heartbeat: 0,
         });
         amqp.send(run, AMQPClass::Connection(tune_ok), 0)?;
         let open = connection::AMQPMethod::Open(connection::Open {
@@ -404,7 +423,16 @@ impl Amqp {
     /// The next method the broker sends (heartbeats skipped); its closing of the channel or
     /// the connection is the opening's failure, its text and code said.
     fn answer(&mut self, run: &Opening<'_>, doing: &str) -> Result<AMQPClass, EngineError> {
+        // A deadline of its own, for the end of the run too (no watchdog then): a server that
+        // sends only heartbeats, or trickles, does not hold the run.
+        let deadline = std::time::Instant::now() + OPEN_TIMEOUT;
         loop {
+            if std::time::Instant::now() > deadline {
+                return Err(run.error(format!(
+                    "no answer to {doing} within {} s",
+                    OPEN_TIMEOUT.as_secs()
+                )));
+            }
             let framed = amqp::frame(&self.input).map_err(|e| {
                 run.error(format!("this is not an AMQP 0-9-1 server ({e}); check pubsub.broker and pubsub.address"))
             })?;
