@@ -4,7 +4,9 @@
 # under ${TMPDIR:-/tmp}, removed when the node stops, when DIR is not given). Nothing of the
 # machine's own RabbitMQ is used or touched: no system service, no /var/lib/rabbitmq.
 #
-# The node is this script's process (exec: stop it by its PID; a SIGKILL ends it too). Erlang
+# With DIR the node is this script's process (exec: stop it by its PID; a SIGKILL ends it
+# too); without it, a child this script stops when sent SIGTERM or Ctrl-C, and then removes its
+# folder. Erlang
 # finds its nodes through epmd: the node gets an epmd of its own on EPMD_PORT, a child that
 # dies with the node (its parent-death signal), and its distribution port DIST_PORT (both free
 # loopback ports when not given), so nodes of several tests never meet.

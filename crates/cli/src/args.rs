@@ -968,8 +968,9 @@ pub struct RunArgs {
     pub shard: Option<String>,
     /// Start the first run at this wall-clock time, every later run at its planned slot, so
     /// that shards on several hosts keep one timeline: RFC 3339 (2026-11-25T20:00:00Z), Unix
-    /// ms, or +DURATION from now. A time in the past is refused; a run that starts late says
-    /// by how much.
+    /// ms, or +DURATION from now (not for a publish/subscribe run's shards, which need one
+    /// instant: RFC 3339 or Unix ms). A time in the past is refused; a run that starts late
+    /// says by how much.
     #[arg(long, value_name = "TIME")]
     pub start_at: Option<String>,
     /// When done, print the result directory to stdout as one base64 tar.gz between marker

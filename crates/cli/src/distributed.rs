@@ -33,19 +33,29 @@ pub(crate) fn apply(
                 msgbench_model::scenario::System::Pubsub { .. }
             )
         });
-        let relative = start_at.is_some_and(|t| t.trim_start().starts_with('+'));
-        if pubsub && !shard.is_whole() && (start_at.is_none() || relative) {
-            return Err(format!(
-                "--shard {shard}: a publish/subscribe run's shards need --start-at, one instant for \
-                 all (e.g. --start-at 2026-12-08T09:00:00Z or Unix ms; not +DURATION, which each \
-                 process counts from its own now): their messages are marked by it and their \
-                 latency counts from it"
-            ));
+        let one_instant = "one instant for all (RFC 3339, e.g. 2026-12-08T09:00:00Z, or Unix ms): \
+                           their messages are marked by it and their latency counts from it";
+        match start_at {
+            _ if !pubsub || shard.is_whole() => {}
+            None => return Err(format!(
+                "--shard {shard}: a publish/subscribe run's shards need --start-at, {one_instant}"
+            )),
+            Some(t) if t.trim_start().starts_with('+') => {
+                return Err(format!(
+                    "--start-at {t}: each process counts +DURATION from its own now, so a \
+                     publish/subscribe run's shards would start apart; give {one_instant}"
+                ))
+            }
+            Some(_) => {}
         }
     }
     if let Some(text) = start_at {
         let now = msgbench_engine::environment::unix_ms();
-        let at = parse_start_at(text, now, "e.g. +30s")?;
+        let at = parse_start_at(
+            text,
+            now,
+            "e.g. +30s (a publish/subscribe run's shards: one instant, e.g. 2026-12-08T09:00:00Z)",
+        )?;
         planned_starts(experiment, at)?;
         experiment.start_at_unix_ms = Some(at);
     }

@@ -800,9 +800,13 @@ fn a_pubsub_run_over_shards_merges_into_what_one_process_offers_to_the_message()
         "+30s",
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("not +DURATION"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("counts +DURATION from its own now"),
+        "{}",
+        stderr(&o)
+    );
     let o = msgbench(&["run", scenario.to_str().unwrap(), "--shard", "0/4"]);
-    assert!(stderr(&o).contains("at most 3 shards"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("at most 3 shard(s)"), "{}", stderr(&o));
     let three = tmp.path().join("three");
     std::fs::create_dir(&three).unwrap();
     let (parts, merged, whole) = sharded_and_whole(&scenario, 3, &three);

@@ -468,16 +468,16 @@ impl PubsubConfig {
         let publishers = self.publishers().len();
         let (consumers, what) = match self.broker {
             // Kafka's consumers of a subscription stay together: a shard takes subscriptions.
-            Broker::Kafka => (self.all_subscriptions().len(), "subscriptions"),
+            Broker::Kafka => (self.all_subscriptions().len(), "subscription(s)"),
             _ => (
                 self.all_subscriptions().len() * self.consumers_per_subscription as usize,
-                "consumers",
+                "consumer(s)",
             ),
         };
         let most = publishers.min(consumers);
         if shard.count as usize > most {
             return Err(format!(
-                "--shard {shard}: the run has {publishers} publishers and {consumers} {what}, and each shard takes at least one of each, so it splits into at most {most} shards; run fewer shards, or more publishers (publishers_per_topic) and subscriptions (subscriptions_per_topic)"
+                "--shard {shard}: the run has {publishers} publisher(s) and {consumers} {what}, and each shard takes at least one of each, so it splits into at most {most} shard(s); run fewer shards, or more publishers (publishers_per_topic) and subscriptions (subscriptions_per_topic)"
             ));
         }
         self.shard = shard;
@@ -997,7 +997,7 @@ mod tests {
         assert_eq!((c.publishers().len(), c.all_subscriptions().len()), whole);
         // Five shards of four publishers: one would have none.
         let e = c.set_shard(Shard { index: 0, count: 5 }).unwrap_err();
-        assert!(e.contains("at most 4 shards"), "{e}");
+        assert!(e.contains("at most 4 shard(s)"), "{e}");
         // A shared subscription's consumers spread over the shards (run-wide consumer
         // index 3 × sub + k); Kafka's stay with their subscription.
         let mut c = config("[pubsub]\npublishers_per_topic = 2\nsubscriptions_per_topic = 2\nconsumers_per_subscription = 3");

@@ -25,8 +25,10 @@ const HEADER: [&str; 10] = [
 const EXPLAINED: &str = "Each shard offered its slice of the run's connections on its own \
     schedule; the run's figures above are the whole (histograms added, counters summed). \
     Seconds are aligned on the shards' wall clocks, so clocks that are not synchronized (or \
-    whose error is large) shift one shard's seconds against another's; latencies are not \
-    affected (each is measured on one host's clock).";
+    whose error is large) shift one shard's seconds against another's. A request's latency is \
+    measured on one host's clock; a publish/subscribe message's is stamped on its publisher's \
+    host and read on its subscriber's, so across hosts it carries both clocks' error (the \
+    notes say each host's bound).";
 
 fn cells(r: &RunResult, s: &ShardRow) -> [String; 10] {
     let clock = &s.shard.clock;

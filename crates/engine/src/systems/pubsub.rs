@@ -52,8 +52,13 @@ pub fn run(
             1_000_000..1_000_000_000 => format!("{:.2} ms", ns as f64 / 1e6),
             _ => format!("{:.2} s", ns as f64 / 1e9),
         };
+        // A shard's line says whose: the merged run keeps each shard's.
+        let whose = match config.shard.is_whole() {
+            true => String::new(),
+            false => format!("shard {}: ", config.shard),
+        };
         info.push(format!(
-            "publish latency (the broker's answer − the intended publish time, {} measured publishes answered): p50 {}, p99 {}, p99.9 {}, max {}",
+            "{whose}publish latency (the broker's answer − the intended publish time, {} measured publishes answered): p50 {}, p99 {}, p99.9 {}, max {}",
             h.len(),
             d(h.value_at_quantile(0.5)),
             d(h.value_at_quantile(0.99)),
@@ -186,9 +191,13 @@ fn info(config: &PubsubConfig, acks: u64) -> Vec<String> {
 /// What a RabbitMQ run did, in a line.
 fn rabbitmq_words(config: &PubsubConfig, acks: u64) -> String {
     let r = &config.rabbitmq;
+    let whose = match config.shard.is_whole() {
+        true => String::new(),
+        false => format!(" (shard {}'s publishers)", config.shard),
+    };
     let confirms = if r.confirms {
         format!(
-            "publisher confirms: the broker confirmed {acks} publishes once their queues held them"
+            "publisher confirms: the broker confirmed {acks} publishes{whose} once their queues held them"
         )
     } else {
         "no publisher confirms: a publish is done once written".into()
@@ -202,8 +211,14 @@ fn rabbitmq_words(config: &PubsubConfig, acks: u64) -> String {
     } else {
         "each delivery acknowledged (basic.ack)"
     };
+    let lifetime = match config.shard.is_whole() {
+        true => "declared empty when the run opened and deleted at its end",
+        false => {
+            "declared and emptied when the run opened, left at its end (another shard may read it)"
+        }
+    };
     format!(
-        "RabbitMQ: each topic a {} exchange, each subscription a {} queue bound to it (named <topic>.<subscription>), declared empty when the run opened and deleted at its end; {confirms}; consumers with {prefetch}, {ack}{}; a queue keeps every message until it is read, so one that had not come when the run ended is undelivered, never dropped",
+        "RabbitMQ: each topic a {} exchange, each subscription a {} queue bound to it (named <topic>.<subscription>), {lifetime}; {confirms}; consumers with {prefetch}, {ack}{}; a queue keeps every message until it is read, so one that had not come when the run ended is undelivered, never dropped",
         r.exchange_type.name(),
         r.queue_type.name(),
         if r.persistent { "; messages persistent (delivery mode 2)" } else { "" }
