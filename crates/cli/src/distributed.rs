@@ -37,9 +37,11 @@ pub(crate) fn apply(
                            their messages are marked by it and their latency counts from it";
         match start_at {
             _ if !pubsub || shard.is_whole() => {}
-            None => return Err(format!(
+            None => {
+                return Err(format!(
                 "--shard {shard}: a publish/subscribe run's shards need --start-at, {one_instant}"
-            )),
+            ))
+            }
             Some(t) if t.trim_start().starts_with('+') => {
                 return Err(format!(
                     "--start-at {t}: each process counts +DURATION from its own now, so a \
