@@ -613,50 +613,14 @@ fn a_tick_streams_subscribers_split_over_shards_and_merge_back() {
         ),
     )
     .unwrap();
-    let start = (now_ms() + 3_000).to_string();
-    let shards: Vec<_> = (0..2)
-        .map(|i| {
-            let out = tmp.path().join(format!("out{i}"));
-            let child = Command::new(env!("CARGO_BIN_EXE_msgbench"))
-                .arg("run")
-                .arg(&scenario)
-                .args([
-                    "--shard",
-                    &format!("{i}/2"),
-                    "--start-at",
-                    &start,
-                    "--quiet",
-                ])
-                .arg("--out")
-                .arg(&out)
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
-            (out, child)
-        })
-        .collect();
-    let mut dirs = Vec::new();
-    for (i, (out, child)) in shards.into_iter().enumerate() {
-        let o = child.wait_with_output().unwrap();
-        assert!(o.status.success(), "shard {i}: {}", stderr(&o));
-        dirs.push(result_dir(&out));
-    }
+    let dirs = run_shards(&scenario, 2, tmp.path());
     let parts: Vec<RunResult> = dirs.iter().map(|d| run_of(d)).collect();
     let names =
         |r: &RunResult| -> Vec<String> { r.streams.iter().map(|s| s.name.clone()).collect() };
     // Clients 0..5 over the groups in order (fast 0-2, slow 0-1): even ones to shard 0.
     assert_eq!(names(&parts[0]), ["fast-0", "fast-2", "slow-1"]);
     assert_eq!(names(&parts[1]), ["fast-1", "slow-0"]);
-    let merged_dir = tmp.path().join("merged");
-    let o = msgbench(&[
-        "merge",
-        dirs[0].to_str().unwrap(),
-        dirs[1].to_str().unwrap(),
-        "--out",
-        merged_dir.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let merged = run_of(&merged_dir);
+    let merged = merged_run(&dirs, &tmp.path().join("merged"));
     assert_eq!(merged.streams.len(), 5);
     assert_eq!(merged.counters, {
         let mut c = parts[0].counters;
@@ -695,6 +659,24 @@ fn sharded_and_whole(
     n: u32,
     tmp: &Path,
 ) -> (Vec<RunResult>, RunResult, RunResult) {
+    let dirs = run_shards(scenario, n, tmp);
+    let merged = merged_run(&dirs, &tmp.join("merged"));
+    let whole_out = tmp.join("whole");
+    let o = msgbench(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--quiet",
+        "--out",
+        whole_out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let parts = dirs.iter().map(|d| run_of(d)).collect();
+    (parts, merged, run_of(&result_dir(&whole_out)))
+}
+
+/// `scenario` run as `n` shard processes with one `--start-at` (3 s ahead), each into
+/// `tmp/out<i>`: their result directories.
+fn run_shards(scenario: &Path, n: u32, tmp: &Path) -> Vec<PathBuf> {
     let start = (now_ms() + 3_000).to_string();
     let shards: Vec<_> = (0..n)
         .map(|i| {
@@ -723,23 +705,17 @@ fn sharded_and_whole(
         assert!(o.status.success(), "shard {i}: {}", stderr(&o));
         dirs.push(result_dir(&out));
     }
-    let merged_dir = tmp.join("merged");
+    dirs
+}
+
+/// `msgbench merge` of `dirs` into `out`: its run.
+fn merged_run(dirs: &[PathBuf], out: &Path) -> RunResult {
     let mut args = vec!["merge"];
     args.extend(dirs.iter().map(|d| d.to_str().unwrap()));
-    args.extend(["--out", merged_dir.to_str().unwrap()]);
+    args.extend(["--out", out.to_str().unwrap()]);
     let o = msgbench(&args);
     assert!(o.status.success(), "{}", stderr(&o));
-    let whole_out = tmp.join("whole");
-    let o = msgbench(&[
-        "run",
-        scenario.to_str().unwrap(),
-        "--quiet",
-        "--out",
-        whole_out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let parts = dirs.iter().map(|d| run_of(d)).collect();
-    (parts, run_of(&merged_dir), run_of(&result_dir(&whole_out)))
+    run_of(out)
 }
 
 fn key(c: &msgbench_model::result::Counters) -> (u64, u64, u64, u64, u64, u64) {

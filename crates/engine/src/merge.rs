@@ -611,14 +611,12 @@ fn reaccount_pubsub(m: &mut RunResult, parts: &[&RunResult]) -> Result<(), Strin
     m.info
         .retain(|line| !line.contains("of a publish/subscribe run: its subscriptions count"));
     crate::drivers::pubsub::accounting::merge_shards(&figures, &mut m.streams)?;
-    let held: u64 = parts.iter().map(|r| r.counters.held_by_window).sum();
-    let mut counters = msgbench_model::result::Counters::default();
-    let mut sequence = msgbench_model::result::SequenceErrors::default();
-    for s in &m.streams {
-        counters += s.counters;
-        sequence += s.sequence;
-    }
-    counters.held_by_window = held;
+    // The streams' faults are in the shards' summed already: only the counts are redone.
+    let (mut counters, sequence) = crate::drivers::streams::stream_stats::run_sums(
+        &m.streams,
+        &mut msgbench_model::result::Faults::default(),
+    );
+    counters.held_by_window = parts.iter().map(|r| r.counters.held_by_window).sum();
     (m.counters, m.sequence) = (counters, sequence);
     Ok(())
 }

@@ -436,18 +436,18 @@ impl PubsubConfig {
     pub fn local_consumers(&self, sub: &Subscription) -> Vec<u32> {
         let (per, shard) = (self.consumers_per_subscription, self.shard);
         if self.broker == Broker::Kafka {
-            let mine = sub.index % shard.count == shard.index;
+            let mine = shard.holds(u64::from(sub.index));
             return if mine { (0..per).collect() } else { Vec::new() };
         }
         (0..per)
-            .filter(|k| (sub.index * per + k) % shard.count == shard.index)
+            .filter(|&k| shard.holds(u64::from(sub.index) * u64::from(per) + u64::from(k)))
             .collect()
     }
 
     /// This process's publishers, as their run-wide indices (every one, unsharded).
     pub fn local_publishers(&self) -> Vec<u32> {
         (0..self.publishers().len() as u32)
-            .filter(|g| g % self.shard.count == self.shard.index)
+            .filter(|&g| self.shard.holds(u64::from(g)))
             .collect()
     }
 

@@ -91,6 +91,11 @@ impl Shard {
         total / n + usize::from(i < total % n)
     }
 
+    /// Item `g` of the run (a connection, a publisher, a consumer) is this shard's.
+    pub fn holds(&self, g: u64) -> bool {
+        g % u64::from(self.count) == u64::from(self.index)
+    }
+
     /// The global index of this shard's `local`-th item.
     pub fn global(&self, local: usize) -> usize {
         self.index as usize + local * self.count as usize

@@ -75,36 +75,19 @@ pub fn stream_of(
         duplicates: seen.duplicates,
         reordered: if shared { 0 } else { seen.reordered },
     };
-    let seconds = s.stats.per_second.len().max(
-        publishers
-            .iter()
-            .map(|p| p.per_second.len())
-            .max()
-            .unwrap_or(0),
-    );
-    let mut backlog = 0i64;
-    let intervals = (0..seconds)
-        .map(|k| {
-            let generated: u64 = publishers
-                .iter()
-                .map(|p| p.per_second.get(k).copied().unwrap_or(0))
-                .sum();
-            let mine = s.stats.per_second.get(k).copied().unwrap_or_default();
-            backlog += generated as i64 - mine.delivered as i64;
-            StreamInterval {
-                start_s: k as f64,
-                length_s: 1.0,
-                generated,
-                written: generated,
-                delivered: mine.delivered,
-                dropped: 0,
-                backlog,
-                latency_p50_ns: mine.p50_ns,
-                latency_p99_ns: mine.p99_ns,
-                latency_max_ns: mine.max_ns,
-            }
+    // Its seconds as it received them; what its publishers generated is filled in after.
+    let mut intervals: Vec<StreamInterval> = (s.stats.per_second.iter().enumerate())
+        .map(|(k, mine)| StreamInterval {
+            start_s: k as f64,
+            length_s: 1.0,
+            delivered: mine.delivered,
+            latency_p50_ns: mine.p50_ns,
+            latency_p99_ns: mine.p99_ns,
+            latency_max_ns: mine.max_ns,
+            ..Default::default()
         })
         .collect();
+    regenerate(&mut intervals, publishers);
     StreamClient {
         name: s.stats.name.clone(),
         group: classes[s.stats.group].clone(),
@@ -335,8 +318,8 @@ fn fold_stream(into: &mut StreamClient, s: StreamClient) -> Result<(), String> {
     Ok(())
 }
 
-/// A stream's seconds with what every publisher of its topic generated, and the backlog
-/// that follows from it.
+/// A stream's seconds (as many as its publishers generated in, at least) with what every
+/// publisher of its topic generated, and the backlog that follows from it.
 fn regenerate(intervals: &mut Vec<StreamInterval>, publishers: &[PublisherStats]) {
     let seconds = publishers
         .iter()

@@ -431,7 +431,7 @@ fn account_subscriptions(
                 // counts are in its shard's result; `merge` accounts with them).
                 let split = s.consumers.len() < config.consumers_per_subscription as usize;
                 for (i, p) in pubs.iter_mut().enumerate() {
-                    if split || (first + i) as u32 % shard.count != shard.index {
+                    if split || !shard.holds((first + i) as u64) {
                         p.measured = s.delivered[i];
                     }
                 }
