@@ -17,6 +17,13 @@
 # SASL_PLAINTEXT_PORT set too, a third listener takes the same logins without TLS. The
 # PLAINTEXT listener stays, for the broker's own use.
 #
+# A cluster: start one broker per node with the same KAFKA_VOTERS (every node's
+# `id@127.0.0.1:CONTROLLER_PORT`, comma-separated), each with its own KAFKA_NODE_ID, DIR and
+# CONTROLLER_PORT, and KAFKA_REPLICAS (the replicas of its topics, default 1) at most the
+# nodes there are. Every node is broker and controller (KRaft's combined mode).
+#   KAFKA_NODE_ID=2 KAFKA_VOTERS=1@127.0.0.1:9192,2@127.0.0.1:9193,3@127.0.0.1:9194 \
+#     KAFKA_REPLICAS=3 bash scripts/kafka-broker.sh 9093 /tmp/k2 9193
+#
 #   bash scripts/kafka-broker.sh 9092
 #   [sut] command = "exec bash scripts/kafka-broker.sh PORT"   (in a scenario)
 set -euo pipefail
@@ -40,10 +47,16 @@ fi
 # The controller listens on a second loopback port.
 CONTROLLER="${3:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}"
 [[ "$CONTROLLER" =~ ^[0-9]+$ ]] || usage
+NODE_ID="${KAFKA_NODE_ID:-1}"
+VOTERS="${KAFKA_VOTERS:-$NODE_ID@127.0.0.1:$CONTROLLER}"
+REPLICAS="${KAFKA_REPLICAS:-1}"
+[[ "$NODE_ID" =~ ^[0-9]+$ ]] && [[ "$REPLICAS" =~ ^[0-9]+$ ]] && [[ "$VOTERS" =~ ^[0-9@.:,]+$ ]] || usage
+# Two of three replicas must have a write (acks = all) when there are three or more.
+MIN_ISR=$(( REPLICAS >= 3 ? 2 : 1 ))
 cat > "$DIR/server.properties" <<PROPS
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:$CONTROLLER
+node.id=$NODE_ID
+controller.quorum.voters=$VOTERS
 listeners=PLAINTEXT://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$CONTROLLER
 advertised.listeners=PLAINTEXT://127.0.0.1:$PORT
 controller.listener.names=CONTROLLER
@@ -52,11 +65,13 @@ inter.broker.listener.name=PLAINTEXT
 log.dirs=$DIR/data
 num.partitions=1
 auto.create.topics.enable=true
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
+default.replication.factor=$REPLICAS
+min.insync.replicas=$MIN_ISR
+offsets.topic.replication.factor=$REPLICAS
+transaction.state.log.replication.factor=$REPLICAS
+transaction.state.log.min.isr=$MIN_ISR
+share.coordinator.state.topic.replication.factor=$REPLICAS
+share.coordinator.state.topic.min.isr=$MIN_ISR
 group.initial.rebalance.delay.ms=0
 PROPS
 JAVA_OPTS=(-Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true

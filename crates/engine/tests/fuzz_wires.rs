@@ -438,7 +438,10 @@ fn kafka_responses_never_panic_nor_overrun() {
             fetcher.request(&mut request);
             let _ = fetcher.on_response(body, correlation, |v| assert!(v.len() <= b.len()));
             let _ = kafka::produce_error(body);
-            let _ = kafka_group::find_coordinator_error(body);
+            if let Ok(m) = kafka::read_metadata(body) {
+                assert!(m.nodes.len() <= kafka::MAX_NODES);
+            }
+            let _ = kafka_group::find_coordinator_answer(body);
             let _ = kafka_group::join_response(body);
             let _ = kafka_group::sync_response(body, "t");
             let _ = kafka_group::heartbeat_error(body);

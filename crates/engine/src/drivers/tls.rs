@@ -71,6 +71,20 @@ impl TlsConnector {
         })
     }
 
+    /// The same settings for a server named `host` (another broker of a cluster, named by
+    /// its metadata).
+    pub fn named(&self, host: &str) -> Result<TlsConnector, String> {
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let server_name = ServerName::try_from(host.to_string())
+            .map_err(|e| format!("`{host}` is not a name a certificate can carry ({e})"))?;
+        Ok(TlsConnector {
+            server_name,
+            config: self.config.clone(),
+            roots: self.roots.clone(),
+            section: self.section,
+        })
+    }
+
     /// What the broker's certificate is checked against, in words.
     pub fn roots(&self) -> &str {
         &self.roots

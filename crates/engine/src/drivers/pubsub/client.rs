@@ -15,8 +15,10 @@ use msgbench_model::pubsub::{PubsubConfig, Subscription};
 pub enum Framing {
     /// Each message framed on its own (NATS, Redis, MQTT, …).
     Each(PublishFrame),
-    /// Messages gathered into batches, one request each (Kafka's Produce).
-    Batches(kafka::Producer),
+    /// Messages gathered into batches, one request each (Kafka's Produce): the producer of
+    /// the publisher's connection, and (a cluster) a connection and producer for each other
+    /// broker leading a partition it fills.
+    Batches(kafka::Producer, Vec<(OpeningStream, kafka::Producer)>),
 }
 
 /// A publisher's connection, opened, and how it frames.
@@ -107,6 +109,12 @@ pub trait BrokerClient: BrokerProtocol {
     /// committed, the group left). What failed is returned, a note each.
     fn finish(&mut self, run: &Opening<'_>, subscriptions: &[Ended<'_>]) -> Vec<String> {
         let _ = (run, subscriptions);
+        Vec::new()
+    }
+
+    /// How to read the run's figures, a line each (Kafka: which broker led each partition).
+    fn info(&self, config: &PubsubConfig) -> Vec<String> {
+        let _ = config;
         Vec::new()
     }
 

@@ -135,7 +135,9 @@ pub fn drive(
             .publish_latency
             .filter(|_| config.answers_publishes()),
         notes,
-        info: tls.iter().map(TlsOpening::summary).collect(),
+        info: (tls.iter().map(TlsOpening::summary))
+            .chain(broker.info(config))
+            .collect(),
         shard_figures,
     })
 }

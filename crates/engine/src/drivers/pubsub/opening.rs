@@ -89,6 +89,39 @@ impl Opening<'_> {
         self.connect_to(self.subscriber_address, written, receive_buffer)
     }
 
+    /// [`Opening::connect`] to another server of the broker's cluster, at `host`:`port` as
+    /// the broker named it (Kafka's metadata): its TLS certificate must carry `host`.
+    pub fn connect_named(
+        &self,
+        host: &str,
+        port: u16,
+        receive_buffer: u32,
+    ) -> Result<OpeningStream, EngineError> {
+        use std::net::ToSocketAddrs;
+        let written = format!("{host}:{port}");
+        let address = (host, port)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .ok_or_else(|| {
+                self.error(format!(
+                    "its cluster names a broker at {written}, which does not resolve"
+                ))
+            })?;
+        if address == self.address {
+            return self.connect(receive_buffer);
+        }
+        let tcp = connect_for_opening(self.config, (address, &written), receive_buffer)?;
+        self.watchdog.watch(&tcp);
+        let stream = OpeningStream::Plain(tcp);
+        match self.tls {
+            Some(tls) => tls
+                .start_named(stream, host)
+                .map_err(|e| self.error(format!("{written}: {e}"))),
+            None => Ok(stream),
+        }
+    }
+
     /// [`Opening::connect`] to `address` (`written` as the scenario gives it).
     fn connect_to(
         &self,

@@ -13,7 +13,7 @@ use super::consumer::broken;
 use super::message::{Header, RunMark};
 use super::progress::{Progress, PublisherStats};
 use super::protocol::{BrokerProtocol, Incoming, PublishFrame};
-use super::stream::BrokerStream;
+use super::stream::{BrokerStream, OpeningStream};
 use super::wire::kafka;
 use crate::clock::{Clock, MonotonicClock};
 use crate::cpu::CpuSnapshot;
@@ -40,9 +40,9 @@ const MAX_UNANSWERED: usize = 1 << 20;
 /// (acknowledgements, pings and errors are a few bytes each).
 const READ_BYTES: usize = 1 << 20;
 
-/// One publisher connection.
+/// One publisher: its schedule, its sequence, and its connections ([`Leg`]) — one, or (Kafka
+/// in a cluster) one per broker leading a partition it fills.
 pub struct Publisher {
-    stream: BrokerStream,
     /// Its run-wide index (carried in every message).
     pub index: u32,
     topic: String,
@@ -52,31 +52,44 @@ pub struct Publisher {
     /// Acknowledgements expected (MQTT QoS 1): publishes in flight are capped at 65 535, the
     /// packet ids there are.
     acked: bool,
-    /// The broker answers every publish (Redis, MQTT QoS 1): the intended times of those not
-    /// answered yet, in order (0 for one outside the measured window).
-    unanswered: Option<std::collections::VecDeque<u64>>,
     /// Publish latency: answer − intended publish time, measured messages.
     pub answer_latency: hdrhistogram::Histogram<u64>,
-    out: Vec<u8>,
-    written: usize,
-    input: Vec<u8>,
-    /// Kafka: its Produce requests (records batched per request, one partition each).
-    pub kafka: Option<kafka::Producer>,
-    /// Kafka: records per request not answered yet, in order.
-    requests: std::collections::VecDeque<u32>,
+    /// Its connections; message `seq` goes on `legs[seq % legs.len()]`.
+    legs: Vec<Leg>,
     /// Wall-clock ms of this turn (Kafka's record timestamps).
     wall_ms: i64,
-    /// Kafka: the end of the requests sealed (what follows is the open batch, not written).
-    sealed: usize,
     /// Kafka: bytes of one record at most (framing and value).
     record_bytes: usize,
     /// Clock ns at which it last had no room: a message due by then waited for the broker
     /// (its socket, its acknowledgements), not for the pacer.
     held_until_ns: u64,
-    /// Where its goodbye is ([`BrokerProtocol::goodbye`]).
-    goodbye: Goodbye,
     /// What it measured.
     pub stats: PublisherStats,
+}
+
+/// One connection of a publisher: what it has to write, what it read, what it waits for.
+struct Leg {
+    stream: BrokerStream,
+    /// The broker answers every publish (Redis, MQTT QoS 1): the intended times of those not
+    /// answered yet, in order (0 for one outside the measured window).
+    unanswered: Option<std::collections::VecDeque<u64>>,
+    out: Vec<u8>,
+    written: usize,
+    input: Vec<u8>,
+    /// Kafka: its Produce requests (records batched per request, one partition each).
+    kafka: Option<kafka::Producer>,
+    /// Kafka: records per request not answered yet, in order.
+    requests: std::collections::VecDeque<u32>,
+    /// Kafka: the end of the requests sealed (what follows is the open batch, not written).
+    sealed: usize,
+    /// Where its goodbye is ([`BrokerProtocol::goodbye`]).
+    goodbye: Goodbye,
+}
+
+/// What a publisher counts of its brokers' answers, whichever connection they come on.
+struct Answers<'a> {
+    stats: &'a mut PublisherStats,
+    latency: &'a mut hdrhistogram::Histogram<u64>,
 }
 
 /// A publisher's goodbye to its broker, at the end of the drain.
@@ -102,21 +115,26 @@ impl Publisher {
     ) -> io::Result<Publisher> {
         let OpenedPublisher {
             stream,
-            mut leftover,
+            leftover,
             framing,
         } = opened;
-        let (stream, held) = stream.into_running()?;
-        leftover.extend_from_slice(&held);
         let size = config.message_bytes as usize;
-        let (frame, kafka) = match framing {
-            Framing::Each(frame) => (frame, None),
-            Framing::Batches(producer) => (PublishFrame::none(), Some(producer)),
+        let (frame, legs) = match framing {
+            Framing::Each(frame) => (frame, vec![(stream, leftover, None)]),
+            Framing::Batches(first, more) => {
+                let mut legs = vec![(stream, leftover, Some(first))];
+                legs.extend(more.into_iter().map(|(s, p)| (s, Vec::new(), Some(p))));
+                (PublishFrame::none(), legs)
+            }
         };
         let capacity = config.max_unsent_bytes as usize + frame.prefix.len() + size + 2;
+        let legs = legs
+            .into_iter()
+            .map(|(stream, leftover, kafka)| Leg::new(stream, leftover, kafka, config, capacity))
+            .collect::<io::Result<Vec<Leg>>>()?;
         // Packet ids per publish (MQTT QoS 1): as many in flight as there are ids.
         let acked = frame.id_at.is_some();
         Ok(Publisher {
-            stream,
             index,
             topic: topic.to_string(),
             pacer: Pacer::new(
@@ -127,26 +145,115 @@ impl Publisher {
             frame,
             mark,
             acked,
-            unanswered: config
-                .answers_publishes()
-                .then(|| std::collections::VecDeque::with_capacity(1024)),
             answer_latency: hdrhistogram::Histogram::new_with_bounds(
                 1,
                 msgbench_model::histogram::HIGHEST_TRACKABLE_NS,
                 3,
             )
             .expect("constant bounds are valid"),
+            legs,
+            held_until_ns: 0,
+            wall_ms: 0,
+            record_bytes: size + 32,
+            stats: PublisherStats::default(),
+        })
+    }
+
+    /// The connection its next message goes on.
+    fn next_leg(&self) -> usize {
+        (self.stats.sent_all % self.legs.len() as u64) as usize
+    }
+
+    /// It still holds bytes to write, or publishes a broker has not answered.
+    fn owes(&self) -> bool {
+        self.legs.iter().any(Leg::owes)
+    }
+
+    /// Room for one more message: its next connection's buffer under `bound`, and (MQTT QoS
+    /// 1) fewer publishes unacknowledged than there are packet ids.
+    fn room(&self, bound: usize) -> bool {
+        self.legs[self.next_leg()].room(bound, self.record_bytes)
+            && (!self.acked || self.stats.sent_all - self.stats.acks < 65_535)
+    }
+
+    /// Encodes the message of `slot`, counted as sent.
+    #[inline]
+    fn encode(&mut self, intended_ns: u64, size: usize, timeline: &Timeline) {
+        let seq = self.stats.sent_all;
+        let leg = self.next_leg();
+        let leg = &mut self.legs[leg];
+        if let Some(k) = leg.kafka.as_ref() {
+            if k.open_bytes(&leg.out) + self.record_bytes > kafka::MAX_BATCH_BYTES {
+                leg.seal();
+            }
+            let k = leg.kafka.as_mut().expect("a Kafka publisher");
+            k.put_record_prefix(size, self.wall_ms, &mut leg.out);
+        } else {
+            self.frame.put_prefix(seq, &mut leg.out);
+        }
+        Header {
+            intended_ns: intended_ns.saturating_sub(timeline.t0_ns),
+            seq,
+            publisher: self.index,
+        }
+        .write(size, self.mark, &mut leg.out);
+        if leg.kafka.is_some() {
+            kafka::Producer::put_record_suffix(&mut leg.out);
+        } else {
+            leg.out.extend_from_slice(self.frame.suffix);
+        }
+        self.stats.sent_all += 1;
+        let measured = intended_ns >= timeline.measure_start_ns && intended_ns < timeline.end_ns;
+        if measured {
+            self.stats.count_measured(seq, intended_ns, timeline);
+        }
+        if let Some(q) = leg.unanswered.as_mut() {
+            q.push_back(if measured { intended_ns } else { 0 });
+        }
+    }
+
+    /// Writes what the sockets take, on every connection.
+    fn flush(&mut self) -> Result<(), String> {
+        self.legs.iter_mut().try_for_each(Leg::flush)
+    }
+
+    /// Reads what connection `leg`'s broker sent.
+    fn read(
+        &mut self,
+        leg: usize,
+        protocol: &dyn BrokerProtocol,
+        hung_up: bool,
+    ) -> Result<(), String> {
+        let mut answers = Answers {
+            stats: &mut self.stats,
+            latency: &mut self.answer_latency,
+        };
+        self.legs[leg].read(protocol, hung_up, &mut answers)
+    }
+}
+
+impl Leg {
+    fn new(
+        stream: OpeningStream,
+        mut leftover: Vec<u8>,
+        kafka: Option<kafka::Producer>,
+        config: &PubsubConfig,
+        capacity: usize,
+    ) -> io::Result<Leg> {
+        let (stream, held) = stream.into_running()?;
+        leftover.extend_from_slice(&held);
+        Ok(Leg {
+            stream,
+            unanswered: config
+                .answers_publishes()
+                .then(|| std::collections::VecDeque::with_capacity(1024)),
             out: Vec::with_capacity(capacity),
             written: 0,
-            held_until_ns: 0,
             input: leftover,
             kafka,
             requests: std::collections::VecDeque::new(),
-            wall_ms: 0,
             sealed: 0,
-            record_bytes: size + 32,
             goodbye: Goodbye::NotSaid,
-            stats: PublisherStats::default(),
         })
     }
 
@@ -172,56 +279,19 @@ impl Publisher {
         }
     }
 
-    /// Room for one more message: its buffer under `bound`, and (MQTT QoS 1) fewer publishes
-    /// unacknowledged than there are packet ids.
-    fn room(&self, bound: usize) -> bool {
+    /// Room for one more message of `record_bytes`: its buffer under `bound`.
+    fn room(&self, bound: usize, record_bytes: usize) -> bool {
         // A Kafka batch still open is bounded apart (MAX_BATCH_BYTES): the bound is on what
         // waits for the socket.
         self.writable_end() - self.written < bound
-            && (!self.acked || self.stats.sent_all - self.stats.acks < 65_535)
             && self.kafka.as_ref().is_none_or(|k| {
                 // A full batch that cannot leave yet: what is due waits.
-                k.open_bytes(&self.out) + self.record_bytes <= kafka::MAX_BATCH_BYTES
-                    || self.may_seal()
+                k.open_bytes(&self.out) + record_bytes <= kafka::MAX_BATCH_BYTES || self.may_seal()
             })
             && self
                 .unanswered
                 .as_ref()
                 .is_none_or(|q| q.len() < MAX_UNANSWERED)
-    }
-
-    /// Encodes the message of `slot`, counted as sent.
-    #[inline]
-    fn encode(&mut self, intended_ns: u64, size: usize, timeline: &Timeline) {
-        let seq = self.stats.sent_all;
-        if let Some(k) = self.kafka.as_ref() {
-            if k.open_bytes(&self.out) + self.record_bytes > kafka::MAX_BATCH_BYTES {
-                self.seal();
-            }
-            let k = self.kafka.as_mut().expect("a Kafka publisher");
-            k.put_record_prefix(size, self.wall_ms, &mut self.out);
-        } else {
-            self.frame.put_prefix(seq, &mut self.out);
-        }
-        Header {
-            intended_ns: intended_ns.saturating_sub(timeline.t0_ns),
-            seq,
-            publisher: self.index,
-        }
-        .write(size, self.mark, &mut self.out);
-        if self.kafka.is_some() {
-            kafka::Producer::put_record_suffix(&mut self.out);
-        } else {
-            self.out.extend_from_slice(self.frame.suffix);
-        }
-        self.stats.sent_all += 1;
-        let measured = intended_ns >= timeline.measure_start_ns && intended_ns < timeline.end_ns;
-        if measured {
-            self.stats.count_measured(seq, intended_ns, timeline);
-        }
-        if let Some(q) = self.unanswered.as_mut() {
-            q.push_back(if measured { intended_ns } else { 0 });
-        }
     }
 
     /// Kafka: the batch being filled may close and leave: fewer requests unanswered than a
@@ -312,7 +382,12 @@ impl Publisher {
     /// the end of the connection ends the publisher.
     /// Reads to the socket's end when the peer `hung_up` (its FIN may have come with the last
     /// data); else a short read emptied it.
-    fn read(&mut self, protocol: &dyn BrokerProtocol, hung_up: bool) -> Result<(), String> {
+    fn read(
+        &mut self,
+        protocol: &dyn BrokerProtocol,
+        hung_up: bool,
+        answers: &mut Answers<'_>,
+    ) -> Result<(), String> {
         let mut chunk = [0u8; 4096];
         loop {
             // Read until the socket is empty (edge-triggered: no new event comes for what is
@@ -321,7 +396,7 @@ impl Publisher {
                 Ok(0) => true,
                 Ok(n) => {
                     self.input.extend_from_slice(&chunk[..n]);
-                    self.handle(protocol)?;
+                    self.handle(protocol, answers)?;
                     if n < chunk.len() && !hung_up && self.stream.short_read_drains() {
                         return Ok(());
                     }
@@ -333,7 +408,7 @@ impl Publisher {
             };
             if closed {
                 // What it said before closing (its error) is the reason.
-                self.handle(protocol)?;
+                self.handle(protocol, answers)?;
                 if self.goodbye == Goodbye::Answered {
                     return Ok(());
                 }
@@ -349,34 +424,39 @@ impl Publisher {
 
     /// The broker answered the oldest publish not answered yet, at `now`. Answers come in
     /// publish order (Redis replies, PUBACKs and PubAcks on one connection).
-    fn on_answer(&mut self, now: u64) {
-        self.stats.acks += 1;
+    fn on_answer(&mut self, now: u64, answers: &mut Answers<'_>) {
+        answers.stats.acks += 1;
         let intended = self.unanswered.as_mut().and_then(|q| q.pop_front());
         if let Some(intended) = intended.filter(|&t| t != 0) {
-            self.answer_latency
+            answers
+                .latency
                 .saturating_record(now.saturating_sub(intended));
         }
     }
 
     /// Handles every complete answer in the input: acknowledgements counted, pings answered,
     /// an error ends the publisher.
-    fn handle(&mut self, protocol: &dyn BrokerProtocol) -> Result<(), String> {
+    fn handle(
+        &mut self,
+        protocol: &dyn BrokerProtocol,
+        answers: &mut Answers<'_>,
+    ) -> Result<(), String> {
         if self.kafka.is_some() {
-            return self.handle_produced();
+            return self.handle_produced(answers);
         }
         let mut at = 0;
         let now = crate::clock::now_ns();
         while let Some((incoming, used)) = protocol.decode(&self.input[at..])? {
             match incoming {
-                Incoming::Ack => self.on_answer(now),
+                Incoming::Ack => self.on_answer(now, answers),
                 Incoming::Confirmed(up_to) => {
-                    if up_to > self.stats.sent_all {
+                    if up_to > answers.stats.sent_all {
                         return Err(format!(
                             "the broker confirmed publish {up_to}, which was not sent"
                         ));
                     }
-                    while self.stats.acks < up_to {
-                        self.on_answer(now);
+                    while answers.stats.acks < up_to {
+                        self.on_answer(now, answers);
                     }
                 }
                 // Once its goodbye is said, the connection is closing: nothing more is written.
@@ -392,7 +472,7 @@ impl Publisher {
                 Incoming::Message { payload, .. } => {
                     let answer = protocol.publish_answer(payload);
                     if answer.map_err(|why| format!("the broker refused a publish: {why}"))? {
-                        self.on_answer(now);
+                        self.on_answer(now, answers);
                     }
                 }
                 Incoming::Reply if self.goodbye == Goodbye::Said => {
@@ -407,10 +487,10 @@ impl Publisher {
     }
 }
 
-impl Publisher {
+impl Leg {
     /// Kafka: every whole Produce response in the input — a refusal ends the publisher; else
     /// each record of its request is answered.
-    fn handle_produced(&mut self) -> Result<(), String> {
+    fn handle_produced(&mut self, answers: &mut Answers<'_>) -> Result<(), String> {
         let mut at = 0;
         let now = crate::clock::now_ns();
         while let Some((body, _, used)) = kafka::frame(&self.input[at..])? {
@@ -421,11 +501,12 @@ impl Publisher {
                 .requests
                 .pop_front()
                 .ok_or("the broker answered a request that was not sent")?;
-            self.stats.acks += u64::from(records);
+            answers.stats.acks += u64::from(records);
             let queue = self.unanswered.as_mut().expect("answers are expected");
             for _ in 0..records {
                 if let Some(intended) = queue.pop_front().filter(|&t| t != 0) {
-                    self.answer_latency
+                    answers
+                        .latency
                         .saturating_record(now.saturating_sub(intended));
                 }
             }
@@ -525,14 +606,19 @@ impl PublisherThread<'_> {
         worker::prepare("publisher", None, exact)?;
         let mut poll = Poll::new().map_err(EngineError::Io)?;
         let mut timer = Timer::new(poll.registry(), TIMER).map_err(EngineError::Io)?;
+        // Each connection's token is its index in `tokens`: (publisher, connection).
+        let mut tokens = Vec::new();
         for (i, p) in self.publishers.iter_mut().enumerate() {
-            poll.registry()
-                .register(
-                    &mut p.stream,
-                    Token(i),
-                    Interest::READABLE | Interest::WRITABLE,
-                )
-                .map_err(EngineError::Io)?;
+            for (l, leg) in p.legs.iter_mut().enumerate() {
+                poll.registry()
+                    .register(
+                        &mut leg.stream,
+                        Token(tokens.len()),
+                        Interest::READABLE | Interest::WRITABLE,
+                    )
+                    .map_err(EngineError::Io)?;
+                tokens.push((i, l));
+            }
         }
         let mut events = Events::with_capacity(256);
         let clock = MonotonicClock::new(0);
@@ -560,7 +646,7 @@ impl PublisherThread<'_> {
                 timer.arm_by(next_due, now);
                 None
             };
-            self.wait(&mut poll, &mut events, &mut timer, timeout)?;
+            self.wait(&mut poll, &mut events, &mut timer, (timeout, &tokens))?;
         }
         let now = clock.now_ns();
         let send_end_ns = self
@@ -573,7 +659,7 @@ impl PublisherThread<'_> {
         if let Some(d) = done.take() {
             let _ = d.send(());
         }
-        self.drain(&mut poll, &mut events, &mut timer, send_end_ns)?;
+        self.drain(&mut poll, &mut events, &mut timer, (send_end_ns, &tokens))?;
         Ok(cpu)
     }
 
@@ -631,7 +717,7 @@ impl PublisherThread<'_> {
         poll: &mut Poll,
         events: &mut Events,
         timer: &mut Timer,
-        timeout: Option<Duration>,
+        (timeout, tokens): (Option<Duration>, &[(usize, usize)]),
     ) -> Result<(), EngineError> {
         match poll.poll(events, timeout) {
             Ok(()) => {}
@@ -644,12 +730,12 @@ impl PublisherThread<'_> {
                 timer.fired();
                 continue;
             }
-            let i = event.token().0;
+            let (i, leg) = tokens[event.token().0];
             if self.publishers[i].stats.broken {
                 continue;
             }
             let result = if event.is_readable() || event.is_read_closed() {
-                self.publishers[i].read(protocol, event.is_read_closed())
+                self.publishers[i].read(leg, protocol, event.is_read_closed())
             } else {
                 Ok(())
             };
@@ -668,14 +754,16 @@ impl PublisherThread<'_> {
         poll: &mut Poll,
         events: &mut Events,
         timer: &mut Timer,
-        send_end_ns: u64,
+        (send_end_ns, tokens): (u64, &[(usize, usize)]),
     ) -> Result<(), EngineError> {
         let deadline = self.stop.drain_deadline(&self.timeline, send_end_ns);
         loop {
             // A Kafka batch waits for the broker's TCP (acks 0), which raises no event here.
             for i in 0..self.publishers.len() {
                 if !self.publishers[i].stats.broken {
-                    self.publishers[i].say_goodbye(self.protocol.goodbye());
+                    for leg in &mut self.publishers[i].legs {
+                        leg.say_goodbye(self.protocol.goodbye());
+                    }
                     if let Err(why) = self.publishers[i].flush() {
                         self.fail(i, why);
                     }
@@ -687,7 +775,7 @@ impl PublisherThread<'_> {
                 return Ok(());
             }
             timer.arm_by(deadline.min(now + DRAIN_CHECK_NS), now);
-            self.wait(poll, events, timer, None)?;
+            self.wait(poll, events, timer, (None, tokens))?;
         }
     }
 

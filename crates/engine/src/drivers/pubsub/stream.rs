@@ -45,6 +45,21 @@ impl TlsOpening {
         Ok(OpeningStream::Tls(Box::new(StreamOwned::new(session, tcp))))
     }
 
+    /// [`TlsOpening::start`] with a server that names itself `host` (a cluster's other
+    /// broker): its certificate must carry that name.
+    pub fn start_named(&self, stream: OpeningStream, host: &str) -> io::Result<OpeningStream> {
+        let OpeningStream::Plain(mut tcp) = stream else {
+            return Ok(stream);
+        };
+        let connector = self.connector.named(host).map_err(io::Error::other)?;
+        let (session, ns) = handshake(&connector, &mut tcp)?;
+        self.handshakes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(ns);
+        Ok(OpeningStream::Tls(Box::new(StreamOwned::new(session, tcp))))
+    }
+
     /// Each handshake's time, ns, in the order they were made.
     pub fn handshakes(&self) -> Vec<u64> {
         self.handshakes

@@ -20,7 +20,7 @@ pub fn client(broker: Broker) -> Box<dyn BrokerClient> {
         Broker::Redis => Box::new(redis::Redis),
         Broker::Mqtt => Box::new(mqtt::Mqtt { v5: false }),
         Broker::Mqtt5 => Box::new(mqtt::Mqtt { v5: true }),
-        Broker::Kafka => Box::new(kafka::Kafka),
+        Broker::Kafka => Box::<kafka::Kafka>::default(),
         Broker::RedisStreams => Box::new(redis_streams::RedisStreams),
         Broker::Jetstream => Box::new(jetstream::Jetstream::default()),
         Broker::Rabbitmq => Box::new(rabbitmq::Rabbitmq::default()),

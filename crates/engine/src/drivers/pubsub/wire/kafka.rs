@@ -277,11 +277,31 @@ fn read_exact(stream: &mut (impl Read + Write), buf: &mut [u8]) -> Result<(), St
 /// Per topic: its error code and its partitions, each with its leader (`-1`: none yet).
 pub type TopicsMetadata = Vec<(String, i16, Vec<(i32, i32)>)>;
 
+/// One broker of the cluster as Metadata names it: its node id and where clients reach it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// Its node id (`node.id`).
+    pub id: i32,
+    /// Its advertised host.
+    pub host: String,
+    /// Its advertised port.
+    pub port: u16,
+}
+
+/// Most brokers a cluster's metadata may name (an untrusted answer bounds what is kept).
+pub const MAX_NODES: usize = 1024;
+
+/// A Metadata answer: the cluster's brokers and the topics asked for.
+#[derive(Debug, Clone, Default)]
+pub struct Metadata {
+    /// Its brokers, by node id.
+    pub nodes: Vec<Node>,
+    /// The topics asked for.
+    pub topics: TopicsMetadata,
+}
+
 /// Metadata v7 of `topics`, without creating them.
-pub fn metadata(
-    stream: &mut (impl Read + Write),
-    topics: &[String],
-) -> Result<TopicsMetadata, String> {
+pub fn metadata(stream: &mut (impl Read + Write), topics: &[String]) -> Result<Metadata, String> {
     let mut out = Vec::new();
     let start = begin(METADATA, 7, 1, &mut out);
     put_i32(topics.len() as i32, &mut out);
@@ -291,14 +311,29 @@ pub fn metadata(
     out.push(0); // allow_auto_topic_creation: no, the run creates its topics
     finish(start, &mut out);
     let body = call(stream, &out, 1)?;
-    let mut r = Reader::new(&body);
+    read_metadata(&body)
+}
+
+/// The body of a Metadata v7 answer.
+pub fn read_metadata(body: &[u8]) -> Result<Metadata, String> {
+    let mut r = Reader::new(body);
     r.i32()?; // throttle
+    let mut nodes = Vec::new();
     for _ in 0..r.len()? {
-        r.i32()?;
-        r.str()?;
-        r.i32()?;
+        let id = r.i32()?;
+        let host = String::from_utf8_lossy(r.str()?).into_owned();
+        let port = r.i32()?;
         r.str()?; // rack
+        let port = u16::try_from(port)
+            .ok()
+            .filter(|&p| p > 0)
+            .ok_or_else(|| format!("it named broker {id} at port {port}"))?;
+        if nodes.len() == MAX_NODES {
+            return Err(format!("it named over {MAX_NODES} brokers"));
+        }
+        nodes.push(Node { id, host, port });
     }
+    nodes.sort_unstable_by_key(|n| n.id);
     r.str()?; // cluster id
     r.i32()?; // controller
     let mut found = Vec::new();
@@ -320,11 +355,14 @@ pub fn metadata(
         partitions.sort_unstable();
         found.push((name, error, partitions));
     }
-    Ok(found)
+    Ok(Metadata {
+        nodes,
+        topics: found,
+    })
 }
 
-/// CreateTopics v4: `topics` with `partitions` each, one replica; per topic its error code
-/// and message (36: it already exists).
+/// CreateTopics v4: `topics` with `partitions` each, as many replicas as the cluster's
+/// `default.replication.factor`; per topic its error code and message (36: it already exists).
 pub fn create_topics(
     stream: &mut (impl Read + Write),
     topics: &[&str],
@@ -336,7 +374,7 @@ pub fn create_topics(
     for t in topics {
         put_str(t, &mut out);
         put_i32(partitions as i32, &mut out);
-        put_i16(1, &mut out); // replication factor
+        put_i16(-1, &mut out); // replication factor: the broker's default
         put_i32(0, &mut out); // assignments
         put_i32(0, &mut out); // configs
     }

@@ -87,12 +87,16 @@ pub fn find_coordinator_request(group: &str, correlation: i32, out: &mut Vec<u8>
     finish(start, out);
 }
 
-/// A FindCoordinator v2 answer: its error code (0: found; the coordinator is the broker
-/// msgbench talks to, its only one).
-pub fn find_coordinator_error(body: &[u8]) -> Result<i16, String> {
+/// A FindCoordinator v2 answer: its error code, and (0: found) the coordinator's node id.
+pub fn find_coordinator_answer(body: &[u8]) -> Result<(i16, i32), String> {
     let mut r = Reader::new(body);
     r.i32()?;
-    Ok(r.i16()?)
+    let error = r.i16()?;
+    if error != 0 {
+        return Ok((error, -1));
+    }
+    r.str()?; // error message
+    Ok((0, r.i32()?))
 }
 
 /// JoinGroup v5 of `member` (empty for a new one) to `group`, reading `topic`.

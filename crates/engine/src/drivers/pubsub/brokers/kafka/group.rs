@@ -1,17 +1,21 @@
 //! Kafka's consumer groups, as Kafka's own consumer goes through them: every consumer of a
-//! subscription joins its group through the coordinator before the run, and at the end the
-//! group's positions are committed and the group left ([`wire::kafka_group`]).
+//! subscription joins its group through the group's coordinator (the broker FindCoordinator
+//! names) before the run, and at the end the group's positions are committed and the group
+//! left ([`wire::kafka_group`]).
+use super::cluster::Cluster;
 use crate::drivers::pubsub::opening::{Opening, OPEN_TIMEOUT};
 use crate::drivers::pubsub::stream::OpeningStream;
 use crate::drivers::pubsub::wire::{kafka as kafka_wire, kafka_group as group_wire};
 use crate::error::EngineError;
 use std::io::{Read, Write};
 
-/// One consumer of a Kafka consumer group, joined: its connection (to the coordinator, the
-/// run's one broker), its membership and the partitions it was given.
+/// One consumer of a Kafka consumer group, joined: its connection to the group's coordinator,
+/// its membership and the partitions it was given.
 pub struct GroupConsumer {
-    /// Its connection, opening timeouts set.
+    /// Its connection to the coordinator, opening timeouts set.
     pub stream: OpeningStream,
+    /// The coordinator's node id.
+    pub coordinator: i32,
     /// Its membership.
     pub member: group_wire::Member,
     /// The partitions of the topic it reads.
@@ -27,18 +31,19 @@ pub struct GroupConsumer {
 /// same generation's assignment and a heartbeat of each was answered after it.
 pub fn join(
     run: &Opening<'_>,
+    cluster: &Cluster,
     topic: &str,
     group: &str,
     consumers: u32,
 ) -> Result<Vec<GroupConsumer>, EngineError> {
     let config = run.config;
     let fail = |problem: String| run.error(problem);
+    let coordinator = find_coordinator(run, &mut super::connect(run, None, 0)?, group)?;
     let mut joining = Vec::new();
     for _ in 0..consumers {
-        let s = super::connect(run, config.receive_buffer)?;
+        let s = cluster.connect(run, coordinator, config.receive_buffer)?;
         joining.push(Joining::new(s));
     }
-    find_coordinator(run, &mut joining[0].stream, group)?;
     for j in &mut joining {
         j.stream.set_nonblocking(true).map_err(EngineError::Io)?;
     }
@@ -83,6 +88,7 @@ pub fn join(
         j.stream.set_nonblocking(false).map_err(EngineError::Io)?;
         out.push(GroupConsumer {
             stream: j.stream,
+            coordinator,
             member: j.member,
             partitions: j.partitions,
         });
@@ -91,12 +97,12 @@ pub fn join(
 }
 
 /// Waits for the coordinator of `group`, once its offsets topic is ready (the first group on a
-/// new broker): up to three opening timeouts.
+/// new broker): up to three opening timeouts. Returns its node id.
 fn find_coordinator(
     run: &Opening<'_>,
     stream: &mut OpeningStream,
     group: &str,
-) -> Result<(), EngineError> {
+) -> Result<i32, EngineError> {
     let fail = |problem: String| run.error(problem);
     let deadline = std::time::Instant::now() + OPEN_TIMEOUT * 3;
     loop {
@@ -104,12 +110,12 @@ fn find_coordinator(
         group_wire::find_coordinator_request(group, 1, &mut out);
         let body = kafka_wire::call(stream, &out, 1).map_err(fail)?;
         run.progress();
-        match group_wire::find_coordinator_error(&body).map_err(fail)? {
-            0 => return Ok(()),
-            code if group_wire::settling(code) && std::time::Instant::now() < deadline => {
+        match group_wire::find_coordinator_answer(&body).map_err(fail)? {
+            (0, node) => return Ok(node),
+            (code, _) if group_wire::settling(code) && std::time::Instant::now() < deadline => {
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }
-            code => {
+            (code, _) => {
                 return Err(fail(format!(
                     "it found no coordinator for consumer group {group}: {}",
                     kafka_wire::error_name(code)
@@ -332,17 +338,20 @@ fn rejoin(code: i16) -> bool {
 }
 
 /// At the end of a run: each consumer's positions committed for its group, and the group
-/// left (so the next run's consumers join at once). Best effort, on a connection of its own:
-/// what fails is returned, for a note.
+/// left (so the next run's consumers join at once). Best effort, on a connection of its own to
+/// the group's `coordinator`: what fails is returned, for a note.
 pub fn leave(
     run: &Opening<'_>,
+    cluster: &Cluster,
+    coordinator: i32,
     topic: &str,
     members: &[(group_wire::Member, Vec<(i32, i64)>)],
 ) -> Result<(), String> {
     let Some((first, _)) = members.first() else {
         return Ok(());
     };
-    let mut stream = super::connect(run, 0).map_err(|e| e.to_string())?;
+    let connected = cluster.connect(run, coordinator, 0);
+    let mut stream = connected.map_err(|e| e.to_string())?;
     for (k, (member, positions)) in members.iter().enumerate() {
         let mut out = Vec::new();
         let correlation = 10 + k as i32;

@@ -1,8 +1,10 @@
 //! Apache Kafka: Produce requests (a batch of records per request, `acks`), Fetch from the end
-//! of each partition ([`wire::kafka`]). Before the run the topics exist with the scenario's
-//! partitions (created when missing) and every subscription's consumers have joined its
-//! consumer group ([`group`]); at the end each group's positions are committed and the group
-//! left. Kafka keeps every message: one that had not come is on its way, never lost.
+//! of each partition ([`wire::kafka`]), each sent to the partition's leader ([`cluster`]).
+//! Before the run the topics exist with the scenario's partitions (created when missing) and
+//! every subscription's consumers have joined its consumer group ([`group`]); at the end each
+//! group's positions are committed and the group left. Kafka keeps every message: one that had
+//! not come is on its way, never lost.
+pub mod cluster;
 pub mod group;
 pub mod sasl;
 
@@ -12,19 +14,33 @@ use crate::drivers::pubsub::consumer::{turn_bytes, Consumer, Pull};
 use crate::drivers::pubsub::opening::{Opening, OPEN_TIMEOUT};
 use crate::drivers::pubsub::protocol::{BrokerProtocol, Hello, Incoming, PublishFrame};
 use crate::drivers::pubsub::stream::OpeningStream;
+use crate::drivers::pubsub::wire::kafka::Node;
 use crate::drivers::pubsub::wire::{kafka, kafka_group};
 use crate::error::EngineError;
+use cluster::Cluster;
 use msgbench_model::pubsub::{PubsubConfig, Subscription};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::time::Duration;
 
 /// Apache Kafka.
-pub struct Kafka;
+#[derive(Default)]
+pub struct Kafka {
+    /// The cluster's brokers and the leader of each partition, as the opening found them.
+    cluster: Cluster,
+}
 
-/// A connection to the broker, TLS started, logged in when the scenario gives credentials
-/// (SASL, before any other request).
-pub fn connect(run: &Opening<'_>, receive_buffer: u32) -> Result<OpeningStream, EngineError> {
-    let mut stream = run.connect(receive_buffer)?;
+/// A connection to broker `node` of the cluster (`None`: the scenario's address, the
+/// bootstrap server), TLS started, logged in when the scenario gives credentials (SASL,
+/// before any other request).
+pub fn connect(
+    run: &Opening<'_>,
+    node: Option<&Node>,
+    receive_buffer: u32,
+) -> Result<OpeningStream, EngineError> {
+    let mut stream = match node {
+        Some(n) => run.connect_named(&n.host, n.port, receive_buffer)?,
+        None => run.connect(receive_buffer)?,
+    };
     if let Some(credentials) = &run.config.auth {
         sasl::log_in(&mut stream, credentials).map_err(|e| run.error(e))?;
     }
@@ -51,10 +67,12 @@ impl BrokerProtocol for Kafka {
 
 impl BrokerClient for Kafka {
     fn prepare(&mut self, run: &Opening<'_>) -> Result<(), EngineError> {
-        prepare_topics(run)
+        self.cluster = prepare_topics(run)?;
+        Ok(())
     }
 
-    /// Each subscription a consumer group, its consumers the group's members.
+    /// Each subscription a consumer group, its consumers the group's members; a member reads
+    /// its partitions from their leaders, a connection to each.
     fn open_consumers(
         &mut self,
         run: &Opening<'_>,
@@ -63,22 +81,15 @@ impl BrokerClient for Kafka {
     ) -> Result<Vec<Consumer>, EngineError> {
         let config = run.config;
         let topic = &config.topics[sub.topic as usize];
-        let members = group::join(run, topic, &group_id(topic, &sub.name), slots.len() as u32)?;
+        let group = group_id(topic, &sub.name);
+        let members = group::join(run, &self.cluster, topic, &group, slots.len() as u32)?;
         let cost = config.cost_ns(sub);
         // A slow subscription fetches about what it handles in one of its turns.
         let max_bytes = turn_bytes(config, cost).min(kafka::FETCH_MAX_BYTES as usize) as i32;
         let mut consumers = Vec::new();
         for joined in members {
-            let (stream, fetcher) =
-                start_consumer(run, joined.stream, topic, &joined.partitions, max_bytes)?;
-            let pull = KafkaPull {
-                fetcher,
-                member: joined.member,
-                next_heartbeat_ns: now_ns() + kafka_group::HEARTBEAT_EVERY_NS,
-            };
-            let size = config.message_bytes as usize;
-            let consumer = Consumer::pulling(stream, &[], size, Box::new(pull));
-            consumers.push(consumer.map_err(EngineError::Io)?);
+            let member = self.member_consumers(run, sub.topic as usize, joined, max_bytes)?;
+            consumers.extend(member);
         }
         Ok(consumers)
     }
@@ -92,15 +103,20 @@ impl BrokerClient for Kafka {
         let config = run.config;
         let ppt = config.publishers_per_topic;
         let partitions = publisher_partitions(config.partitions, index % ppt, ppt);
+        let t = index / ppt;
+        let producer = |partitions| {
+            kafka::Producer::new(topic, config.acks.wire(), partitions, config.compression)
+        };
+        // A connection to each broker that leads one of its partitions.
+        let mut legs = Vec::new();
+        for (leader, partitions) in self.cluster.by_leader(t as usize, &partitions) {
+            legs.push((self.cluster.connect(run, leader, 0)?, producer(partitions)));
+        }
+        let (stream, first) = legs.remove(0);
         Ok(OpenedPublisher {
-            stream: connect(run, 0)?,
+            stream,
             leftover: Vec::new(),
-            framing: Framing::Batches(kafka::Producer::new(
-                topic,
-                config.acks.wire(),
-                partitions,
-                config.compression,
-            )),
+            framing: Framing::Batches(first, legs),
         })
     }
 
@@ -122,13 +138,19 @@ impl BrokerClient for Kafka {
     fn finish(&mut self, run: &Opening<'_>, subscriptions: &[Ended<'_>]) -> Vec<String> {
         let mut notes = Vec::new();
         for s in subscriptions {
-            let members: Vec<_> = s
-                .consumers
-                .iter()
-                .filter_map(|c| c.pull.as_ref()?.as_any().downcast_ref::<KafkaPull>())
-                .map(|k| (k.member.clone(), k.fetcher.positions().to_vec()))
-                .collect();
-            if let Err(why) = group::leave(run, s.topic, &members) {
+            // A member's positions, over its connections (one per leader).
+            let mut members: Vec<(kafka_group::Member, Vec<(i32, i64)>)> = Vec::new();
+            let mut coordinator = -1;
+            let pulls = s.consumers.iter();
+            for k in pulls.filter_map(|c| c.pull.as_ref()?.as_any().downcast_ref::<KafkaPull>()) {
+                coordinator = k.coordinator;
+                match members.iter_mut().find(|(m, _)| m.id == k.member.id) {
+                    Some((_, positions)) => positions.extend_from_slice(k.fetcher.positions()),
+                    None => members.push((k.member.clone(), k.fetcher.positions().to_vec())),
+                }
+            }
+            let left = group::leave(run, &self.cluster, coordinator, s.topic, &members);
+            if let Err(why) = left {
                 notes.push(format!(
                     "consumer group {} was not committed and left at the end ({why}): its members expire after {} s",
                     group_id(s.topic, s.name),
@@ -142,6 +164,58 @@ impl BrokerClient for Kafka {
     fn protocol(&self) -> &dyn BrokerProtocol {
         self
     }
+
+    fn info(&self, config: &PubsubConfig) -> Vec<String> {
+        self.cluster.describe(&config.topics)
+    }
+}
+
+impl Kafka {
+    /// The consumers of one joined member of a group: one per broker leading its
+    /// partitions, each fetching those; the member's heartbeats on the connection to its
+    /// group's coordinator (the one it joined on), which fetches too when the coordinator
+    /// leads some of its partitions.
+    fn member_consumers(
+        &self,
+        run: &Opening<'_>,
+        t: usize,
+        joined: group::GroupConsumer,
+        max_bytes: i32,
+    ) -> Result<Vec<Consumer>, EngineError> {
+        let config = run.config;
+        let topic = &config.topics[t];
+        let split = self.cluster.by_leader(t, &joined.partitions);
+        let on_coordinator = split.iter().position(|(l, _)| *l == joined.coordinator);
+        let mut coordinator_stream = Some(joined.stream);
+        let mut consumers = Vec::new();
+        for (k, (leader, partitions)) in split.into_iter().enumerate() {
+            let (stream, beats) = match on_coordinator {
+                Some(c) if c == k => (coordinator_stream.take().expect("once"), Beats::Inline),
+                _ => {
+                    let stream = self.cluster.connect(run, leader, config.receive_buffer)?;
+                    match (on_coordinator, coordinator_stream.take()) {
+                        (None, Some(aside)) => (stream, Beats::aside(aside)?),
+                        (_, taken) => {
+                            coordinator_stream = taken;
+                            (stream, Beats::Elsewhere)
+                        }
+                    }
+                }
+            };
+            let (stream, fetcher) = start_consumer(run, stream, topic, &partitions, max_bytes)?;
+            let pull = KafkaPull {
+                fetcher,
+                member: joined.member.clone(),
+                coordinator: joined.coordinator,
+                beats,
+                next_heartbeat_ns: now_ns() + kafka_group::HEARTBEAT_EVERY_NS,
+            };
+            let size = config.message_bytes as usize;
+            let consumer = Consumer::pulling(stream, &[], size, Box::new(pull));
+            consumers.push(consumer.map_err(EngineError::Io)?);
+        }
+        Ok(consumers)
+    }
 }
 
 /// The consumer group of Kafka subscription `subscription` of `topic` (`msgbench.0-t0-s1`):
@@ -150,14 +224,94 @@ pub fn group_id(topic: &str, subscription: &str) -> String {
     format!("{topic}-{subscription}")
 }
 
-/// A Kafka consumer: what it fetches, and its group membership.
+/// A Kafka consumer: what it fetches (from one broker), and its group membership.
 pub struct KafkaPull {
     /// Its fetch positions.
     fetcher: kafka::Fetcher,
     /// Its membership of the subscription's consumer group.
     member: kafka_group::Member,
+    /// The node id of its group's coordinator.
+    coordinator: i32,
+    /// Where its member's heartbeats go.
+    beats: Beats,
     /// When its next heartbeat is due (clock ns).
     next_heartbeat_ns: u64,
+}
+
+/// Where a group member's heartbeats go: to its coordinator, every
+/// [`kafka_group::HEARTBEAT_EVERY_NS`], sent between two fetches of one of its connections.
+enum Beats {
+    /// On this connection: it is to the coordinator.
+    Inline,
+    /// On a connection of their own (the coordinator leads none of the member's partitions),
+    /// written and read without blocking between two fetches.
+    Aside(Box<Aside>),
+    /// Another connection of the member beats.
+    Elsewhere,
+}
+
+/// A member's connection to its coordinator, for heartbeats only.
+struct Aside {
+    stream: OpeningStream,
+    input: Vec<u8>,
+}
+
+impl Beats {
+    fn aside(stream: OpeningStream) -> Result<Beats, EngineError> {
+        stream.set_nonblocking(true).map_err(EngineError::Io)?;
+        Ok(Beats::Aside(Box::new(Aside {
+            stream,
+            input: Vec::new(),
+        })))
+    }
+}
+
+impl Aside {
+    /// Sends `member`'s heartbeat (a hundred bytes to an idle socket: taken whole, or the
+    /// next one goes in its place).
+    fn beat(&mut self, member: &kafka_group::Member) {
+        let mut out = Vec::new();
+        kafka_group::heartbeat_request(member, &mut out);
+        let _ = self.stream.write(&out);
+    }
+
+    /// The coordinator's answers so far: a refusal ends the member.
+    fn answers(&mut self, member: &kafka_group::Member) -> Result<(), (String, bool)> {
+        let mut chunk = [0u8; 512];
+        loop {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Err(("its group coordinator closed the connection".into(), false)),
+                Ok(n) => self.input.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err((
+                        format!("reading from its group coordinator failed ({e})"),
+                        false,
+                    ))
+                }
+            }
+            if self.input.len() > 1 << 16 {
+                return Err((
+                    "its group coordinator sent over 64 KiB of heartbeat answers".into(),
+                    true,
+                ));
+            }
+        }
+        let protocol = |e: String| {
+            (
+                format!("the broker sent what Kafka's protocol does not allow: {e}"),
+                true,
+            )
+        };
+        while let Some((body, _, used)) = kafka::frame(&self.input).map_err(protocol)? {
+            if let Some(why) = kafka_group::heartbeat_refusal(body, member).map_err(protocol)? {
+                return Err((why, false));
+            }
+            self.input.drain(..used);
+        }
+        Ok(())
+    }
 }
 
 impl Pull for KafkaPull {
@@ -193,8 +347,15 @@ impl Pull for KafkaPull {
                 // keep well inside the session (30 s).
                 let now = now_ns();
                 if now >= self.next_heartbeat_ns {
-                    kafka_group::heartbeat_request(&self.member, out);
+                    match &mut self.beats {
+                        Beats::Inline => kafka_group::heartbeat_request(&self.member, out),
+                        Beats::Aside(aside) => aside.beat(&self.member),
+                        Beats::Elsewhere => {}
+                    }
                     self.next_heartbeat_ns = now + kafka_group::HEARTBEAT_EVERY_NS;
+                }
+                if let Beats::Aside(aside) = &mut self.beats {
+                    aside.answers(&self.member)?;
                 }
             }
             at += used;
@@ -207,12 +368,15 @@ impl Pull for KafkaPull {
 }
 
 /// Kafka: the run's topics exist with `partitions` partitions each (created when missing,
-/// one replica), and every partition has a leader, before any consumer asks for its end.
-fn prepare_topics(run: &Opening<'_>) -> Result<(), EngineError> {
+/// with the cluster's default replicas), and every partition has a leader, before any
+/// consumer asks for its end. Returns the cluster: its brokers and each partition's leader.
+fn prepare_topics(run: &Opening<'_>) -> Result<Cluster, EngineError> {
     let config = run.config;
-    let mut stream = connect(run, 0)?;
+    let mut stream = connect(run, None, 0)?;
     let fail = |problem: String| run.error(problem);
-    let found = kafka::metadata(&mut stream, &config.topics).map_err(fail)?;
+    let found = kafka::metadata(&mut stream, &config.topics)
+        .map_err(fail)?
+        .topics;
     let missing: Vec<&str> = found
         .iter()
         .filter(|(_, error, _)| *error == 3)
@@ -237,10 +401,10 @@ fn prepare_topics(run: &Opening<'_>) -> Result<(), EngineError> {
     }
     let deadline = std::time::Instant::now() + OPEN_TIMEOUT * 3;
     loop {
-        let found = kafka::metadata(&mut stream, &config.topics).map_err(fail)?;
+        let metadata = kafka::metadata(&mut stream, &config.topics).map_err(fail)?;
         run.progress();
         let mut waiting = None;
-        for (name, error, partitions) in &found {
+        for (name, error, partitions) in &metadata.topics {
             if *error == 0 && partitions.len() != config.partitions as usize {
                 return Err(fail(partitions_differ(
                     name,
@@ -259,7 +423,7 @@ fn prepare_topics(run: &Opening<'_>) -> Result<(), EngineError> {
             }
         }
         let Some(name) = waiting else {
-            return Ok(());
+            return Cluster::of(metadata, &config.topics).map_err(fail);
         };
         if std::time::Instant::now() > deadline {
             return Err(fail(format!(
