@@ -371,6 +371,14 @@ pub struct Connections {
     /// closed-loop run sends nothing on a connection that is down, so its success rate cannot
     /// show an outage; this does.
     pub down_ns_total: u64,
+    /// Kafka in a cluster: partitions whose leader moved during the run and were followed to
+    /// their new leader, per client that followed (a broker refused a Produce or a Fetch with
+    /// `NOT_LEADER_OR_FOLLOWER` or a fenced epoch, or its connection ended).
+    pub leaders_followed: u64,
+    /// Kafka: Produce requests sent again to a partition's new leader — refused by the old
+    /// one (not written: sent once in the log), or unanswered when its connection ended (may
+    /// be in the log twice: the subscriptions count such a message as a duplicate).
+    pub produce_resent: u64,
 }
 
 impl Connections {
@@ -413,6 +421,8 @@ impl AddAssign for Connections {
             .flow_control_wait_ns_max
             .max(o.flow_control_wait_ns_max);
         self.down_ns_total += o.down_ns_total;
+        self.leaders_followed += o.leaders_followed;
+        self.produce_resent += o.produce_resent;
     }
 }
 

@@ -87,6 +87,12 @@ pub fn connections_line(r: &RunResult) -> Option<String> {
             crate::format::duration_ns(c.tls_handshake_ns_max)
         ));
     }
+    if c.leaders_followed > 0 {
+        parts.push(format!(
+            "Kafka partition leaders followed to another broker {} times, {} Produce requests sent again to the new leader",
+            c.leaders_followed, c.produce_resent
+        ));
+    }
     if c.flow_control_waits > 0 {
         parts.push(format!(
             "{} HTTP/2 request bodies waited for the server's flow-control window, mean {}, longest {} (part of their latency)",

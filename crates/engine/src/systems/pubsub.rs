@@ -162,7 +162,7 @@ fn info(config: &PubsubConfig, acks: u64) -> Vec<String> {
         (Broker::Rabbitmq, _) => info.push(rabbitmq_words(config, acks)),
         (Broker::Kafka, _) => {
             info.push(format!(
-                "Kafka, acks={}: {}; each subscription is a consumer group (named <topic>-<subscription>) joined through the broker's group coordinator, its consumers fetching from the end of the partitions assigned to them (as they were when the run opened), heartbeating while the run lasts, committing their positions and leaving at the end; Kafka keeps every message, so one that had not come when the run ended is undelivered (lag), never dropped",
+                "Kafka, acks={}: {}; each subscription is a consumer group (named <topic>-<subscription>) joined through the broker's group coordinator, its consumers fetching from the end of the partitions assigned to them when the run opened (from each partition's leader, followed when it moves), heartbeating while the run lasts, committing their positions and leaving at the end; Kafka keeps every message, so one that had not come when the run ended is undelivered (lag), never dropped",
                 config.acks.name(),
                 if config.answers_publishes() {
                     format!("the broker answered {acks} published records, one Produce response per batch")
@@ -178,7 +178,7 @@ fn info(config: &PubsubConfig, acks: u64) -> Vec<String> {
             }
             if config.partitions > 1 {
                 info.push(format!(
-                    "{} partitions per topic: Kafka orders messages within a partition only, so a subscription's messages are counted (none missing, none twice) rather than checked in sequence; a publisher fills its partitions in turn, one request's batch each",
+                    "{} partitions per topic: Kafka orders messages within a partition only, so a subscription's messages are counted (none missing, none twice) rather than checked in sequence; a publisher fills its partitions in turn, one request's batch each (in a cluster, its messages dealt over the brokers that lead them, one connection each)",
                     config.partitions
                 ));
             }

@@ -501,9 +501,11 @@ pub fn kafka() -> SocketAddr {
         std::thread::spawn(move || {
             let port = free_port();
             let dir = tempfile::tempdir().unwrap();
-            let mut child = kafka_broker(port, dir.path()).spawn().unwrap_or_else(|e| {
-                panic!("cannot start Kafka: {e} (run `bash scripts/setup.sh`)")
-            });
+            let mut child = kafka_broker(port, dir.path(), free_port())
+                .spawn()
+                .unwrap_or_else(|e| {
+                    panic!("cannot start Kafka: {e} (run `bash scripts/setup.sh`)")
+                });
             let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
             // Ready once the broker (a JVM below the script) holds the listening socket.
             ports::wait_until_listening(&mut child, port, Duration::from_secs(90)).unwrap_or_else(
@@ -557,9 +559,9 @@ pub fn stopped_by_protocol_error(r: &RunResult, why: &str) {
     );
 }
 
-/// `scripts/kafka-broker.sh PORT DIR CONTROLLER` (the controller on a port of its own), its
+/// `scripts/kafka-broker.sh PORT DIR CONTROLLER` (the controller on port `controller`), its
 /// output dropped, killed with the test process (its parent-death signal).
-fn kafka_broker(port: u16, dir: &std::path::Path) -> std::process::Command {
+fn kafka_broker(port: u16, dir: &std::path::Path, controller: u16) -> std::process::Command {
     use std::os::unix::process::CommandExt;
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/kafka-broker.sh");
     let mut command = std::process::Command::new("bash");
@@ -567,7 +569,7 @@ fn kafka_broker(port: u16, dir: &std::path::Path) -> std::process::Command {
         .arg(script)
         .arg(port.to_string())
         .arg(dir)
-        .arg(free_port().to_string())
+        .arg(controller.to_string())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     // SAFETY: prctl is async-signal-safe; the child only sets its own parent-death signal
@@ -579,6 +581,72 @@ fn kafka_broker(port: u16, dir: &std::path::Path) -> std::process::Command {
         });
     }
     command
+}
+
+/// A Kafka cluster of its own: `nodes` KRaft brokers (each broker and controller), every
+/// topic with three replicas (two in sync for a write), started by `scripts/kafka-broker.sh`
+/// and stopped (by PID) when dropped.
+#[allow(dead_code)]
+pub struct KafkaCluster {
+    children: Vec<Option<std::process::Child>>,
+    /// Each broker's address, node `k + 1` at `addrs[k]`.
+    pub addrs: Vec<SocketAddr>,
+    _dirs: Vec<tempfile::TempDir>,
+}
+
+#[allow(dead_code)]
+impl KafkaCluster {
+    /// Starts `nodes` brokers and waits until each listens (JVMs: seconds each).
+    pub fn start(nodes: usize) -> KafkaCluster {
+        let ports: Vec<(u16, u16)> = (0..nodes).map(|_| (free_port(), free_port())).collect();
+        let voters: Vec<String> = (ports.iter().enumerate())
+            .map(|(k, (_, c))| format!("{}@127.0.0.1:{c}", k + 1))
+            .collect();
+        let mut cluster = KafkaCluster {
+            children: Vec::new(),
+            addrs: Vec::new(),
+            _dirs: Vec::new(),
+        };
+        for (k, &(port, controller)) in ports.iter().enumerate() {
+            let dir = tempfile::tempdir().unwrap();
+            let child = kafka_broker(port, dir.path(), controller)
+                .env("KAFKA_NODE_ID", (k + 1).to_string())
+                .env("KAFKA_VOTERS", voters.join(","))
+                .env("KAFKA_REPLICAS", nodes.min(3).to_string())
+                .spawn()
+                .unwrap_or_else(|e| {
+                    panic!("cannot start Kafka: {e} (run `bash scripts/setup.sh`)")
+                });
+            cluster.children.push(Some(child));
+            cluster.addrs.push(SocketAddr::from(([127, 0, 0, 1], port)));
+            cluster._dirs.push(dir);
+        }
+        for (child, &(port, _)) in cluster.children.iter_mut().zip(&ports) {
+            let child = child.as_mut().expect("started");
+            ports::wait_until_listening(child, port, Duration::from_secs(120))
+                .unwrap_or_else(|e| panic!("Kafka cluster node on {port}: {e}"));
+        }
+        cluster
+    }
+
+    /// Shuts node `k + 1` down as an operator does (SIGTERM: a controlled shutdown, its
+    /// partitions' leadership handed to the others first) and waits for it to exit.
+    pub fn shut_down(&mut self, k: usize) {
+        if let Some(mut child) = self.children[k].take() {
+            // SAFETY: a plain kill(2) of a child this test started, by its PID.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for KafkaCluster {
+    fn drop(&mut self) {
+        for child in self.children.iter_mut().flatten() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 /// A Kafka broker of its own with a SASL_SSL listener (`scripts/kafka-broker.sh` with
@@ -602,7 +670,7 @@ impl SecureKafka {
     pub fn start(tls_dir: &std::path::Path, password_file: &std::path::Path) -> SecureKafka {
         let (port, secure, sasl_plain) = (free_port(), free_port(), free_port());
         let dir = tempfile::tempdir().unwrap();
-        let mut child = kafka_broker(port, dir.path())
+        let mut child = kafka_broker(port, dir.path(), free_port())
             .env("SASL_SSL_PORT", secure.to_string())
             .env("SASL_PLAINTEXT_PORT", sasl_plain.to_string())
             .env("TLS_DIR", tls_dir)

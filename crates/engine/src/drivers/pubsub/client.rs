@@ -15,10 +15,32 @@ use msgbench_model::pubsub::{PubsubConfig, Subscription};
 pub enum Framing {
     /// Each message framed on its own (NATS, Redis, MQTT, …).
     Each(PublishFrame),
-    /// Messages gathered into batches, one request each (Kafka's Produce): the producer of
-    /// the publisher's connection, and (a cluster) a connection and producer for each other
-    /// broker leading a partition it fills.
-    Batches(kafka::Producer, Vec<(OpeningStream, kafka::Producer)>),
+    /// Messages gathered into batches, one request each (Kafka's Produce).
+    Batches(Batches),
+}
+
+/// A Kafka publisher's producers: one per broker leading a partition it fills.
+pub struct Batches {
+    /// The broker its connection ([`OpenedPublisher::stream`]) goes to, and its producer.
+    pub node: i32,
+    /// See [`Batches::node`].
+    pub producer: kafka::Producer,
+    /// Each other broker: its node id, a connection to it and its producer.
+    pub more: Vec<(i32, OpeningStream, kafka::Producer)>,
+    /// How it follows a partition whose leader moves (a cluster); without it a refusal ends
+    /// the publisher.
+    pub reroute: Option<std::sync::Arc<dyn Reroute>>,
+}
+
+/// How a publisher finds where a partition went when its broker says it no longer leads it
+/// (Kafka in a cluster), and reaches it. Blocking, each step bounded (a second or so): called
+/// from the publisher's thread, its other publishers wait meanwhile (their lateness shows as
+/// send lag).
+pub trait Reroute: Send + Sync {
+    /// The leader of each partition of `topic` now, by partition (node ids).
+    fn leaders(&self, topic: &str) -> Result<Vec<i32>, String>;
+    /// A connection to broker `node`, logged in.
+    fn connect(&self, node: i32) -> Result<OpeningStream, String>;
 }
 
 /// A publisher's connection, opened, and how it frames.

@@ -31,6 +31,27 @@ pub trait Pull: Send {
 
     /// Itself, for its broker's end of the run (Kafka commits each member's positions).
     fn as_any(&self) -> &dyn std::any::Any;
+
+    /// It can follow what it reads elsewhere (Kafka in a cluster): when its connection ends,
+    /// or it has [`Pull::moved`], the subscriber asks it to [`Pull::reopen`] rather than
+    /// closing it.
+    fn follows(&self) -> bool {
+        false
+    }
+
+    /// The broker said it no longer leads what this consumer reads: its connection is to be
+    /// replaced (no request was sent after that answer).
+    fn moved(&self) -> bool {
+        false
+    }
+
+    /// A new connection, to where what it reads went, its first request appended to `out`
+    /// (blocking, each step bounded by a second); the error says why it cannot go on, and
+    /// then it no longer [`Pull::follows`].
+    fn reopen(&mut self, out: &mut Vec<u8>) -> Result<OpeningStream, String> {
+        let _ = out;
+        Err("it cannot follow its partitions".into())
+    }
 }
 
 /// One consumer connection of a subscription.
@@ -47,6 +68,8 @@ pub struct Consumer {
     /// A consumer that asks for its messages (Kafka, Redis Streams): it asks for more after
     /// each answer.
     pub pull: Option<Box<dyn Pull>>,
+    /// Its connection is to be replaced ([`Pull::follows`]): not read until it is.
+    pub(super) moving: bool,
 }
 
 impl Consumer {
@@ -70,6 +93,7 @@ impl Consumer {
             last_error: None,
             acks: Vec::with_capacity(4096),
             pull: None,
+            moving: false,
         })
     }
 

@@ -8,12 +8,14 @@
 //! by `max_unsent_bytes`); a publisher whose buffer is full takes no more slots until it drains
 //! (`block`): what is due meanwhile goes late, counted from its intended time, and the lag
 //! shows as send lag. Nothing is skipped.
-use super::client::{Framing, OpenedPublisher};
+mod follow;
+
+use super::client::{Framing, OpenedPublisher, Reroute};
 use super::consumer::broken;
 use super::message::{Header, RunMark};
 use super::progress::{Progress, PublisherStats};
 use super::protocol::{BrokerProtocol, Incoming, PublishFrame};
-use super::stream::{BrokerStream, OpeningStream};
+use super::stream::BrokerStream;
 use super::wire::kafka;
 use crate::clock::{Clock, MonotonicClock};
 use crate::cpu::CpuSnapshot;
@@ -26,8 +28,10 @@ use mio::{Events, Interest, Poll, Token};
 use msgbench_model::pacing::Pacing;
 use msgbench_model::pubsub::PubsubConfig;
 use msgbench_model::result::{CpuTimes, Faults, ThreadCpu};
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::sync::mpsc::Sender;
+use std::sync::Arc;
 use std::time::Duration;
 
 const TIMER: Token = Token(usize::MAX - 1);
@@ -63,6 +67,15 @@ pub struct Publisher {
     /// Clock ns at which it last had no room: a message due by then waited for the broker
     /// (its socket, its acknowledgements), not for the pacer.
     held_until_ns: u64,
+    /// The connections that fill partitions (Kafka: not those whose broker leads none of its
+    /// partitions any more), in turn.
+    active: Vec<usize>,
+    /// Kafka in a cluster: how it follows a partition whose leader moved.
+    reroute: Option<Arc<dyn Reroute>>,
+    /// A connection lost its leader (or its broker): to follow before the next turn.
+    to_follow: bool,
+    /// Partitions followed to a new leader, and requests sent again there.
+    followed: (u64, u64),
     /// What it measured.
     pub stats: PublisherStats,
 }
@@ -78,12 +91,32 @@ struct Leg {
     input: Vec<u8>,
     /// Kafka: its Produce requests (records batched per request, one partition each).
     kafka: Option<kafka::Producer>,
-    /// Kafka: records per request not answered yet, in order.
-    requests: std::collections::VecDeque<u32>,
+    /// Kafka: the requests not answered yet, in order.
+    requests: VecDeque<Request>,
+    /// Kafka in a cluster: its broker's node id, and each request's bytes are kept until
+    /// answered (to send again to a partition's new leader).
+    node: Option<i32>,
+    /// Kafka: requests whose partition's leader moved, with their records' intended times,
+    /// to send again where it went.
+    refused: Vec<(Request, Vec<u64>)>,
+    /// Its broker went away (or refused it for good): it is no longer written or read.
+    gone: bool,
     /// Kafka: the end of the requests sealed (what follows is the open batch, not written).
     sealed: usize,
     /// Where its goodbye is ([`BrokerProtocol::goodbye`]).
     goodbye: Goodbye,
+}
+
+/// A Kafka Produce request not answered yet.
+struct Request {
+    /// Its records.
+    records: u32,
+    /// Their partition.
+    partition: i32,
+    /// Its bytes, kept when it may have to be sent again (a cluster, acks 1 or all).
+    bytes: Vec<u8>,
+    /// Times it was sent again.
+    resent: u32,
 }
 
 /// What a publisher counts of its brokers' answers, whichever connection they come on.
@@ -119,18 +152,24 @@ impl Publisher {
             framing,
         } = opened;
         let size = config.message_bytes as usize;
-        let (frame, legs) = match framing {
-            Framing::Each(frame) => (frame, vec![(stream, leftover, None)]),
-            Framing::Batches(first, more) => {
-                let mut legs = vec![(stream, leftover, Some(first))];
-                legs.extend(more.into_iter().map(|(s, p)| (s, Vec::new(), Some(p))));
-                (PublishFrame::none(), legs)
+        let (frame, legs, reroute) = match framing {
+            Framing::Each(frame) => (frame, vec![(stream, leftover, None)], None),
+            Framing::Batches(b) => {
+                let mut legs = vec![(stream, leftover, Some((b.node, b.producer)))];
+                let more = b.more.into_iter();
+                legs.extend(more.map(|(node, s, p)| (s, Vec::new(), Some((node, p)))));
+                (PublishFrame::none(), legs, b.reroute)
             }
         };
         let capacity = config.max_unsent_bytes as usize + frame.prefix.len() + size + 2;
         let legs = legs
             .into_iter()
-            .map(|(stream, leftover, kafka)| Leg::new(stream, leftover, kafka, config, capacity))
+            .map(|(stream, leftover, kafka)| {
+                let (stream, held) = stream.into_running()?;
+                let mut leg = Leg::new(stream, [leftover, held].concat(), kafka, config, capacity);
+                leg.node = leg.node.filter(|_| reroute.is_some());
+                Ok(leg)
+            })
             .collect::<io::Result<Vec<Leg>>>()?;
         // Packet ids per publish (MQTT QoS 1): as many in flight as there are ids.
         let acked = frame.id_at.is_some();
@@ -151,7 +190,11 @@ impl Publisher {
                 3,
             )
             .expect("constant bounds are valid"),
+            active: (0..legs.len()).collect(),
             legs,
+            reroute,
+            to_follow: false,
+            followed: (0, 0),
             held_until_ns: 0,
             wall_ms: 0,
             record_bytes: size + 32,
@@ -161,18 +204,22 @@ impl Publisher {
 
     /// The connection its next message goes on.
     fn next_leg(&self) -> usize {
-        (self.stats.sent_all % self.legs.len() as u64) as usize
+        self.active[(self.stats.sent_all % self.active.len() as u64) as usize]
     }
 
-    /// It still holds bytes to write, or publishes a broker has not answered.
+    /// It still holds bytes to write, or publishes a broker has not answered (or requests to
+    /// send again where their partition went).
     fn owes(&self) -> bool {
-        self.legs.iter().any(Leg::owes)
+        self.to_follow || self.legs.iter().any(Leg::owes)
     }
 
     /// Room for one more message: its next connection's buffer under `bound`, and (MQTT QoS
     /// 1) fewer publishes unacknowledged than there are packet ids.
     fn room(&self, bound: usize) -> bool {
-        self.legs[self.next_leg()].room(bound, self.record_bytes)
+        // None while it has a leader to follow (or no connection left that fills a partition).
+        !self.to_follow
+            && !self.active.is_empty()
+            && self.legs[self.next_leg()].room(bound, self.record_bytes)
             && (!self.acked || self.stats.sent_all - self.stats.acks < 65_535)
     }
 
@@ -214,7 +261,13 @@ impl Publisher {
 
     /// Writes what the sockets take, on every connection.
     fn flush(&mut self) -> Result<(), String> {
-        self.legs.iter_mut().try_for_each(Leg::flush)
+        for l in 0..self.legs.len() {
+            if !self.legs[l].gone {
+                let flushed = self.legs[l].flush();
+                self.on_leg(l, flushed)?;
+            }
+        }
+        Ok(())
     }
 
     /// Reads what connection `leg`'s broker sent.
@@ -224,37 +277,63 @@ impl Publisher {
         protocol: &dyn BrokerProtocol,
         hung_up: bool,
     ) -> Result<(), String> {
+        if self.legs[leg].gone {
+            return Ok(());
+        }
         let mut answers = Answers {
             stats: &mut self.stats,
             latency: &mut self.answer_latency,
         };
-        self.legs[leg].read(protocol, hung_up, &mut answers)
+        let read = self.legs[leg].read(protocol, hung_up, &mut answers);
+        self.on_leg(leg, read)
+    }
+
+    /// What connection `l` did: a failure ends the publisher — unless it follows its
+    /// partitions elsewhere (Kafka in a cluster): then the connection is given up and its
+    /// requests not answered go where their partitions went.
+    fn on_leg(&mut self, l: usize, done: Result<(), String>) -> Result<(), String> {
+        let leg = &mut self.legs[l];
+        match done {
+            Err(why) if leg.node.is_none() => Err(why),
+            Err(_) => {
+                leg.give_up();
+                self.to_follow = true;
+                Ok(())
+            }
+            Ok(()) => {
+                self.to_follow |= !leg.refused.is_empty();
+                Ok(())
+            }
+        }
     }
 }
 
 impl Leg {
+    /// A connection on `stream` (`leftover`: bytes read past its opening); Kafka: producing
+    /// with `kafka`'s producer to its broker (node id).
     fn new(
-        stream: OpeningStream,
-        mut leftover: Vec<u8>,
-        kafka: Option<kafka::Producer>,
+        stream: BrokerStream,
+        leftover: Vec<u8>,
+        kafka: Option<(i32, kafka::Producer)>,
         config: &PubsubConfig,
         capacity: usize,
-    ) -> io::Result<Leg> {
-        let (stream, held) = stream.into_running()?;
-        leftover.extend_from_slice(&held);
-        Ok(Leg {
+    ) -> Leg {
+        Leg {
             stream,
             unanswered: config
                 .answers_publishes()
-                .then(|| std::collections::VecDeque::with_capacity(1024)),
+                .then(|| VecDeque::with_capacity(1024)),
             out: Vec::with_capacity(capacity),
             written: 0,
             input: leftover,
-            kafka,
-            requests: std::collections::VecDeque::new(),
+            node: kafka.as_ref().map(|(node, _)| *node),
+            kafka: kafka.map(|(_, p)| p),
+            requests: VecDeque::new(),
+            refused: Vec::new(),
+            gone: false,
             sealed: 0,
             goodbye: Goodbye::NotSaid,
-        })
+        }
     }
 
     fn unsent(&self) -> usize {
@@ -265,7 +344,7 @@ impl Leg {
     /// connection now with answers unread would reset it, and a broker may drop what it had
     /// not read yet (Kafka does).
     fn owes(&self) -> bool {
-        self.unsent() > 0
+        !self.gone && self.unsent() > 0
             || self.unanswered.as_ref().is_some_and(|q| !q.is_empty())
             || self.stream.wants_write()
             || self.goodbye == Goodbye::Said
@@ -316,11 +395,21 @@ impl Leg {
 
     /// Kafka: closes the request being filled; its bytes may be written from now on.
     fn seal(&mut self) {
-        if let Some(k) = self.kafka.as_mut() {
-            let records = k.seal(&mut self.out);
-            if records > 0 && self.unanswered.is_some() {
-                self.requests.push_back(records);
-            }
+        let sealed = self.kafka.as_mut().and_then(|k| k.seal(&mut self.out));
+        if let Some(s) = sealed.filter(|_| self.unanswered.is_some()) {
+            // In a cluster its bytes are kept until it is answered: it may have to go to
+            // another broker (a copy per request, not per message).
+            let keep = self.node.is_some();
+            self.requests.push_back(Request {
+                records: s.records,
+                partition: s.partition,
+                bytes: if keep {
+                    self.out[s.start..].to_vec()
+                } else {
+                    Vec::new()
+                },
+                resent: 0,
+            });
         }
         self.sealed = self.out.len();
     }
@@ -488,21 +577,31 @@ impl Leg {
 }
 
 impl Leg {
-    /// Kafka: every whole Produce response in the input — a refusal ends the publisher; else
-    /// each record of its request is answered.
+    /// Kafka: every whole Produce response in the input — a refusal ends the publisher,
+    /// unless its partition's leader moved and the publisher follows it (the request is put
+    /// aside, to send where the partition went); else each record of its request is answered.
     fn handle_produced(&mut self, answers: &mut Answers<'_>) -> Result<(), String> {
         let mut at = 0;
         let now = crate::clock::now_ns();
         while let Some((body, _, used)) = kafka::frame(&self.input[at..])? {
-            if let Some(refusal) = kafka::produce_error(body)? {
-                return Err(format!("the broker refused a publish: {refusal}"));
-            }
-            let records = self
+            let refusal = kafka::produce_error(body)?;
+            let request = self
                 .requests
                 .pop_front()
                 .ok_or("the broker answered a request that was not sent")?;
-            answers.stats.acks += u64::from(records);
             let queue = self.unanswered.as_mut().expect("answers are expected");
+            if let Some(refusal) = refusal {
+                if !(refusal.leader_moved() && self.node.is_some()) {
+                    return Err(format!("the broker refused a publish: {}", refusal.text));
+                }
+                let n = (request.records as usize).min(queue.len());
+                let times = queue.drain(..n).collect();
+                self.refused.push((request, times));
+                at += used;
+                continue;
+            }
+            let records = request.records;
+            answers.stats.acks += u64::from(records);
             for _ in 0..records {
                 if let Some(intended) = queue.pop_front().filter(|&t| t != 0) {
                     answers
@@ -580,6 +679,10 @@ impl PublisherThread<'_> {
         self.rec.finish(crate::clock::now_ns());
         let mut faults = Faults::default();
         faults.disconnects += self.publishers.iter().filter(|p| p.stats.broken).count() as u64;
+        for p in &self.publishers {
+            faults.connections.leaders_followed += p.followed.0;
+            faults.connections.produce_resent += p.followed.1;
+        }
         let mut answer_latency = self.publishers[0].answer_latency.clone();
         answer_latency.reset();
         for p in &self.publishers {
@@ -646,7 +749,7 @@ impl PublisherThread<'_> {
                 timer.arm_by(next_due, now);
                 None
             };
-            self.wait(&mut poll, &mut events, &mut timer, (timeout, &tokens))?;
+            self.wait(&mut poll, &mut events, &mut timer, (timeout, &mut tokens))?;
         }
         let now = clock.now_ns();
         let send_end_ns = self
@@ -659,7 +762,12 @@ impl PublisherThread<'_> {
         if let Some(d) = done.take() {
             let _ = d.send(());
         }
-        self.drain(&mut poll, &mut events, &mut timer, (send_end_ns, &tokens))?;
+        self.drain(
+            &mut poll,
+            &mut events,
+            &mut timer,
+            (send_end_ns, &mut tokens),
+        )?;
         Ok(cpu)
     }
 
@@ -717,7 +825,7 @@ impl PublisherThread<'_> {
         poll: &mut Poll,
         events: &mut Events,
         timer: &mut Timer,
-        (timeout, tokens): (Option<Duration>, &[(usize, usize)]),
+        (timeout, tokens): (Option<Duration>, &mut Vec<(usize, usize)>),
     ) -> Result<(), EngineError> {
         match poll.poll(events, timeout) {
             Ok(()) => {}
@@ -744,6 +852,16 @@ impl PublisherThread<'_> {
                 self.fail(i, why);
             }
         }
+        // Kafka: partitions whose leader moved, followed before the next turn.
+        for i in 0..self.publishers.len() {
+            let p = &mut self.publishers[i];
+            if p.to_follow && !p.stats.broken {
+                let followed = p.follow(poll.registry(), tokens, i, self.config);
+                if let Err(why) = followed.and_then(|()| self.publishers[i].flush()) {
+                    self.fail(i, why);
+                }
+            }
+        }
         Ok(())
     }
 
@@ -754,7 +872,7 @@ impl PublisherThread<'_> {
         poll: &mut Poll,
         events: &mut Events,
         timer: &mut Timer,
-        (send_end_ns, tokens): (u64, &[(usize, usize)]),
+        (send_end_ns, tokens): (u64, &mut Vec<(usize, usize)>),
     ) -> Result<(), EngineError> {
         let deadline = self.stop.drain_deadline(&self.timeline, send_end_ns);
         loop {

@@ -302,6 +302,10 @@ impl SubscriberThread<'_> {
                 if self.read(s, c, &window, hung_up[t]) {
                     unread.push(t);
                 }
+                if self.subscriptions[s].consumers[c].moving {
+                    hung_up[t] = false;
+                    self.follow(s, c, poll.registry(), Token(t));
+                }
             }
         }
         Ok(self.finish(cpu))
@@ -369,7 +373,7 @@ impl SubscriberThread<'_> {
         }
         loop {
             let consumer = &mut self.subscriptions[s].consumers[c];
-            if consumer.closed {
+            if consumer.closed || consumer.moving {
                 return false;
             }
             if budget == 0 {
@@ -502,10 +506,49 @@ impl SubscriberThread<'_> {
         let consumer = &mut sub.consumers[c];
         consumer.input = input;
         consumer.len = len - used;
+        consumer.moving = pull.moved();
         consumer.pull = Some(pull);
         consumer.acks = requests;
         let failure = failure.or_else(|| consumer.write_acks().err());
         if let Some(why) = failure {
+            self.close(s, c, why);
+        }
+    }
+
+    /// Consumer `c` of subscription `s` follows what it reads to another broker: a new
+    /// connection in place of the old (same token); if it cannot, it is closed.
+    fn follow(&mut self, s: usize, c: usize, registry: &mio::Registry, token: Token) {
+        let consumer = &mut self.subscriptions[s].consumers[c];
+        consumer.moving = false;
+        let mut out = Vec::new();
+        let pull = consumer
+            .pull
+            .as_mut()
+            .expect("a consumer that follows asks");
+        let opened = pull.reopen(&mut out).and_then(|stream| {
+            let (mut stream, held) = stream.into_running().map_err(|e| e.to_string())?;
+            registry
+                .register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)
+                .map_err(|e| e.to_string())?;
+            Ok((stream, held))
+        });
+        let (stream, held) = match opened {
+            Ok(opened) => opened,
+            Err(why) => return self.close(s, c, why),
+        };
+        let _ = registry.deregister(&mut consumer.stream);
+        let _ = consumer.stream.tcp().shutdown(std::net::Shutdown::Both);
+        consumer.stream = stream;
+        if consumer.input.len() < held.len() {
+            consumer.input.resize(held.len(), 0);
+        }
+        consumer.input[..held.len()].copy_from_slice(&held);
+        consumer.len = held.len();
+        consumer.acks = out;
+        consumer.last_error = None;
+        let sub = &mut self.subscriptions[s];
+        sub.stats.faults.connections.leaders_followed += 1;
+        if let Err(why) = sub.consumers[c].write_acks() {
             self.close(s, c, why);
         }
     }
@@ -516,6 +559,11 @@ impl SubscriberThread<'_> {
         let sub = &mut self.subscriptions[s];
         let consumer = &mut sub.consumers[c];
         if consumer.closed {
+            return;
+        }
+        // One that follows what it reads elsewhere is given a new connection instead.
+        if consumer.pull.as_ref().is_some_and(|p| p.follows()) {
+            consumer.moving = true;
             return;
         }
         consumer.closed = true;

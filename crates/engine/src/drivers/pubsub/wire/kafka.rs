@@ -471,6 +471,8 @@ pub struct Producer {
 
 #[derive(Debug, Clone, Copy)]
 struct OpenBatch {
+    /// The partition it goes to.
+    partition: i32,
     /// Where the request starts (its size field).
     request: usize,
     /// Where the record batch starts (its base offset).
@@ -493,6 +495,29 @@ impl Producer {
             compression,
             scratch: Vec::new(),
         }
+    }
+
+    /// The same producer for other partitions (none: it must be given some before it
+    /// produces), its requests counted from 0 again (for another connection).
+    pub fn for_partitions(&self, partitions: Vec<i32>) -> Producer {
+        Producer {
+            partitions,
+            turn: 0,
+            correlation: 0,
+            open: None,
+            scratch: Vec::new(),
+            ..self.clone()
+        }
+    }
+
+    /// The partitions it fills.
+    pub fn partitions(&self) -> &[i32] {
+        &self.partitions
+    }
+
+    /// Fills `partitions` from its next batch on (a partition's leader moved).
+    pub fn set_partitions(&mut self, partitions: Vec<i32>) {
+        self.partitions = partitions;
     }
 
     /// Records in the batch being filled.
@@ -563,6 +588,7 @@ impl Producer {
         put_i32(0, out); // records, once sealed
         debug_assert_eq!(out.len() - batch, BATCH_HEADER);
         OpenBatch {
+            partition,
             request,
             batch,
             records: 0,
@@ -578,11 +604,9 @@ impl Producer {
     }
 
     /// Closes the open request (its records compressed, its sizes, record count and CRC
-    /// written); returns its record count (0: none was open).
-    pub fn seal(&mut self, out: &mut Vec<u8>) -> u32 {
-        let Some(b) = self.open.take() else {
-            return 0;
-        };
+    /// written); returns it (none: none was open).
+    pub fn seal(&mut self, out: &mut Vec<u8>) -> Option<Sealed> {
+        let b = self.open.take()?;
         if self.compression != Compression::None {
             let records = b.batch + BATCH_HEADER;
             self.scratch.clear();
@@ -601,12 +625,51 @@ impl Producer {
         let crc = crc32c::crc32c(&out[b.batch + 21..]);
         out[b.batch + 17..b.batch + 21].copy_from_slice(&crc.to_be_bytes());
         finish(b.request, out);
-        b.records as u32
+        Some(Sealed {
+            records: b.records as u32,
+            partition: b.partition,
+            start: b.request,
+        })
     }
 }
 
+/// A Produce request, sealed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sealed {
+    /// Its records.
+    pub records: u32,
+    /// The partition they go to.
+    pub partition: i32,
+    /// Where it starts in the buffer it was sealed in (it ends at the buffer's end).
+    pub start: usize,
+}
+
+/// A partition's refusal of a produced batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// Kafka's error code.
+    pub code: i16,
+    /// In words: the error's name, the topic and partition.
+    pub text: String,
+}
+
+impl Refusal {
+    /// The broker does not lead the partition (any more, or yet): its client asks the
+    /// cluster where it is and sends there.
+    pub fn leader_moved(&self) -> bool {
+        leader_moved(self.code)
+    }
+}
+
+/// An error code that means the partition's leader is elsewhere now (or being elected):
+/// `UNKNOWN_TOPIC_OR_PARTITION`, `LEADER_NOT_AVAILABLE`, `NOT_LEADER_OR_FOLLOWER`,
+/// `FENCED_LEADER_EPOCH`, `UNKNOWN_LEADER_EPOCH`.
+pub fn leader_moved(code: i16) -> bool {
+    matches!(code, 3 | 5 | 6 | 74 | 75)
+}
+
 /// The body of a Produce v7 response: its first error, if a partition refused the batch.
-pub fn produce_error(body: &[u8]) -> Result<Option<String>, &'static str> {
+pub fn produce_error(body: &[u8]) -> Result<Option<Refusal>, &'static str> {
     let mut r = Reader::new(body);
     for _ in 0..r.len()? {
         let topic = r.str()?;
@@ -617,11 +680,14 @@ pub fn produce_error(body: &[u8]) -> Result<Option<String>, &'static str> {
             r.i64()?;
             r.i64()?;
             if error != 0 {
-                return Ok(Some(format!(
-                    "{} on {} partition {p}",
-                    error_name(error),
-                    String::from_utf8_lossy(topic)
-                )));
+                return Ok(Some(Refusal {
+                    code: error,
+                    text: format!(
+                        "{} on {} partition {p}",
+                        error_name(error),
+                        String::from_utf8_lossy(topic)
+                    ),
+                }));
             }
         }
     }
@@ -638,6 +704,9 @@ pub struct Fetcher {
     positions: Vec<(i32, i64)>,
     max_bytes: i32,
     correlation: i32,
+    /// Partitions the last answer said this broker does not lead (their leader moved), with
+    /// the error's name.
+    moved: Vec<(i32, String)>,
 }
 
 impl Fetcher {
@@ -648,7 +717,19 @@ impl Fetcher {
             positions,
             max_bytes,
             correlation: 0,
+            moved: Vec::new(),
         }
+    }
+
+    /// Partitions the last answer said this broker does not lead, each with the error's name
+    /// (the caller follows them, or ends).
+    pub fn moved(&self) -> &[(i32, String)] {
+        &self.moved
+    }
+
+    /// The topic it reads.
+    pub fn topic(&self) -> &str {
+        &self.topic
     }
 
     /// The partitions it reads and the next offset of each.
@@ -701,6 +782,7 @@ impl Fetcher {
         }
         r.i32()?;
         let mut unread = 0;
+        self.moved.clear();
         for _ in 0..r.len()? {
             r.str()?;
             for _ in 0..r.len()? {
@@ -719,6 +801,10 @@ impl Fetcher {
                 } else {
                     &[]
                 };
+                if leader_moved(error) {
+                    self.moved.push((p, error_name(error)));
+                    continue;
+                }
                 if error != 0 {
                     return Err(format!(
                         "the broker refused a fetch of {} partition {p}: {}",
@@ -865,7 +951,10 @@ mod tests {
             out.extend_from_slice(v);
             Producer::put_record_suffix(&mut out);
         }
-        assert_eq!(p.seal(&mut out), values.len() as u32);
+        assert_eq!(
+            p.seal(&mut out).map(|s| s.records),
+            Some(values.len() as u32)
+        );
         let size = i32::from_be_bytes(out[..4].try_into().unwrap()) as usize;
         assert_eq!(size + 4, out.len());
         // api key, version, correlation id, client id, transactional id, acks, timeout, one

@@ -241,6 +241,15 @@ pub fn heartbeat_request(member: &Member, out: &mut Vec<u8>) {
     finish(start, out);
 }
 
+/// A group answer that says the broker is not (or no longer) the group's coordinator:
+/// `COORDINATOR_LOAD_IN_PROGRESS`, `COORDINATOR_NOT_AVAILABLE`, `NOT_COORDINATOR`.
+pub fn coordinator_moved(code: i16) -> bool {
+    matches!(
+        code,
+        COORDINATOR_LOAD_IN_PROGRESS | COORDINATOR_NOT_AVAILABLE | 16
+    )
+}
+
 /// A Heartbeat answer's error code.
 pub fn heartbeat_error(body: &[u8]) -> Result<i16, String> {
     let mut r = Reader::new(body);

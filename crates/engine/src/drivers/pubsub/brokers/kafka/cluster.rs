@@ -8,10 +8,17 @@
 //! [`kafka::MAX_NODES`] are kept, a leader must be one of them, and each is reached through
 //! the opening's one `connect` (its timeouts, its watchdog, the scenario's TLS and login).
 use super::connect;
+use crate::drivers::pubsub::client::Reroute;
 use crate::drivers::pubsub::opening::Opening;
-use crate::drivers::pubsub::stream::OpeningStream;
+use crate::drivers::pubsub::stream::{OpeningStream, TlsOpening};
 use crate::drivers::pubsub::wire::kafka::{self, Metadata, Node};
+use crate::drivers::pubsub::wire::kafka_group;
+use crate::drivers::tls::TlsConnector;
 use crate::error::EngineError;
+use msgbench_model::pubsub::PubsubConfig;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// The run's view of the cluster.
 #[derive(Debug, Clone, Default)]
@@ -83,9 +90,9 @@ impl Cluster {
         connect(run, Some(node), receive_buffer)
     }
 
-    /// Which broker leads each partition, in words, for the result (`t.0: 0 → 1
-    /// (127.0.0.1:9092), 1 → 2 (127.0.0.1:9093)`): one line per topic.
-    pub fn describe(&self, topics: &[String]) -> Vec<String> {
+    /// Which broker leads each partition, in words, for the result (`kafka: t.0's partitions
+    /// were led by 0 → broker 1 (127.0.0.1:9092), …`, `when` being "were"): a line per topic.
+    pub fn describe(&self, topics: &[String], when: &str) -> Vec<String> {
         let mut lines = Vec::new();
         for (name, leaders) in topics.iter().zip(&self.leaders) {
             let each: Vec<String> = leaders
@@ -97,7 +104,7 @@ impl Cluster {
                 })
                 .collect();
             lines.push(format!(
-                "kafka: {name}'s partitions were led by {}",
+                "kafka: {name}'s partitions {when} led by {}",
                 each.join(", ")
             ));
         }
@@ -110,6 +117,165 @@ pub fn discover(run: &Opening<'_>, stream: &mut OpeningStream) -> Result<Cluster
     let topics = &run.config.topics;
     let metadata = kafka::metadata(stream, topics).map_err(|e| run.error(e))?;
     Cluster::of(metadata, topics).map_err(|e| run.error(e))
+}
+
+/// Longest each step of following a moved leader may take (connect, TLS, login, one
+/// request): the thread that follows waits meanwhile.
+const FOLLOW_TIMEOUT: Duration = Duration::from_secs(1);
+/// Longest a moved partition may have no leader before its client gives up on it (a broker
+/// that shuts down hands its partitions over in milliseconds; one that dies is fenced after
+/// the controller's `broker.session.timeout.ms`, 9 s by default).
+const LEADERLESS_FOR: Duration = Duration::from_secs(3);
+
+/// What the run's threads need to follow a partition whose leader moved: the scenario's
+/// settings (its TLS and login), the bootstrap address, and the brokers known so far.
+pub struct Follow {
+    config: PubsubConfig,
+    bootstrap: SocketAddr,
+    tls: Option<TlsOpening>,
+    nodes: Mutex<Vec<Node>>,
+}
+
+impl Follow {
+    /// For the run of `run`, whose cluster the opening found to be `cluster`.
+    pub fn new(run: &Opening<'_>, cluster: &Cluster) -> Result<Follow, EngineError> {
+        let tls = match &run.config.tls {
+            Some(tls) => {
+                let connector = TlsConnector::for_broker(tls).map_err(|e| run.error(e))?;
+                Some(TlsOpening::new(connector, false))
+            }
+            None => None,
+        };
+        Ok(Follow {
+            config: run.config.clone(),
+            bootstrap: run.address,
+            tls,
+            nodes: Mutex::new(cluster.nodes.clone()),
+        })
+    }
+
+    /// A connection to `host`:`port` (`address`), TLS started, logged in, each step within
+    /// [`FOLLOW_TIMEOUT`].
+    fn open(&self, address: SocketAddr, host: &str) -> Result<OpeningStream, String> {
+        let at = |e: String| format!("{address}: {e}");
+        let tcp = std::net::TcpStream::connect_timeout(&address, FOLLOW_TIMEOUT)
+            .map_err(|e| at(format!("connecting failed ({e})")))?;
+        let _ = tcp.set_nodelay(true);
+        tcp.set_read_timeout(Some(FOLLOW_TIMEOUT))
+            .and_then(|()| tcp.set_write_timeout(Some(FOLLOW_TIMEOUT)))
+            .map_err(|e| at(e.to_string()))?;
+        let mut stream = match &self.tls {
+            Some(tls) => tls
+                .start_named(OpeningStream::Plain(tcp), host)
+                .map_err(|e| at(e.to_string()))?,
+            None => OpeningStream::Plain(tcp),
+        };
+        if let Some(credentials) = &self.config.auth {
+            super::sasl::log_in(&mut stream, credentials).map_err(at)?;
+        }
+        Ok(stream)
+    }
+
+    /// A connection to broker `id`, as last named by the cluster.
+    pub fn open_node(&self, id: i32) -> Result<OpeningStream, String> {
+        let node = self
+            .lock()
+            .iter()
+            .find(|n| n.id == id)
+            .cloned()
+            .ok_or_else(|| format!("the cluster names no broker {id}"))?;
+        let address = (node.host.as_str(), node.port)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .ok_or_else(|| {
+                format!(
+                    "broker {id} at {}:{} does not resolve",
+                    node.host, node.port
+                )
+            })?;
+        self.open(address, &node.host)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Node>> {
+        self.nodes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `request`'s answer from one of the cluster's brokers: the bootstrap server first, then
+    /// each broker known (the bootstrap server may be the one that went away).
+    fn ask<T>(
+        &self,
+        what: &str,
+        request: impl Fn(&mut OpeningStream) -> Result<T, String>,
+    ) -> Result<T, String> {
+        let known: Vec<i32> = self.lock().iter().map(|n| n.id).collect();
+        let mut why = String::new();
+        // The bootstrap server's certificate carries the name the scenario's TLS gives.
+        let name = self.config.tls.as_ref().map(|t| t.server_name.as_str());
+        let first = self.open(self.bootstrap, name.unwrap_or_default());
+        let attempts = std::iter::once(first).chain(known.into_iter().map(|id| self.open_node(id)));
+        for opened in attempts {
+            match opened.and_then(|mut stream| request(&mut stream)) {
+                Ok(answer) => return Ok(answer),
+                Err(e) => why = e,
+            }
+        }
+        Err(format!(
+            "no broker of the cluster answered {what} (the last: {why})"
+        ))
+    }
+
+    /// The cluster as one of its brokers describes it now.
+    pub fn cluster(&self) -> Result<Cluster, String> {
+        let cluster = self.ask("its metadata", |stream| {
+            let metadata = kafka::metadata(stream, &self.config.topics)?;
+            Cluster::of(metadata, &self.config.topics)
+        })?;
+        *self.lock() = cluster.nodes.clone();
+        Ok(cluster)
+    }
+
+    /// The node id of `group`'s coordinator now.
+    pub fn coordinator(&self, group: &str) -> Result<i32, String> {
+        self.ask("which broker coordinates the group", |stream| {
+            let mut out = Vec::new();
+            kafka_group::find_coordinator_request(group, 1, &mut out);
+            let body = kafka::call(stream, &out, 1)?;
+            match kafka_group::find_coordinator_answer(&body)? {
+                (0, node) => Ok(node),
+                (code, _) => Err(format!("FindCoordinator: {}", kafka::error_name(code))),
+            }
+        })
+    }
+
+    /// The leader of each partition of topic `topic` now, once every one has a leader (within
+    /// [`LEADERLESS_FOR`]).
+    pub fn leaders_of(&self, topic: &str) -> Result<Vec<i32>, String> {
+        let t = self
+            .config
+            .topics
+            .iter()
+            .position(|name| name == topic)
+            .ok_or_else(|| format!("topic {topic} is not the run's"))?;
+        let deadline = Instant::now() + LEADERLESS_FOR;
+        loop {
+            match self.cluster() {
+                Ok(cluster) => return Ok(cluster.leaders[t].clone()),
+                Err(e) if Instant::now() > deadline => return Err(e),
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+}
+
+impl Reroute for Follow {
+    fn leaders(&self, topic: &str) -> Result<Vec<i32>, String> {
+        self.leaders_of(topic)
+    }
+
+    fn connect(&self, node: i32) -> Result<OpeningStream, String> {
+        self.open_node(node)
+    }
 }
 
 #[cfg(test)]
@@ -137,7 +303,7 @@ mod tests {
             vec![(1, vec![0, 2]), (2, vec![1])]
         );
         assert_eq!(cluster.by_leader(0, &[1]), vec![(2, vec![1])]);
-        let said = cluster.describe(&topics).join("\n");
+        let said = cluster.describe(&topics, "were").join("\n");
         assert!(
             said.contains("0 → broker 1 (127.0.0.1:9091), 1 → broker 2"),
             "{said}"

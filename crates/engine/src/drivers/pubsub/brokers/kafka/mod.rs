@@ -6,20 +6,24 @@
 //! not come is on its way, never lost.
 pub mod cluster;
 pub mod group;
+pub mod pull;
 pub mod sasl;
 
-use crate::clock::now_ns;
-use crate::drivers::pubsub::client::{BrokerClient, Ended, Framing, OpenedPublisher, Slot};
-use crate::drivers::pubsub::consumer::{turn_bytes, Consumer, Pull};
+use crate::drivers::pubsub::client::{
+    Batches, BrokerClient, Ended, Framing, OpenedPublisher, Reroute, Slot,
+};
+use crate::drivers::pubsub::consumer::{turn_bytes, Consumer};
 use crate::drivers::pubsub::opening::{Opening, OPEN_TIMEOUT};
 use crate::drivers::pubsub::protocol::{BrokerProtocol, Hello, Incoming, PublishFrame};
 use crate::drivers::pubsub::stream::OpeningStream;
 use crate::drivers::pubsub::wire::kafka::Node;
 use crate::drivers::pubsub::wire::{kafka, kafka_group};
 use crate::error::EngineError;
-use cluster::Cluster;
+use cluster::{Cluster, Follow};
 use msgbench_model::pubsub::{PubsubConfig, Subscription};
-use std::io::{Read, Write};
+use pull::{Beats, KafkaPull};
+use std::io::Write;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Apache Kafka.
@@ -27,6 +31,8 @@ use std::time::Duration;
 pub struct Kafka {
     /// The cluster's brokers and the leader of each partition, as the opening found them.
     cluster: Cluster,
+    /// How the run's threads follow a leader that moves (a cluster of several brokers).
+    follow: Option<Arc<Follow>>,
 }
 
 /// A connection to broker `node` of the cluster (`None`: the scenario's address, the
@@ -68,6 +74,9 @@ impl BrokerProtocol for Kafka {
 impl BrokerClient for Kafka {
     fn prepare(&mut self, run: &Opening<'_>) -> Result<(), EngineError> {
         self.cluster = prepare_topics(run)?;
+        if self.cluster.nodes.len() > 1 {
+            self.follow = Some(Arc::new(Follow::new(run, &self.cluster)?));
+        }
         Ok(())
     }
 
@@ -110,13 +119,20 @@ impl BrokerClient for Kafka {
         // A connection to each broker that leads one of its partitions.
         let mut legs = Vec::new();
         for (leader, partitions) in self.cluster.by_leader(t as usize, &partitions) {
-            legs.push((self.cluster.connect(run, leader, 0)?, producer(partitions)));
+            let stream = self.cluster.connect(run, leader, 0)?;
+            legs.push((leader, stream, producer(partitions)));
         }
-        let (stream, first) = legs.remove(0);
+        let (node, stream, producer) = legs.remove(0);
+        let reroute = (self.follow.clone()).map(|f| f as Arc<dyn Reroute>);
         Ok(OpenedPublisher {
             stream,
             leftover: Vec::new(),
-            framing: Framing::Batches(first, legs),
+            framing: Framing::Batches(Batches {
+                node,
+                producer,
+                more: legs,
+                reroute,
+            }),
         })
     }
 
@@ -165,16 +181,29 @@ impl BrokerClient for Kafka {
         self
     }
 
+    /// Which broker led each partition when the run opened — and, in a cluster whose
+    /// leaders moved during the run, at its end.
     fn info(&self, config: &PubsubConfig) -> Vec<String> {
-        self.cluster.describe(&config.topics)
+        let mut lines = self.cluster.describe(&config.topics, "were");
+        let now = self.follow.as_ref().map(|f| f.cluster());
+        match now {
+            Some(Ok(now)) if now.leaders != self.cluster.leaders => {
+                lines.extend(now.describe(&config.topics, "were at the end"));
+            }
+            Some(Err(why)) => lines.push(format!(
+                "kafka: where the partitions were led at the end is not known: {why}"
+            )),
+            _ => {}
+        }
+        lines
     }
 }
 
 impl Kafka {
-    /// The consumers of one joined member of a group: one per broker leading its
-    /// partitions, each fetching those; the member's heartbeats on the connection to its
-    /// group's coordinator (the one it joined on), which fetches too when the coordinator
-    /// leads some of its partitions.
+    /// The consumers of one joined member of a group. One broker: a consumer on the
+    /// connection it joined on, fetching and beating there. A cluster: a consumer per
+    /// partition, each fetching from its partition's leader and following it when it moves,
+    /// the member's heartbeats on the connection it joined on (to its group's coordinator).
     fn member_consumers(
         &self,
         run: &Opening<'_>,
@@ -184,32 +213,23 @@ impl Kafka {
     ) -> Result<Vec<Consumer>, EngineError> {
         let config = run.config;
         let topic = &config.topics[t];
-        let split = self.cluster.by_leader(t, &joined.partitions);
-        let on_coordinator = split.iter().position(|(l, _)| *l == joined.coordinator);
-        let mut coordinator_stream = Some(joined.stream);
-        let mut consumers = Vec::new();
-        for (k, (leader, partitions)) in split.into_iter().enumerate() {
-            let (stream, beats) = match on_coordinator {
-                Some(c) if c == k => (coordinator_stream.take().expect("once"), Beats::Inline),
-                _ => {
+        let identity = (joined.member.clone(), joined.coordinator);
+        let mut opened = Vec::new();
+        if self.follow.is_none() {
+            opened.push((joined.stream, joined.partitions, Beats::Inline));
+        } else {
+            let mut beats = Some(Beats::aside(joined.stream)?);
+            for (leader, partitions) in self.cluster.by_leader(t, &joined.partitions) {
+                for p in partitions {
                     let stream = self.cluster.connect(run, leader, config.receive_buffer)?;
-                    match (on_coordinator, coordinator_stream.take()) {
-                        (None, Some(aside)) => (stream, Beats::aside(aside)?),
-                        (_, taken) => {
-                            coordinator_stream = taken;
-                            (stream, Beats::Elsewhere)
-                        }
-                    }
+                    opened.push((stream, vec![p], beats.take().unwrap_or(Beats::Elsewhere)));
                 }
-            };
+            }
+        }
+        let mut consumers = Vec::new();
+        for (stream, partitions, beats) in opened {
             let (stream, fetcher) = start_consumer(run, stream, topic, &partitions, max_bytes)?;
-            let pull = KafkaPull {
-                fetcher,
-                member: joined.member.clone(),
-                coordinator: joined.coordinator,
-                beats,
-                next_heartbeat_ns: now_ns() + kafka_group::HEARTBEAT_EVERY_NS,
-            };
+            let pull = KafkaPull::new(fetcher, identity.clone(), beats, self.follow.clone());
             let size = config.message_bytes as usize;
             let consumer = Consumer::pulling(stream, &[], size, Box::new(pull));
             consumers.push(consumer.map_err(EngineError::Io)?);
@@ -222,149 +242,6 @@ impl Kafka {
 /// named after its topic, so runs on other topics never share a group.
 pub fn group_id(topic: &str, subscription: &str) -> String {
     format!("{topic}-{subscription}")
-}
-
-/// A Kafka consumer: what it fetches (from one broker), and its group membership.
-pub struct KafkaPull {
-    /// Its fetch positions.
-    fetcher: kafka::Fetcher,
-    /// Its membership of the subscription's consumer group.
-    member: kafka_group::Member,
-    /// The node id of its group's coordinator.
-    coordinator: i32,
-    /// Where its member's heartbeats go.
-    beats: Beats,
-    /// When its next heartbeat is due (clock ns).
-    next_heartbeat_ns: u64,
-}
-
-/// Where a group member's heartbeats go: to its coordinator, every
-/// [`kafka_group::HEARTBEAT_EVERY_NS`], sent between two fetches of one of its connections.
-enum Beats {
-    /// On this connection: it is to the coordinator.
-    Inline,
-    /// On a connection of their own (the coordinator leads none of the member's partitions),
-    /// written and read without blocking between two fetches.
-    Aside(Box<Aside>),
-    /// Another connection of the member beats.
-    Elsewhere,
-}
-
-/// A member's connection to its coordinator, for heartbeats only.
-struct Aside {
-    stream: OpeningStream,
-    input: Vec<u8>,
-}
-
-impl Beats {
-    fn aside(stream: OpeningStream) -> Result<Beats, EngineError> {
-        stream.set_nonblocking(true).map_err(EngineError::Io)?;
-        Ok(Beats::Aside(Box::new(Aside {
-            stream,
-            input: Vec::new(),
-        })))
-    }
-}
-
-impl Aside {
-    /// Sends `member`'s heartbeat (a hundred bytes to an idle socket: taken whole, or the
-    /// next one goes in its place).
-    fn beat(&mut self, member: &kafka_group::Member) {
-        let mut out = Vec::new();
-        kafka_group::heartbeat_request(member, &mut out);
-        let _ = self.stream.write(&out);
-    }
-
-    /// The coordinator's answers so far: a refusal ends the member.
-    fn answers(&mut self, member: &kafka_group::Member) -> Result<(), (String, bool)> {
-        let mut chunk = [0u8; 512];
-        loop {
-            match self.stream.read(&mut chunk) {
-                Ok(0) => return Err(("its group coordinator closed the connection".into(), false)),
-                Ok(n) => self.input.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    return Err((
-                        format!("reading from its group coordinator failed ({e})"),
-                        false,
-                    ))
-                }
-            }
-            if self.input.len() > 1 << 16 {
-                return Err((
-                    "its group coordinator sent over 64 KiB of heartbeat answers".into(),
-                    true,
-                ));
-            }
-        }
-        let protocol = |e: String| {
-            (
-                format!("the broker sent what Kafka's protocol does not allow: {e}"),
-                true,
-            )
-        };
-        while let Some((body, _, used)) = kafka::frame(&self.input).map_err(protocol)? {
-            if let Some(why) = kafka_group::heartbeat_refusal(body, member).map_err(protocol)? {
-                return Err((why, false));
-            }
-            self.input.drain(..used);
-        }
-        Ok(())
-    }
-}
-
-impl Pull for KafkaPull {
-    fn on_input(
-        &mut self,
-        input: &[u8],
-        out: &mut Vec<u8>,
-        on_message: &mut dyn FnMut(&[u8]),
-    ) -> Result<(usize, u64), (String, bool)> {
-        let (mut at, mut foreign) = (0, 0);
-        loop {
-            let (body, correlation, used) = match kafka::frame(&input[at..]) {
-                Ok(Some(frame)) => frame,
-                Ok(None) => return Ok((at, foreign)),
-                Err(e) => {
-                    let why = format!("the broker sent what Kafka's protocol does not allow: {e}");
-                    return Err((why, true));
-                }
-            };
-            if correlation == kafka_group::HEARTBEAT_CORRELATION {
-                let refusal =
-                    kafka_group::heartbeat_refusal(body, &self.member).map_err(|e| (e, true))?;
-                if let Some(why) = refusal {
-                    return Err((why, false));
-                }
-            } else {
-                foreign += self
-                    .fetcher
-                    .on_response(body, correlation, &mut *on_message)
-                    .map_err(|e| (e, false))?;
-                self.fetcher.request(out);
-                // Between two fetches: a fetch waits at most 500 ms for records, so heartbeats
-                // keep well inside the session (30 s).
-                let now = now_ns();
-                if now >= self.next_heartbeat_ns {
-                    match &mut self.beats {
-                        Beats::Inline => kafka_group::heartbeat_request(&self.member, out),
-                        Beats::Aside(aside) => aside.beat(&self.member),
-                        Beats::Elsewhere => {}
-                    }
-                    self.next_heartbeat_ns = now + kafka_group::HEARTBEAT_EVERY_NS;
-                }
-                if let Beats::Aside(aside) = &mut self.beats {
-                    aside.answers(&self.member)?;
-                }
-            }
-            at += used;
-        }
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 /// Kafka: the run's topics exist with `partitions` partitions each (created when missing,
