@@ -165,6 +165,11 @@ impl BrokerClient for Kafka {
                     None => members.push((k.member.clone(), k.fetcher.positions().to_vec())),
                 }
             }
+            // In a cluster the coordinator may have moved during the run: asked again.
+            let group = group_id(s.topic, s.name);
+            if let Some(now) = self.follow.as_ref().and_then(|f| f.coordinator(&group).ok()) {
+                coordinator = now;
+            }
             let left = group::leave(run, &self.cluster, coordinator, s.topic, &members);
             if let Err(why) = left {
                 notes.push(format!(
