@@ -1,12 +1,14 @@
 //! The `pubsub` system on a real Kafka broker (KRaft mode, one node, from the jars
 //! `scripts/setup.sh` fetches; one broker for this file, each test on topics of its own):
 //! partitions and shared subscriptions accounted message by message, acks 0, 1 and all, a slow
-//! subscription whose lag grows while a fast one keeps up, and a broker that is not Kafka.
+//! subscription whose lag grows while a fast one keeps up, a rebalance during the run (Kafka's
+//! console consumer joining the run's group and leaving it), and a broker that is not Kafka.
 mod common;
 
 use common::{
     assert_subscriptions_accounted, dead_address, kafka, run_one, try_run, BrokerProcess,
 };
+use std::time::Duration;
 
 fn scenario(prefix: &str, addr: std::net::SocketAddr, extra: &str) -> String {
     format!(
@@ -228,4 +230,57 @@ fn batches_compressed_by_the_broker_are_read() {
             assert_eq!(c.delivered, c.sent, "{codec} {}: {c:?}", s.name);
         }
     }
+}
+
+#[test]
+fn a_rebalance_during_the_run_is_joined_again_and_every_message_still_counted() {
+    let addr = kafka();
+    let toml = scenario(
+        "rebalance",
+        addr,
+        "partitions = 2\nconsumers_per_subscription = 2",
+    )
+    .replace("duration = \"1s\"", "duration = \"14s\"")
+    .replace("per_sec = 4000", "per_sec = 1000");
+    let (outcome, _dir) = std::thread::scope(|s| {
+        let run = s.spawn(|| try_run(&toml, &[]));
+        // Kafka's own console consumer joins the run's group (a rebalance: msgbench's two
+        // consumers must join again within the rebalance timeout), then leaves it (another).
+        std::thread::sleep(Duration::from_secs(3));
+        let libs = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/kafka/libs/*");
+        let mut outsider = std::process::Command::new("java")
+            .args(["-cp", libs, "org.apache.kafka.tools.consumer.ConsoleConsumer"])
+            .args(["--bootstrap-server", &addr.to_string()])
+            .args(["--topic", "rebalance.0", "--group", "rebalance.0-t0-s0"])
+            // The assignor msgbench's members speak (a group needs one all its members do).
+            .args(["--consumer-property", "partition.assignment.strategy=org.apache.kafka.clients.consumer.RoundRobinAssignor"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("java (scripts/setup.sh installs it)");
+        std::thread::sleep(Duration::from_secs(7));
+        // SAFETY: a plain kill(2) of a child this test started, by its PID.
+        unsafe { libc::kill(outsider.id() as i32, libc::SIGTERM) };
+        let _ = outsider.wait();
+        run.join().unwrap()
+    });
+    let mut results = outcome.unwrap_or_else(|e| panic!("{e}")).results;
+    let r = results.remove(0);
+    assert_subscriptions_accounted(&r);
+    let warnings: Vec<String> = r.warnings.iter().map(|w| w.to_string()).collect();
+    let said = warnings.join("\n");
+    assert!(!r.interrupted, "{said}");
+    assert!(
+        said.contains("rebalance.0-t0-s0 rebalanced during the run"),
+        "{said}"
+    );
+    assert!(said.contains("joined it again"), "{said}");
+    let c = r.counters;
+    assert_eq!(
+        (c.dropped, c.failed, c.in_flight_end),
+        (0, 0, 0),
+        "{c:?}\n{said}"
+    );
+    assert_eq!(c.delivered, c.sent, "{c:?}");
+    assert!(r.streams.iter().all(|s| s.closed.is_none()), "{said}");
 }

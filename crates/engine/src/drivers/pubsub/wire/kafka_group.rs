@@ -250,30 +250,20 @@ pub fn coordinator_moved(code: i16) -> bool {
     )
 }
 
+/// A group answer that means "join the group again": it rebalances, or the member's
+/// generation or id is past.
+pub fn rejoins(code: i16) -> bool {
+    matches!(
+        code,
+        REBALANCE_IN_PROGRESS | ILLEGAL_GENERATION | UNKNOWN_MEMBER_ID
+    )
+}
+
 /// A Heartbeat answer's error code.
 pub fn heartbeat_error(body: &[u8]) -> Result<i16, String> {
     let mut r = Reader::new(body);
     r.i32()?;
     Ok(r.i16()?)
-}
-
-/// A Heartbeat answer's refusal, named (`None`: the member is still in its group).
-pub fn heartbeat_refusal(body: &[u8], member: &Member) -> Result<Option<String>, String> {
-    let mut r = Reader::new(body);
-    r.i32()?;
-    let error = r.i16()?;
-    Ok((error != 0).then(|| {
-        format!(
-            "the group coordinator refused a heartbeat of group {}: {}{}",
-            member.group,
-            error_name(error),
-            if error == 27 {
-                " (another consumer joined the group: its partitions are being dealt again)"
-            } else {
-                ""
-            }
-        )
-    }))
 }
 
 /// OffsetCommit v7 of `member`: `positions` (partition, next offset) of `topic`.

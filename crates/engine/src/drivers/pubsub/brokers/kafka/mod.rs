@@ -154,27 +154,26 @@ impl BrokerClient for Kafka {
     fn finish(&mut self, run: &Opening<'_>, subscriptions: &[Ended<'_>]) -> Vec<String> {
         let mut notes = Vec::new();
         for s in subscriptions {
-            // A member's positions, over its connections (one per leader).
-            let mut members: Vec<(kafka_group::Member, Vec<(i32, i64)>)> = Vec::new();
-            let mut coordinator = -1;
             let pulls = s.consumers.iter();
-            for k in pulls.filter_map(|c| c.pull.as_ref()?.as_any().downcast_ref::<KafkaPull>()) {
-                coordinator = k.coordinator;
-                match members.iter_mut().find(|(m, _)| m.id == k.member.id) {
-                    Some((_, positions)) => positions.extend_from_slice(k.fetcher.positions()),
-                    None => members.push((k.member.clone(), k.fetcher.positions().to_vec())),
-                }
-            }
-            // In a cluster the coordinator may have moved during the run: asked again.
+            let pulls: Vec<&KafkaPull> = pulls
+                .filter_map(|c| c.pull.as_ref()?.as_any().downcast_ref::<KafkaPull>())
+                .collect();
+            let (members, rebalanced) = pull::members(&pulls);
+            let mut coordinator = pulls.first().map_or(-1, |k| k.coordinator);
             let group = group_id(s.topic, s.name);
-            if let Some(now) = self.follow.as_ref().and_then(|f| f.coordinator(&group).ok()) {
+            notes.extend(rebalanced.map(|why| format!("consumer group {group} {why}")));
+            // In a cluster the coordinator may have moved during the run: asked again.
+            if let Some(now) = self
+                .follow
+                .as_ref()
+                .and_then(|f| f.coordinator(&group).ok())
+            {
                 coordinator = now;
             }
             let left = group::leave(run, &self.cluster, coordinator, s.topic, &members);
             if let Err(why) = left {
                 notes.push(format!(
-                    "consumer group {} was not committed and left at the end ({why}): its members expire after {} s",
-                    group_id(s.topic, s.name),
+                    "consumer group {group} was not committed and left at the end ({why}): its members expire after {} s",
                     kafka_group::SESSION_TIMEOUT_MS / 1000
                 ));
             }
@@ -205,10 +204,11 @@ impl BrokerClient for Kafka {
 }
 
 impl Kafka {
-    /// The consumers of one joined member of a group. One broker: a consumer on the
-    /// connection it joined on, fetching and beating there. A cluster: a consumer per
-    /// partition, each fetching from its partition's leader and following it when it moves,
-    /// the member's heartbeats on the connection it joined on (to its group's coordinator).
+    /// The consumers of one joined member of a group, each fetching from its partitions'
+    /// leader on a connection of its own: one per broker (one broker), or one per partition
+    /// (a cluster: each follows its partition alone when its leader moves). The member's
+    /// group protocol stays on the connection it joined on, to its group's coordinator,
+    /// carried by its first consumer.
     fn member_consumers(
         &self,
         run: &Opening<'_>,
@@ -219,16 +219,17 @@ impl Kafka {
         let config = run.config;
         let topic = &config.topics[t];
         let identity = (joined.member.clone(), joined.coordinator);
+        let held = (topic.as_str(), config.partitions, joined.partitions.clone());
+        let mut beats = Some(Beats::aside(joined.stream, joined.member, held)?);
         let mut opened = Vec::new();
-        if self.follow.is_none() {
-            opened.push((joined.stream, joined.partitions, Beats::Inline));
-        } else {
-            let mut beats = Some(Beats::aside(joined.stream)?);
-            for (leader, partitions) in self.cluster.by_leader(t, &joined.partitions) {
-                for p in partitions {
-                    let stream = self.cluster.connect(run, leader, config.receive_buffer)?;
-                    opened.push((stream, vec![p], beats.take().unwrap_or(Beats::Elsewhere)));
-                }
+        for (leader, partitions) in self.cluster.by_leader(t, &joined.partitions) {
+            let each: Vec<Vec<i32>> = match self.follow {
+                Some(_) => partitions.iter().map(|&p| vec![p]).collect(),
+                None => vec![partitions],
+            };
+            for partitions in each {
+                let stream = self.cluster.connect(run, leader, config.receive_buffer)?;
+                opened.push((stream, partitions, beats.take().unwrap_or(Beats::Elsewhere)));
             }
         }
         let mut consumers = Vec::new();

@@ -59,21 +59,19 @@ impl KafkaPull {
         }
     }
 
-    /// Its member's heartbeat, when due; the coordinator's answers read when they are aside.
-    fn beat(&mut self, out: &mut Vec<u8>) -> Result<(), (String, bool)> {
+    /// Its member's heartbeat, when due, and the coordinator's answers.
+    fn beat(&mut self) -> Result<(), (String, bool)> {
         // Between two fetches: a fetch waits at most 500 ms for records, so heartbeats keep
         // well inside the session (30 s).
         let now = now_ns();
         if now >= self.next_heartbeat_ns {
-            match &mut self.beats {
-                Beats::Inline => kafka_group::heartbeat_request(&self.member, out),
-                Beats::Aside(aside) => aside.beat(&self.member, self.follow.as_deref()),
-                Beats::Elsewhere => {}
+            if let Beats::Aside(aside) = &mut self.beats {
+                aside.beat(self.follow.as_deref());
             }
             self.next_heartbeat_ns = now + kafka_group::HEARTBEAT_EVERY_NS;
         }
         if let Beats::Aside(aside) = &mut self.beats {
-            aside.answers(&self.member, self.follow.is_some())?;
+            aside.answers(self.follow.is_some())?;
         }
         Ok(())
     }
@@ -103,43 +101,75 @@ impl KafkaPull {
 }
 
 /// Where a group member's heartbeats go: to its coordinator, every
-/// [`kafka_group::HEARTBEAT_EVERY_NS`], sent between two fetches of one of its connections.
+/// [`kafka_group::HEARTBEAT_EVERY_NS`], on a connection of their own (the one the member
+/// joined on), written and read without blocking between two fetches of one of the member's
+/// consumers. Its other consumers beat `Elsewhere`.
 pub enum Beats {
-    /// On this connection: it is to the coordinator.
-    Inline,
-    /// On a connection of their own (in a cluster, or when the coordinator leads none of the
-    /// member's partitions), written and read without blocking between two fetches.
+    /// This consumer carries its member's group protocol.
     Aside(Box<Aside>),
-    /// Another connection of the member beats.
+    /// Another consumer of the member beats.
     Elsewhere,
 }
 
-/// A member's connection to its coordinator, for heartbeats only.
+/// A member's connection to its coordinator: heartbeats, and the group protocol again when
+/// the group rebalances during the run.
 pub struct Aside {
     /// None: lost, opened again to the group's coordinator at the next beat (in a cluster).
     stream: Option<OpeningStream>,
     input: Vec<u8>,
+    /// The member as the coordinator knows it now (a rebalance gives it a new generation).
+    pub(super) member: kafka_group::Member,
+    /// The topic and its partitions (the leader of a new generation deals them).
+    topic: (String, u32),
+    /// Where it is in joining again: not, its JoinGroup sent, its SyncGroup sent.
+    rejoin: Rejoin,
+    /// Rebalances it went through during the run.
+    pub(super) rebalances: u32,
+    /// The partitions the group assigned it last.
+    pub(super) assigned: Vec<i32>,
 }
 
+/// Where a member is in joining its group again during the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rejoin {
+    No,
+    Joining,
+    Syncing,
+}
+
+/// Correlation ids of a member's JoinGroup and SyncGroup during the run.
+const JOIN: i32 = 2;
+const SYNC: i32 = 3;
+
 impl Beats {
-    /// Heartbeats on `stream`, a connection of their own.
-    pub fn aside(stream: OpeningStream) -> Result<Beats, EngineError> {
+    /// Heartbeats of `member` (assigned `assigned` of `topic`'s `partitions`) on `stream`,
+    /// the connection it joined on.
+    pub fn aside(
+        stream: OpeningStream,
+        member: kafka_group::Member,
+        (topic, partitions, assigned): (&str, u32, Vec<i32>),
+    ) -> Result<Beats, EngineError> {
         stream.set_nonblocking(true).map_err(EngineError::Io)?;
         Ok(Beats::Aside(Box::new(Aside {
             stream: Some(stream),
             input: Vec::new(),
+            member,
+            topic: (topic.to_string(), partitions),
+            rejoin: Rejoin::No,
+            rebalances: 0,
+            assigned,
         })))
     }
 }
 
 impl Aside {
-    /// Sends `member`'s heartbeat (a hundred bytes to an idle socket: taken whole, or the
-    /// next one goes in its place); a connection lost is opened again to the group's
-    /// coordinator now, when it can `follow`.
-    fn beat(&mut self, member: &kafka_group::Member, follow: Option<&Follow>) {
+    /// Sends the member's heartbeat (a hundred bytes to an idle socket: taken whole, or the
+    /// next one goes in its place) — not while it joins again; a connection lost is opened
+    /// again to the group's coordinator now, when it can `follow`.
+    fn beat(&mut self, follow: Option<&Follow>) {
         if self.stream.is_none() {
             let Some(follow) = follow else { return };
-            let opened = (follow.coordinator(&member.group))
+            let opened = (follow.coordinator(&self.member.group))
                 .and_then(|node| follow.open_node(node))
                 .and_then(|s| {
                     s.set_nonblocking(true)
@@ -150,22 +180,26 @@ impl Aside {
             let Ok(stream) = opened else { return };
             self.stream = Some(stream);
             self.input.clear();
+            self.rejoin = Rejoin::No;
         }
-        let mut out = Vec::new();
-        kafka_group::heartbeat_request(member, &mut out);
-        if let Some(stream) = self.stream.as_mut() {
-            let _ = stream.write(&out);
+        if self.rejoin == Rejoin::No {
+            let mut out = Vec::new();
+            kafka_group::heartbeat_request(&self.member, &mut out);
+            self.send(&out);
         }
     }
 
-    /// The coordinator's answers so far: a refusal ends the member — unless it `follows`
-    /// and the coordinator moved (or its connection ended): then it is found again at the
-    /// next beat.
-    fn answers(
-        &mut self,
-        member: &kafka_group::Member,
-        follows: bool,
-    ) -> Result<(), (String, bool)> {
+    fn send(&mut self, out: &[u8]) {
+        if let Some(stream) = self.stream.as_mut() {
+            let _ = stream.write_all(out);
+        }
+    }
+
+    /// The coordinator's answers so far. A rebalance (another consumer joined or left the
+    /// group, or the member's generation is past) is joined again, as Kafka's consumer does;
+    /// another refusal ends the member — unless it `follows` and the coordinator moved (or
+    /// its connection ended): then it is found again at the next beat.
+    fn answers(&mut self, follows: bool) -> Result<(), (String, bool)> {
         let Some(stream) = self.stream.as_mut() else {
             return Ok(());
         };
@@ -182,18 +216,92 @@ impl Aside {
                 true,
             )
         };
-        while let Some((body, _, used)) = kafka::frame(&self.input).map_err(protocol)? {
-            let code = kafka_group::heartbeat_error(body).map_err(protocol)?;
+        while let Some((body, correlation, used)) = kafka::frame(&self.input).map_err(protocol)? {
+            let body = body.to_vec();
+            self.input.drain(..used);
+            let code = match correlation {
+                JOIN => self.on_joined(&body).map_err(protocol)?,
+                SYNC => self.on_synced(&body).map_err(protocol)?,
+                _ => kafka_group::heartbeat_error(&body).map_err(protocol)?,
+            };
+            if code == 0 {
+                continue;
+            }
             if follows && kafka_group::coordinator_moved(code) {
                 self.stream = None;
                 return Ok(());
             }
-            if let Some(why) = kafka_group::heartbeat_refusal(body, member).map_err(protocol)? {
+            if !kafka_group::rejoins(code) {
+                let why = format!(
+                    "the group coordinator refused member {} of group {}: {}",
+                    self.member.id,
+                    self.member.group,
+                    kafka::error_name(code)
+                );
                 return Err((why, false));
             }
-            self.input.drain(..used);
+            self.join(code);
         }
         Ok(())
+    }
+
+    /// Joins the group again (the coordinator answered `code`).
+    fn join(&mut self, code: i16) {
+        if code == kafka_group::UNKNOWN_MEMBER_ID {
+            self.member.id.clear();
+        }
+        let mut out = Vec::new();
+        let (group, topic) = (&self.member.group, &self.topic.0);
+        kafka_group::join_request(group, &self.member.id, topic, JOIN, &mut out);
+        self.send(&out);
+        self.rejoin = Rejoin::Joining;
+    }
+
+    /// Its JoinGroup's answer: joined (its SyncGroup sent, the leader's with every member's
+    /// partitions), or the error code.
+    fn on_joined(&mut self, body: &[u8]) -> Result<i16, String> {
+        let j = kafka_group::join_response(body)?;
+        match j.error {
+            kafka_group::MEMBER_ID_REQUIRED => {
+                self.member.id = j.member;
+                self.join(0);
+                Ok(0)
+            }
+            0 => {
+                self.member.id = j.member.clone();
+                self.member.generation = j.generation;
+                let leads = j.member == j.leader;
+                let assignments = match leads {
+                    true => kafka_group::assign(&j.members, self.topic.1),
+                    false => Vec::new(),
+                };
+                let mut out = Vec::new();
+                kafka_group::sync_request(
+                    &self.member,
+                    &self.topic.0,
+                    &assignments,
+                    SYNC,
+                    &mut out,
+                );
+                self.send(&out);
+                self.rejoin = Rejoin::Syncing;
+                Ok(0)
+            }
+            code => Ok(code),
+        }
+    }
+
+    /// Its SyncGroup's answer: the member's partitions in the new generation, or the error.
+    fn on_synced(&mut self, body: &[u8]) -> Result<i16, String> {
+        match kafka_group::sync_response(body, &self.topic.0)? {
+            Ok(assigned) => {
+                self.assigned = assigned;
+                self.rebalances += 1;
+                self.rejoin = Rejoin::No;
+                Ok(0)
+            }
+            Err(code) => Ok(code),
+        }
     }
 }
 
@@ -233,14 +341,6 @@ impl Pull for KafkaPull {
                 }
             };
             at += used;
-            if correlation == kafka_group::HEARTBEAT_CORRELATION {
-                let refusal =
-                    kafka_group::heartbeat_refusal(body, &self.member).map_err(|e| (e, true))?;
-                if let Some(why) = refusal {
-                    return Err((why, false));
-                }
-                continue;
-            }
             foreign += self
                 .fetcher
                 .on_response(body, correlation, &mut *on_message)
@@ -258,7 +358,7 @@ impl Pull for KafkaPull {
             }
             self.reopens = 0;
             self.fetcher.request(out);
-            self.beat(out)?;
+            self.beat()?;
         }
     }
 
@@ -283,4 +383,56 @@ impl Pull for KafkaPull {
         }
         opened
     }
+}
+
+/// A member of a group, and the position of every partition its consumers read.
+pub type MemberPositions = (kafka_group::Member, Vec<(i32, i64)>);
+
+/// A subscription's members at the end of the run, from its consumers: each member as the
+/// coordinator knows it now and the positions of every partition its consumers read; and,
+/// when the group rebalanced during the run, what the reader must know of it.
+pub fn members(pulls: &[&KafkaPull]) -> (Vec<MemberPositions>, Option<String>) {
+    // By the id each member had when the run opened (a rebalance may give it another).
+    let mut members: Vec<(String, MemberPositions)> = Vec::new();
+    let (mut rebalances, mut assigned, mut read) = (0, Vec::new(), Vec::new());
+    for k in pulls {
+        let now = match &k.beats {
+            Beats::Aside(aside) => {
+                rebalances = rebalances.max(aside.rebalances);
+                assigned.extend_from_slice(&aside.assigned);
+                Some(aside.member.clone())
+            }
+            Beats::Elsewhere => None,
+        };
+        let positions = k.fetcher.positions();
+        read.extend(positions.iter().map(|&(p, _)| p));
+        match members.iter_mut().find(|(id, _)| *id == k.member.id) {
+            Some((_, (member, all))) => {
+                all.extend_from_slice(positions);
+                *member = now.unwrap_or(member.clone());
+            }
+            None => {
+                let member = now.unwrap_or(k.member.clone());
+                members.push((k.member.id.clone(), (member, positions.to_vec())));
+            }
+        }
+    }
+    let note = (rebalances > 0).then(|| {
+        let elsewhere: Vec<String> = (read.iter())
+            .filter(|p| !assigned.contains(p))
+            .map(|p| p.to_string())
+            .collect();
+        let outside = match elsewhere.is_empty() {
+            true => String::new(),
+            false => format!(
+                "; partitions {} are now assigned to consumers outside the run, which read them too",
+                elsewhere.join(", ")
+            ),
+        };
+        format!(
+            "rebalanced during the run ({rebalances} times: another consumer joined or left it, or a member's generation was past): msgbench's consumers joined it again and kept reading the partitions they had when the run opened{outside}"
+        )
+    });
+    let members = members.into_iter().map(|(_, m)| m).collect();
+    (members, note)
 }
