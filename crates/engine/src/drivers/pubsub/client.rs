@@ -37,10 +37,29 @@ pub struct Batches {
 /// from the publisher's thread, its other publishers wait meanwhile (their lateness shows as
 /// send lag).
 pub trait Reroute: Send + Sync {
-    /// The leader of each partition of `topic` now, by partition (node ids).
-    fn leaders(&self, topic: &str) -> Result<Vec<i32>, String>;
+    /// The leader of each partition of `topic` now, by partition (node ids), asked until
+    /// `patience` runs out.
+    fn leaders(&self, topic: &str, patience: &Patience<'_>) -> Result<Vec<i32>, String>;
     /// A connection to broker `node`, logged in.
     fn connect(&self, node: i32) -> Result<OpeningStream, String>;
+    /// How long following a moved partition may take at most.
+    fn patience(&self) -> std::time::Duration;
+}
+
+/// How long a wait of the run's threads may last, and what ends it sooner (Ctrl-C, the run's
+/// stop).
+pub struct Patience<'a> {
+    /// When it gives up.
+    pub deadline: std::time::Instant,
+    /// True once the run stops.
+    pub stop: &'a dyn Fn() -> bool,
+}
+
+impl Patience<'_> {
+    /// Past its deadline, or the run stops.
+    pub fn over(&self) -> bool {
+        std::time::Instant::now() > self.deadline || (self.stop)()
+    }
 }
 
 /// A publisher's connection, opened, and how it frames.

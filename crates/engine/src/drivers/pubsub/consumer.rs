@@ -46,10 +46,14 @@ pub trait Pull: Send {
     }
 
     /// A new connection, to where what it reads went, its first request appended to `out`
-    /// (blocking, each step bounded by a second); the error says why it cannot go on, and
-    /// then it no longer [`Pull::follows`].
-    fn reopen(&mut self, out: &mut Vec<u8>) -> Result<OpeningStream, String> {
-        let _ = out;
+    /// (blocking, bounded, over as soon as `stop` says the run stops); the error says why it
+    /// cannot go on, and then it no longer [`Pull::follows`].
+    fn reopen(
+        &mut self,
+        out: &mut Vec<u8>,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<OpeningStream, String> {
+        let _ = (out, stop);
         Err("it cannot follow its partitions".into())
     }
 }

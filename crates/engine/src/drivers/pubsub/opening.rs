@@ -111,7 +111,21 @@ impl Opening<'_> {
         if address == self.address {
             return self.connect(receive_buffer);
         }
-        let tcp = connect_for_opening(self.config, (address, &written), receive_buffer)?;
+        let tcp = connect_for_opening(self.config, (address, &written), receive_buffer)
+            .map_err(|e| match e {
+                // The classic misconfiguration: a broker advertising an address only its own
+                // network reaches.
+                EngineError::Connect {
+                    address, source, ..
+                } => EngineError::Connect {
+                    hint: format!(
+                        "the cluster's metadata names a broker at {address}: check its advertised.listeners (clients must reach that address)"
+                    ),
+                    address,
+                    source,
+                },
+                e => e,
+            })?;
         self.watchdog.watch(&tcp);
         let stream = OpeningStream::Plain(tcp);
         match self.tls {

@@ -99,8 +99,11 @@ struct Leg {
     /// Kafka: requests whose partition's leader moved, with their records' intended times,
     /// to send again where it went.
     refused: Vec<(Request, Vec<u64>)>,
-    /// Its broker went away (or refused it for good): it is no longer written or read.
+    /// Its broker went away: it is no longer written or read.
     gone: bool,
+    /// The broker refused a publish (not because its leader moved) or broke the protocol:
+    /// the publisher ends, it does not follow.
+    refused_for_good: bool,
     /// Kafka: the end of the requests sealed (what follows is the open batch, not written).
     sealed: usize,
     /// Where its goodbye is ([`BrokerProtocol::goodbye`]).
@@ -288,13 +291,13 @@ impl Publisher {
         self.on_leg(leg, read)
     }
 
-    /// What connection `l` did: a failure ends the publisher — unless it follows its
-    /// partitions elsewhere (Kafka in a cluster): then the connection is given up and its
-    /// requests not answered go where their partitions went.
+    /// What connection `l` did: a failure ends the publisher — unless the connection was
+    /// lost and the publisher follows its partitions elsewhere (Kafka in a cluster): then the
+    /// connection is given up and its requests not answered go where their partitions went.
     fn on_leg(&mut self, l: usize, done: Result<(), String>) -> Result<(), String> {
         let leg = &mut self.legs[l];
         match done {
-            Err(why) if leg.node.is_none() => Err(why),
+            Err(why) if leg.node.is_none() || leg.refused_for_good => Err(why),
             Err(_) => {
                 leg.give_up();
                 self.to_follow = true;
@@ -331,6 +334,7 @@ impl Leg {
             requests: VecDeque::new(),
             refused: Vec::new(),
             gone: false,
+            refused_for_good: false,
             sealed: 0,
             goodbye: Goodbye::NotSaid,
         }
@@ -344,10 +348,11 @@ impl Leg {
     /// connection now with answers unread would reset it, and a broker may drop what it had
     /// not read yet (Kafka does).
     fn owes(&self) -> bool {
-        !self.gone && self.unsent() > 0
-            || self.unanswered.as_ref().is_some_and(|q| !q.is_empty())
-            || self.stream.wants_write()
-            || self.goodbye == Goodbye::Said
+        !self.gone
+            && (self.unsent() > 0
+                || self.unanswered.as_ref().is_some_and(|q| !q.is_empty())
+                || self.stream.wants_write()
+                || self.goodbye == Goodbye::Said)
     }
 
     /// Says `goodbye` once it owes nothing else (a broker that has one to hear).
@@ -581,6 +586,14 @@ impl Leg {
     /// unless its partition's leader moved and the publisher follows it (the request is put
     /// aside, to send where the partition went); else each record of its request is answered.
     fn handle_produced(&mut self, answers: &mut Answers<'_>) -> Result<(), String> {
+        let handled = self.answer_produced(answers);
+        // Not a lost connection: the broker's own refusal, or bytes that are not Kafka's.
+        self.refused_for_good |= handled.is_err();
+        handled
+    }
+
+    /// [`Leg::handle_produced`]'s work.
+    fn answer_produced(&mut self, answers: &mut Answers<'_>) -> Result<(), String> {
         let mut at = 0;
         let now = crate::clock::now_ns();
         while let Some((body, _, used)) = kafka::frame(&self.input[at..])? {
@@ -856,7 +869,9 @@ impl PublisherThread<'_> {
         for i in 0..self.publishers.len() {
             let p = &mut self.publishers[i];
             if p.to_follow && !p.stats.broken {
-                let followed = p.follow(poll.registry(), tokens, i, self.config);
+                let stop = self.stop;
+                let stopping = || stop.stopping();
+                let followed = p.follow(poll.registry(), tokens, (i, self.config), &stopping);
                 if let Err(why) = followed.and_then(|()| self.publishers[i].flush()) {
                     self.fail(i, why);
                 }

@@ -367,7 +367,7 @@ impl SubscriberThread<'_> {
         let owed = &mut self.subscriptions[s].consumers[c];
         if !owed.closed && owed.owes() {
             if let Err(why) = owed.write_acks() {
-                self.close(s, c, why);
+                self.lose(s, c, why);
                 return false;
             }
         }
@@ -395,7 +395,7 @@ impl SubscriberThread<'_> {
             let end = consumer.len + room;
             match consumer.stream.read(&mut consumer.input[consumer.len..end]) {
                 Ok(0) => {
-                    self.close(s, c, "the broker closed the connection".into());
+                    self.lose(s, c, "the broker closed the connection".into());
                     return false;
                 }
                 Ok(n) => {
@@ -412,7 +412,7 @@ impl SubscriberThread<'_> {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    self.close(s, c, broken(&e, "reading"));
+                    self.lose(s, c, broken(&e, "reading"));
                     return false;
                 }
             }
@@ -509,10 +509,25 @@ impl SubscriberThread<'_> {
         consumer.moving = pull.moved();
         consumer.pull = Some(pull);
         consumer.acks = requests;
-        let failure = failure.or_else(|| consumer.write_acks().err());
         if let Some(why) = failure {
-            self.close(s, c, why);
+            return self.close(s, c, why);
         }
+        if let Err(why) = consumer.write_acks() {
+            self.lose(s, c, why);
+        }
+    }
+
+    /// Consumer `c` of subscription `s` lost its connection (`why`): one that follows what it
+    /// reads elsewhere is given a new connection (the reason kept, should that fail too);
+    /// another is closed.
+    fn lose(&mut self, s: usize, c: usize, why: String) {
+        let consumer = &mut self.subscriptions[s].consumers[c];
+        if !consumer.closed && consumer.pull.as_ref().is_some_and(|p| p.follows()) {
+            consumer.moving = true;
+            consumer.last_error.get_or_insert(why);
+            return;
+        }
+        self.close(s, c, why);
     }
 
     /// Consumer `c` of subscription `s` follows what it reads to another broker: a new
@@ -525,13 +540,16 @@ impl SubscriberThread<'_> {
             .pull
             .as_mut()
             .expect("a consumer that follows asks");
-        let opened = pull.reopen(&mut out).and_then(|stream| {
-            let (mut stream, held) = stream.into_running().map_err(|e| e.to_string())?;
-            registry
-                .register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)
-                .map_err(|e| e.to_string())?;
-            Ok((stream, held))
-        });
+        let stop = self.stop;
+        let opened = pull
+            .reopen(&mut out, &|| stop.stopping())
+            .and_then(|stream| {
+                let (mut stream, held) = stream.into_running().map_err(|e| e.to_string())?;
+                registry
+                    .register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)
+                    .map_err(|e| e.to_string())?;
+                Ok((stream, held))
+            });
         let (stream, held) = match opened {
             Ok(opened) => opened,
             Err(why) => return self.close(s, c, why),
@@ -559,11 +577,6 @@ impl SubscriberThread<'_> {
         let sub = &mut self.subscriptions[s];
         let consumer = &mut sub.consumers[c];
         if consumer.closed {
-            return;
-        }
-        // One that follows what it reads elsewhere is given a new connection instead.
-        if consumer.pull.as_ref().is_some_and(|p| p.follows()) {
-            consumer.moving = true;
             return;
         }
         consumer.closed = true;

@@ -10,8 +10,10 @@
 //! The following blocks the publisher's thread (the cluster's metadata, maybe a connection,
 //! each step bounded by a second); what falls due meanwhile waits and is counted late.
 use super::{Leg, Publisher, Request};
+use crate::drivers::pubsub::client::Patience;
 use mio::{Interest, Registry, Token};
 use msgbench_model::pubsub::PubsubConfig;
+use std::time::Instant;
 
 /// Times one request is sent again before its publisher gives up (a partition whose leader
 /// keeps moving, or a cluster whose metadata keeps naming a broker that refuses it).
@@ -25,13 +27,19 @@ impl Publisher {
         &mut self,
         registry: &Registry,
         tokens: &mut Vec<(usize, usize)>,
-        me: usize,
-        config: &PubsubConfig,
+        (me, config): (usize, &PubsubConfig),
+        stop: &dyn Fn() -> bool,
     ) -> Result<(), String> {
         self.to_follow = false;
         let reroute = self.reroute.clone().expect("a publisher that follows");
-        let leaders = reroute.leaders(&self.topic)?;
-        let leader_of = |p: i32| leaders.get(p as usize).copied().unwrap_or(-1);
+        // A request refused again at once (metadata behind the controller's): a moment first.
+        if self
+            .legs
+            .iter()
+            .any(|l| l.refused.iter().any(|(r, _)| r.resent > 0))
+        {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
         let mut refused: Vec<(Request, Vec<u64>)> = Vec::new();
         let mut mine: Vec<(i32, Option<i32>)> = Vec::new();
         for leg in &mut self.legs {
@@ -39,23 +47,33 @@ impl Publisher {
             let held = leg.kafka.as_ref().map_or(&[][..], |k| k.partitions());
             mine.extend(held.iter().map(|&p| (p, leg.node.filter(|_| !leg.gone))));
         }
+        let mut partitions: Vec<i32> = mine.iter().map(|&(p, _)| p).collect();
+        partitions.sort_unstable();
+        partitions.dedup();
+        // Until every leader is reached: a broker that died is named the leader until the
+        // controller fences it.
+        let patience = Patience {
+            deadline: Instant::now() + reroute.patience(),
+            stop,
+        };
+        let leaders = loop {
+            let leaders = reroute.leaders(&self.topic, &patience)?;
+            match self.open_missing(&leaders, &partitions, (registry, tokens, me), config) {
+                Ok(()) => break leaders,
+                Err(why) if patience.over() => return Err(why),
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(200)),
+            }
+        };
+        let leader_of = |p: i32| leaders.get(p as usize).copied().unwrap_or(-1);
         // A partition held by a connection to a broker that no longer leads it: followed.
         self.followed.0 += mine
             .iter()
             .filter(|&&(p, n)| n != Some(leader_of(p)))
             .count() as u64;
-        let mut partitions: Vec<i32> = mine.iter().map(|&(p, _)| p).collect();
-        partitions.sort_unstable();
-        partitions.dedup();
-        for &p in &partitions {
-            let node = leader_of(p);
-            if !self.legs.iter().any(|l| !l.gone && l.node == Some(node)) {
-                self.open_leg(node, (registry, tokens, me), config)?;
-            }
-        }
-        for leg in self.legs.iter_mut().filter(|l| !l.gone) {
+        for leg in self.legs.iter_mut() {
+            // A connection given up keeps none (they are counted once, followed).
             let led: Vec<i32> = (partitions.iter().copied())
-                .filter(|&p| Some(leader_of(p)) == leg.node)
+                .filter(|&p| !leg.gone && Some(leader_of(p)) == leg.node)
                 .collect();
             if let Some(k) = leg.kafka.as_mut() {
                 k.set_partitions(led);
@@ -86,6 +104,27 @@ impl Publisher {
                         .is_some_and(|k| !k.partitions().is_empty())
             })
             .collect();
+        Ok(())
+    }
+
+    /// A connection to the leader of each of `partitions`, `leaders` naming them: those it
+    /// has not, opened.
+    fn open_missing(
+        &mut self,
+        leaders: &[i32],
+        partitions: &[i32],
+        poll: (&Registry, &mut Vec<(usize, usize)>, usize),
+        config: &PubsubConfig,
+    ) -> Result<(), String> {
+        let (registry, tokens, me) = poll;
+        for &p in partitions {
+            let node = *leaders.get(p as usize).ok_or_else(|| {
+                format!("its cluster no longer names {} partition {p}", self.topic)
+            })?;
+            if !self.legs.iter().any(|l| !l.gone && l.node == Some(node)) {
+                self.open_leg(node, (registry, &mut *tokens, me), config)?;
+            }
+        }
         Ok(())
     }
 

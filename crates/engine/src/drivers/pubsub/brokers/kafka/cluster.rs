@@ -8,7 +8,7 @@
 //! [`kafka::MAX_NODES`] are kept, a leader must be one of them, and each is reached through
 //! the opening's one `connect` (its timeouts, its watchdog, the scenario's TLS and login).
 use super::connect;
-use crate::drivers::pubsub::client::Reroute;
+use crate::drivers::pubsub::client::{Patience, Reroute};
 use crate::drivers::pubsub::opening::Opening;
 use crate::drivers::pubsub::stream::{OpeningStream, TlsOpening};
 use crate::drivers::pubsub::wire::kafka::{self, Metadata, Node};
@@ -18,7 +18,7 @@ use crate::error::EngineError;
 use msgbench_model::pubsub::PubsubConfig;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The run's view of the cluster.
 #[derive(Debug, Clone, Default)]
@@ -77,13 +77,18 @@ impl Cluster {
         split
     }
 
-    /// A connection to broker `id`, TLS started and logged in.
+    /// A connection to broker `id`, TLS started and logged in. A cluster of one broker is
+    /// reached at the scenario's address, whatever it advertises (a broker behind NAT or in
+    /// a container often advertises an address only its own network reaches).
     pub fn connect(
         &self,
         run: &Opening<'_>,
         id: i32,
         receive_buffer: u32,
     ) -> Result<OpeningStream, EngineError> {
+        if self.nodes.len() <= 1 {
+            return connect(run, None, receive_buffer);
+        }
         let node = self
             .node(id)
             .ok_or_else(|| run.error(format!("its cluster has no broker {id}")))?;
@@ -122,10 +127,12 @@ pub fn discover(run: &Opening<'_>, stream: &mut OpeningStream) -> Result<Cluster
 /// Longest each step of following a moved leader may take (connect, TLS, login, one
 /// request): the thread that follows waits meanwhile.
 const FOLLOW_TIMEOUT: Duration = Duration::from_secs(1);
-/// Longest a moved partition may have no leader before its client gives up on it (a broker
-/// that shuts down hands its partitions over in milliseconds; one that dies is fenced after
-/// the controller's `broker.session.timeout.ms`, 9 s by default).
-const LEADERLESS_FOR: Duration = Duration::from_secs(3);
+/// Longest following a moved partition may take before its client gives up (a broker that
+/// shuts down hands its partitions over in milliseconds; one that dies is named the leader
+/// until the controller fences it, after `broker.session.timeout.ms`, 9 s by default).
+pub const LEADERLESS_FOR: Duration = Duration::from_secs(12);
+/// Brokers asked at most for one answer (the bootstrap server and the first known ones).
+const MAX_ASKED: usize = 8;
 
 /// What the run's threads need to follow a partition whose leader moved: the scenario's
 /// settings (its TLS and login), the bootstrap address, and the brokers known so far.
@@ -202,19 +209,28 @@ impl Follow {
     }
 
     /// `request`'s answer from one of the cluster's brokers: the bootstrap server first, then
-    /// each broker known (the bootstrap server may be the one that went away).
+    /// each broker known (the bootstrap server may be the one that went away), at most
+    /// [`MAX_ASKED`] of them, none once `patience` is over.
     fn ask<T>(
         &self,
         what: &str,
+        patience: &Patience<'_>,
         request: impl Fn(&mut OpeningStream) -> Result<T, String>,
     ) -> Result<T, String> {
         let known: Vec<i32> = self.lock().iter().map(|n| n.id).collect();
-        let mut why = String::new();
-        // The bootstrap server's certificate carries the name the scenario's TLS gives.
-        let name = self.config.tls.as_ref().map(|t| t.server_name.as_str());
-        let first = self.open(self.bootstrap, name.unwrap_or_default());
-        let attempts = std::iter::once(first).chain(known.into_iter().map(|id| self.open_node(id)));
-        for opened in attempts {
+        let mut why = String::from("none asked in time");
+        for k in 0..=known.len().min(MAX_ASKED - 1) {
+            if patience.over() {
+                break;
+            }
+            let opened = match k {
+                // The bootstrap server's certificate carries the name the scenario's TLS gives.
+                0 => {
+                    let name = self.config.tls.as_ref().map(|t| t.server_name.as_str());
+                    self.open(self.bootstrap, name.unwrap_or_default())
+                }
+                k => self.open_node(known[k - 1]),
+            };
             match opened.and_then(|mut stream| request(&mut stream)) {
                 Ok(answer) => return Ok(answer),
                 Err(e) => why = e,
@@ -226,8 +242,8 @@ impl Follow {
     }
 
     /// The cluster as one of its brokers describes it now.
-    pub fn cluster(&self) -> Result<Cluster, String> {
-        let cluster = self.ask("its metadata", |stream| {
+    pub fn cluster(&self, patience: &Patience<'_>) -> Result<Cluster, String> {
+        let cluster = self.ask("its metadata", patience, |stream| {
             let metadata = kafka::metadata(stream, &self.config.topics)?;
             Cluster::of(metadata, &self.config.topics)
         })?;
@@ -236,8 +252,8 @@ impl Follow {
     }
 
     /// The node id of `group`'s coordinator now.
-    pub fn coordinator(&self, group: &str) -> Result<i32, String> {
-        self.ask("which broker coordinates the group", |stream| {
+    pub fn coordinator(&self, group: &str, patience: &Patience<'_>) -> Result<i32, String> {
+        self.ask("which broker coordinates the group", patience, |stream| {
             let mut out = Vec::new();
             kafka_group::find_coordinator_request(group, 1, &mut out);
             let body = kafka::call(stream, &out, 1)?;
@@ -248,33 +264,58 @@ impl Follow {
         })
     }
 
-    /// The leader of each partition of topic `topic` now, once every one has a leader (within
-    /// [`LEADERLESS_FOR`]).
-    pub fn leaders_of(&self, topic: &str) -> Result<Vec<i32>, String> {
+    /// The leader of each partition of topic `topic` now, once the cluster answers (asked
+    /// again every 100 ms until `patience` is over).
+    pub fn leaders_of(&self, topic: &str, patience: &Patience<'_>) -> Result<Vec<i32>, String> {
         let t = self
             .config
             .topics
             .iter()
             .position(|name| name == topic)
             .ok_or_else(|| format!("topic {topic} is not the run's"))?;
-        let deadline = Instant::now() + LEADERLESS_FOR;
         loop {
-            match self.cluster() {
+            match self.cluster(patience) {
                 Ok(cluster) => return Ok(cluster.leaders[t].clone()),
-                Err(e) if Instant::now() > deadline => return Err(e),
+                Err(e) if patience.over() => return Err(e),
                 Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+
+    /// A connection to the leader of `topic`'s `partition` now: asked and tried again every
+    /// 200 ms until `patience` is over (a broker that died is named the leader until the
+    /// controller fences it).
+    pub fn reach(
+        &self,
+        topic: &str,
+        partition: i32,
+        patience: &Patience<'_>,
+    ) -> Result<OpeningStream, String> {
+        loop {
+            let leaders = self.leaders_of(topic, patience)?;
+            let node = *(leaders.get(partition as usize)).ok_or_else(|| {
+                format!("its cluster no longer names {topic} partition {partition}")
+            })?;
+            match self.open_node(node) {
+                Ok(stream) => return Ok(stream),
+                Err(e) if patience.over() => return Err(e),
+                Err(_) => std::thread::sleep(Duration::from_millis(200)),
             }
         }
     }
 }
 
 impl Reroute for Follow {
-    fn leaders(&self, topic: &str) -> Result<Vec<i32>, String> {
-        self.leaders_of(topic)
+    fn leaders(&self, topic: &str, patience: &Patience<'_>) -> Result<Vec<i32>, String> {
+        self.leaders_of(topic, patience)
     }
 
     fn connect(&self, node: i32) -> Result<OpeningStream, String> {
         self.open_node(node)
+    }
+
+    fn patience(&self) -> Duration {
+        LEADERLESS_FOR
     }
 }
 
@@ -310,10 +351,17 @@ mod tests {
         );
         let mut lost = metadata;
         lost.topics[0].2[1].1 = 7;
-        let e = Cluster::of(lost, &topics).unwrap_err();
+        let e = Cluster::of(lost.clone(), &topics).unwrap_err();
         assert!(
             e.contains("broker 7 as the leader of t.0 partition 1"),
             "{e}"
         );
+        // A broker's answer is untrusted: a gap in the partitions, a topic not named.
+        let mut gap = lost.clone();
+        gap.topics[0].2 = vec![(0, 1), (2, 1)];
+        let e = Cluster::of(gap, &topics).unwrap_err();
+        assert!(e.contains("lacks partition 1"), "{e}");
+        let e = Cluster::of(lost, &["t.9".to_string()]).unwrap_err();
+        assert!(e.contains("does not name topic t.9"), "{e}");
     }
 }

@@ -235,6 +235,11 @@ impl Joining {
         match self.state {
             JoinState::Joining => self.on_joined(&body, group, topic, assignments, partitions)?,
             JoinState::Syncing => match group_wire::sync_response(&body, topic)? {
+                Ok(mine) if mine.iter().any(|&p| p < 0 || p as u32 >= partitions) => {
+                    return Err(format!(
+                        "its group {group} assigned partitions {mine:?} of {topic}, which has {partitions}"
+                    ))
+                }
                 Ok(mine) => {
                     self.partitions = mine;
                     self.state = JoinState::Beating;

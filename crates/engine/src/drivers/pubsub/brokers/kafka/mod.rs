@@ -10,7 +10,7 @@ pub mod pull;
 pub mod sasl;
 
 use crate::drivers::pubsub::client::{
-    Batches, BrokerClient, Ended, Framing, OpenedPublisher, Reroute, Slot,
+    Batches, BrokerClient, Ended, Framing, OpenedPublisher, Patience, Reroute, Slot,
 };
 use crate::drivers::pubsub::consumer::{turn_bytes, Consumer};
 use crate::drivers::pubsub::opening::{Opening, OPEN_TIMEOUT};
@@ -163,11 +163,8 @@ impl BrokerClient for Kafka {
             let group = group_id(s.topic, s.name);
             notes.extend(rebalanced.map(|why| format!("consumer group {group} {why}")));
             // In a cluster the coordinator may have moved during the run: asked again.
-            if let Some(now) = self
-                .follow
-                .as_ref()
-                .and_then(|f| f.coordinator(&group).ok())
-            {
+            let now = self.follow.as_ref();
+            if let Some(now) = now.and_then(|f| f.coordinator(&group, &patience(3)).ok()) {
                 coordinator = now;
             }
             let left = group::leave(run, &self.cluster, coordinator, s.topic, &members);
@@ -189,7 +186,7 @@ impl BrokerClient for Kafka {
     /// leaders moved during the run, at its end.
     fn info(&self, config: &PubsubConfig) -> Vec<String> {
         let mut lines = self.cluster.describe(&config.topics, "were");
-        let now = self.follow.as_ref().map(|f| f.cluster());
+        let now = self.follow.as_ref().map(|f| f.cluster(&patience(3)));
         match now {
             Some(Ok(now)) if now.leaders != self.cluster.leaders => {
                 lines.extend(now.describe(&config.topics, "were at the end"));
@@ -241,6 +238,15 @@ impl Kafka {
             consumers.push(consumer.map_err(EngineError::Io)?);
         }
         Ok(consumers)
+    }
+}
+
+/// A wait of the opening's thread (the end of the run: nothing to stop it but its deadline)
+/// of `seconds` at most.
+fn patience(seconds: u64) -> Patience<'static> {
+    Patience {
+        deadline: std::time::Instant::now() + Duration::from_secs(seconds),
+        stop: &|| false,
     }
 }
 

@@ -5,8 +5,9 @@
 //! where the partition is led now and fetches from there, from the same position — nothing
 //! is read twice or skipped. Its member's heartbeats, on a connection of their own, follow the
 //! group's coordinator the same way.
-use super::cluster::Follow;
+use super::cluster::{Follow, LEADERLESS_FOR};
 use crate::clock::now_ns;
+use crate::drivers::pubsub::client::Patience;
 use crate::drivers::pubsub::consumer::Pull;
 use crate::drivers::pubsub::stream::OpeningStream;
 use crate::drivers::pubsub::wire::{kafka, kafka_group};
@@ -77,7 +78,11 @@ impl KafkaPull {
     }
 
     /// [`Pull::reopen`]'s work.
-    fn open_where_led(&mut self, out: &mut Vec<u8>) -> Result<OpeningStream, String> {
+    fn open_where_led(
+        &mut self,
+        out: &mut Vec<u8>,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<OpeningStream, String> {
         let follow = self.follow.clone().ok_or("it does not follow")?;
         self.reopens += 1;
         if self.reopens > MAX_REOPENS {
@@ -86,14 +91,16 @@ impl KafkaPull {
             ));
         }
         let topic = self.fetcher.topic().to_string();
-        let leaders = follow.leaders_of(&topic)?;
         // In a cluster a consumer reads one partition (KafkaPull's maker sees to it).
         let &(partition, _) = (self.fetcher.positions().first()).ok_or("it reads no partition")?;
-        let node = leaders[partition as usize];
-        let mut stream = follow.open_node(node)?;
+        let patience = Patience {
+            deadline: std::time::Instant::now() + LEADERLESS_FOR,
+            stop,
+        };
+        let mut stream = follow.reach(&topic, partition, &patience)?;
         stream
             .set_read_timeout(None)
-            .map_err(|e| format!("broker {node}: {e}"))?;
+            .map_err(|e| format!("{topic} partition {partition}'s leader: {e}"))?;
         self.fetcher.request(out);
         let _ = stream.flush();
         Ok(stream)
@@ -169,7 +176,12 @@ impl Aside {
     fn beat(&mut self, follow: Option<&Follow>) {
         if self.stream.is_none() {
             let Some(follow) = follow else { return };
-            let opened = (follow.coordinator(&self.member.group))
+            // A second at most: the subscriber's other consumers wait meanwhile.
+            let patience = Patience {
+                deadline: std::time::Instant::now() + std::time::Duration::from_secs(1),
+                stop: &|| false,
+            };
+            let opened = (follow.coordinator(&self.member.group, &patience))
                 .and_then(|node| follow.open_node(node))
                 .and_then(|s| {
                     s.set_nonblocking(true)
@@ -374,9 +386,13 @@ impl Pull for KafkaPull {
         self.moved
     }
 
-    fn reopen(&mut self, out: &mut Vec<u8>) -> Result<OpeningStream, String> {
+    fn reopen(
+        &mut self,
+        out: &mut Vec<u8>,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<OpeningStream, String> {
         self.moved = false;
-        let opened = self.open_where_led(out);
+        let opened = self.open_where_led(out, stop);
         if opened.is_err() {
             // It gives up: the subscriber closes it.
             self.reopens = MAX_REOPENS + 1;
