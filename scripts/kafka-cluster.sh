@@ -7,7 +7,7 @@
 # shutdown, its partitions' leadership handed to the others first).
 #
 # The script waits for its brokers; SIGTERM or Ctrl-C to it (as a scenario's [sut] sends)
-# stops them all and removes their folders.
+# stops them all at once and removes their folders.
 #
 #   bash scripts/kafka-cluster.sh 9092          # brokers on 9092, 9093, 9094
 #   [sut] command = "exec bash scripts/kafka-cluster.sh 9092"   (in a scenario)
@@ -25,7 +25,9 @@ for k in $(seq 1 "$NODES"); do
   VOTERS="$VOTERS${VOTERS:+,}$k@127.0.0.1:$((PORT + 100 + k - 1))"
 done
 PIDS=()
-trap 'kill "${PIDS[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$DIR"' EXIT
+# Its brokers are stopped at once (SIGKILL): their logs are thrown away with the folder, and a
+# scenario's [sut] allows 3 s before it kills the group, less than a cluster's own shutdown.
+trap 'kill -KILL "${PIDS[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$DIR"' EXIT
 trap 'exit 143' TERM INT
 for k in $(seq 1 "$NODES"); do
   KAFKA_NODE_ID=$k KAFKA_VOTERS=$VOTERS KAFKA_REPLICAS=$(( NODES < 3 ? NODES : 3 )) \

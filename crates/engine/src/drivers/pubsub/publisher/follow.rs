@@ -79,21 +79,7 @@ impl Publisher {
                 k.set_partitions(led);
             }
         }
-        for (mut request, times) in refused {
-            if request.resent >= MAX_RESENDS {
-                return Err(format!(
-                    "a request to {} partition {} was refused {MAX_RESENDS} times by the broker its cluster named as the leader",
-                    self.topic, request.partition
-                ));
-            }
-            request.resent += 1;
-            let node = Some(leader_of(request.partition));
-            let leg = (self.legs.iter_mut())
-                .find(|l| !l.gone && l.node == node)
-                .expect("a connection to every leader");
-            leg.put_request(request, times);
-            self.followed.1 += 1;
-        }
+        self.resend(refused, &leaders)?;
         self.active = (0..self.legs.len())
             .filter(|&l| {
                 let leg = &self.legs[l];
@@ -104,6 +90,33 @@ impl Publisher {
                         .is_some_and(|k| !k.partitions().is_empty())
             })
             .collect();
+        Ok(())
+    }
+
+    /// Sends each of the `refused` requests again, on the connection to its partition's
+    /// leader (`leaders` naming them).
+    fn resend(&mut self, refused: Vec<(Request, Vec<u64>)>, leaders: &[i32]) -> Result<(), String> {
+        for (mut request, times) in refused {
+            let p = request.partition;
+            if request.resent >= MAX_RESENDS {
+                return Err(format!(
+                    "a request to {} partition {p} was refused {MAX_RESENDS} times by the broker its cluster named as the leader",
+                    self.topic
+                ));
+            }
+            request.resent += 1;
+            let node = leaders.get(p as usize).copied();
+            let leg = (self.legs.iter_mut())
+                .find(|l| !l.gone && l.node.is_some() && l.node == node)
+                .ok_or_else(|| {
+                    format!(
+                        "no connection to the leader of {} partition {p}",
+                        self.topic
+                    )
+                })?;
+            leg.put_request(request, times);
+            self.followed.1 += 1;
+        }
         Ok(())
     }
 
