@@ -376,8 +376,8 @@ pub struct Connections {
     /// `NOT_LEADER_OR_FOLLOWER` or a fenced epoch, or its connection ended).
     pub leaders_followed: u64,
     /// Kafka: Produce requests sent again to a partition's new leader — refused by the old
-    /// one (not written: sent once in the log), or unanswered when its connection ended (may
-    /// be in the log twice: the subscriptions count such a message as a duplicate).
+    /// one or not written whole to it (at acks all, as an idempotent producer: any not
+    /// answered, the broker writing each once).
     pub produce_resent: u64,
 }
 

@@ -93,6 +93,8 @@ struct Leg {
     kafka: Option<kafka::Producer>,
     /// Kafka: the requests not answered yet, in order.
     requests: VecDeque<Request>,
+    /// Where `out[0]` is in the connection's byte stream (bytes written before it).
+    base: u64,
     /// Kafka in a cluster: its broker's node id, and each request's bytes are kept until
     /// answered (to send again to a partition's new leader).
     node: Option<i32>,
@@ -104,6 +106,8 @@ struct Leg {
     /// The broker refused a publish (not because its leader moved) or broke the protocol:
     /// the publisher ends, it does not follow.
     refused_for_good: bool,
+    /// An idempotent producer's partition moved: the connection is given up whole.
+    leader_lost: bool,
     /// Kafka: the end of the requests sealed (what follows is the open batch, not written).
     sealed: usize,
     /// Where its goodbye is ([`BrokerProtocol::goodbye`]).
@@ -120,6 +124,9 @@ struct Request {
     bytes: Vec<u8>,
     /// Times it was sent again.
     resent: u32,
+    /// Where it ends in its connection's byte stream: written whole once the connection
+    /// wrote that far.
+    end: u64,
 }
 
 /// What a publisher counts of its brokers' answers, whichever connection they come on.
@@ -304,6 +311,9 @@ impl Publisher {
                 Ok(())
             }
             Ok(()) => {
+                if leg.leader_lost {
+                    leg.give_up();
+                }
                 self.to_follow |= !leg.refused.is_empty();
                 Ok(())
             }
@@ -332,9 +342,11 @@ impl Leg {
             node: kafka.as_ref().map(|(node, _)| *node),
             kafka: kafka.map(|(_, p)| p),
             requests: VecDeque::new(),
+            base: 0,
             refused: Vec::new(),
             gone: false,
             refused_for_good: false,
+            leader_lost: false,
             sealed: 0,
             goodbye: Goodbye::NotSaid,
         }
@@ -414,6 +426,7 @@ impl Leg {
                     Vec::new()
                 },
                 resent: 0,
+                end: self.base + self.out.len() as u64,
             });
         }
         self.sealed = self.out.len();
@@ -458,10 +471,12 @@ impl Leg {
             .write_held()
             .map_err(|e| broken(&e, "writing"))?;
         if self.written == self.out.len() {
+            self.base += self.out.len() as u64;
             self.out.clear();
             self.written = 0;
             self.sealed = 0;
         } else if self.written > self.out.capacity() / 2 {
+            self.base += self.written as u64;
             self.out.drain(..self.written);
             if let Some(k) = self.kafka.as_mut() {
                 k.shift(self.written);
@@ -611,6 +626,9 @@ impl Leg {
                 let times = queue.drain(..n).collect();
                 self.refused.push((request, times));
                 at += used;
+                // Idempotent: every request after it goes again too, in order (a partition's
+                // sequence numbers must reach the new leader without a gap).
+                self.leader_lost |= self.kafka.as_ref().is_some_and(|k| k.is_idempotent());
                 continue;
             }
             let records = request.records;

@@ -47,8 +47,13 @@ pub struct SubscriptionState {
     shared: bool,
     /// Shared: per consumer, per publisher, the highest measured sequence number it got.
     consumer_highest: Vec<Vec<Option<u64>>>,
-    /// Shared: per publisher, messages received (any).
+    /// Shared: per publisher, messages received (first copies).
     seen: Vec<u64>,
+    /// Shared: per publisher, which sequence numbers came (a bit each, at most
+    /// [`MAX_SEEN_WORDS`] words): a message that comes again is a duplicate, not a delivery.
+    seen_bits: Vec<Vec<u64>>,
+    /// Shared: messages that came again.
+    shared_duplicates: u64,
     /// The broker keeps every message until it is read (Kafka's log): one that has not come
     /// is on its way, never lost.
     retains: bool,
@@ -96,6 +101,8 @@ impl SubscriptionState {
             shared,
             consumer_highest: vec![vec![None; p]; consumers.len()],
             seen: vec![0; p],
+            seen_bits: vec![Vec::new(); p],
+            shared_duplicates: 0,
             retains,
             mark,
             turn_bytes: turn_bytes(config, cost_ns),
@@ -112,6 +119,7 @@ impl SubscriptionState {
         for c in &self.checkers {
             total += c.errors;
         }
+        total.duplicates += self.shared_duplicates;
         total
     }
 
@@ -178,6 +186,10 @@ impl SubscriptionState {
         }
         let completed = self.cost.spend();
         if self.shared {
+            if !first_copy(&mut self.seen_bits[local], h.seq) {
+                self.shared_duplicates += 1;
+                return;
+            }
             self.seen[local] += 1;
             if window.measures(h.intended_ns) {
                 self.delivered[local] += 1;
@@ -204,6 +216,27 @@ impl SubscriptionState {
         self.stats
             .on_checked(h.intended_ns, completed, gaps_added, window, rec);
     }
+}
+
+/// Words of a shared subscription's record of the sequence numbers that came, per publisher:
+/// 32 MiB, 268 million messages (past them a message is counted, not checked for a copy).
+const MAX_SEEN_WORDS: usize = 1 << 22;
+
+/// Marks sequence number `seq` as come in `bits`: false if it had come before.
+#[inline]
+fn first_copy(bits: &mut Vec<u64>, seq: u64) -> bool {
+    let word = (seq / 64) as usize;
+    if word >= MAX_SEEN_WORDS {
+        return true;
+    }
+    if word >= bits.len() {
+        // Grown by doubling: a publisher's sequence numbers come roughly in order.
+        bits.resize((word + 1).max(bits.len() * 2).min(MAX_SEEN_WORDS), 0);
+    }
+    let bit = 1u64 << (seq % 64);
+    let first = bits[word] & bit == 0;
+    bits[word] |= bit;
+    first
 }
 
 /// One subscriber thread.
@@ -598,4 +631,22 @@ impl SubscriberThread<'_> {
 /// The largest message a consumer accepts: the largest a run publishes, with framing.
 fn wire_limit() -> usize {
     msgbench_model::pubsub::MAX_MESSAGE_BYTES as usize + 64 * 1024
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_sequence_number_that_comes_again_is_not_a_first_copy() {
+        let mut bits = Vec::new();
+        assert!(super::first_copy(&mut bits, 5));
+        assert!(super::first_copy(&mut bits, 700));
+        assert!(!super::first_copy(&mut bits, 5));
+        assert!(!super::first_copy(&mut bits, 700));
+        assert!(super::first_copy(&mut bits, 6));
+        // Past the bound: counted, never remembered.
+        let far = (super::MAX_SEEN_WORDS as u64) * 64;
+        assert!(super::first_copy(&mut bits, far));
+        assert!(super::first_copy(&mut bits, far));
+        assert!(bits.len() <= super::MAX_SEEN_WORDS);
+    }
 }

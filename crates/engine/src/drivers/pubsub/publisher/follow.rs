@@ -70,13 +70,18 @@ impl Publisher {
             .iter()
             .filter(|&&(p, n)| n != Some(leader_of(p)))
             .count() as u64;
+        // An idempotent producer's partitions keep their sequence numbers where they go.
+        let sequences: Vec<(i32, i32)> = (self.legs.iter())
+            .filter_map(|l| l.kafka.as_ref())
+            .flat_map(|k| k.sequences().iter().copied())
+            .collect();
         for leg in self.legs.iter_mut() {
             // A connection given up keeps none (they are counted once, followed).
             let led: Vec<i32> = (partitions.iter().copied())
                 .filter(|&p| !leg.gone && Some(leader_of(p)) == leg.node)
                 .collect();
             if let Some(k) = leg.kafka.as_mut() {
-                k.set_partitions(led);
+                k.set_partitions(led, &sequences);
             }
         }
         self.resend(refused, &leaders)?;
@@ -172,16 +177,27 @@ impl Publisher {
 }
 
 impl Leg {
-    /// Its broker went away (or its connection broke): every request not answered is put
-    /// aside, to go where its partition went; nothing more is written or read on it.
+    /// Its broker went away (or its connection broke, or it no longer leads a partition of an
+    /// idempotent producer): every request it had not written whole is put aside, to go where
+    /// its partition went. One written whole but not answered may be in the broker's log: an
+    /// idempotent producer sends it again (the broker writes it once), another does not (a
+    /// copy would be a duplicate): its messages come, or stay undelivered. Nothing more is
+    /// written or read on it.
     pub(super) fn give_up(&mut self) {
         self.seal();
-        let queue = self.unanswered.as_mut();
-        if let Some(queue) = queue {
+        let idempotent = self.kafka.as_ref().is_some_and(|k| k.is_idempotent());
+        let wrote_to = if idempotent {
+            0
+        } else {
+            self.base + self.written as u64
+        };
+        if let Some(queue) = self.unanswered.as_mut() {
             for request in self.requests.drain(..) {
                 let n = (request.records as usize).min(queue.len());
-                let times = queue.drain(..n).collect();
-                self.refused.push((request, times));
+                let times: Vec<u64> = queue.drain(..n).collect();
+                if request.end > wrote_to {
+                    self.refused.push((request, times));
+                }
             }
         }
         self.out.clear();
@@ -191,10 +207,11 @@ impl Leg {
     }
 
     /// Sends `request` (its records due at `times`) on this connection, after what it holds.
-    fn put_request(&mut self, request: Request, times: Vec<u64>) {
+    fn put_request(&mut self, mut request: Request, times: Vec<u64>) {
         self.seal();
         self.out.extend_from_slice(&request.bytes);
         self.sealed = self.out.len();
+        request.end = self.base + self.out.len() as u64;
         self.requests.push_back(request);
         if let Some(queue) = self.unanswered.as_mut() {
             queue.extend(times);

@@ -35,6 +35,7 @@ const FETCH: i16 = 1;
 const LIST_OFFSETS: i16 = 2;
 const METADATA: i16 = 3;
 const CREATE_TOPICS: i16 = 19;
+const INIT_PRODUCER_ID: i16 = 22;
 
 /// Kafka's name for an error code (those a run may meet), for messages.
 pub fn error_name(code: i16) -> String {
@@ -394,6 +395,28 @@ pub fn create_topics(
     Ok(results)
 }
 
+/// InitProducerId v1 (no transaction): an idempotent producer's id and epoch, or the error
+/// code of a refusal.
+pub fn init_producer_id(
+    stream: &mut (impl Read + Write),
+) -> Result<Result<(i64, i16), i16>, String> {
+    let mut out = Vec::new();
+    let start = begin(INIT_PRODUCER_ID, 1, 4, &mut out);
+    put_i16(-1, &mut out); // transactional id: none
+    put_i32(60_000, &mut out); // transaction timeout ms (none is used)
+    finish(start, &mut out);
+    let body = call(stream, &out, 4)?;
+    let mut r = Reader::new(&body);
+    r.i32()?; // throttle
+    let error = r.i16()?;
+    let (id, epoch) = (r.i64()?, r.i16()?);
+    Ok(if error == 0 {
+        Ok((id, epoch))
+    } else {
+        Err(error)
+    })
+}
+
 /// Per partition its end offset, or the first partition refused and the error code.
 pub type EndOffsets = Result<Vec<(i32, i64)>, (i32, i16)>;
 
@@ -467,6 +490,11 @@ pub struct Producer {
     compression: Compression,
     /// The records of the batch being compressed (kept: one allocation per publisher).
     scratch: Vec<u8>,
+    /// An idempotent producer's id and epoch (InitProducerId): each batch carries them and
+    /// its partition's next sequence number, so a broker writes a batch sent again once.
+    idempotent: Option<(i64, i16)>,
+    /// Idempotent: per partition it filled, the sequence number of its next record.
+    sequences: Vec<(i32, i32)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -494,7 +522,36 @@ impl Producer {
             open: None,
             compression,
             scratch: Vec::new(),
+            idempotent: None,
+            sequences: Vec::new(),
         }
+    }
+
+    /// Produces idempotently as producer `id` of `epoch` (InitProducerId's answer).
+    pub fn make_idempotent(&mut self, id: i64, epoch: i16) {
+        self.idempotent = Some((id, epoch));
+    }
+
+    /// It produces idempotently.
+    pub fn is_idempotent(&self) -> bool {
+        self.idempotent.is_some()
+    }
+
+    /// Idempotent: per partition it filled, the sequence number of its next record.
+    pub fn sequences(&self) -> &[(i32, i32)] {
+        &self.sequences
+    }
+
+    /// The sequence number of `partition`'s next record.
+    fn sequence_of(&mut self, partition: i32) -> &mut i32 {
+        let at = match self.sequences.iter().position(|&(p, _)| p == partition) {
+            Some(at) => at,
+            None => {
+                self.sequences.push((partition, 0));
+                self.sequences.len() - 1
+            }
+        };
+        &mut self.sequences[at].1
     }
 
     /// The same producer for other partitions (none: it must be given some before it
@@ -506,6 +563,7 @@ impl Producer {
             correlation: 0,
             open: None,
             scratch: Vec::new(),
+            sequences: Vec::new(),
             ..self.clone()
         }
     }
@@ -515,8 +573,12 @@ impl Producer {
         &self.partitions
     }
 
-    /// Fills `partitions` from its next batch on (a partition's leader moved).
-    pub fn set_partitions(&mut self, partitions: Vec<i32>) {
+    /// Fills `partitions` from its next batch on (a partition's leader moved), each
+    /// continuing from its sequence number in `sequences` (another producer's, idempotent).
+    pub fn set_partitions(&mut self, partitions: Vec<i32>, sequences: &[(i32, i32)]) {
+        self.sequences = (sequences.iter().copied())
+            .filter(|(p, _)| partitions.contains(p))
+            .collect();
         self.partitions = partitions;
     }
 
@@ -582,9 +644,19 @@ impl Producer {
         put_i32(0, out); // last offset delta, once sealed
         put_i64(now_ms, out); // base timestamp
         put_i64(now_ms, out); // max timestamp
-        put_i64(-1, out); // producer id: none (not idempotent)
-        put_i16(-1, out);
-        put_i32(-1, out); // base sequence
+        match self.idempotent {
+            Some((id, epoch)) => {
+                put_i64(id, out);
+                put_i16(epoch, out);
+                let base = *self.sequence_of(partition);
+                put_i32(base, out);
+            }
+            None => {
+                put_i64(-1, out); // producer id: none (not idempotent)
+                put_i16(-1, out);
+                put_i32(-1, out); // base sequence
+            }
+        }
         put_i32(0, out); // records, once sealed
         debug_assert_eq!(out.len() - batch, BATCH_HEADER);
         OpenBatch {
@@ -625,6 +697,11 @@ impl Producer {
         let crc = crc32c::crc32c(&out[b.batch + 21..]);
         out[b.batch + 17..b.batch + 21].copy_from_slice(&crc.to_be_bytes());
         finish(b.request, out);
+        if self.idempotent.is_some() {
+            // Kafka's sequence numbers wrap to 0 past i32::MAX.
+            let next = self.sequence_of(b.partition);
+            *next = ((i64::from(*next) + i64::from(b.records)) % (i64::from(i32::MAX) + 1)) as i32;
+        }
         Some(Sealed {
             records: b.records as u32,
             partition: b.partition,
@@ -679,7 +756,8 @@ pub fn produce_error(body: &[u8]) -> Result<Option<Refusal>, &'static str> {
             r.i64()?;
             r.i64()?;
             r.i64()?;
-            if error != 0 {
+            // DUPLICATE_SEQUENCE_NUMBER: an idempotent batch sent again was written before.
+            if error != 0 && error != 46 {
                 return Ok(Some(Refusal {
                     code: error,
                     text: format!(
@@ -940,6 +1018,55 @@ mod tests {
     /// The record batch of a sealed produce request (what the broker stores and serves).
     fn produced(values: &[&[u8]]) -> Vec<u8> {
         produced_with(values, Compression::None)
+    }
+
+    #[test]
+    fn an_idempotent_producer_numbers_each_partitions_records_and_hands_them_on() {
+        let mut p = Producer::new("t", -1, vec![0, 1], Compression::None);
+        p.make_idempotent(7, 2);
+        let mut out = Vec::new();
+        // Two batches of 3 records on partition 0, then one of 2 on partition 1, in turn.
+        let mut batches = Vec::new();
+        for records in [3, 2, 3] {
+            let start = out.len();
+            for _ in 0..records {
+                p.put_record_prefix(4, 1_700_000_000_000, &mut out);
+                out.extend_from_slice(b"abcd");
+                Producer::put_record_suffix(&mut out);
+            }
+            let sealed = p.seal(&mut out).unwrap();
+            assert_eq!(sealed.start, start);
+            batches.push((sealed.partition, out[start..].to_vec()));
+        }
+        // The record batch starts after the request's header: its size, then the batch's.
+        let field = |request: &[u8], at: usize, n: usize| {
+            let b = find_batch(request);
+            request[b + at..b + at + n].to_vec()
+        };
+        let sequence = |r: &[u8]| i32::from_be_bytes(field(r, 53, 4).try_into().unwrap());
+        assert_eq!(batches[0].0, 0);
+        assert_eq!(field(&batches[0].1, 43, 8), 7i64.to_be_bytes());
+        assert_eq!(field(&batches[0].1, 51, 2), 2i16.to_be_bytes());
+        assert_eq!(sequence(&batches[0].1), 0);
+        assert_eq!((batches[1].0, sequence(&batches[1].1)), (1, 0));
+        assert_eq!((batches[2].0, sequence(&batches[2].1)), (0, 3));
+        // Partition 0 handed to another producer goes on from 6.
+        let mut q = p.for_partitions(Vec::new());
+        q.set_partitions(vec![0], p.sequences());
+        assert_eq!(q.sequences(), &[(0, 6)]);
+    }
+
+    /// Where the record batch of one Produce request starts: after its 4-byte records size,
+    /// which is followed by the batch's base offset 0.
+    fn find_batch(request: &[u8]) -> usize {
+        let total = request.len();
+        (0..total - 61)
+            .find(|&at| {
+                let size = i32::from_be_bytes(request[at..at + 4].try_into().unwrap()) as usize;
+                size == total - at - 4 && request[at + 4..at + 12] == [0; 8]
+            })
+            .map(|at| at + 4)
+            .expect("a record batch")
     }
 
     /// [`produced`], its records compressed with `codec`.

@@ -122,7 +122,16 @@ impl BrokerClient for Kafka {
             let stream = self.cluster.connect(run, leader, 0)?;
             legs.push((leader, stream, producer(partitions)));
         }
-        let (node, stream, producer) = legs.remove(0);
+        let (node, mut stream, mut producer) = legs.remove(0);
+        // In a cluster at acks all, an idempotent producer (as Kafka's own is by default): a
+        // request sent again to a new leader is written once.
+        if self.follow.is_some() && config.acks.wire() == -1 {
+            let (id, epoch) = producer_id(run, &mut stream)?;
+            producer.make_idempotent(id, epoch);
+            for (_, _, p) in &mut legs {
+                p.make_idempotent(id, epoch);
+            }
+        }
         let reroute = (self.follow.clone()).map(|f| f as Arc<dyn Reroute>);
         Ok(OpenedPublisher {
             stream,
@@ -238,6 +247,28 @@ impl Kafka {
             consumers.push(consumer.map_err(EngineError::Io)?);
         }
         Ok(consumers)
+    }
+}
+
+/// An idempotent producer's id and epoch, asked of a broker on `stream` until its producer
+/// ids are served (a new cluster loads them first): up to three opening timeouts.
+fn producer_id(run: &Opening<'_>, stream: &mut OpeningStream) -> Result<(i64, i16), EngineError> {
+    let deadline = std::time::Instant::now() + OPEN_TIMEOUT * 3;
+    loop {
+        let answer = kafka::init_producer_id(stream).map_err(|e| run.error(e))?;
+        run.progress();
+        match answer {
+            Ok(id) => return Ok(id),
+            Err(code) if kafka_group::settling(code) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(code) => {
+                return Err(run.error(format!(
+                    "it refused a producer id: {}",
+                    kafka::error_name(code)
+                )))
+            }
+        }
     }
 }
 
