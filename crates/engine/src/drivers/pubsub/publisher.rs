@@ -214,7 +214,11 @@ impl Publisher {
 
     /// The connection its next message goes on.
     fn next_leg(&self) -> usize {
-        self.active[(self.stats.sent_all % self.active.len() as u64) as usize]
+        match self.active.len() {
+            // One connection (every broker but a Kafka cluster's): no division per message.
+            1 => self.active[0],
+            n => self.active[(self.stats.sent_all % n as u64) as usize],
+        }
     }
 
     /// It still holds bytes to write, or publishes a broker has not answered (or requests to

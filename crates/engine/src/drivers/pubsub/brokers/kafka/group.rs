@@ -3,7 +3,7 @@
 //! names) before the run, and at the end the group's positions are committed and the group
 //! left ([`wire::kafka_group`]).
 use super::cluster::Cluster;
-use crate::drivers::pubsub::opening::{Opening, OPEN_TIMEOUT};
+use crate::drivers::pubsub::opening::Opening;
 use crate::drivers::pubsub::stream::OpeningStream;
 use crate::drivers::pubsub::wire::{kafka as kafka_wire, kafka_group as group_wire};
 use crate::error::EngineError;
@@ -103,26 +103,17 @@ fn find_coordinator(
     stream: &mut OpeningStream,
     group: &str,
 ) -> Result<i32, EngineError> {
-    let fail = |problem: String| run.error(problem);
-    let deadline = std::time::Instant::now() + OPEN_TIMEOUT * 3;
-    loop {
+    let ask = || {
         let mut out = Vec::new();
         group_wire::find_coordinator_request(group, 1, &mut out);
-        let body = kafka_wire::call(stream, &out, 1).map_err(fail)?;
-        run.progress();
-        match group_wire::find_coordinator_answer(&body).map_err(fail)? {
-            (0, node) => return Ok(node),
-            (code, _) if group_wire::settling(code) && std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-            (code, _) => {
-                return Err(fail(format!(
-                    "it found no coordinator for consumer group {group}: {}",
-                    kafka_wire::error_name(code)
-                )))
-            }
-        }
-    }
+        let body = kafka_wire::call(stream, &out, 1)?;
+        Ok(match group_wire::find_coordinator_answer(&body)? {
+            (0, node) => Ok(node),
+            (code, _) => Err(code),
+        })
+    };
+    let refused = format!("it found no coordinator for consumer group {group}");
+    super::once_settled(run, ask, &refused)
 }
 
 /// Where one member is in the group protocol.

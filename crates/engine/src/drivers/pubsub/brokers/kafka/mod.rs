@@ -253,20 +253,32 @@ impl Kafka {
 /// An idempotent producer's id and epoch, asked of a broker on `stream` until its producer
 /// ids are served (a new cluster loads them first): up to three opening timeouts.
 fn producer_id(run: &Opening<'_>, stream: &mut OpeningStream) -> Result<(i64, i16), EngineError> {
+    once_settled(
+        run,
+        || kafka::init_producer_id(stream),
+        "it refused a producer id",
+    )
+}
+
+/// The answer of `ask` once the broker's coordinators have settled: asked again every 100 ms
+/// while it answers that one is loading or not ready (a new cluster, a first group), up to
+/// three opening timeouts; another refusal is `refused`, with the error's name.
+pub fn once_settled<T>(
+    run: &Opening<'_>,
+    mut ask: impl FnMut() -> Result<Result<T, i16>, String>,
+    refused: &str,
+) -> Result<T, EngineError> {
     let deadline = std::time::Instant::now() + OPEN_TIMEOUT * 3;
     loop {
-        let answer = kafka::init_producer_id(stream).map_err(|e| run.error(e))?;
+        let answer = ask().map_err(|e| run.error(e))?;
         run.progress();
         match answer {
-            Ok(id) => return Ok(id),
+            Ok(answer) => return Ok(answer),
             Err(code) if kafka_group::settling(code) && std::time::Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(100));
             }
             Err(code) => {
-                return Err(run.error(format!(
-                    "it refused a producer id: {}",
-                    kafka::error_name(code)
-                )))
+                return Err(run.error(format!("{refused}: {}", kafka::error_name(code))));
             }
         }
     }
